@@ -1,0 +1,1 @@
+"""Prefect flows composed from the stage tasks in ``tasks/``."""

@@ -1,0 +1,12 @@
+"""Prefect tasks, one module per stage: thin adapters around the pure core in ``tooleval``.
+
+Each task works on a shard of rows, receives and returns :class:`tooleval.stages.StageRef` values (path, digest,
+row count) and has an explicit cache policy whose key excludes the run id.
+"""
+
+from tasks.aggregation import aggregate_rows
+from tasks.capture import capture_shard
+from tasks.generation import generate_shard
+from tasks.scoring import score_shard
+
+__all__ = ["aggregate_rows", "capture_shard", "generate_shard", "score_shard"]

@@ -1,0 +1,56 @@
+"""Stage 2, trace capture: turn raw responses into immutable, versioned trace envelopes.
+
+Cache key: the generation stage file's digest, the dataset revision, the code version (a digest of the whole
+``tooleval`` package, which holds the envelope builder) and this task's source.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timezone
+
+from prefect import task
+from prefect.cache_policies import INPUTS, TASK_SOURCE
+
+from tooleval.envelope import build_envelope
+from tooleval.models import RecordedTrace
+from tooleval.stages import StageRef, read_stage_table, write_stage_table
+from tooleval.storage import ENVELOPE_SCHEMA
+
+
+def _error_envelope(record: dict, revision: str, captured_at: datetime) -> dict:
+    return {
+        "envelope_version": None,
+        "dataset_revision": revision,
+        "run_id": None,
+        "case_id": record["case_id"],
+        "trial": record["trial"],
+        "captured_at": captured_at,
+        "model_calls": [],
+        "error": record["error"],
+    }
+
+
+@task(name="trace-capture", cache_policy=INPUTS + TASK_SOURCE, persist_result=True)
+def capture_shard(generation: StageRef, revision: str, code_version: str, stage_dir: str) -> StageRef:
+    """Capture one shard of envelopes.
+
+    Args:
+        generation: Ref to the shard's generation stage file.
+        revision: Dataset revision.
+        code_version: Scorer/code version (cache key only).
+        stage_dir: Folder for the envelope stage file.
+
+    Returns:
+        Ref to a Parquet file of :data:`tooleval.storage.ENVELOPE_SCHEMA` rows (``run_id`` null). A generation
+        record with an error becomes an envelope that carries the error and no calls.
+    """
+    captured_at = datetime.now(timezone.utc)
+    envelopes = []
+    for record in read_stage_table(generation).to_pylist():
+        if record["error"] is not None or record["payload_json"] is None:
+            envelopes.append(_error_envelope(record, revision, captured_at))
+            continue
+        trace = RecordedTrace.model_validate(json.loads(record["payload_json"]))
+        envelopes.append(build_envelope(trace, revision, captured_at))
+    return write_stage_table(stage_dir, "capture", envelopes, ENVELOPE_SCHEMA)

@@ -1,0 +1,45 @@
+"""Stage 3, scoring: one row per envelope, from the envelopes and the dataset only.
+
+Cache key: the envelope stage file's digest (which covers every trace digest), the dataset (path, revision,
+content digest), the scorer version (a digest of the whole ``tooleval`` package, not only this task's source:
+handed case H18), the ragas version, and this task's source.
+"""
+
+from __future__ import annotations
+
+from prefect import task
+from prefect.cache_policies import INPUTS, TASK_SOURCE
+
+from tooleval.dataset import load_dataset
+from tooleval.plan import DatasetRef
+from tooleval.scoring import score_envelopes
+from tooleval.stages import StageRef, read_stage_table, write_stage_table
+from tooleval.storage import ROW_SCHEMA
+
+
+@task(name="scoring", cache_policy=INPUTS + TASK_SOURCE, persist_result=True)
+def score_shard(
+    envelopes: StageRef, dataset: DatasetRef, scorer_version: str, ragas_version: str, stage_dir: str
+) -> StageRef:
+    """Score one shard.
+
+    Args:
+        envelopes: Ref to the shard's envelope stage file.
+        dataset: The dataset (its cases are read from ``dataset.path``).
+        scorer_version: :func:`tooleval.versions.scorer_version` (cache key; recorded on every row).
+        ragas_version: Installed ragas version (cache key; recorded on every row).
+        stage_dir: Folder for the rows stage file.
+
+    Returns:
+        Ref to a Parquet file of :data:`tooleval.storage.ROW_SCHEMA` rows (``run_id`` null).
+
+    Raises:
+        tooleval.errors.InputFileError: the dataset changed on disk since the run was planned.
+    """
+    loaded = load_dataset(dataset.path)
+    if loaded.content_digest != dataset.content_digest:
+        from tooleval.errors import InputFileError
+
+        raise InputFileError(dataset.path, None, "the dataset changed while the run was going on.", "rerun.")
+    rows = score_envelopes(loaded.cases, read_stage_table(envelopes).to_pylist())
+    return write_stage_table(stage_dir, "scoring", rows, ROW_SCHEMA)

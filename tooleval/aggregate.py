@@ -1,0 +1,75 @@
+"""Aggregation with DuckDB over the rows of one (revision, run) partition (DESIGN.md stage 4).
+
+Zero-call rows count: list lengths go through ``coalesce(len(x), 0)`` because DuckDB's ``UNNEST`` and list
+aggregates skip empty and NULL lists (handed case H16). ``failures_by_tool`` counts, per tool name, the missing
+calls (fn), the extra calls (fp) and the wrong-argument pairs; a wrong-argument pair is also one missing and one
+extra call, so ``sum(missing) == fn`` and ``sum(extra) == fp``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import duckdb
+
+__all__ = ["summarize_rows"]
+
+_FIGURES = """
+SELECT
+  count(*) AS rows,
+  count(*) FILTER (WHERE exact_match) AS exact_match_rows,
+  coalesce(sum(len(expected_calls)), 0) AS expected_calls,
+  coalesce(sum(coalesce(len(observed_calls), 0)), 0) AS observed_calls,
+  coalesce(sum(tp), 0) AS tp,
+  coalesce(sum(fp), 0) AS fp,
+  coalesce(sum(fn), 0) AS fn,
+  count(*) FILTER (WHERE fn > 0) AS rows_with_missing,
+  count(*) FILTER (WHERE fp > 0) AS rows_with_extra,
+  count(*) FILTER (WHERE duplicate_calls > 0) AS rows_with_duplicates,
+  count(*) FILTER (WHERE malformed_calls > 0) AS rows_with_malformed,
+  count(*) FILTER (WHERE error IS NULL AND coalesce(len(observed_calls), 0) = 0) AS rows_without_calls,
+  count(*) FILTER (WHERE error IS NOT NULL) AS rows_with_errors,
+  avg(f1) AS mean_f1,
+  avg(ragas_tool_call_f1) AS mean_ragas_tool_call_f1
+FROM {source}
+"""
+
+_BY_TOOL = """
+WITH failures AS (
+  SELECT unnest(missing_calls).name AS tool, 'missing' AS what FROM {source}
+  UNION ALL SELECT unnest(extra_calls).name, 'extra' FROM {source}
+  UNION ALL SELECT unnest(wrong_args).name, 'wrong_args' FROM {source}
+)
+SELECT tool, what, count(*) AS n FROM failures GROUP BY ALL ORDER BY tool, what
+"""
+
+
+def summarize_rows(source: str, connection: duckdb.DuckDBPyConnection | None = None) -> dict[str, Any]:
+    """Compute a run's figures.
+
+    Args:
+        source: A DuckDB table expression over the rows, e.g. ``read_parquet('…/part-*.parquet')`` (see
+            :func:`tooleval.storage.scan_parquet_sql`).
+        connection: DuckDB connection to use (a new in-memory one by default).
+
+    Returns:
+        ``{rows, exact_match_rows, expected_calls, observed_calls, tp, fp, fn, rows_with_missing,
+        rows_with_extra, rows_with_duplicates, rows_with_malformed, rows_without_calls, rows_with_errors,
+        mean_f1, mean_ragas_tool_call_f1, failures_by_tool}``; counts are ints, means floats in [0, 1] or
+        ``None`` when no row was scored; ``failures_by_tool`` maps tool name to
+        ``{"missing": n, "extra": n, "wrong_args": n}``.
+    """
+    con = connection or duckdb.connect()
+    cursor = con.execute(_FIGURES.format(source=source))
+    names = [d[0] for d in cursor.description]
+    figures = dict(zip(names, cursor.fetchone()))
+    for key, value in figures.items():
+        if key.startswith("mean_"):
+            figures[key] = None if value is None else float(value)
+        else:
+            figures[key] = int(value or 0)
+    by_tool: dict[str, dict[str, int]] = {}
+    for tool, what, n in con.execute(_BY_TOOL.format(source=source)).fetchall():
+        by_tool.setdefault(tool, {"missing": 0, "extra": 0, "wrong_args": 0})[what] = int(n)
+    figures["failures_by_tool"] = by_tool
+    return figures

@@ -1,0 +1,164 @@
+"""Canonical argument values (DESIGN.md "Scoring semantics: canonical argument values").
+
+Rules, each tested in ``tests/test_canonical.py``:
+
+* Argument text is parsed as JSON (RFC 8259: ``NaN``/``Infinity`` and numbers that overflow a float are not
+  JSON and make the call malformed).
+* Object key order never matters (keys are sorted in the canonical text).
+* Numbers compare by value: an integral float becomes an int (``250.0 -> 250``; tau-bench airline task 0 passes
+  ``amount: 250`` where models write ``250.0`` and still earn reward 1). A boolean is not a number
+  (``true != 1``) and a string is not a number (``"10" != 10``).
+* Strings compare exactly; list order matters; ``null`` differs from an absent key.
+* Empty (or whitespace-only) argument text and the JSON text ``null`` mean ``{}``. Text that parses to anything but
+  an object (a list, a number, a string) or does not parse at all is *malformed*: the caller keeps the raw text and
+  the parse error, it is never turned into ``{}``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+__all__ = ["canonical_value", "canonical_json", "parse_arguments", "diff_paths", "MISSING"]
+
+
+class _Missing:
+    """Marker for an absent key in :func:`diff_paths` (distinct from JSON ``null``)."""
+
+    def __repr__(self) -> str:
+        return "<absent>"
+
+
+MISSING = _Missing()
+
+
+def _reject_constant(token: str) -> Any:
+    raise ValueError(f"{token} is not valid JSON")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"number {text} does not fit a float")
+    return value
+
+
+def canonical_value(value: Any) -> Any:
+    """Return ``value`` with every integral float replaced by an int, recursively.
+
+    Args:
+        value: A JSON-compatible Python value (dict with str keys, list/tuple, str, int, float, bool, None).
+
+    Returns:
+        The same structure; dicts keep their keys (ordering is fixed later by :func:`canonical_json`), tuples
+        become lists, ``-0.0`` becomes ``0``.
+
+    Raises:
+        ValueError: on a non-finite float or a value JSON cannot hold (a set, bytes, an object).
+    """
+    if isinstance(value, bool) or value is None or isinstance(value, (str, int)):
+        return value
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise ValueError(f"non-finite number {value!r} is not JSON")
+        return int(value) if value.is_integer() else value
+    if isinstance(value, dict):
+        return {str(k): canonical_value(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [canonical_value(v) for v in value]
+    raise ValueError(f"{type(value).__name__} value {value!r} is not JSON")
+
+
+def canonical_json(value: Any) -> str:
+    """Serialise ``value`` as canonical JSON text: sorted keys, compact separators, integral floats as ints.
+
+    Two argument objects are equal under DESIGN.md's rules exactly when their canonical texts are equal.
+
+    Raises:
+        ValueError: see :func:`canonical_value`.
+    """
+    return json.dumps(canonical_value(value), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def parse_arguments(raw: str | dict | None) -> tuple[dict | None, str | None]:
+    """Parse a tool call's argument text.
+
+    Args:
+        raw: JSON text as emitted by the model (OpenAI ``function.arguments``), an already-parsed object
+            (LangChain, tau2) or ``None``.
+
+    Returns:
+        ``(args, None)`` on success, where ``args`` is a dict (``{}`` for empty text or ``null``), or
+        ``(None, error)`` for a malformed call, ``error`` saying why (e.g. ``"not a JSON object: list"``).
+    """
+    if raw is None:
+        return {}, None
+    if isinstance(raw, dict):
+        try:
+            return canonical_value(raw), None
+        except ValueError as exc:
+            return None, str(exc)
+    if not isinstance(raw, str):
+        return None, f"arguments must be JSON text or an object, got {type(raw).__name__}"
+    if raw.strip() == "":
+        return {}, None
+    try:
+        parsed = json.loads(raw, parse_constant=_reject_constant, parse_float=_finite_float)
+    except (ValueError, RecursionError) as exc:
+        return None, f"invalid JSON: {exc}"
+    if parsed is None:
+        return {}, None
+    if not isinstance(parsed, dict):
+        return None, f"not a JSON object: {type(parsed).__name__}"
+    return canonical_value(parsed), None
+
+
+def _key_path(prefix: str, key: str) -> str:
+    simple = key.isidentifier() or key.replace("-", "_").isidentifier()
+    part = key if simple else json.dumps(key, ensure_ascii=False)
+    if not prefix:
+        return part if simple else f"[{part}]"
+    return f"{prefix}.{part}" if simple else f"{prefix}[{part}]"
+
+
+def _same_scalar(a: Any, b: Any) -> bool:
+    if isinstance(a, bool) or isinstance(b, bool):
+        return type(a) is type(b) and a == b
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)):
+        return a == b
+    return type(a) is type(b) and a == b
+
+
+def diff_paths(expected: Any, observed: Any, prefix: str = "") -> list[str]:
+    """List the argument paths at which two canonical values differ.
+
+    Paths use dots for object keys and ``[i]`` for list positions (``flights[0].date``); a key that is not a
+    plain identifier is quoted (``["a.b"]``). A key present on one side only, a type change, or a list index
+    past the other list's end is reported at that path; equal values contribute nothing.
+
+    Args:
+        expected: Canonical reference value (usually the argument dict).
+        observed: Canonical observed value.
+        prefix: Path of ``expected``/``observed`` inside the enclosing value ("" at the top).
+
+    Returns:
+        Sorted-by-position list of differing paths; empty when the values are equal.
+    """
+    if isinstance(expected, dict) and isinstance(observed, dict):
+        paths: list[str] = []
+        for key in sorted(set(expected) | set(observed)):
+            paths += diff_paths(expected.get(key, MISSING), observed.get(key, MISSING), _key_path(prefix, key))
+        return paths
+    if isinstance(expected, list) and isinstance(observed, list):
+        paths = []
+        for i in range(max(len(expected), len(observed))):
+            left = expected[i] if i < len(expected) else MISSING
+            right = observed[i] if i < len(observed) else MISSING
+            paths += diff_paths(left, right, f"{prefix}[{i}]")
+        return paths
+    if expected is MISSING or observed is MISSING:
+        return [] if expected is observed else [prefix]
+    if isinstance(expected, (dict, list)) or isinstance(observed, (dict, list)):
+        return [prefix]
+    return [] if _same_scalar(expected, observed) else [prefix]

@@ -1,0 +1,204 @@
+"""The ``tooleval`` command line (typer). Flows are imported lazily inside the commands, after the Prefect
+environment has been set, so that ``tooleval --help`` and ``tooleval import`` never start Prefect.
+
+Exit codes (DESIGN.md "Bad input"): 0 every row scored; 1 the run completed but some rows or cases had errors;
+2 a file or usage error, in which case nothing was written.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from tooleval.errors import InputFileError
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, help="Evaluate AI agents' tool calls.")
+console = Console()
+err_console = Console(stderr=True)
+
+OutOption = Annotated[Path, typer.Option("--out", help="Results folder.")]
+
+
+def _bundled_dataset() -> Path:
+    return Path(__file__).resolve().parents[1] / "datasets" / "tau-bench-airline"
+
+
+def prefect_environment(out: Path) -> dict[str, str]:
+    """Set the Prefect environment for a command that runs flows, before Prefect is imported.
+
+    Prefect's home (its SQLite database and cached results) goes to ``$TOOLEVAL_PREFECT_HOME`` or, by default,
+    ``<out>/.tooleval/prefect``, so a run never touches the user's ``~/.prefect``. Settings the user already
+    exported win. With ``PREFECT_API_URL`` set, runs go to that server instead of a temporary one.
+
+    Returns:
+        The variables this call set.
+    """
+    home = os.environ.get("TOOLEVAL_PREFECT_HOME") or str(out.resolve() / ".tooleval" / "prefect")
+    wanted = {
+        "PREFECT_HOME": home,
+        "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+        "PREFECT_LOGGING_LEVEL": "WARNING",
+        "PREFECT_SERVER_LOGGING_LEVEL": "CRITICAL",
+        "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "60",
+        "PREFECT_TASKS_RUNNER_THREAD_POOL_MAX_WORKERS": "4",
+    }
+    Path(home).mkdir(parents=True, exist_ok=True)
+    applied = {}
+    for key, value in wanted.items():
+        if key not in os.environ or (key == "PREFECT_HOME" and "TOOLEVAL_PREFECT_HOME" in os.environ):
+            os.environ[key] = value
+            applied[key] = value
+    return applied
+
+
+def _fail(exc: InputFileError) -> None:
+    err_console.print(f"[bold red]error:[/] {exc}", markup=True, highlight=False)
+    err_console.print("Nothing was written.")
+    raise typer.Exit(2)
+
+
+def _fmt(value: object) -> str:
+    if isinstance(value, float):
+        return f"{value:.4f}"
+    return "-" if value is None else str(value)
+
+
+def print_run(result) -> None:
+    """Print a run's stage states, summary figures, failures by tool, errors and file locations."""
+    stages = Table(title="Stages", show_header=True)
+    stages.add_column("stage")
+    stages.add_column("final state")
+    for name, counts in result.stage_states.items():
+        states = sorted(counts)
+        label = states[0] if len(states) == 1 else ", ".join(f"{s} x{counts[s]}" for s in states)
+        stages.add_row(name, label or "-")
+    console.print(stages)
+    s = result.summary
+    summary = Table(title=f"Run {result.run_id} (dataset revision {result.dataset_revision})")
+    summary.add_column("figure")
+    summary.add_column("value", justify="right")
+    for label, key in [
+        ("rows", "rows"), ("exact-match rows", "exact_match_rows"), ("expected calls", "expected_calls"),
+        ("observed calls", "observed_calls"), ("true positive calls (tp)", "tp"), ("extra calls (fp)", "fp"),
+        ("missing calls (fn)", "fn"), ("rows with missing calls", "rows_with_missing"),
+        ("rows with extra calls", "rows_with_extra"), ("rows with duplicates", "rows_with_duplicates"),
+        ("rows with malformed calls", "rows_with_malformed"), ("rows without calls", "rows_without_calls"),
+        ("mean f1", "mean_f1"), ("mean ragas_tool_call_f1", "mean_ragas_tool_call_f1"), ("errors", "errors"),
+    ]:
+        summary.add_row(label, _fmt(s.get(key)))
+    console.print(summary)
+    tools = Table(title="Failures by tool")
+    for column in ("tool", "missing", "extra", "wrong args"):
+        tools.add_column(column, justify="left" if column == "tool" else "right")
+    for tool, counts in sorted(s.get("failures_by_tool", {}).items()):
+        tools.add_row(tool, str(counts["missing"]), str(counts["extra"]), str(counts["wrong_args"]))
+    console.print(tools)
+    if result.errors:
+        errors = Table(title=f"Errors ({len(result.errors)}; details in errors.json)")
+        for column in ("kind", "case", "trial", "message"):
+            errors.add_column(column)
+        for error in result.errors[:50]:
+            errors.add_row(error["kind"], str(error["case_id"]), _fmt(error["trial"]), error["message"])
+        console.print(errors)
+    console.print(f"rows:    {result.rows_path}")
+    console.print(f"traces:  {result.traces_path}")
+    console.print(f"summary: {Path(result.run_path) / 'summary.json'}")
+    console.print(f"errors:  {Path(result.run_path) / 'errors.json'}")
+    console.print(f"query:   tooleval sql --out {result.out} \"SELECT case_id, trial, f1 FROM rows WHERE run_id = "
+                  f"'{result.run_id}' ORDER BY f1 LIMIT 10\"")
+
+
+@app.command()
+def run(
+    dataset: Annotated[Optional[Path], typer.Option(help="Dataset folder (default: bundled tau-bench airline).")] = None,
+    traces: Annotated[Optional[Path], typer.Option(help="Recorded traces file for the replay agent.")] = None,
+    out: OutOption = Path("results"),
+    run_id: Annotated[Optional[str], typer.Option("--run-id", help="Run id (default: a new one).")] = None,
+    shard_size: Annotated[int, typer.Option(min=1, help="Rows per shard task.")] = 50,
+) -> None:
+    """Run the evaluation flow: generation, trace capture, scoring, aggregation."""
+    from tooleval.plan import plan_run
+
+    dataset = dataset or _bundled_dataset()
+    try:
+        plan = plan_run(dataset, traces, out, run_id)
+    except InputFileError as exc:
+        _fail(exc)
+    prefect_environment(out)
+    from prefect.settings import PREFECT_FLOWS_HEARTBEAT_FREQUENCY, temporary_settings
+
+    from flows.evaluate import evaluate
+
+    try:
+        with temporary_settings(updates={PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None}):
+            result = evaluate(
+                dataset=str(dataset), traces=None if traces is None else str(traces), out=str(out),
+                run_id=plan.run_id, shard_size=shard_size,
+            )
+    except InputFileError as exc:
+        _fail(exc)
+    print_run(result)
+    raise typer.Exit(1 if result.errors else 0)
+
+
+@app.command("import")
+def import_(
+    fmt: Annotated[str, typer.Argument(metavar="FORMAT", help="Source format: tau-bench.")],
+    src: Annotated[Path, typer.Argument(help="Source file or folder.")],
+    out: Annotated[Path, typer.Option("--out", help="Dataset folder to write.")],
+    name: Annotated[Optional[str], typer.Option(help="Dataset name (default: the folder name).")] = None,
+    revision: Annotated[Optional[str], typer.Option(help="Revision (default: from the source's digest).")] = None,
+    tools: Annotated[Optional[Path], typer.Option(help="Tool schemas (tau-bench airline_tools.json).")] = None,
+) -> None:
+    """Import a benchmark's trajectories as a tooleval dataset folder."""
+    from tooleval.importers import import_tau_bench
+
+    importers = {"tau-bench": import_tau_bench}
+    if fmt not in importers:
+        err_console.print(f"[bold red]error:[/] unknown format {fmt!r}; known: {', '.join(importers)}.")
+        raise typer.Exit(2)
+    try:
+        written = importers[fmt](src, out, name=name, revision=revision, tools=tools)
+    except InputFileError as exc:
+        _fail(exc)
+    manifest = json.loads((written / "dataset.json").read_text())
+    console.print(f"wrote dataset {manifest['name']!r} revision {manifest['revision']!r} to {written}")
+
+
+@app.command()
+def sql(
+    query: Annotated[str, typer.Argument(help="SQL over the views rows and traces.")],
+    out: OutOption = Path("results"),
+) -> None:
+    """Query the results with DuckDB (views ``rows`` and ``traces``; partition columns stay strings)."""
+    import duckdb
+
+    from tooleval.storage import connect
+
+    con = connect(out)
+    try:
+        cursor = con.execute(query)
+    except duckdb.Error as exc:
+        err_console.print(f"[bold red]error:[/] {exc}")
+        raise typer.Exit(2)
+    table = Table()
+    for column in cursor.description:
+        table.add_column(column[0])
+    for record in cursor.fetchall():
+        table.add_row(*(_fmt(v) for v in record))
+    console.print(table)
+
+
+def main() -> None:  # pragma: no cover - console entry point
+    app()
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,196 @@
+"""Loading and validating a dataset folder (DESIGN.md "Inputs: Dataset").
+
+A dataset folder holds ``dataset.json``, ``cases.jsonl``, an optional ``tools.json`` and recorded traces. Every
+problem with these files is an :class:`~tooleval.errors.InputFileError` naming the file, the line and the fix,
+raised before anything is written.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from tooleval.canonical import canonical_json
+from tooleval.errors import InputFileError, UnsafeRevisionError
+from tooleval.models import REVISION_PATTERN, Case, DatasetManifest, ToolSpec
+
+__all__ = ["Dataset", "load_dataset", "check_name", "case_digest", "find_traces_file"]
+
+SCHEMA_VERSIONS = (1,)
+
+
+def check_name(value: object, *, what: str, path: str | Path | None = None) -> str:
+    """Refuse a revision or run id that is not a safe partition value.
+
+    Args:
+        value: The proposed name.
+        what: ``"revision"`` or ``"run id"`` (used in the message).
+        path: File the value came from, if any.
+
+    Returns:
+        ``value`` unchanged.
+
+    Raises:
+        UnsafeRevisionError: unless ``value`` is 1–64 characters of ``[A-Za-z0-9._-]`` starting with a letter or
+            digit (so ``..``, ``a/b``, spaces, non-ASCII and the empty string are refused).
+    """
+    if not isinstance(value, str) or not REVISION_PATTERN.fullmatch(value):
+        raise UnsafeRevisionError(
+            path,
+            None,
+            f"unsafe {what} {value!r}: it becomes a folder name, so it must be 1-64 characters of "
+            "[A-Za-z0-9._-] starting with a letter or digit.",
+            f"choose a {what} such as 'v1', '2024-01-01' or 'rev_003'.",
+        )
+    return value
+
+
+def case_digest(case: Case) -> str:
+    """sha256 of a case's canonical JSON content (cache key part for generation)."""
+    return hashlib.sha256(canonical_json(case.model_dump(mode="json")).encode()).hexdigest()
+
+
+@dataclass
+class Dataset:
+    """A loaded dataset: manifest, cases by id (in file order), tool specs and a content digest."""
+
+    path: Path
+    manifest: DatasetManifest
+    cases: dict[str, Case]
+    tools: list[ToolSpec] = field(default_factory=list)
+    content_digest: str = ""
+    """sha256 over dataset.json, cases.jsonl and tools.json bytes: a revision's identity."""
+
+    @property
+    def revision(self) -> str:
+        return self.manifest.revision
+
+
+def _read_json(path: Path) -> object:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise InputFileError(path, None, "file not found.", "create it or point --dataset at a dataset folder.")
+    except json.JSONDecodeError as exc:
+        raise InputFileError(path, exc.lineno, f"not valid JSON ({exc.msg}, column {exc.colno}).", "repair the JSON.")
+    except UnicodeDecodeError as exc:
+        raise InputFileError(path, None, f"not UTF-8 text ({exc.reason}).", "save the file as UTF-8.")
+
+
+def _first_error(exc: ValidationError) -> str:
+    err = exc.errors()[0]
+    where = ".".join(str(p) for p in err["loc"]) or "(top level)"
+    return f"{where}: {err['msg']}"
+
+
+def _load_cases(path: Path) -> dict[str, Case]:
+    cases: dict[str, Case] = {}
+    lines: dict[str, int] = {}
+    try:
+        handle = path.open(encoding="utf-8")
+    except FileNotFoundError:
+        raise InputFileError(path, None, "file not found.", "every dataset folder needs a cases.jsonl.")
+    with handle:
+        for number, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            try:
+                data = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise InputFileError(
+                    path, number, f"not valid JSON ({exc.msg}, column {exc.colno}).", "repair or remove that line."
+                )
+            if isinstance(data, dict) and isinstance(data.get("case_id"), int):
+                data["case_id"] = str(data["case_id"])
+            try:
+                case = Case.model_validate(data)
+            except ValidationError as exc:
+                raise InputFileError(path, number, f"not a valid case: {_first_error(exc)}.", "fix that field.")
+            if case.case_id in cases:
+                raise InputFileError(
+                    path,
+                    number,
+                    f"duplicate case_id {case.case_id!r} (first on line {lines[case.case_id]}).",
+                    "give every case a unique case_id.",
+                )
+            cases[case.case_id] = case
+            lines[case.case_id] = number
+    return cases
+
+
+def load_dataset(path: str | Path) -> Dataset:
+    """Read and validate a dataset folder.
+
+    Args:
+        path: Folder with ``dataset.json`` and ``cases.jsonl`` (``tools.json`` optional).
+
+    Returns:
+        A :class:`Dataset`.
+
+    Raises:
+        InputFileError: missing or unreadable files, invalid JSON (with its line), an unknown ``schema_version``,
+            an invalid case, a duplicate ``case_id``.
+        UnsafeRevisionError: the manifest's revision is not a safe partition value.
+    """
+    root = Path(path)
+    if not root.is_dir():
+        raise InputFileError(root, None, "not a dataset folder.", "pass a folder holding dataset.json and cases.jsonl.")
+    manifest_path = root / "dataset.json"
+    raw = _read_json(manifest_path)
+    if not isinstance(raw, dict):
+        raise InputFileError(manifest_path, 1, "must be a JSON object.", "see DESIGN.md 'Inputs'.")
+    if raw.get("schema_version") not in SCHEMA_VERSIONS:
+        raise InputFileError(
+            manifest_path,
+            None,
+            f"unknown schema_version {raw.get('schema_version')!r}; this tooleval reads {list(SCHEMA_VERSIONS)}.",
+            "upgrade tooleval or write schema_version 1.",
+        )
+    check_name(raw.get("revision"), what="revision", path=manifest_path)
+    try:
+        manifest = DatasetManifest.model_validate(raw)
+    except ValidationError as exc:
+        raise InputFileError(manifest_path, None, f"invalid manifest: {_first_error(exc)}.", "fix that field.")
+    cases = _load_cases(root / "cases.jsonl")
+    tools: list[ToolSpec] = []
+    tools_path = root / "tools.json"
+    digest = hashlib.sha256()
+    for part in (manifest_path, root / "cases.jsonl", tools_path):
+        digest.update(part.name.encode() + b"\0" + (part.read_bytes() if part.exists() else b"") + b"\0")
+    if tools_path.exists():
+        raw_tools = _read_json(tools_path)
+        if not isinstance(raw_tools, list):
+            raise InputFileError(tools_path, 1, "must be a JSON list of tool specs.", "see DESIGN.md 'Inputs'.")
+        for i, item in enumerate(raw_tools):
+            try:
+                tools.append(ToolSpec.model_validate(item))
+            except ValidationError as exc:
+                raise InputFileError(tools_path, None, f"tool #{i}: {_first_error(exc)}.", "fix that tool spec.")
+    return Dataset(root, manifest, cases, tools, digest.hexdigest())
+
+
+def find_traces_file(dataset_path: Path, agent: str | None = None) -> Path:
+    """Locate a dataset's recorded traces: ``traces.jsonl[.gz]`` or ``traces/<agent>.jsonl[.gz]``.
+
+    Raises:
+        InputFileError: when there is none, or several agents and ``agent`` is not given.
+    """
+    for name in ("traces.jsonl", "traces.jsonl.gz"):
+        if (dataset_path / name).is_file() and agent is None:
+            return dataset_path / name
+    folder = dataset_path / "traces"
+    candidates = sorted(folder.glob("*.jsonl")) + sorted(folder.glob("*.jsonl.gz")) if folder.is_dir() else []
+    if agent is not None:
+        candidates = [c for c in candidates if c.name.split(".jsonl")[0] == agent]
+    if len(candidates) == 1:
+        return candidates[0]
+    if not candidates:
+        raise InputFileError(
+            dataset_path, None, "no recorded traces found.", "add traces.jsonl[.gz] or pass --traces FILE."
+        )
+    names = ", ".join(c.name for c in candidates)
+    raise InputFileError(folder, None, f"several agents' traces ({names}).", "pick one with --traces FILE.")

@@ -1,0 +1,111 @@
+"""Typed errors of tooleval.
+
+Two families, following the exit-code contract of DESIGN.md "Bad input":
+
+* :class:`InputFileError` and its subclasses are *file or usage* errors. They stop a command before anything
+  is written (exit code 2). Each names the file, the line (1-based, when there is one) and the fix.
+* :class:`RowError` is a *row* error: the row is still written with what could be read, the error is listed in
+  ``runs/<run>/errors.json`` and the run exits 1.
+
+All errors keep their inputs as attributes and pickle cleanly across processes (Prefect may pickle them), which
+is why every constructor passes all of its arguments to ``super().__init__``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+__all__ = [
+    "ToolevalError",
+    "InputFileError",
+    "UnsafeRevisionError",
+    "RevisionConflictError",
+    "RunIdConflictError",
+    "RowError",
+]
+
+
+class ToolevalError(Exception):
+    """Base class of every error tooleval raises on purpose."""
+
+
+class InputFileError(ToolevalError):
+    """A file or usage error: nothing is written, the command exits 2.
+
+    Attributes:
+        path: The offending file (or folder); ``None`` for a pure usage error.
+        line: 1-based line number inside ``path``; ``None`` when the error is not tied to a line.
+        problem: What is wrong, in one sentence.
+        fix: What the user should do about it.
+    """
+
+    def __init__(self, path: str | Path | None, line: int | None, problem: str, fix: str) -> None:
+        super().__init__(path, line, problem, fix)
+        self.path = None if path is None else str(path)
+        self.line = line
+        self.problem = problem
+        self.fix = fix
+
+    def __str__(self) -> str:
+        where = ""
+        if self.path is not None:
+            where = f"{self.path}:{self.line}: " if self.line is not None else f"{self.path}: "
+        return f"{where}{self.problem} Fix: {self.fix}"
+
+
+class UnsafeRevisionError(InputFileError):
+    """A dataset revision or run id that is not a safe partition value (DESIGN.md "Dataset")."""
+
+
+class RevisionConflictError(InputFileError):
+    """A revision name already written with different dataset content (bump the revision)."""
+
+
+class RunIdConflictError(InputFileError):
+    """A run id already used for another dataset revision (run ids are unique across revisions)."""
+
+
+class RowError(ToolevalError):
+    """A problem confined to one (case, trial) row or one trace line.
+
+    Attributes:
+        kind: Closed vocabulary: ``unknown_case`` (a trace whose case id is not in the dataset),
+            ``missing_trace`` (a case with no trace), ``bad_trace`` (a trace line that could be read as JSON but
+            not as a recorded trace), ``scoring_error`` (scoring raised on this row), ``generation_error``.
+        case_id: The case id concerned, when known.
+        trial: The trial index, when known.
+        message: Human-readable detail.
+        path: The file the problem was found in, when there is one.
+        line: 1-based line number inside ``path``.
+    """
+
+    def __init__(
+        self,
+        kind: str,
+        case_id: str | None,
+        trial: int | None,
+        message: str,
+        path: str | None = None,
+        line: int | None = None,
+    ) -> None:
+        super().__init__(kind, case_id, trial, message, path, line)
+        self.kind = kind
+        self.case_id = case_id
+        self.trial = trial
+        self.message = message
+        self.path = path
+        self.line = line
+
+    def __str__(self) -> str:
+        return f"{self.kind}: case {self.case_id!r} trial {self.trial}: {self.message}"
+
+    def to_dict(self) -> dict:
+        """Return the JSON shape written to ``errors.json``."""
+        return {
+            "kind": self.kind,
+            "case_id": self.case_id,
+            "trial": self.trial,
+            "message": self.message,
+            "path": self.path,
+            "line": self.line,
+        }

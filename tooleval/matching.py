@@ -1,0 +1,160 @@
+"""Duplicate-aware multiset matching of observed tool calls against reference calls.
+
+Semantics are DESIGN.md "Scoring semantics" (decided; each rule has a test in ``tests/test_matching.py``):
+
+* A call's key is ``(name, canonical args)`` (:attr:`tooleval.models.Call.key`).
+* ``tp`` = size of the multiset intersection of expected and observed keys; ``fp = observed - tp``;
+  ``fn = expected - tp``. Duplicates count: expected ``[A]``, observed ``[A, A, A]`` gives tp 1, fp 2.
+* ``f1 = 2tp / (2tp + fp + fn)``, and 1.0 when both lists are empty (a correct abstention). ``precision`` and
+  ``recall`` are ``None`` when their denominator is 0.
+* ``duplicate_calls`` = sum over keys of ``max(0, observed(k) - max(expected(k), 1))``; a malformed call's key is
+  ``(name, raw text)``.
+* Unmatched expected and observed calls with the same tool name are paired by an optimal assignment that
+  minimises the number of differing argument paths (``scipy.optimize.linear_sum_assignment``; greedy pairing
+  depends on list order: deepeval issue 3338, handed case H17). Each pair is one ``wrong_args`` entry and still
+  counts as one fn plus one fp. Malformed calls take no part in the pairing.
+* ``mismatch_categories``: ``missing`` when fn > 0, ``extra`` when fp > 0, ``wrong_args`` when a pair exists,
+  ``duplicate`` when duplicate_calls > 0, ``malformed`` when a malformed call was observed (tooleval's decision,
+  documented in README "Scoring").
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+
+import numpy as np
+from scipy.optimize import linear_sum_assignment
+
+from tooleval.canonical import diff_paths
+from tooleval.models import Call
+
+__all__ = ["WrongArgs", "MatchResult", "match_calls", "f1_score"]
+
+
+@dataclass(frozen=True)
+class WrongArgs:
+    """An unmatched expected call paired with an unmatched observed call of the same tool."""
+
+    name: str
+    expected: Call
+    observed: Call
+    paths: list[str]
+    """Differing argument paths, e.g. ``["amount_cents"]`` or ``["flights[0].date"]``."""
+
+    def to_record(self) -> dict:
+        """Parquet struct ``{name, expected_args_json, observed_args_json, paths}``."""
+        return {
+            "name": self.name,
+            "expected_args_json": self.expected.args_json,
+            "observed_args_json": self.observed.args_json,
+            "paths": list(self.paths),
+        }
+
+
+@dataclass(frozen=True)
+class MatchResult:
+    """Row-level evidence of one comparison. Counts are calls; ratios are in [0, 1] and unrounded."""
+
+    tp: int
+    fp: int
+    fn: int
+    precision: float | None
+    recall: float | None
+    f1: float
+    exact_match: bool
+    duplicate_calls: int
+    malformed_calls: int
+    missing_calls: list[Call] = field(default_factory=list)
+    extra_calls: list[Call] = field(default_factory=list)
+    wrong_args: list[WrongArgs] = field(default_factory=list)
+    mismatch_categories: list[str] = field(default_factory=list)
+
+
+def f1_score(tp: int, fp: int, fn: int) -> float:
+    """``2tp / (2tp + fp + fn)``; 1.0 when tp = fp = fn = 0 (correct abstention, DESIGN.md)."""
+    denominator = 2 * tp + fp + fn
+    return 1.0 if denominator == 0 else 2 * tp / denominator
+
+
+def _remove_matched(calls: list[Call], budget: Counter) -> list[Call]:
+    """Return the calls left after consuming ``budget[key]`` occurrences of each key, in original order."""
+    left = Counter(budget)
+    unmatched = []
+    for call in calls:
+        if left[call.key] > 0:
+            left[call.key] -= 1
+        else:
+            unmatched.append(call)
+    return unmatched
+
+
+def _pair_wrong_args(missing: list[Call], extra: list[Call]) -> list[WrongArgs]:
+    by_name_expected: dict[str, list[int]] = defaultdict(list)
+    by_name_observed: dict[str, list[int]] = defaultdict(list)
+    for i, call in enumerate(missing):
+        by_name_expected[call.name].append(i)
+    for j, call in enumerate(extra):
+        if not call.malformed:
+            by_name_observed[call.name].append(j)
+    pairs: list[tuple[int, int, list[str]]] = []
+    for name, rows in by_name_expected.items():
+        cols = by_name_observed.get(name)
+        if not cols:
+            continue
+        paths = [[diff_paths(missing[i].args, extra[j].args) for j in cols] for i in rows]
+        cost = np.array([[len(p) for p in row] for row in paths], dtype=float)
+        assigned_rows, assigned_cols = linear_sum_assignment(cost)
+        pairs += [(rows[r], cols[c], paths[r][c]) for r, c in zip(assigned_rows, assigned_cols)]
+    pairs.sort(key=lambda pair: (pair[0], pair[1]))
+    return [WrongArgs(missing[i].name, missing[i], extra[j], p) for i, j, p in pairs]
+
+
+def match_calls(expected: list[Call], observed: list[Call]) -> MatchResult:
+    """Compare observed tool calls with the reference as multisets.
+
+    Args:
+        expected: Reference calls (well-formed; order is kept in ``missing_calls``).
+        observed: Calls the agent made, in trajectory order; malformed calls included.
+
+    Returns:
+        A :class:`MatchResult`. ``missing_calls`` holds every unmatched expected call and ``extra_calls`` every
+        unmatched observed call (including those paired in ``wrong_args`` and malformed ones).
+    """
+    expected_counts = Counter(call.key for call in expected)
+    observed_counts = Counter(call.key for call in observed)
+    matched = expected_counts & observed_counts
+    tp = sum(matched.values())
+    fp = len(observed) - tp
+    fn = len(expected) - tp
+    missing = _remove_matched(expected, matched)
+    extra = _remove_matched(observed, matched)
+    wrong = _pair_wrong_args(missing, extra)
+    duplicates = sum(max(0, n - max(expected_counts.get(k, 0), 1)) for k, n in observed_counts.items())
+    malformed = sum(1 for call in observed if call.malformed)
+    categories = [
+        name
+        for name, present in (
+            ("missing", fn > 0),
+            ("extra", fp > 0),
+            ("wrong_args", bool(wrong)),
+            ("duplicate", duplicates > 0),
+            ("malformed", malformed > 0),
+        )
+        if present
+    ]
+    return MatchResult(
+        tp=tp,
+        fp=fp,
+        fn=fn,
+        precision=tp / len(observed) if observed else None,
+        recall=tp / len(expected) if expected else None,
+        f1=f1_score(tp, fp, fn),
+        exact_match=fp == 0 and fn == 0,
+        duplicate_calls=duplicates,
+        malformed_calls=malformed,
+        missing_calls=missing,
+        extra_calls=extra,
+        wrong_args=wrong,
+        mismatch_categories=categories,
+    )

@@ -1,0 +1,150 @@
+"""Planning a run: everything that is checked before anything is written (DESIGN.md "Bad input").
+
+:func:`plan_run` loads the dataset, scans the traces, checks names, the revision registry and the run id, and
+decides the work items. It raises :class:`~tooleval.errors.InputFileError` (exit 2, nothing written) for file or
+usage errors and lists row-level problems (unknown case ids, cases without a trace, unusable trace lines) in
+:attr:`RunPlan.errors` for ``errors.json`` (exit 1, other rows still scored).
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+from datetime import datetime, timezone
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict
+
+from tooleval.agents import ReplayAgentConfig, WorkItem
+from tooleval.dataset import case_digest, check_name, find_traces_file, load_dataset
+from tooleval.errors import InputFileError, RevisionConflictError, RowError, RunIdConflictError
+from tooleval.recorded import index_traces
+
+__all__ = ["DatasetRef", "RunPlan", "plan_run", "new_run_id", "revision_record_path"]
+
+
+class DatasetRef(BaseModel):
+    """A dataset by path, revision and content digest (what tasks receive instead of the cases)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    path: str
+    name: str
+    revision: str
+    content_digest: str
+
+
+class RunPlan(BaseModel):
+    """What a run will do."""
+
+    dataset: DatasetRef
+    agent: ReplayAgentConfig
+    out: str
+    run_id: str
+    items: list[WorkItem]
+    """Sorted by (case_id, trial): shard composition is deterministic, so shard cache keys are stable."""
+    errors: list[dict]
+    """Row-level problems found while planning (``RowError.to_dict()`` shapes)."""
+
+
+def new_run_id(now: datetime | None = None) -> str:
+    """A fresh run id: UTC timestamp plus 6 random hex digits, e.g. ``20261130T002251Z-3fa9c1``."""
+    now = now or datetime.now(timezone.utc)
+    return f"{now:%Y%m%dT%H%M%SZ}-{secrets.token_hex(3)}"
+
+
+def revision_record_path(out: Path, revision: str) -> Path:
+    """Where the content digest of a written revision is recorded: ``<out>/revisions/<revision>.json``."""
+    return out / "revisions" / f"{revision}.json"
+
+
+def _check_revision_registry(out: Path, dataset_path: Path, revision: str, digest: str) -> None:
+    record = revision_record_path(out, revision)
+    if not record.is_file():
+        return
+    known = json.loads(record.read_text()).get("content_digest")
+    if known != digest:
+        raise RevisionConflictError(
+            dataset_path / "dataset.json",
+            None,
+            f"revision {revision!r} was already written to {out} with different dataset content "
+            f"(recorded digest {str(known)[:12]}..., now {digest[:12]}...).",
+            "bump 'revision' in dataset.json; a revision names one immutable dataset content.",
+        )
+
+
+def _check_run_id(out: Path, run_id: str, revision: str) -> None:
+    summary = out / "runs" / run_id / "summary.json"
+    if not summary.is_file():
+        return
+    previous = json.loads(summary.read_text()).get("dataset_revision")
+    if previous != revision:
+        raise RunIdConflictError(
+            summary,
+            None,
+            f"run id {run_id!r} already belongs to dataset revision {previous!r}, not {revision!r}.",
+            "choose another --run-id (or omit it for a fresh one).",
+        )
+
+
+def plan_run(dataset: str | Path, traces: str | Path | None, out: str | Path, run_id: str | None) -> RunPlan:
+    """Check the inputs and decide the work of a run.
+
+    Args:
+        dataset: Dataset folder.
+        traces: Recorded traces file for the replay agent; ``None`` picks the dataset's own.
+        out: Results folder (created later, at publication).
+        run_id: Run id; ``None`` generates one.
+
+    Returns:
+        A :class:`RunPlan`; one work item per (case, trial) found in the traces for a known case.
+
+    Raises:
+        InputFileError: any file or usage error (the message names the file, the line and the fix).
+    """
+    out_path = Path(out).resolve()
+    run_id = check_name(run_id if run_id is not None else new_run_id(), what="run id")
+    loaded = load_dataset(dataset)
+    traces_path = Path(traces) if traces is not None else find_traces_file(loaded.path)
+    if traces is not None and not traces_path.is_file():
+        raise InputFileError(traces_path, None, "traces file not found.", "check the --traces path.")
+    index = index_traces(traces_path)
+    _check_revision_registry(out_path, loaded.path, loaded.revision, loaded.content_digest)
+    _check_run_id(out_path, run_id, loaded.revision)
+    errors: list[RowError] = list(index.errors)
+    items: list[WorkItem] = []
+    digests = {case_id: case_digest(case) for case_id, case in loaded.cases.items()}
+    traced_cases = set()
+    for (case_id, trial), line in sorted(index.keys.items()):
+        if case_id not in loaded.cases:
+            errors.append(
+                RowError(
+                    "unknown_case",
+                    case_id,
+                    trial,
+                    f"trace names case {case_id!r}, which is not in {loaded.path / 'cases.jsonl'}",
+                    str(traces_path),
+                    line,
+                )
+            )
+            continue
+        traced_cases.add(case_id)
+        items.append(WorkItem(case_id=case_id, case_digest=digests[case_id], trial=trial, seed=trial))
+    for case_id in loaded.cases:
+        if case_id not in traced_cases:
+            errors.append(
+                RowError("missing_trace", case_id, None, f"no trace in {traces_path} for this case", str(traces_path))
+            )
+    return RunPlan(
+        dataset=DatasetRef(
+            path=str(loaded.path.resolve()),
+            name=loaded.manifest.name,
+            revision=loaded.revision,
+            content_digest=loaded.content_digest,
+        ),
+        agent=ReplayAgentConfig(traces_path=str(traces_path.resolve()), traces_digest=index.digest),
+        out=str(out_path),
+        run_id=run_id,
+        items=items,
+        errors=[error.to_dict() for error in errors],
+    )

@@ -1,0 +1,85 @@
+"""The ``ragas_tool_call_f1`` column: exactly what ragas' ``ToolCallF1().ascore(...)`` returns for a row.
+
+ragas is called, not re-implemented. How a row is handed to ragas (DESIGN.md "ragas column"):
+
+* reference calls: ``ragas.messages.ToolCall(name, args)`` with the reference's parsed args;
+* observed calls: one ``AIMessage`` carrying every observed call as ``ToolCall(name, args)`` with the args parsed
+  from the argument text *as JSON, without tooleval's canonicalisation* (ragas compares with Python equality:
+  ``True == 1`` and ``10 == 10.0``); a malformed call is passed as ``{"__malformed__": <raw text>}``.
+
+ragas 0.4.3 compares *sets* (duplicates collapse), scores two empty lists 0.0 and rounds to 4 decimals; the
+characterization tests in ``tests/test_ragas_metric.py`` pin that behaviour.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from functools import lru_cache
+from importlib.metadata import version
+from typing import Any, Iterable, Sequence
+
+from tooleval.models import Call
+
+__all__ = ["ragas_version", "ragas_args", "ragas_tool_call_f1", "ragas_tool_call_f1_many"]
+
+_CONCURRENCY = 64
+
+
+@lru_cache(maxsize=1)
+def ragas_version() -> str:
+    """The installed ragas version string (part of the scoring cache key)."""
+    return version("ragas")
+
+
+def ragas_args(call: Call) -> dict[str, Any]:
+    """The argument object ragas is given for ``call``.
+
+    Well-formed calls: the argument values as plain JSON parsing gives them (``10.0`` stays a float, so ragas'
+    own Python equality decides). Malformed calls: ``{"__malformed__": raw text}``.
+    """
+    if call.malformed:
+        return {"__malformed__": call.args_raw or ""}
+    return call.args or {}
+
+
+async def _score_one(metric: Any, expected: Sequence[dict], observed: Sequence[dict]) -> float:
+    from ragas.messages import AIMessage, ToolCall
+
+    reference = [ToolCall(name=c["name"], args=c["args"]) for c in expected]
+    message = AIMessage(content="", tool_calls=[ToolCall(name=c["name"], args=c["args"]) for c in observed])
+    result = await metric.ascore(user_input=[message], reference_tool_calls=reference)
+    return float(result.value)
+
+
+async def _score_all(pairs: list[tuple[list[dict], list[dict]]]) -> list[float]:
+    from ragas.metrics.collections import ToolCallF1
+
+    metric = ToolCallF1()
+    semaphore = asyncio.Semaphore(_CONCURRENCY)
+
+    async def guarded(expected: list[dict], observed: list[dict]) -> float:
+        async with semaphore:
+            return await _score_one(metric, expected, observed)
+
+    return list(await asyncio.gather(*(guarded(e, o) for e, o in pairs)))
+
+
+def ragas_tool_call_f1_many(pairs: Iterable[tuple[list[dict], list[dict]]]) -> list[float]:
+    """Score many rows with ragas' ToolCallF1 in one event loop.
+
+    Args:
+        pairs: ``(expected, observed)`` per row, each a list of ``{"name": str, "args": dict}`` in the form
+            ragas is given (see :func:`ragas_args`).
+
+    Returns:
+        One float per row in [0, 1], rounded by ragas to 4 decimals.
+
+    Raises:
+        RuntimeError: when called from a running event loop (call it from synchronous code, e.g. a sync task).
+    """
+    return asyncio.run(_score_all(list(pairs)))
+
+
+def ragas_tool_call_f1(expected: list[dict], observed: list[dict]) -> float:
+    """Score one row; see :func:`ragas_tool_call_f1_many`."""
+    return ragas_tool_call_f1_many([(expected, observed)])[0]

@@ -1,0 +1,92 @@
+"""The stage store: content-addressed Parquet files that pass work between Prefect tasks.
+
+Tasks exchange :class:`StageRef` values (a path, a digest and a row count), never tables: Prefect pickles task
+results and hashes task inputs, and a path plus a content digest hashes stably and cheaply (PREFECT.md). A stage
+file is named by the sha256 of its bytes, written to a temporary name and renamed, so a file that exists is
+complete. Stage files live under ``<out>/.tooleval/stages/<stage>/`` and carry no run id: a later run over the
+same inputs reuses them through Prefect's cache and publishes them under its own run id.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from pydantic import BaseModel, ConfigDict
+
+__all__ = ["StageRef", "GENERATION_SCHEMA", "write_stage_table", "read_stage_table", "stage_dir"]
+
+GENERATION_SCHEMA = pa.schema(
+    [
+        ("case_id", pa.string()),
+        ("trial", pa.int32()),
+        ("seed", pa.int64()),
+        ("payload_json", pa.string()),
+        ("error", pa.string()),
+    ]
+)
+"""Generation stage rows: the agent's raw response for one (case, trial) as JSON text, or its error."""
+
+
+class StageRef(BaseModel):
+    """A stage file: where it is, what is in it (sha256 of its bytes) and how many rows it holds."""
+
+    model_config = ConfigDict(frozen=True)
+
+    stage: str
+    path: str
+    digest: str
+    rows: int
+
+    def exists(self) -> bool:
+        """True when the file is still on disk (a cached ref whose file was deleted must be recomputed)."""
+        return Path(self.path).is_file()
+
+
+def stage_dir(out: str | Path, stage: str) -> Path:
+    """``<out>/.tooleval/stages/<stage>`` (created)."""
+    path = Path(out).resolve() / ".tooleval" / "stages" / stage
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def write_stage_table(directory: str | Path, stage: str, rows: list[dict[str, Any]], schema: pa.Schema) -> StageRef:
+    """Write ``rows`` with ``schema`` as one content-addressed Parquet file.
+
+    Args:
+        directory: Stage folder (see :func:`stage_dir`).
+        stage: Stage name recorded in the ref.
+        rows: Records whose keys are the schema's column names.
+        schema: Explicit Arrow schema (never inferred).
+
+    Returns:
+        The :class:`StageRef` of ``<directory>/<sha256>.parquet``.
+    """
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    table = pa.Table.from_pylist(rows, schema=schema)
+    handle, tmp_name = tempfile.mkstemp(dir=directory, suffix=".tmp")
+    os.close(handle)
+    try:
+        pq.write_table(table, tmp_name, compression="zstd")
+        digest = hashlib.sha256(Path(tmp_name).read_bytes()).hexdigest()
+        final = directory / f"{digest}.parquet"
+        os.replace(tmp_name, final)
+    except BaseException:
+        Path(tmp_name).unlink(missing_ok=True)
+        raise
+    return StageRef(stage=stage, path=str(final), digest=digest, rows=table.num_rows)
+
+
+def read_stage_table(ref: StageRef) -> pa.Table:
+    """Read a stage file back.
+
+    Raises:
+        FileNotFoundError: the file is gone (the flow then recomputes the stage with ``refresh_cache``).
+    """
+    return pq.read_table(ref.path)

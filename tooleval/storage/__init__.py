@@ -1,0 +1,47 @@
+"""Storage: the Arrow schemas of trace envelopes and rows, partitioned Parquet writing, and readers.
+
+Pure: imports pyarrow, duckdb and the standard library only (no Prefect). Layout and column contracts are
+DESIGN.md "Output layout", "Row columns" and "Trace envelope columns".
+"""
+
+from tooleval.storage._partition import (
+    Publication,
+    UnsafeNameError,
+    partition_dir,
+    validate_partition_value,
+    write_partition,
+)
+from tooleval.storage._query import PARTITION_TYPES, PARTITIONING, connect, read_table, scan_parquet_sql
+from tooleval.storage._schema import (
+    CALL_TYPE,
+    ENVELOPE_SCHEMA,
+    ENVELOPE_VERSION,
+    KEY_COLUMNS,
+    ROW_SCHEMA,
+    ROW_SCHEMA_VERSION,
+    SCHEMAS,
+    WRONG_ARGS_TYPE,
+    table_from_rows,
+)
+
+__all__ = [
+    "CALL_TYPE",
+    "WRONG_ARGS_TYPE",
+    "ROW_SCHEMA_VERSION",
+    "ENVELOPE_VERSION",
+    "ROW_SCHEMA",
+    "ENVELOPE_SCHEMA",
+    "SCHEMAS",
+    "KEY_COLUMNS",
+    "table_from_rows",
+    "UnsafeNameError",
+    "validate_partition_value",
+    "partition_dir",
+    "Publication",
+    "write_partition",
+    "PARTITION_TYPES",
+    "PARTITIONING",
+    "connect",
+    "scan_parquet_sql",
+    "read_table",
+]

@@ -1,0 +1,128 @@
+"""Readers of the results folder: DuckDB views and a pyarrow table reader.
+
+Both readers keep partition values as strings (H12: ``001``, ``2024-01-01`` and ``1e3`` are revision names, not
+numbers or dates; apache/arrow 39660, duckdb 11636/12588) and union columns by name, so partitions written
+before a column was added read it as null whatever the file order (H14; duckdb 16859/15600).
+
+List columns: DuckDB's ``UNNEST`` drops rows whose list is empty or NULL, and ``len(NULL)`` is NULL. Count
+calls per row with ``coalesce(len(observed_calls), 0)`` so zero-call rows still count (H16).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import duckdb
+import pyarrow as pa
+import pyarrow.dataset as ds
+import pyarrow.parquet as pq
+
+from tooleval.storage._partition import _check_kind, validate_partition_value
+from tooleval.storage._schema import SCHEMAS
+
+__all__ = ["PARTITION_TYPES", "PARTITIONING", "connect", "scan_parquet_sql", "read_table"]
+
+PARTITION_TYPES = {"dataset_revision": "VARCHAR", "run_id": "VARCHAR"}
+"""DuckDB ``hive_types``: without it DuckDB autocasts path values (``run_id=7`` becomes BIGINT)."""
+
+PARTITIONING = ds.partitioning(pa.schema([(name, pa.string()) for name in PARTITION_TYPES]), flavor="hive")
+"""pyarrow hive partitioning with string fields; an inferred one would type ``001`` as int32."""
+
+_GLOB = "*/*/*.parquet"  # under out/<kind>/: dataset_revision=<rev>/run_id=<run>/part-*.parquet
+
+
+def _quote(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+def scan_parquet_sql(paths_or_glob: str | Path | Sequence[str | Path]) -> str:
+    """The ``read_parquet(...)`` expression the views use, for any hive-laid-out files.
+
+    Args:
+        paths_or_glob: One path or glob, or a list of them. Every file must sit in a
+            ``.../dataset_revision=<rev>/run_id=<run>/`` folder (a staged partition does): DuckDB refuses
+            ``hive_types`` for a file outside such folders ("Unknown hive_type").
+
+    Returns:
+        SQL text such as ``read_parquet(['/r/rows/*/*/*.parquet'], hive_partitioning=true, ...)``, usable after
+        ``FROM``. Paths are made absolute so the SQL does not depend on the working directory.
+    """
+    items = [paths_or_glob] if isinstance(paths_or_glob, (str, Path)) else list(paths_or_glob)
+    if not items:
+        raise ValueError("scan_parquet_sql needs at least one path or glob")
+    files = ", ".join(_quote(str(Path(item).absolute())) for item in items)
+    types = ", ".join(f"{_quote(name)}: {_quote(type_)}" for name, type_ in PARTITION_TYPES.items())
+    return f"read_parquet([{files}], hive_partitioning=true, union_by_name=true, hive_types={{{types}}})"
+
+
+def _empty_select_sql(con: duckdb.DuckDBPyConnection, schema: pa.Schema) -> str:
+    """``SELECT CAST(NULL AS <type>) AS <col>, ... WHERE false``: zero rows, every column of ``schema``."""
+    types = con.from_arrow(schema.empty_table()).types  # DuckDB's own mapping of the Arrow types
+    columns = ", ".join(
+        f'CAST(NULL AS {type_}) AS "{name}"' for name, type_ in zip(schema.names, types, strict=True)
+    )
+    return f"SELECT {columns} WHERE false"
+
+
+def connect(out: Path, database: str = ":memory:") -> duckdb.DuckDBPyConnection:
+    """Open DuckDB with the views ``rows`` and ``traces`` over ``out``.
+
+    Each view is the current schema's columns (zero rows, in schema order) ``UNION ALL BY NAME`` the files
+    ``out/<kind>/*/*/*.parquet``: every current column exists even when no file (or only older files) has it,
+    and a column only older files have is kept. Filters on the partition columns still prune files.
+
+    Args:
+        out: The results folder (``--out``). It need not exist.
+        database: DuckDB database path; ``":memory:"`` by default.
+
+    Returns:
+        A connection; the views glob at query time, but a kind with no file at connect time stays an empty
+        view, so connect after writing.
+    """
+    con = duckdb.connect(database)
+    for kind, schema in SCHEMAS.items():
+        sql = _empty_select_sql(con, schema)
+        base = Path(out) / kind
+        if any(base.glob(_GLOB)):
+            sql += f" UNION ALL BY NAME SELECT * FROM {scan_parquet_sql(base / _GLOB)}"
+        con.execute(f'CREATE OR REPLACE VIEW "{kind}" AS {sql}')
+    return con
+
+
+def read_table(out: Path, kind: str, *, revision: str | None = None, run_id: str | None = None) -> pa.Table:
+    """Read the partitions of one kind with pyarrow.dataset, optionally only one revision and/or run.
+
+    Args:
+        out: The results folder.
+        kind: ``"rows"`` or ``"traces"``.
+        revision: Only this dataset revision, when given.
+        run_id: Only this run, when given.
+
+    Returns:
+        A table whose schema is the current schema of ``kind`` followed by any extra columns older files
+        hold; missing columns read as null; partition columns are strings. Zero rows when nothing matches.
+        Row order follows the sorted file paths.
+
+    Raises:
+        ValueError: unknown ``kind``; UnsafeNameError: unsafe ``revision`` or ``run_id``.
+        pyarrow.ArrowTypeError / ArrowInvalid: a file stores a column with an incompatible type.
+    """
+    base = Path(out) / _check_kind(kind)
+    revision_dir, run_dir = "*", "*"
+    if revision is not None:
+        revision_dir = "dataset_revision=" + validate_partition_value(revision, what="dataset revision")
+    if run_id is not None:
+        run_dir = "run_id=" + validate_partition_value(run_id, what="run id")
+    files = sorted(base.glob(f"{revision_dir}/{run_dir}/*.parquet"))
+    schema = pa.unify_schemas([SCHEMAS[kind], *(pq.read_schema(path) for path in files)]).remove_metadata()
+    if not files:
+        return schema.empty_table()
+    dataset = ds.dataset(
+        [str(path) for path in files],
+        schema=schema,
+        format="parquet",
+        partitioning=PARTITIONING,
+        partition_base_dir=str(base),
+    )
+    return dataset.to_table()

@@ -1,0 +1,188 @@
+"""Arrow schemas of the persisted shapes: trace envelopes (``traces/``) and rows (``rows/``).
+
+Columns are written from these explicit schemas, never inferred (DESIGN.md "Output layout"). Tool-call
+arguments are canonical JSON *text* (``args_json``): an inferred struct would invent absent keys and could not
+hold ``{}`` (handed case H15; apache/arrow 9886).
+
+Partition columns in the file *and* in the path. ``dataset_revision`` and ``run_id`` are kept inside every
+file, so a file copied out of its folder still says what it is. Verified with pyarrow 26.0.1 and DuckDB 2.0.1
+(``tests/storage/test_query.py``):
+
+* DuckDB ``read_parquet(..., hive_partitioning=true, hive_types={...: 'VARCHAR'})`` returns one column of
+  each name, typed VARCHAR; where file and path disagree the *path* value wins. Without ``hive_types`` DuckDB
+  autocasts a path-only value such as ``run_id=7`` to BIGINT, hence :data:`PARTITION_TYPES`.
+* pyarrow.dataset with an explicit string hive partitioning returns one string column; the path value wins
+  too. With an *inferred* ``partitioning="hive"`` it fails ("Field run_id has incompatible types: string vs
+  int32") as soon as a value looks like a number, so readers must pass the explicit partitioning.
+
+Both readers therefore agree, and the writer (:class:`tooleval.storage.Publication`) stamps the partition
+values into the file columns so that file and path never disagree.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+import pyarrow as pa
+
+__all__ = [
+    "CALL_TYPE",
+    "WRONG_ARGS_TYPE",
+    "ROW_SCHEMA_VERSION",
+    "ENVELOPE_VERSION",
+    "ROW_SCHEMA",
+    "ENVELOPE_SCHEMA",
+    "SCHEMAS",
+    "KEY_COLUMNS",
+    "table_from_rows",
+]
+
+ROW_SCHEMA_VERSION = 1
+"""Version of :data:`ROW_SCHEMA`; bump on any change of a column's meaning or type (added columns too)."""
+
+ENVELOPE_VERSION = 1
+"""Version of :data:`ENVELOPE_SCHEMA`; a reader refuses envelopes newer than the version it knows."""
+
+CALL_TYPE = pa.struct(
+    [("name", pa.string()), ("args_json", pa.string()), ("args_raw", pa.string()), ("parse_error", pa.string())]
+)
+"""One tool call. ``args_json`` is canonical JSON text; ``args_raw``/``parse_error`` are set only when malformed."""
+
+WRONG_ARGS_TYPE = pa.struct(
+    [
+        ("name", pa.string()),
+        ("expected_args_json", pa.string()),
+        ("observed_args_json", pa.string()),
+        ("paths", pa.list_(pa.string())),
+    ]
+)
+"""One (expected, observed) pair of the same tool with differing argument ``paths`` (e.g. ``flights[0].date``)."""
+
+_CALLS = pa.list_(CALL_TYPE)
+
+ROW_SCHEMA = pa.schema(
+    [
+        ("dataset_revision", pa.string()),
+        ("run_id", pa.string()),
+        ("case_id", pa.string()),
+        ("trial", pa.int32()),
+        ("slice", pa.string()),
+        ("row_schema_version", pa.int32()),
+        ("scorer_version", pa.string()),
+        ("ragas_version", pa.string()),
+        ("agent_name", pa.string()),
+        ("agent_version", pa.string()),
+        ("expected_calls", _CALLS),
+        ("observed_calls", _CALLS),
+        ("missing_calls", _CALLS),
+        ("extra_calls", _CALLS),
+        ("wrong_args", pa.list_(WRONG_ARGS_TYPE)),
+        ("duplicate_calls", pa.int32()),
+        ("malformed_calls", pa.int32()),
+        ("tp", pa.int32()),
+        ("fp", pa.int32()),
+        ("fn", pa.int32()),
+        ("precision", pa.float64()),
+        ("recall", pa.float64()),
+        ("f1", pa.float64()),
+        ("ragas_tool_call_f1", pa.float64()),
+        ("exact_match", pa.bool_()),
+        ("mismatch_categories", pa.list_(pa.string())),
+        ("recorded_reward", pa.float64()),
+        ("request_id", pa.string()),
+        ("response_id", pa.string()),
+        ("trace_digest", pa.string()),
+        ("error", pa.string()),  # null when the row scored cleanly, else "<ErrorType>: message"
+    ]
+)
+"""One row per (case, trial) under ``rows/`` (DESIGN.md "Row columns"). Ratios are unrounded, in [0, 1]."""
+
+ENVELOPE_SCHEMA = pa.schema(
+    [
+        ("envelope_version", pa.int32()),
+        ("dataset_revision", pa.string()),
+        ("run_id", pa.string()),
+        ("case_id", pa.string()),
+        ("trial", pa.int32()),
+        ("agent_name", pa.string()),
+        ("agent_version", pa.string()),
+        ("agent_model", pa.string()),
+        ("request_id", pa.string()),
+        ("response_id", pa.string()),
+        ("messages_json", pa.string()),
+        ("model_calls", _CALLS),
+        ("metadata_json", pa.string()),
+        ("captured_at", pa.timestamp("us", tz="UTC")),
+        ("trace_digest", pa.string()),
+        ("error", pa.string()),  # null unless the trace could not be read (tooleval.envelope sets it)
+    ]
+)
+"""One immutable trace envelope per (case, trial) under ``traces/`` (DESIGN.md "Trace envelope columns")."""
+
+SCHEMAS: dict[str, pa.Schema] = {"rows": ROW_SCHEMA, "traces": ENVELOPE_SCHEMA}
+"""Current schema of each partitioned kind, by its top-level folder name."""
+
+KEY_COLUMNS = ("case_id", "trial")
+"""Columns every record must carry, non-null. The partition columns are not among them: the writer stamps
+``dataset_revision`` and ``run_id`` from the partition path, so records may leave them ``None``."""
+
+
+def _check_keys(value: Any, type_: pa.DataType, where: str) -> None:
+    """Raise ValueError if a struct value (possibly inside lists) has a key its Arrow type lacks."""
+    if value is None:
+        return
+    if pa.types.is_struct(type_) and isinstance(value, dict):
+        names = {type_.field(i).name: type_.field(i).type for i in range(type_.num_fields)}
+        extra = sorted(set(value) - set(names))
+        if extra:
+            raise ValueError(f"{where}: unknown key(s) {extra}; the struct has {sorted(names)}")
+        for key, item in value.items():
+            _check_keys(item, names[key], f"{where}.{key}")
+    elif pa.types.is_list(type_) and isinstance(value, (list, tuple)):
+        for index, item in enumerate(value):
+            _check_keys(item, type_.value_type, f"{where}[{index}]")
+
+
+def table_from_rows(rows: list[dict[str, Any]], schema: pa.Schema) -> pa.Table:
+    """Build a table from record dicts with an explicit schema (``pa.Table.from_pylist(rows, schema=...)``).
+
+    Args:
+        rows: One dict per record, keyed by column name. Nested calls are dicts shaped like :data:`CALL_TYPE`.
+        schema: The schema to write, usually :data:`ROW_SCHEMA` or :data:`ENVELOPE_SCHEMA`.
+
+    Returns:
+        A table with exactly ``schema`` (also when ``rows`` is empty: zero rows, every column).
+
+    Raises:
+        ValueError: naming the row index and column when a record (or a nested struct) has a key the schema
+            lacks, misses a :data:`KEY_COLUMNS` value, holds a naive datetime for a UTC timestamp column, or
+            holds a value of the wrong type. Other missing keys
+            are read as null.
+    """
+    types = {field.name: field.type for field in schema}
+    required = [name for name in KEY_COLUMNS if name in types]
+    zoned = [f.name for f in schema if pa.types.is_timestamp(f.type) and f.type.tz is not None]
+    for index, row in enumerate(rows):
+        extra = sorted(set(row) - set(types))
+        if extra:
+            raise ValueError(f"row {index}: column(s) {extra} are not in the schema; known: {schema.names}")
+        for name in required:
+            if row.get(name) is None:
+                raise ValueError(f"row {index}: key column {name!r} is missing or null")
+        for name in zoned:
+            value = row.get(name)
+            if isinstance(value, datetime) and value.tzinfo is None:
+                raise ValueError(f"row {index}: column {name!r} needs a timezone-aware datetime, got {value!r}")
+        for name, value in row.items():
+            if isinstance(value, (dict, list, tuple)):
+                _check_keys(value, types[name], f"row {index}: column {name!r}")
+    try:
+        return pa.Table.from_pylist(rows, schema=schema)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, OverflowError) as exc:
+        for name, type_ in types.items():  # find the column to name in the error
+            try:
+                pa.array([row.get(name) for row in rows], type=type_)
+            except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, OverflowError) as column_exc:
+                raise ValueError(f"column {name!r} ({type_}): {column_exc}") from exc
+        raise ValueError(f"cannot build a table with the given schema: {exc}") from exc
