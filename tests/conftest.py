@@ -32,3 +32,73 @@ def handed_cases(kind: str) -> list[dict]:
 @pytest.fixture(scope="session")
 def repo_root() -> Path:
     return REPO
+
+
+def write_dataset(
+    folder: Path,
+    cases: list[dict],
+    traces: list[dict] | None,
+    *,
+    revision: str = "r1",
+    name: str = "tiny",
+) -> Path:
+    """Write a dataset folder (dataset.json, cases.jsonl, traces.jsonl) and return it."""
+    folder.mkdir(parents=True, exist_ok=True)
+    manifest = {"name": name, "revision": revision, "schema_version": 1, "description": None, "license": None,
+                "source": None}
+    (folder / "dataset.json").write_text(json.dumps(manifest))
+    (folder / "cases.jsonl").write_text("".join(json.dumps(case) + "\n" for case in cases))
+    if traces is not None:
+        (folder / "traces.jsonl").write_text("".join(json.dumps(trace) + "\n" for trace in traces))
+    return folder
+
+
+def tool_call(name: str, arguments: str) -> dict:
+    """An OpenAI chat-completions tool call with argument text."""
+    return {"id": "c", "type": "function", "function": {"name": name, "arguments": arguments}}
+
+
+def trace(case_id: str, trial: int, calls: list[dict], reward: float | None = None) -> dict:
+    """A recorded trace line whose assistant made ``calls``."""
+    messages = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "", "tool_calls": calls}]
+    line = {"case_id": case_id, "trial": trial, "agent": {"name": "test-agent", "version": "1", "model": "m"},
+            "messages": messages}
+    if reward is not None:
+        line["metadata"] = {"reward": reward}
+    return line
+
+
+TINY_CASES = [
+    {"case_id": "A", "input": "refund A", "expected_calls": [{"name": "get_order", "args": {"id": "A"}},
+                                                            {"name": "refund", "args": {"id": "A", "cents": 9800}}]},
+    {"case_id": "B", "input": "look up B", "expected_calls": [{"name": "get_order", "args": {"id": "B"}}]},
+    {"case_id": "C", "input": "say hi", "expected_calls": []},
+]
+
+TINY_TRACES = [
+    # A: exact (250.0 style integral float equals int)
+    trace("A", 0, [tool_call("get_order", '{"id": "A"}'), tool_call("refund", '{"cents": 9800.0, "id": "A"}')], 1.0),
+    # A trial 1: wrong amount -> tp 1, fp 1, fn 1, wrong_args [cents]
+    trace("A", 1, [tool_call("get_order", '{"id": "A"}'), tool_call("refund", '{"id": "A", "cents": 8900}')], 0.0),
+    # B: malformed argument text, kept raw
+    trace("B", 0, [tool_call("get_order", '{"id": "B"')], 0.0),
+    # C: correct abstention
+    trace("C", 0, [], 1.0),
+]
+
+
+@pytest.fixture
+def tiny_dataset(tmp_path: Path) -> Path:
+    """Three cases, four traces: an exact row, a wrong-argument row, a malformed call, an abstention."""
+    return write_dataset(tmp_path / "tiny", TINY_CASES, TINY_TRACES)
+
+
+@pytest.fixture(scope="session")
+def prefect_harness():
+    """One Prefect test harness for the whole session (each costs ~13 s), heartbeats off (PREFECT.md)."""
+    from prefect.settings import PREFECT_FLOWS_HEARTBEAT_FREQUENCY, temporary_settings
+    from prefect.testing.utilities import prefect_test_harness
+
+    with prefect_test_harness(server_startup_timeout=90):
+        with temporary_settings(updates={PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None}):
+            yield

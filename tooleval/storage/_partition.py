@@ -200,43 +200,37 @@ class Publication:
         return self._tables[(kind, revision, run_id)]
 
     def commit(self) -> None:
-        """Swap every staged partition and file into place; on failure, put back what was already swapped."""
+        """Swap every staged partition and file into place; on failure, put back what was already swapped.
+
+        A partition folder: the old folder is renamed aside, the staged one renamed into place, the old deleted.
+        A file: ``os.replace`` over the old one (atomic), after copying the old one aside for the rollback.
+        """
         self._open()
         self._closed = True
-        done: list[tuple[Path, Path | None, Path]] = []  # (target, old content moved aside, staged source)
+        moves = [(partition_dir(self.out, *key), staged) for key, staged in self._tables.items()]
+        moves += [(self.out / relative, staged) for relative, staged in self._files.items()]
+        done: list[tuple[Path, Path | None, Path]] = []  # (target, old content set aside, staged source)
         try:
-            for index, ((kind, revision, run_id), staged) in enumerate(self._tables.items()):
-                target = partition_dir(self.out, kind, revision, run_id)
+            for index, (target, staged) in enumerate(moves):
                 target.parent.mkdir(parents=True, exist_ok=True)
-                aside = None
-                if target.exists():
-                    aside = self.root / "old" / str(index)
+                aside = self.root / "old" / str(index) if target.exists() else None
+                if aside is not None:
                     aside.parent.mkdir(parents=True, exist_ok=True)
-                    os.rename(target, aside)
+                    (os.rename if target.is_dir() else shutil.copy2)(target, aside)
                 done.append((target, aside, staged))
-                os.rename(staged, target)
-            for index, (relative, staged) in enumerate(self._files.items()):
-                target = self.out / relative
-                target.parent.mkdir(parents=True, exist_ok=True)
-                aside = None
-                if target.exists():
-                    aside = self.root / "old" / f"file-{index}"
-                    aside.parent.mkdir(parents=True, exist_ok=True)
-                    shutil.copy2(target, aside)
-                done.append((target, aside, staged))
-                os.replace(staged, target)
+                os.replace(staged, target)  # a folder onto the freed name; a file atomically over the old one
         except BaseException:
-            logger.error("publication under %s failed; restoring %d swapped target(s)", self.out, len(done))
+            logger.error("publication under %s failed; restoring %d target(s)", self.out, len(done))
             for target, aside, staged in reversed(done):
-                if not staged.exists() and target.is_dir():  # the new partition is in place: drop it
+                if not staged.exists() and target.is_dir():  # the new content is in place: drop it
                     shutil.rmtree(target)
-                elif not staged.exists() and target.exists():
+                elif not staged.exists():
                     target.unlink()
                 if aside is not None:
                     os.replace(aside, target)
             self._cleanup()
             raise
-        logger.debug("published %d partition(s) and %d file(s) under %s", len(self._tables), len(self._files), self.out)
+        logger.debug("published %d partition(s), %d file(s) under %s", len(self._tables), len(self._files), self.out)
         self._cleanup()
 
     def abort(self) -> None:
@@ -251,7 +245,9 @@ class Publication:
     def __enter__(self) -> Publication:
         return self
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
         if self._closed:
             return
         if exc_type is None:

