@@ -18,8 +18,7 @@ from importlib.metadata import version
 
 import pytest
 
-from tooleval.models import Call, calls_from_messages
-from tooleval.models import Case
+from tooleval.models import Call, Case, calls_from_messages
 from tooleval.ragas_metric import ragas_args, ragas_tool_call_f1, ragas_tool_call_f1_many, ragas_version
 from tooleval.scoring import score_envelopes
 

@@ -13,7 +13,7 @@ import secrets
 from datetime import datetime, timezone
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, field_validator
 
 from tooleval.agents import ReplayAgentConfig, WorkItem
 from tooleval.dataset import case_digest, check_name, find_traces_file, load_dataset
@@ -32,6 +32,14 @@ class DatasetRef(BaseModel):
     name: str
     revision: str
     content_digest: str
+    tool_names: list[str] = []
+    """Names of the tools in ``tools.json``; any iterable (a set included) is stored as a sorted list, because
+    a set hashes differently in each process and would change the cache key (handed case H19)."""
+
+    @field_validator("tool_names", mode="before")
+    @classmethod
+    def _sorted(cls, value: object) -> object:
+        return sorted(set(value)) if isinstance(value, (set, frozenset, list, tuple)) else value
 
 
 class RunPlan(BaseModel):
@@ -141,6 +149,7 @@ def plan_run(dataset: str | Path, traces: str | Path | None, out: str | Path, ru
             name=loaded.manifest.name,
             revision=loaded.revision,
             content_digest=loaded.content_digest,
+            tool_names={tool.name for tool in loaded.tools},
         ),
         agent=ReplayAgentConfig(traces_path=str(traces_path.resolve()), traces_digest=index.digest),
         out=str(out_path),

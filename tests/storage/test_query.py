@@ -69,6 +69,17 @@ class TestRevisionsStayStrings:
         assert names.count("dataset_revision") == 1 and names.count("run_id") == 1
         assert read_table(four_revisions, "rows").schema.names.count("dataset_revision") == 1
 
+    def test_path_value_wins_over_file_value_in_both_readers(self, tmp_path):
+        # The writer stamps equal values; this file (written around it) shows what the readers would do otherwise.
+        folder = tmp_path / "rows/dataset_revision=001/run_id=run-1"
+        folder.mkdir(parents=True)
+        record = {"case_id": "a", "trial": 0, "dataset_revision": "FILE", "run_id": "FILE"}
+        table = table_from_rows([record], ROW_SCHEMA)
+        pq.write_table(table, folder / "part-0.parquet")
+        assert connect(tmp_path).execute("SELECT dataset_revision, run_id FROM rows").fetchall() == [("001", "run-1")]
+        stored = read_table(tmp_path, "rows")
+        assert (stored["dataset_revision"].to_pylist(), stored["run_id"].to_pylist()) == (["001"], ["run-1"])
+
     def test_the_traps_the_explicit_types_avoid(self, four_revisions):
         # pyarrow: an *inferred* hive partitioning types "001" and "7" as int32 and clashes with the file column
         with pytest.raises(pa.ArrowTypeError, match="incompatible types"):

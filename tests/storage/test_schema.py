@@ -91,6 +91,15 @@ class TestTableFromRows:
         with pytest.raises(ValueError, match=r"column 'observed_calls'\[0\]: unknown key\(s\) \['args'\]"):
             table_from_rows([{"case_id": "a", "trial": 0, "observed_calls": [bad]}], ROW_SCHEMA)
 
+    def test_extra_key_in_wrong_args_is_named(self):
+        pair = {"name": "a", "expected_args_json": "{}", "observed_args_json": "{}", "paths": ["x"], "diff": 1}
+        with pytest.raises(ValueError, match=r"column 'wrong_args'\[0\]: unknown key\(s\) \['diff'\]"):
+            table_from_rows([{"case_id": "a", "trial": 0, "wrong_args": [pair]}], ROW_SCHEMA)
+
+    def test_struct_where_a_list_is_needed_is_named(self):
+        with pytest.raises(ValueError, match=r"column 'observed_calls'"):
+            table_from_rows([{"case_id": "a", "trial": 0, "observed_calls": call("a", {})}], ROW_SCHEMA)
+
     @pytest.mark.parametrize("key", ["case_id", "trial"])
     def test_missing_key_column_is_named(self, key):
         row = {"case_id": "a", "trial": 0}

@@ -135,7 +135,7 @@ def _holds_struct(type_: pa.DataType) -> bool:
 def _shape(type_: pa.DataType) -> tuple:
     """A plain-Python outline of a struct-holding type: ``("list", item)`` or ``("struct", names, children)``.
 
-    Checking values against this outline is ~10x faster than consulting the Arrow type for every value.
+    Checking values against this outline is ~9x faster than consulting the Arrow type per value (100k rows).
     """
     if pa.types.is_list(type_):
         return ("list", _shape(type_.value_type))
