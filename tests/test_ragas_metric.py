@@ -146,6 +146,17 @@ class TestRagasArgs:
     def test_well_formed_call_passes_its_args(self):
         assert ragas_args(Call.from_raw("lookup", '{"id": "A-1", "n": 2}')) == {"id": "A-1", "n": 2}
 
+    def test_non_integral_float_reaches_ragas_as_a_float(self):
+        call = Call.from_raw("pay", '{"amount": 2.5, "n": 3.0, "nested": {"rate": 0.1}}')
+        args = ragas_args(call)
+        assert args == {"amount": 2.5, "n": 3, "nested": {"rate": 0.1}}
+        assert type(args["amount"]) is float
+        got = ragas_tool_call_f1(
+            [{"name": "pay", "args": {"amount": 2.5, "n": 3, "nested": {"rate": 0.1}}}],
+            [{"name": "pay", "args": args}],
+        )
+        assert got == 1.0
+
     def test_empty_text_is_empty_args(self):
         assert ragas_args(Call.from_raw("handoff", "")) == {}
 
