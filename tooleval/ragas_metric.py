@@ -4,8 +4,10 @@ ragas is called, not re-implemented. How a row is handed to ragas (DESIGN.md "ra
 
 * reference calls: ``ragas.messages.ToolCall(name, args)`` with the reference's parsed args;
 * observed calls: one ``AIMessage`` carrying every observed call as ``ToolCall(name, args)`` with the args parsed
-  from the argument text *as JSON, without tooleval's canonicalisation* (ragas compares with Python equality:
-  ``True == 1`` and ``10 == 10.0``); a malformed call is passed as ``{"__malformed__": <raw text>}``.
+  from the argument text. They are tooleval's canonical values (integral floats as ints, ``-0.0`` as ``0``), which
+  Python's ``==`` and ``hash`` treat exactly like the plain parsed values, so ragas' own equality decides as it
+  would on the raw JSON (``True == 1`` and ``10 == 10.0``); a malformed call is passed as
+  ``{"__malformed__": <raw text>}``.
 
 ragas 0.4.3 compares *sets* (duplicates collapse), scores two empty lists 0.0 and rounds to 4 decimals; the
 characterization tests in ``tests/test_ragas_metric.py`` pin that behaviour.
@@ -34,8 +36,8 @@ def ragas_version() -> str:
 def ragas_args(call: Call) -> dict[str, Any]:
     """The argument object ragas is given for ``call``.
 
-    Well-formed calls: the argument values as plain JSON parsing gives them (``10.0`` stays a float, so ragas'
-    own Python equality decides). Malformed calls: ``{"__malformed__": raw text}``.
+    Well-formed calls: the canonical argument values (equal and hash-equal to the plain parsed JSON values, so
+    ragas' own Python equality decides). Malformed calls: ``{"__malformed__": raw text}``.
     """
     if call.malformed:
         return {"__malformed__": call.args_raw or ""}
@@ -77,7 +79,11 @@ def ragas_tool_call_f1_many(pairs: Iterable[tuple[list[dict], list[dict]]]) -> l
     Raises:
         RuntimeError: when called from a running event loop (call it from synchronous code, e.g. a sync task).
     """
-    return asyncio.run(_score_all(list(pairs)))
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(_score_all(list(pairs)))
+    raise RuntimeError("ragas_tool_call_f1_many() runs its own event loop; call it from synchronous code")
 
 
 def ragas_tool_call_f1(expected: list[dict], observed: list[dict]) -> float:
