@@ -134,8 +134,9 @@ def diff_paths(expected: Any, observed: Any, prefix: str = "") -> list[str]:
     """List the argument paths at which two canonical values differ.
 
     Paths use dots for object keys and ``[i]`` for list positions (``flights[0].date``); a key that is an
-    identifier, possibly with hyphens (``first-name``), is written bare, any other key is quoted (``["a.b"]``). A key present on one side only, a type change, or a list index
-    past the other list's end is reported at that path; equal values contribute nothing.
+    identifier, possibly with hyphens (``first-name``), is written bare, any other key is quoted (``["a.b"]``).
+    A key present on one side only, a type change, or a list index past the other list's end is reported at that
+    path; equal values contribute nothing.
 
     Args:
         expected: Canonical reference value (usually the argument dict).
