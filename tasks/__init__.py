@@ -7,6 +7,7 @@ row count) and has an explicit cache policy whose key excludes the run id.
 from tasks.aggregation import aggregate_rows
 from tasks.capture import capture_shard
 from tasks.generation import generate_shard
+from tasks.legacy import legacy_scalar
 from tasks.scoring import score_shard
 
-__all__ = ["aggregate_rows", "capture_shard", "generate_shard", "score_shard"]
+__all__ = ["aggregate_rows", "capture_shard", "generate_shard", "legacy_scalar", "score_shard"]

@@ -115,6 +115,22 @@ def print_run(result) -> None:
                   f"'{result.run_id}' ORDER BY f1 LIMIT 10\"")
 
 
+def _print_drift(drift: dict) -> None:
+    style = "green" if drift["verdict"] == "ok" else "bold red"
+    console.print(
+        f"drift check: [{style}]{drift['verdict']}[/] (legacy scalar {_fmt(drift['legacy']['value'])}, row-level "
+        f"mean {_fmt(drift['new']['value'])}; coverage {drift['coverage']['legacy']} / {drift['coverage']['new']})"
+    )
+    for reason in drift["reasons"]:
+        console.print(f"  - {reason}", highlight=False)
+    for row in drift["rows_differing"][:20]:
+        console.print(f"    {row['case_id']}#{row['trial']}: legacy {row['legacy']} vs row-level {row['new']}")
+    for side in ("only_legacy", "only_new", "duplicated_legacy", "duplicated_new"):
+        keys = drift["coverage"][side]
+        if keys:
+            console.print(f"    {side}: " + ", ".join(f"{k['case_id']}#{k['trial']}" for k in keys[:20]))
+
+
 @app.command()
 def run(
     dataset: Annotated[Optional[Path], typer.Option(help="Dataset folder (default: bundled tau-bench airline).")] = None,
@@ -122,30 +138,88 @@ def run(
     out: OutOption = Path("results"),
     run_id: Annotated[Optional[str], typer.Option("--run-id", help="Run id (default: a new one).")] = None,
     shard_size: Annotated[int, typer.Option(min=1, help="Rows per shard task.")] = 50,
+    slices: Annotated[Optional[str], typer.Option(help="Comma-separated slices: evaluate only their cases.")] = None,
+    legacy_only: Annotated[bool, typer.Option("--legacy-only", help="Publish traces and the legacy scalar only.")] = False,
 ) -> None:
-    """Run the evaluation flow: generation, trace capture, scoring, aggregation."""
+    """Run the evaluation flow: generation, trace capture, scoring, aggregation, legacy scalar, drift check.
+
+    Exit 0: every row scored and no drift; 1: row errors or drift; 2: file or usage error (nothing written).
+    """
     from tooleval.plan import plan_run
 
     dataset = dataset or _bundled_dataset()
+    slice_list = None if slices is None else [s.strip() for s in slices.split(",") if s.strip()]
     try:
-        plan = plan_run(dataset, traces, out, run_id)
+        plan = plan_run(dataset, traces, out, run_id, slices=slice_list)
     except InputFileError as exc:
         _fail(exc)
     prefect_environment(out)
     from prefect.settings import PREFECT_FLOWS_HEARTBEAT_FREQUENCY, temporary_settings
 
-    from flows.evaluate import evaluate
+    from flows.evaluate import run_evaluate
 
     try:
         with temporary_settings(updates={PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None}):
-            result = evaluate(
+            result, drifted = run_evaluate(
                 dataset=str(dataset), traces=None if traces is None else str(traces), out=str(out),
-                run_id=plan.run_id, shard_size=shard_size,
+                run_id=plan.run_id, shard_size=shard_size, slices=slice_list, legacy_only=legacy_only,
             )
     except InputFileError as exc:
         _fail(exc)
     print_run(result)
-    raise typer.Exit(1 if result.errors else 0)
+    if result.drift is not None:
+        _print_drift(result.drift)
+    raise typer.Exit(1 if result.errors or drifted else 0)
+
+
+@app.command()
+def legacy(
+    run_id: Annotated[str, typer.Option("--run-id", help="An existing run.")],
+    out: OutOption = Path("results"),
+    dataset: Annotated[Optional[Path], typer.Option(help="Dataset folder (default: the run's).")] = None,
+) -> None:
+    """Publish the legacy scalar (mean ragas ToolCallF1 and row count) of a run from its trace envelopes."""
+    from tooleval.runs import open_run
+
+    try:
+        open_run(out, run_id, dataset)
+    except InputFileError as exc:
+        _fail(exc)
+    prefect_environment(out)
+    from prefect.settings import PREFECT_FLOWS_HEARTBEAT_FREQUENCY, temporary_settings
+
+    from flows.legacy import legacy as legacy_flow
+
+    with temporary_settings(updates={PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None}):
+        result = legacy_flow(run_id=run_id, out=str(out), dataset=None if dataset is None else str(dataset))
+    console.print(f"legacy {result.metric} = {_fmt(result.value)} over {result.rows} rows "
+                  f"(ragas {result.ragas_version})")
+
+
+@app.command()
+def drift(
+    run_id: Annotated[str, typer.Option("--run-id", help="An existing run.")],
+    out: OutOption = Path("results"),
+    dataset: Annotated[Optional[Path], typer.Option(help="Dataset folder (default: the run's).")] = None,
+) -> None:
+    """Compare the legacy scalar with the row-level path on the run's traces; write runs/<run>/drift.json.
+
+    Exit 0: no drift; 1: drift; 2: file or usage error.
+    """
+    from tooleval.drift import recheck_run
+    from tooleval.runs import open_run
+    from tooleval.storage import Publication
+
+    try:
+        published = open_run(out, run_id, dataset)
+    except InputFileError as exc:
+        _fail(exc)
+    report = recheck_run(published)
+    with Publication(published.out) as publication:
+        publication.add_json(f"runs/{run_id}/drift.json", report)
+    _print_drift(report)
+    console.print(f"written: {published.out / 'runs' / run_id / 'drift.json'}")
+    raise typer.Exit(1 if report["verdict"] == "drift" else 0)
 
 
 @app.command("import")

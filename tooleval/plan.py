@@ -53,6 +53,8 @@ class RunPlan(BaseModel):
     """Sorted by (case_id, trial): shard composition is deterministic, so shard cache keys are stable."""
     errors: list[dict]
     """Row-level problems found while planning (``RowError.to_dict()`` shapes)."""
+    slices: list[str] | None = None
+    """Only cases of these slices are evaluated (``None``: all)."""
 
 
 def new_run_id(now: datetime | None = None) -> str:
@@ -95,7 +97,14 @@ def _check_run_id(out: Path, run_id: str, revision: str) -> None:
         )
 
 
-def plan_run(dataset: str | Path, traces: str | Path | None, out: str | Path, run_id: str | None) -> RunPlan:
+def plan_run(
+    dataset: str | Path,
+    traces: str | Path | None,
+    out: str | Path,
+    run_id: str | None,
+    *,
+    slices: list[str] | None = None,
+) -> RunPlan:
     """Check the inputs and decide the work of a run.
 
     Args:
@@ -103,6 +112,7 @@ def plan_run(dataset: str | Path, traces: str | Path | None, out: str | Path, ru
         traces: Recorded traces file for the replay agent; ``None`` picks the dataset's own.
         out: Results folder (created later, at publication).
         run_id: Run id; ``None`` generates one.
+        slices: Evaluate only cases whose ``slice`` is listed; traces of other cases are skipped silently.
 
     Returns:
         A :class:`RunPlan`; one work item per (case, trial) found in the traces for a known case.
@@ -113,6 +123,17 @@ def plan_run(dataset: str | Path, traces: str | Path | None, out: str | Path, ru
     out_path = Path(out).resolve()
     run_id = check_name(run_id if run_id is not None else new_run_id(), what="run id")
     loaded = load_dataset(dataset)
+    every_case = set(loaded.cases)
+    if slices is not None:
+        slices = sorted(set(slices))
+        known = {case.slice for case in loaded.cases.values()}
+        unknown = [s for s in slices if s not in known]
+        if unknown:
+            raise InputFileError(
+                loaded.path / "cases.jsonl", None, f"no case has slice {', '.join(map(repr, unknown))}.",
+                f"choose from {sorted(s for s in known if s is not None)}.",
+            )
+        loaded.cases = {k: c for k, c in loaded.cases.items() if c.slice in slices}
     traces_path = Path(traces) if traces is not None else find_traces_file(loaded.path)
     if traces is not None and not traces_path.is_file():
         raise InputFileError(traces_path, None, "traces file not found.", "check the --traces path.")
@@ -124,6 +145,8 @@ def plan_run(dataset: str | Path, traces: str | Path | None, out: str | Path, ru
     digests = {case_id: case_digest(case) for case_id, case in loaded.cases.items()}
     traced_cases = set()
     for (case_id, trial), line in sorted(index.keys.items()):
+        if slices is not None and case_id in every_case and case_id not in loaded.cases:
+            continue
         if case_id not in loaded.cases:
             errors.append(
                 RowError(
@@ -156,4 +179,5 @@ def plan_run(dataset: str | Path, traces: str | Path | None, out: str | Path, ru
         run_id=run_id,
         items=items,
         errors=[error.to_dict() for error in errors],
+        slices=slices,
     )

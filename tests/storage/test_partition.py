@@ -71,8 +71,8 @@ class TestPartitionDir:
         assert partition_dir(tmp_path, "rows", "001", "run-1") == tmp_path / "rows/dataset_revision=001/run_id=run-1"
 
     def test_unknown_kind(self, tmp_path):
-        with pytest.raises(ValueError, match="unknown partition kind 'legacy'"):
-            partition_dir(tmp_path, "legacy", "001", "run-1")
+        with pytest.raises(ValueError, match="unknown partition kind 'reports'"):
+            partition_dir(tmp_path, "reports", "001", "run-1")
 
     def test_unsafe_run_id(self, tmp_path):
         with pytest.raises(UnsafeNameError, match="run id '../r'"):

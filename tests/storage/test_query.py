@@ -181,7 +181,7 @@ class TestEmptyResults:
 
     def test_unknown_kind(self, tmp_path):
         with pytest.raises(ValueError, match="unknown partition kind"):
-            read_table(tmp_path, "legacy")
+            read_table(tmp_path, "reports")
 
 
 class TestConnect:

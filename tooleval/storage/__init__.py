@@ -19,7 +19,9 @@ from tooleval.storage._schema import (
     KEY_COLUMNS,
     ROW_SCHEMA,
     ROW_SCHEMA_VERSION,
+    LEGACY_SCHEMA,
     SCHEMAS,
+    VIEW_NAMES,
     WRONG_ARGS_TYPE,
     table_from_rows,
 )
@@ -32,6 +34,8 @@ __all__ = [
     "ROW_SCHEMA",
     "ENVELOPE_SCHEMA",
     "SCHEMAS",
+    "LEGACY_SCHEMA",
+    "VIEW_NAMES",
     "KEY_COLUMNS",
     "table_from_rows",
     "UnsafeNameError",

@@ -147,10 +147,12 @@ class Publication:
         if self._closed:
             raise RuntimeError("this Publication was already committed or aborted")
 
-    def add_table(self, kind: str, revision: str, run_id: str, table: pa.Table) -> Path:
+    def add_table(
+        self, kind: str, revision: str, run_id: str, table: pa.Table, *, filename: str = PART_FILE
+    ) -> Path:
         """Stage ``table`` as the whole content of one partition.
 
-        Writes one zstd ``part-0.parquet`` with the table's own (explicit) schema; a zero-row table still
+        Writes one zstd ``filename`` (``part-0.parquet``; the legacy path writes ``scalar.parquet``) with the table's own (explicit) schema; a zero-row table still
         writes one file carrying every column. ``dataset_revision``/``run_id`` columns, when present, are
         filled with the partition values.
 
@@ -168,9 +170,22 @@ class Publication:
         table = _stamp(_stamp(table, "dataset_revision", revision), "run_id", run_id)
         staged = self.root / "tables" / relative
         staged.mkdir(parents=True)
-        pq.write_table(table, staged / PART_FILE, compression="zstd")
+        pq.write_table(table, staged / filename, compression="zstd")
         self._tables[(kind, revision, run_id)] = staged
         return staged
+
+    def add_partition_json(self, kind: str, revision: str, run_id: str, name: str, obj: Any) -> Path:
+        """Stage a JSON file inside an already staged partition folder (e.g. the legacy ``scalar.json``).
+
+        Raises:
+            KeyError: the partition was not added; ValueError: ``name`` is not a plain ``*.json`` file name.
+        """
+        self._open()
+        if "/" in name or not name.endswith(".json") or name.startswith("."):
+            raise ValueError(f"partition file name must be a plain *.json name, got {name!r}")
+        path = self.staged_path(kind, revision, run_id) / name
+        path.write_text(json.dumps(obj, indent=2, ensure_ascii=False, allow_nan=False) + "\n", encoding="utf-8")
+        return path
 
     def add_text(self, relpath: str, text: str) -> Path:
         """Stage a UTF-8 text file at ``out/relpath`` (e.g. ``"runs/<run>/junit.xml"``); returns its staged path."""

@@ -19,7 +19,7 @@ import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
 from tooleval.storage._partition import _check_kind, validate_partition_value
-from tooleval.storage._schema import SCHEMAS
+from tooleval.storage._schema import SCHEMAS, VIEW_NAMES
 
 __all__ = ["PARTITION_TYPES", "PARTITIONING", "connect", "scan_parquet_sql", "read_table"]
 
@@ -66,7 +66,7 @@ def _empty_select_sql(con: duckdb.DuckDBPyConnection, schema: pa.Schema) -> str:
 
 
 def connect(out: Path, database: str = ":memory:") -> duckdb.DuckDBPyConnection:
-    """Open DuckDB with the views ``rows`` and ``traces`` over ``out``.
+    """Open DuckDB with the views ``rows``, ``traces`` and ``legacy_scalars`` over ``out``.
 
     Each view is the current schema's columns (zero rows, in schema order) ``UNION ALL BY NAME`` the files
     ``out/<kind>/*/*/*.parquet``: every current column exists even when no file (or only older files) has it,
@@ -86,7 +86,7 @@ def connect(out: Path, database: str = ":memory:") -> duckdb.DuckDBPyConnection:
         base = Path(out) / kind
         if any(base.glob(_GLOB)):
             sql += f" UNION ALL BY NAME SELECT * FROM {scan_parquet_sql(base / _GLOB)}"
-        con.execute(f'CREATE OR REPLACE VIEW "{kind}" AS {sql}')
+        con.execute(f'CREATE OR REPLACE VIEW "{VIEW_NAMES[kind]}" AS {sql}')
     return con
 
 

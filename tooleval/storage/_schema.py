@@ -34,6 +34,8 @@ __all__ = [
     "ROW_SCHEMA",
     "ENVELOPE_SCHEMA",
     "SCHEMAS",
+    "LEGACY_SCHEMA",
+    "VIEW_NAMES",
     "KEY_COLUMNS",
     "table_from_rows",
 ]
@@ -120,8 +122,25 @@ ENVELOPE_SCHEMA = pa.schema(
 )
 """One immutable trace envelope per (case, trial) under ``traces/`` (DESIGN.md "Trace envelope columns")."""
 
-SCHEMAS: dict[str, pa.Schema] = {"rows": ROW_SCHEMA, "traces": ENVELOPE_SCHEMA}
+LEGACY_SCHEMA = pa.schema(
+    [
+        ("dataset_revision", pa.string()),
+        ("run_id", pa.string()),
+        ("metric", pa.string()),
+        ("value", pa.float64()),
+        ("rows", pa.int64()),
+        ("ragas_version", pa.string()),
+        ("scorer_version", pa.string()),
+        ("computed_at", pa.timestamp("us", tz="UTC")),
+    ]
+)
+"""The legacy scalar path's one-row table (``legacy/.../scalar.parquet``): what the old dashboards read."""
+
+SCHEMAS: dict[str, pa.Schema] = {"rows": ROW_SCHEMA, "traces": ENVELOPE_SCHEMA, "legacy": LEGACY_SCHEMA}
 """Current schema of each partitioned kind, by its top-level folder name."""
+
+VIEW_NAMES: dict[str, str] = {"rows": "rows", "traces": "traces", "legacy": "legacy_scalars"}
+"""DuckDB view name of each kind (the old dashboards query ``legacy_scalars``)."""
 
 KEY_COLUMNS = ("case_id", "trial")
 """Columns every record must carry, non-null. The partition columns are not among them: the writer stamps

@@ -1,0 +1,39 @@
+"""The legacy scalar flow: recompute and publish the old pipeline's one number for an existing run, from that
+run's immutable trace envelopes (``traces/dataset_revision=<rev>/run_id=<run>/``)."""
+
+from __future__ import annotations
+
+from prefect import flow
+
+from tasks import legacy_scalar
+from tooleval.legacy import LegacyResult, stage_legacy
+from tooleval.plan import DatasetRef
+from tooleval.ragas_metric import ragas_version
+from tooleval.runs import open_run
+from tooleval.storage import Publication
+from tooleval.versions import scorer_version
+
+
+@flow(name="tooleval-legacy-scalar", validate_parameters=True)
+def legacy(run_id: str, out: str = "results", dataset: str | None = None) -> LegacyResult:
+    """Publish ``legacy/dataset_revision=<rev>/run_id=<run>/scalar.{json,parquet}`` for a run.
+
+    Args:
+        run_id: An existing run under ``out``.
+        out: Results folder.
+        dataset: Dataset folder; default: the one recorded in the run's summary.
+
+    Returns:
+        The legacy result (scalar and per-row values).
+
+    Raises:
+        tooleval.errors.InputFileError: unknown run or missing dataset.
+    """
+    run = open_run(out, run_id, dataset)
+    ref = DatasetRef(path=str(run.dataset.path.resolve()), name=run.dataset.manifest.name, revision=run.revision,
+                     content_digest=run.dataset.content_digest, tool_names={t.name for t in run.dataset.tools})
+    files = run.files("traces")
+    result = legacy_scalar([str(f) for f in files], run.digests("traces"), ref, scorer_version(), ragas_version())
+    with Publication(run.out) as publication:
+        stage_legacy(publication, result, run.revision, run_id)
+    return result

@@ -1,0 +1,48 @@
+"""Stage 5, the legacy scalar path: mean ragas ToolCallF1 and row count from the immutable trace envelopes.
+
+Cache key: the envelope files' content digests (not their paths), the dataset, the code version, the ragas
+version and this task's source.
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from prefect import task
+from prefect.cache_policies import INPUTS, TASK_SOURCE
+
+from tooleval.dataset import load_dataset
+from tooleval.legacy import LegacyResult, legacy_score
+from tooleval.plan import DatasetRef
+
+_COLUMNS = ["case_id", "trial", "messages_json", "error"]
+
+
+def _read(files: list[str]) -> list[dict]:
+    tables = []
+    for path in files:
+        schema = pq.read_schema(path)
+        tables.append(pq.read_table(path, columns=[c for c in _COLUMNS if c in schema.names]))
+    if not tables:
+        return []
+    return pa.concat_tables(tables, promote_options="default").to_pylist()
+
+
+@task(name="legacy-scalar", cache_policy=(INPUTS - "envelope_files") + TASK_SOURCE, persist_result=True)
+def legacy_scalar(
+    envelope_files: list[str], envelope_digests: list[str], dataset: DatasetRef, code_version: str, ragas_version: str
+) -> LegacyResult:
+    """Compute the legacy scalar of one run.
+
+    Args:
+        envelope_files: Parquet files of trace envelopes (stage files or a published traces partition).
+        envelope_digests: sha256 of each file (cache key).
+        dataset: The dataset whose reference calls score the envelopes.
+        code_version: Scorer/code version (cache key; recorded on the result).
+        ragas_version: ragas version (cache key).
+
+    Returns:
+        A :class:`tooleval.legacy.LegacyResult`.
+    """
+    cases = load_dataset(dataset.path).cases
+    return legacy_score(_read(envelope_files), cases, code_version)

@@ -1,0 +1,162 @@
+"""The legacy scalar path: what the old pipeline published — one mean ragas ToolCallF1 and a row count per
+(dataset revision, run), nothing else (issue 5; DESIGN.md stage 5).
+
+It reads the same immutable trace envelopes as the row-level path but shares none of its call handling: calls
+are read back from the envelope's raw ``messages_json`` here, and ragas itself scores them. That independence is
+what lets the drift check (:mod:`tooleval.drift`) catch a row-level path that drifted.
+
+How a call is handed to ragas (DESIGN.md "ragas column", the old pipeline's contract): the argument text parsed
+as JSON; empty text or ``null`` is ``{}``; anything that is not a JSON object (or not JSON, or ``NaN``) becomes
+``{"__malformed__": <raw text>}``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from datetime import datetime, timezone
+from typing import Any
+
+from pydantic import BaseModel
+
+from tooleval.models import Case
+from tooleval.ragas_metric import ragas_tool_call_f1_many, ragas_version
+
+__all__ = [
+    "LEGACY_METRIC",
+    "LegacyResult",
+    "LegacyRow",
+    "legacy_calls",
+    "legacy_record",
+    "legacy_score",
+    "stage_legacy",
+]
+
+LEGACY_METRIC = "tool_call_f1"
+
+
+class LegacyRow(BaseModel):
+    """One envelope's legacy value (kept for the drift check; never published by the legacy path)."""
+
+    case_id: str
+    trial: int
+    value: float | None
+    """ragas ToolCallF1 in [0, 1] (rounded by ragas to 4 places); ``None`` for a failed generation."""
+
+
+class LegacyResult(BaseModel):
+    """The legacy scalar of one run, with the per-row values behind it."""
+
+    metric: str = LEGACY_METRIC
+    value: float | None
+    """Mean of the per-row values over envelopes that have one; ``None`` when none has."""
+    rows: int
+    """Number of envelopes (the old pipeline's row count)."""
+    ragas_version: str
+    scorer_version: str
+    computed_at: datetime
+    per_row: list[LegacyRow]
+
+
+def _reject(token: str) -> Any:
+    raise ValueError(f"{token} is not JSON")
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"{text} does not fit a float")
+    return value
+
+
+def _args(raw: Any) -> dict[str, Any]:
+    if isinstance(raw, dict):
+        return raw
+    if raw is None or (isinstance(raw, str) and raw.strip() == ""):
+        return {}
+    try:
+        parsed = json.loads(raw, parse_constant=_reject, parse_float=_finite)
+    except (ValueError, TypeError, RecursionError):
+        return {"__malformed__": raw if isinstance(raw, str) else repr(raw)}
+    if parsed is None:
+        return {}
+    return parsed if isinstance(parsed, dict) else {"__malformed__": raw}
+
+
+def legacy_calls(messages_json: str) -> list[dict[str, Any]]:
+    """The assistant's tool calls in a message list, as ragas is given them: ``[{"name", "args"}]``."""
+    calls = []
+    for message in json.loads(messages_json):
+        if not isinstance(message, dict) or message.get("role") != "assistant":
+            continue
+        for call in message.get("tool_calls") or []:
+            body = call.get("function", call)
+            raw = body["arguments"] if "arguments" in body else body.get("args")
+            calls.append({"name": body.get("name"), "args": _args(raw)})
+    return calls
+
+
+def legacy_score(envelopes: list[dict[str, Any]], cases: dict[str, Case], scorer_version: str) -> LegacyResult:
+    """Compute the legacy scalar over a run's envelopes.
+
+    Args:
+        envelopes: Envelope records (``case_id``, ``trial``, ``messages_json``, ``error``).
+        cases: The dataset's cases by id (the reference calls). An envelope of an unknown case is skipped.
+        scorer_version: Recorded beside the value (the drift check attributes differences by version).
+
+    Returns:
+        A :class:`LegacyResult`; ``rows`` counts every envelope of a known case, failed generations included.
+    """
+    per_row: list[LegacyRow] = []
+    pending: list[tuple[int, list[dict], list[dict]]] = []
+    for envelope in envelopes:
+        case = cases.get(envelope["case_id"])
+        if case is None:
+            continue
+        per_row.append(LegacyRow(case_id=envelope["case_id"], trial=envelope["trial"], value=None))
+        if envelope.get("error") is not None or envelope.get("messages_json") is None:
+            continue
+        reference = [{"name": c.name, "args": c.args or {}} for c in case.expected_calls]
+        pending.append((len(per_row) - 1, reference, legacy_calls(envelope["messages_json"])))
+    values = ragas_tool_call_f1_many([(reference, observed) for _, reference, observed in pending])
+    for (index, _, _), value in zip(pending, values):
+        per_row[index].value = value
+    scored = [row.value for row in per_row if row.value is not None]
+    return LegacyResult(
+        value=sum(scored) / len(scored) if scored else None,
+        rows=len(per_row),
+        ragas_version=ragas_version(),
+        scorer_version=scorer_version,
+        computed_at=datetime.now(timezone.utc),
+        per_row=per_row,
+    )
+
+
+def legacy_record(result: LegacyResult, revision: str, run_id: str) -> dict[str, Any]:
+    """The published scalar: ``scalar.json`` content and the one row of ``scalar.parquet``
+    (revision, run id, metric, value, rows, ragas version, scorer version, computed at)."""
+    return {
+        "dataset_revision": revision,
+        "run_id": run_id,
+        "metric": result.metric,
+        "value": result.value,
+        "rows": result.rows,
+        "ragas_version": result.ragas_version,
+        "scorer_version": result.scorer_version,
+        "computed_at": result.computed_at,
+    }
+
+
+def stage_legacy(publication: Any, result: LegacyResult, revision: str, run_id: str) -> None:
+    """Stage ``legacy/dataset_revision=<rev>/run_id=<run>/{scalar.parquet, scalar.json}`` in a publication
+    (:class:`tooleval.storage.Publication`); the partition is replaced as a whole on commit."""
+    import pyarrow as pa
+
+    from tooleval.storage import LEGACY_SCHEMA
+
+    record = legacy_record(result, revision, run_id)
+    table = pa.Table.from_pylist([record], schema=LEGACY_SCHEMA)
+    publication.add_table("legacy", revision, run_id, table, filename="scalar.parquet")
+    publication.add_partition_json(
+        "legacy", revision, run_id, "scalar.json", dict(record, computed_at=result.computed_at.isoformat())
+    )

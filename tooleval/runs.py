@@ -1,0 +1,66 @@
+"""Reading a published run back: its summary, its partitions and its dataset (for ``legacy``, ``drift`` and
+the other commands that work on an existing ``--run-id``)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from tooleval.dataset import Dataset, check_name, load_dataset
+from tooleval.errors import InputFileError
+from tooleval.recorded import file_digest
+from tooleval.storage import partition_dir
+
+__all__ = ["PublishedRun", "open_run"]
+
+
+@dataclass
+class PublishedRun:
+    """A run as published under ``out``."""
+
+    out: Path
+    run_id: str
+    revision: str
+    summary: dict
+    dataset: Dataset
+
+    def files(self, kind: str) -> list[Path]:
+        """The Parquet files of this run's ``kind`` partition (``traces``, ``rows``, ``legacy``)."""
+        return sorted(partition_dir(self.out, kind, self.revision, self.run_id).glob("*.parquet"))
+
+    def digests(self, kind: str) -> list[str]:
+        """sha256 of each file of :meth:`files`."""
+        return [file_digest(path) for path in self.files(kind)]
+
+
+def open_run(out: str | Path, run_id: str, dataset: str | Path | None = None) -> PublishedRun:
+    """Open a published run.
+
+    Args:
+        out: Results folder.
+        run_id: The run.
+        dataset: Dataset folder; default: the one recorded in the run's ``summary.json``.
+
+    Raises:
+        InputFileError: unknown run, missing summary, missing dataset, or a dataset whose revision or content
+            differs from the run's.
+    """
+    out = Path(out).resolve()
+    check_name(run_id, what="run id")
+    summary_path = out / "runs" / run_id / "summary.json"
+    if not summary_path.is_file():
+        raise InputFileError(summary_path, None, f"no run {run_id!r} under {out}.",
+                             "check --run-id and --out (runs are listed under <out>/runs/).")
+    summary = json.loads(summary_path.read_text())
+    revision = summary["dataset_revision"]
+    dataset_path = Path(dataset) if dataset is not None else Path(summary.get("dataset", {}).get("path", ""))
+    if not (dataset_path / "dataset.json").is_file():
+        raise InputFileError(dataset_path, None, "the run's dataset folder is not there.",
+                             "pass --dataset with the dataset folder the run used.")
+    loaded = load_dataset(dataset_path)
+    if loaded.revision != revision:
+        raise InputFileError(dataset_path / "dataset.json", None,
+                             f"dataset revision {loaded.revision!r} is not the run's revision {revision!r}.",
+                             "pass --dataset with the folder of that revision.")
+    return PublishedRun(out=out, run_id=run_id, revision=revision, summary=summary, dataset=loaded)
