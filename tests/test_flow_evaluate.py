@@ -84,6 +84,17 @@ class TestBundledRun:
         assert summary["versions"]["ragas"] == "0.4.3"
         assert json.loads((out / "runs" / "first" / "errors.json").read_text()) == []
 
+    def test_legacy_scalar_agrees_with_the_row_level_path(self, bundled_runs):
+        out, first, _ = bundled_runs
+        drift = json.loads((out / "runs" / "first" / "drift.json").read_text())
+        assert drift["verdict"] == "ok" and drift["coverage"]["legacy"] == drift["coverage"]["new"] == 200
+        assert abs(drift["difference"]) <= 1e-9
+        assert drift["coverage"]["only_legacy"] == drift["coverage"]["only_new"] == []
+        assert first.summary["drift"]["verdict"] == "ok"
+        value, rows = connect(out).execute(
+            "SELECT value, rows FROM legacy_scalars WHERE run_id = 'first'").fetchone()
+        assert rows == 200 and abs(value - first.summary["mean_ragas_tool_call_f1"]) <= 1e-9
+
     def test_second_run_takes_every_stage_from_the_cache(self, bundled_runs):
         out, first, second = bundled_runs
         for stage, counts in second.stage_states.items():

@@ -107,10 +107,14 @@ def print_run(result) -> None:
         for error in result.errors[:50]:
             errors.add_row(error["kind"], str(error["case_id"]), _fmt(error["trial"]), error["message"])
         console.print(errors)
-    console.print(f"rows:    {result.rows_path}")
+    if result.rows_path is not None:
+        console.print(f"rows:    {result.rows_path}")
     console.print(f"traces:  {result.traces_path}")
     console.print(f"summary: {Path(result.run_path) / 'summary.json'}")
     console.print(f"errors:  {Path(result.run_path) / 'errors.json'}")
+    legacy = s.get("legacy") or {}
+    console.print(f"legacy:  tool_call_f1 = {_fmt(legacy.get('value'))} over {_fmt(legacy.get('rows'))} rows "
+                  f"({Path(result.out) / 'legacy' / f'dataset_revision={result.dataset_revision}' / f'run_id={result.run_id}'})")
     console.print(f"query:   tooleval sql --out {result.out} \"SELECT case_id, trial, f1 FROM rows WHERE run_id = "
                   f"'{result.run_id}' ORDER BY f1 LIMIT 10\"")
 
