@@ -92,6 +92,8 @@ def evaluate(
     shard_size: int = 50,
     slices: list[str] | None = None,
     legacy_only: bool = False,
+    redact_fields: list[str] | None = None,
+    redaction: bool = True,
 ) -> RunResult:
     """Evaluate a dataset's recorded (or generated) trajectories and publish envelopes, rows, the legacy scalar,
     a summary and the drift check.
@@ -105,6 +107,8 @@ def evaluate(
         slices: Only cases of these slices (the migration switches the row-level writer on slice by slice).
         legacy_only: Publish only the trace envelopes and the legacy scalar (the old pipeline, before the
             row-level writer is switched on): no rows, no drift check.
+        redact_fields: Field names redacted at capture (default: api_key, card_number, email, phone).
+        redaction: ``False`` turns redaction off.
 
     Returns:
         A :class:`RunResult`; the flow run is ``Failed`` (with the result as its data) when drift was found.
@@ -114,22 +118,24 @@ def evaluate(
     """
     if shard_size < 1:
         raise ValueError("shard_size must be >= 1")
-    plan = plan_run(dataset, traces, out, run_id, slices=slices)
+    plan = plan_run(dataset, traces, out, run_id, slices=slices, redact_fields=redact_fields,
+                    redaction=redaction)
     code, ragas = scorer_version(), ragas_version()
     dirs = {name: str(stage_dir(plan.out, name)) for name in ("generation", "capture", "scoring")}
     states: dict[str, Counter] = {name: Counter() for name in STAGES}
     envelope_refs: list[StageRef] = []
     row_refs: list[StageRef] = []
     for shard in _shards(plan, shard_size):
-        generated = _run_stage(generate_shard, states["generation"], plan.agent, shard, dirs["generation"])
-        captured = _run_stage(capture_shard, states["trace-capture"], generated, plan.dataset.revision, code,
-                              dirs["capture"])
+        generated = _run_stage(generate_shard, states["generation"], plan.agent, shard, plan.dataset,
+                               plan.redaction, plan.out, dirs["generation"])
+        captured = _run_stage(capture_shard, states["trace-capture"], generated, plan.dataset.revision,
+                              plan.dataset.tool_schema_version, code, dirs["capture"])
         envelope_refs.append(captured)
         if not legacy_only:
-            row_refs.append(_run_stage(score_shard, states["scoring"], captured, plan.dataset, code, ragas,
-                                       dirs["scoring"]))
+            row_refs.append(_run_stage(score_shard, states["scoring"], captured, plan.dataset, plan.redaction,
+                                       code, ragas, plan.out, dirs["scoring"]))
     legacy = _run_stage(legacy_scalar, states["legacy-scalar"], [r.path for r in envelope_refs],
-                        [r.digest for r in envelope_refs], plan.dataset, code, ragas)
+                        [r.digest for r in envelope_refs], plan.dataset, plan.redaction, code, ragas, plan.out)
     revision, out_path = plan.dataset.revision, Path(plan.out)
     summary: dict[str, Any] = {
         "dataset_revision": revision,
@@ -137,6 +143,8 @@ def evaluate(
         "dataset": {"name": plan.dataset.name, "path": plan.dataset.path, "content_digest": plan.dataset.content_digest},
         "versions": {"tooleval": tooleval_version(), "scorer": code, "ragas": ragas, "row_schema": ROW_SCHEMA_VERSION},
         "slices": plan.slices,
+        "redaction": None if plan.redaction is None else plan.redaction.model_dump(),
+        "dataset_ref": plan.dataset.model_dump(),
         "legacy": {k: v for k, v in legacy_record(legacy, revision, plan.run_id).items() if k in ("value", "rows")},
     }
     drift = None

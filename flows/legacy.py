@@ -30,10 +30,10 @@ def legacy(run_id: str, out: str = "results", dataset: str | None = None) -> Leg
         tooleval.errors.InputFileError: unknown run or missing dataset.
     """
     run = open_run(out, run_id, dataset)
-    ref = DatasetRef(path=str(run.dataset.path.resolve()), name=run.dataset.manifest.name, revision=run.revision,
-                     content_digest=run.dataset.content_digest, tool_names={t.name for t in run.dataset.tools})
+    ref = DatasetRef.model_validate(run.summary["dataset_ref"])
     files = run.files("traces")
-    result = legacy_scalar([str(f) for f in files], run.digests("traces"), ref, scorer_version(), ragas_version())
+    result = legacy_scalar([str(f) for f in files], run.digests("traces"), ref, run.redaction, scorer_version(),
+                           ragas_version(), str(run.out))
     with Publication(run.out) as publication:
         stage_legacy(publication, result, run.revision, run_id)
     return result

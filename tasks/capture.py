@@ -1,7 +1,7 @@
 """Stage 2, trace capture: turn raw responses into immutable, versioned trace envelopes.
 
-Cache key: the generation stage file's digest, the dataset revision, the code version (a digest of the whole
-``tooleval`` package, which holds the envelope builder) and this task's source.
+Cache key: the generation stage file's digest, the dataset revision and tool schema version, the code version (a
+digest of the whole ``tooleval`` package, which holds the envelope builder) and this task's source.
 """
 
 from __future__ import annotations
@@ -15,12 +15,12 @@ from prefect.cache_policies import INPUTS, TASK_SOURCE
 from tooleval.envelope import build_envelope
 from tooleval.models import RecordedTrace
 from tooleval.stages import StageRef, read_stage_table, write_stage_table
-from tooleval.storage import ENVELOPE_SCHEMA
+from tooleval.storage import ENVELOPE_SCHEMA, ENVELOPE_VERSION
 
 
 def _error_envelope(record: dict, revision: str, captured_at: datetime) -> dict:
     return {
-        "envelope_version": None,
+        "envelope_version": ENVELOPE_VERSION,
         "dataset_revision": revision,
         "run_id": None,
         "case_id": record["case_id"],
@@ -32,12 +32,15 @@ def _error_envelope(record: dict, revision: str, captured_at: datetime) -> dict:
 
 
 @task(name="trace-capture", cache_policy=INPUTS + TASK_SOURCE, persist_result=True)
-def capture_shard(generation: StageRef, revision: str, code_version: str, stage_dir: str) -> StageRef:
+def capture_shard(
+    generation: StageRef, revision: str, tool_schema_version: str | None, code_version: str, stage_dir: str
+) -> StageRef:
     """Capture one shard of envelopes.
 
     Args:
         generation: Ref to the shard's generation stage file.
         revision: Dataset revision.
+        tool_schema_version: Version of the dataset's tool schemas (recorded unless the trace names its own).
         code_version: Scorer/code version (cache key only).
         stage_dir: Folder for the envelope stage file.
 
@@ -51,6 +54,9 @@ def capture_shard(generation: StageRef, revision: str, code_version: str, stage_
         if record["error"] is not None or record["payload_json"] is None:
             envelopes.append(_error_envelope(record, revision, captured_at))
             continue
-        trace = RecordedTrace.model_validate(json.loads(record["payload_json"]))
-        envelopes.append(build_envelope(trace, revision, captured_at))
+        payload = json.loads(record["payload_json"])
+        redacted = payload.pop("redacted_fields", None)
+        trace = RecordedTrace.model_validate(payload)
+        envelopes.append(build_envelope(trace, revision, captured_at, tool_schema_version=tool_schema_version,
+                                        redacted_fields=redacted))
     return write_stage_table(stage_dir, "capture", envelopes, ENVELOPE_SCHEMA)

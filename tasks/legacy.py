@@ -14,6 +14,7 @@ from prefect.cache_policies import INPUTS, TASK_SOURCE
 from tooleval.dataset import load_dataset
 from tooleval.legacy import LegacyResult, legacy_score
 from tooleval.plan import DatasetRef
+from tooleval.redaction import RedactionConfig, build_redactor
 
 _COLUMNS = ["case_id", "trial", "messages_json", "error"]
 
@@ -30,7 +31,13 @@ def _read(files: list[str]) -> list[dict]:
 
 @task(name="legacy-scalar", cache_policy=(INPUTS - "envelope_files") + TASK_SOURCE, persist_result=True)
 def legacy_scalar(
-    envelope_files: list[str], envelope_digests: list[str], dataset: DatasetRef, code_version: str, ragas_version: str
+    envelope_files: list[str],
+    envelope_digests: list[str],
+    dataset: DatasetRef,
+    redaction: RedactionConfig | None,
+    code_version: str,
+    ragas_version: str,
+    out: str,
 ) -> LegacyResult:
     """Compute the legacy scalar of one run.
 
@@ -38,11 +45,14 @@ def legacy_scalar(
         envelope_files: Parquet files of trace envelopes (stage files or a published traces partition).
         envelope_digests: sha256 of each file (cache key).
         dataset: The dataset whose reference calls score the envelopes.
+        redaction: The redaction the envelopes went through (references are redacted alike).
         code_version: Scorer/code version (cache key; recorded on the result).
         ragas_version: ragas version (cache key).
+        out: Results folder (where the redaction key lives).
 
     Returns:
         A :class:`tooleval.legacy.LegacyResult`.
     """
     cases = load_dataset(dataset.path).cases
-    return legacy_score(_read(envelope_files), cases, code_version)
+    redactor = build_redactor(out, redaction, cases)
+    return legacy_score(_read(envelope_files), cases, code_version, redactor)

@@ -1,8 +1,8 @@
 """Stage 3, scoring: one row per envelope, from the envelopes and the dataset only.
 
 Cache key: the envelope stage file's digest (which covers every trace digest), the dataset (path, revision,
-content digest), the scorer version (a digest of the whole ``tooleval`` package, not only this task's source:
-handed case H18), the ragas version, and this task's source.
+content digest), the redaction config, the scorer version (a digest of the whole ``tooleval`` package, not only
+this task's source: handed case H18), the ragas version, and this task's source.
 """
 
 from __future__ import annotations
@@ -11,7 +11,9 @@ from prefect import task
 from prefect.cache_policies import INPUTS, TASK_SOURCE
 
 from tooleval.dataset import load_dataset
+from tooleval.errors import InputFileError
 from tooleval.plan import DatasetRef
+from tooleval.redaction import RedactionConfig, build_redactor
 from tooleval.scoring import score_envelopes
 from tooleval.stages import StageRef, read_stage_table, write_stage_table
 from tooleval.storage import ROW_SCHEMA
@@ -19,15 +21,23 @@ from tooleval.storage import ROW_SCHEMA
 
 @task(name="scoring", cache_policy=INPUTS + TASK_SOURCE, persist_result=True)
 def score_shard(
-    envelopes: StageRef, dataset: DatasetRef, scorer_version: str, ragas_version: str, stage_dir: str
+    envelopes: StageRef,
+    dataset: DatasetRef,
+    redaction: RedactionConfig | None,
+    scorer_version: str,
+    ragas_version: str,
+    out: str,
+    stage_dir: str,
 ) -> StageRef:
     """Score one shard.
 
     Args:
         envelopes: Ref to the shard's envelope stage file.
         dataset: The dataset (its cases are read from ``dataset.path``).
+        redaction: The redaction the traces went through (references are redacted alike); ``None``: off.
         scorer_version: :func:`tooleval.versions.scorer_version` (cache key; recorded on every row).
         ragas_version: Installed ragas version (cache key; recorded on every row).
+        out: Results folder (where the redaction key lives).
         stage_dir: Folder for the rows stage file.
 
     Returns:
@@ -38,8 +48,7 @@ def score_shard(
     """
     loaded = load_dataset(dataset.path)
     if loaded.content_digest != dataset.content_digest:
-        from tooleval.errors import InputFileError
-
         raise InputFileError(dataset.path, None, "the dataset changed while the run was going on.", "rerun.")
-    rows = score_envelopes(loaded.cases, read_stage_table(envelopes).to_pylist())
+    redactor = build_redactor(out, redaction, loaded.cases)
+    rows = score_envelopes(loaded.cases, read_stage_table(envelopes).to_pylist(), redactor=redactor)
     return write_stage_table(stage_dir, "scoring", rows, ROW_SCHEMA)

@@ -117,17 +117,16 @@ def recheck_run(run: Any, *, tolerance: float = DEFAULT_TOLERANCE) -> dict[str, 
     import json
 
     import pyarrow as pa
-    import pyarrow.parquet as pq
-
     from tooleval.legacy import legacy_score
-    from tooleval.storage import partition_dir
+    from tooleval.storage import partition_dir, read_versioned
 
     def read(kind: str, columns: list[str]) -> list[dict]:
-        tables = [pq.read_table(path, columns=columns) for path in run.files(kind)]
+        tables = [read_versioned(path, kind).select(columns) for path in run.files(kind)]
         return pa.concat_tables(tables).to_pylist() if tables else []
 
     envelopes = read("traces", ["case_id", "trial", "messages_json", "error"])
-    legacy = legacy_score(envelopes, run.dataset.cases, str(run.summary.get("versions", {}).get("scorer")))
+    legacy = legacy_score(envelopes, run.dataset.cases, str(run.summary.get("versions", {}).get("scorer")),
+                          run.redactor())
     rows = read("rows", ["case_id", "trial", "ragas_tool_call_f1", "ragas_version", "scorer_version"])
     report = check_drift(legacy, rows, tolerance=tolerance)
     scalar_path = partition_dir(run.out, "legacy", run.revision, run.run_id) / "scalar.json"

@@ -2,61 +2,128 @@
 
 An envelope is a plain dict shaped like :data:`tooleval.storage.ENVELOPE_SCHEMA` (one Parquet row). ``run_id``
 is filled in when a run publishes its partitions, so the same capture can be reused by a later run over the same
-inputs. ``trace_digest`` is a sha256 over the canonical envelope content: everything except ``run_id`` and
-``captured_at`` (which say when and for whom it was captured, not what was captured).
+inputs. ``trace_digest`` is a sha256 over the canonical envelope content — every column except ``run_id``,
+``captured_at``, ``trace_digest`` and ``error`` — and :func:`digest_ok` recomputes it from the stored columns.
+
+Envelope version 2 records calls at three boundaries (issue 4): *model* (as emitted in the assistant messages),
+*adapter* (after parsing, validation and defaults) and *executor* (the payload each tool received, how many
+times it ran and its result status), where the source has them; plus the request as sent, the prompt and tool
+schema versions and the generation timestamps.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from datetime import datetime
+from datetime import datetime, timezone
 from typing import Any
 
 from tooleval.canonical import canonical_json
-from tooleval.models import Call, RecordedTrace, calls_from_messages
+from tooleval.models import AgentInfo, Call, RecordedTrace, calls_from_messages
 from tooleval.storage import ENVELOPE_VERSION
 
-__all__ = ["build_envelope", "envelope_digest", "envelope_calls"]
+__all__ = ["build_envelope", "envelope_digest", "digest_ok", "envelope_calls", "boundary_calls"]
+
+_NOT_CONTENT = {"run_id", "captured_at", "trace_digest", "error"}
 
 
-def envelope_digest(content: dict[str, Any]) -> str:
-    """sha256 (64 hex) of the canonical JSON of an envelope's content fields."""
+def _loads(text: str | None) -> Any:
+    return None if text is None else json.loads(text)
+
+
+def _content(record: dict[str, Any]) -> dict[str, Any]:
+    content = {k: v for k, v in record.items() if k not in _NOT_CONTENT}
+    for key in ("messages_json", "metadata_json", "request_messages_json"):
+        if key in content:
+            content[key] = _loads(content[key])
+    for key in ("generation_started_at", "generation_finished_at"):
+        value = content.get(key)
+        if isinstance(value, datetime):  # Parquet stores UTC microseconds: digest the same instant
+            value = value if value.tzinfo else value.replace(tzinfo=timezone.utc)
+            content[key] = value.astimezone(timezone.utc).isoformat(timespec="microseconds")
+    return content
+
+
+def _digest_v1(record: dict[str, Any]) -> str:
+    content = {
+        "envelope_version": 1,
+        "dataset_revision": record["dataset_revision"],
+        "case_id": record["case_id"],
+        "trial": record["trial"],
+        "agent": AgentInfo(name=record["agent_name"], version=record["agent_version"],
+                           model=record["agent_model"]).model_dump(mode="json"),
+        "request_id": record["request_id"],
+        "response_id": record["response_id"],
+        "messages": _loads(record["messages_json"]),
+        "metadata": _loads(record["metadata_json"]) or {},
+    }
     return hashlib.sha256(canonical_json(content).encode()).hexdigest()
 
 
-def build_envelope(trace: RecordedTrace, revision: str, captured_at: datetime) -> dict[str, Any]:
+def envelope_digest(record: dict[str, Any]) -> str:
+    """sha256 (64 hex) of an envelope record's canonical content (version-aware: version 1 envelopes keep the
+    formula they were written with)."""
+    if record.get("envelope_version") == 1:
+        return _digest_v1(record)
+    return hashlib.sha256(canonical_json(_content(record)).encode()).hexdigest()
+
+
+def digest_ok(record: dict[str, Any]) -> bool:
+    """True when the stored ``trace_digest`` equals the digest recomputed from the stored columns."""
+    return record.get("trace_digest") is not None and envelope_digest(record) == record["trace_digest"]
+
+
+def _call_records(raw: list[dict[str, Any]] | None) -> list[dict] | None:
+    if raw is None:
+        return None
+    return [Call.from_raw(c.get("name", ""), c.get("args", c.get("arguments"))).to_record() for c in raw]
+
+
+def _executor_records(raw: list[dict[str, Any]] | None) -> list[dict] | None:
+    if raw is None:
+        return None
+    records = []
+    for call in raw:
+        record = Call.from_raw(call.get("name", ""), call.get("args", call.get("arguments"))).to_record()
+        record["executions"] = int(call.get("executions") or 1)
+        record["status"] = call.get("status")
+        records.append(record)
+    return records
+
+
+def build_envelope(
+    trace: RecordedTrace,
+    revision: str,
+    captured_at: datetime,
+    *,
+    tool_schema_version: str | None = None,
+    redacted_fields: list[str] | None = None,
+) -> dict[str, Any]:
     """Turn one recorded agent response into an envelope record.
 
     Args:
-        trace: The agent's raw response for one (case, trial).
+        trace: The agent's raw response for one (case, trial) (already redacted when redaction is on).
         revision: Dataset revision the trace answers.
         captured_at: Timezone-aware UTC capture time.
+        tool_schema_version: Version of the tool schemas the agent was offered, when the trace does not say.
+        redacted_fields: Field paths redacted at capture.
 
     Returns:
         A dict with the envelope columns; ``run_id`` is ``None`` until publication. ``error`` is set (and
         ``model_calls`` empty) when the messages hold a tool call that cannot be read at all (no tool name).
+
+    Raises:
+        ValueError: ``captured_at`` is naive.
     """
     if captured_at.tzinfo is None:
         raise ValueError("captured_at must be timezone-aware (UTC)")
-    metadata = trace.metadata or {}
-    content = {
-        "envelope_version": ENVELOPE_VERSION,
-        "dataset_revision": revision,
-        "case_id": trace.case_id,
-        "trial": trace.trial,
-        "agent": trace.agent.model_dump(mode="json"),
-        "request_id": trace.request_id,
-        "response_id": trace.response_id,
-        "messages": trace.messages,
-        "metadata": metadata,
-    }
     error = None
     try:
-        calls = calls_from_messages(trace.messages)
+        calls = [call.to_record() for call in calls_from_messages(trace.messages)]
     except ValueError as exc:
         calls, error = [], f"bad_trace: {exc}"
-    return {
+    request = trace.request.get("messages") if isinstance(trace.request, dict) else None
+    record: dict[str, Any] = {
         "envelope_version": ENVELOPE_VERSION,
         "dataset_revision": revision,
         "run_id": None,
@@ -68,14 +135,34 @@ def build_envelope(trace: RecordedTrace, revision: str, captured_at: datetime) -
         "request_id": trace.request_id,
         "response_id": trace.response_id,
         "messages_json": json.dumps(trace.messages, ensure_ascii=False),
-        "model_calls": [call.to_record() for call in calls],
-        "metadata_json": json.dumps(metadata, ensure_ascii=False, sort_keys=True),
+        "model_calls": calls,
+        "metadata_json": json.dumps(trace.metadata or {}, ensure_ascii=False, sort_keys=True),
         "captured_at": captured_at,
-        "trace_digest": envelope_digest(content),
+        "trace_digest": None,
         "error": error,
+        "request_messages_json": None if request is None else json.dumps(request, ensure_ascii=False),
+        "adapter_calls": _call_records(trace.adapter_calls),
+        "executor_calls": _executor_records(trace.executor_calls),
+        "prompt_version": trace.prompt_version,
+        "tool_schema_version": trace.tool_schema_version or tool_schema_version,
+        "generation_started_at": trace.generation_started_at,
+        "generation_finished_at": trace.generation_finished_at,
+        "redacted_fields": sorted(redacted_fields or []),
     }
+    record["trace_digest"] = envelope_digest(record)
+    return record
 
 
 def envelope_calls(envelope: dict[str, Any]) -> list[Call]:
     """The model-boundary calls of an envelope record, as :class:`~tooleval.models.Call` objects."""
     return [Call.from_record(record) for record in envelope.get("model_calls") or []]
+
+
+def boundary_calls(envelope: dict[str, Any]) -> tuple[list[Call] | None, list[tuple[Call, int]] | None]:
+    """``(adapter calls, [(executor payload, executions)])`` of an envelope; ``None`` where not recorded."""
+    adapter = envelope.get("adapter_calls")
+    executor = envelope.get("executor_calls")
+    return (
+        None if adapter is None else [Call.from_record(r) for r in adapter],
+        None if executor is None else [(Call.from_record(r), int(r.get("executions") or 1)) for r in executor],
+    )

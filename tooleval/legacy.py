@@ -96,13 +96,17 @@ def legacy_calls(messages_json: str) -> list[dict[str, Any]]:
     return calls
 
 
-def legacy_score(envelopes: list[dict[str, Any]], cases: dict[str, Case], scorer_version: str) -> LegacyResult:
+def legacy_score(
+    envelopes: list[dict[str, Any]], cases: dict[str, Case], scorer_version: str, redactor: Any = None
+) -> LegacyResult:
     """Compute the legacy scalar over a run's envelopes.
 
     Args:
         envelopes: Envelope records (``case_id``, ``trial``, ``messages_json``, ``error``).
         cases: The dataset's cases by id (the reference calls). An envelope of an unknown case is skipped.
         scorer_version: Recorded beside the value (the drift check attributes differences by version).
+        redactor: The redactor the traces went through (:class:`tooleval.redaction.Redactor`), so that the
+            reference arguments are redacted alike; ``None`` when redaction is off.
 
     Returns:
         A :class:`LegacyResult`; ``rows`` counts every envelope of a known case, failed generations included.
@@ -116,7 +120,10 @@ def legacy_score(envelopes: list[dict[str, Any]], cases: dict[str, Case], scorer
         per_row.append(LegacyRow(case_id=envelope["case_id"], trial=envelope["trial"], value=None))
         if envelope.get("error") is not None or envelope.get("messages_json") is None:
             continue
-        reference = [{"name": c.name, "args": c.args or {}} for c in case.expected_calls]
+        reference = [
+            {"name": c.name, "args": redactor.redact_args(c.args or {}) if redactor else c.args or {}}
+            for c in case.expected_calls
+        ]
         pending.append((len(per_row) - 1, reference, legacy_calls(envelope["messages_json"])))
     values = ragas_tool_call_f1_many([(reference, observed) for _, reference, observed in pending])
     for (index, _, _), value in zip(pending, values):

@@ -9,11 +9,12 @@ the same class in another process (handed case H20). Set-valued fields are store
 from __future__ import annotations
 
 import re
+from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from tooleval.canonical import canonical_json, parse_arguments
+from tooleval.canonical import canonical_json, canonical_value, parse_arguments
 
 __all__ = [
     "REVISION_PATTERN",
@@ -21,6 +22,9 @@ __all__ = [
     "Case",
     "DatasetManifest",
     "ToolSpec",
+    "ArgumentRule",
+    "SequenceRule",
+    "CallBudget",
     "AgentInfo",
     "RecordedTrace",
     "calls_from_messages",
@@ -92,6 +96,109 @@ class Call(BaseModel):
         return cls.from_raw(record["name"], record.get("args_json"))
 
 
+RULE_FLAGS = ("ignore", "optional", "unordered", "case_insensitive", "coerce")
+"""Argument rules that may be written as a bare name (``"ignore"``) instead of an object."""
+
+
+class ArgumentRule(BaseModel):
+    """How one argument path is compared (issue 3; semantics in ``tooleval/rules/_arguments.py``, docs/rules.md).
+
+    Written in ``tools.json`` (``argument_rules: {path: rule}``, the default for every case) or in a case
+    (``argument_rules: {tool: {path: rule}}``, which wins). A rule is an object (``{"tolerance": 0.01}``), a bare
+    flag name (``"ignore"``) or a list of both (``["case_insensitive", {"strip_chars": " -"}]``), merged.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    ignore: bool = False
+    """The value is not compared at all, nor its presence (volatile fields such as correlation ids)."""
+    optional: bool = False
+    """The key may be absent on either side (an executor default); when present on both it is compared."""
+    unordered: bool = False
+    """A list compared as a multiset (every item matched once, under the item rules)."""
+    case_insensitive: bool | None = None
+    """Strings compared after ``str.casefold``. Inherited by nested values unless they set it."""
+    strip_chars: str | None = None
+    """Characters removed from both strings before comparing (BFCL's checker strips spaces and punctuation)."""
+    tolerance: float | None = Field(default=None, ge=0)
+    """Absolute tolerance for numbers (``|expected - observed| <= tolerance``); booleans are never numbers."""
+    one_of: list[Any] | None = None
+    """Acceptable observed values (besides the reference's own value)."""
+    coerce: bool | Literal["string", "number", "integer", "boolean"] = False
+    """Convert the observed value to a declared type before comparing: ``true`` takes the type from the tool's
+    JSON Schema, a type name forces it. Every applied coercion is recorded on the row."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _shorthand(cls, value: Any) -> Any:
+        parts = value if isinstance(value, list) else [value]
+        merged: dict[str, Any] = {}
+        for part in parts:
+            if isinstance(part, str):
+                if part not in RULE_FLAGS:
+                    raise ValueError(f"unknown argument rule {part!r}; bare names are {list(RULE_FLAGS)}")
+                part = {part: True}
+            if isinstance(part, ArgumentRule):
+                part = part.model_dump(exclude_defaults=True)
+            if not isinstance(part, dict):
+                raise ValueError("an argument rule is a name, an object or a list of them")
+            merged.update(part)
+        return merged
+
+    @field_validator("one_of", mode="after")
+    @classmethod
+    def _canonical_values(cls, value: list[Any] | None) -> list[Any] | None:
+        return None if value is None else [canonical_value(v) for v in value]
+
+
+class SequenceRule(BaseModel):
+    """``{"before": A, "then": B}``: every call of B must come after a successful call of A."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    before: str
+    then: str
+
+
+class CallBudget(BaseModel):
+    """``max_calls``: ``{"total": N, "per_tool": {name: N}}`` (calls, failed attempts included)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    total: int | None = Field(default=None, ge=0)
+    per_tool: dict[str, int] = Field(default_factory=dict)
+
+    @field_validator("per_tool", mode="after")
+    @classmethod
+    def _non_negative(cls, value: dict[str, int]) -> dict[str, int]:
+        if any(n < 0 for n in value.values()):
+            raise ValueError("per_tool budgets must be >= 0")
+        return dict(sorted(value.items()))
+
+
+def _sorted_unique(value: list[str] | None) -> list[str] | None:
+    return None if value is None else sorted(set(value))
+
+
+def _parse_calls(value: Any, where: str) -> list[Call]:
+    if not isinstance(value, list):
+        raise ValueError(f"{where} must be a list of {{name, args}}")
+    calls = []
+    for i, item in enumerate(value):
+        if isinstance(item, Call):
+            calls.append(item)
+            continue
+        if not isinstance(item, dict) or not isinstance(item.get("name"), str):
+            raise ValueError(f"{where}[{i}] must be an object with a string 'name'")
+        args = item.get("args", {})
+        if args is None:
+            args = {}
+        if not isinstance(args, dict):
+            raise ValueError(f"{where}[{i}].args must be a JSON object, got {type(args).__name__}")
+        calls.append(Call.from_raw(item["name"], args))
+    return calls
+
+
 class ToolSpec(BaseModel):
     """One entry of a dataset's ``tools.json``."""
 
@@ -100,15 +207,31 @@ class ToolSpec(BaseModel):
     name: str
     description: str | None = None
     parameters: dict[str, Any] | None = None
-    """JSON Schema of the arguments."""
+    """JSON Schema of the arguments (also the source of the declared types used by ``coerce``)."""
     side_effect: Literal["read", "write"] = "read"
+    """``write`` makes the tool a reference write: missing or wrong-argument reference calls of it block."""
     idempotent: bool | None = None
+    """``false``: the same call (name + canonical args) made twice is a ``repeated_side_effect``."""
     requires_confirmation: bool = False
+    """Each call must follow an explicit user confirmation given since the agent's last proposal."""
     family: str | None = None
+    """Tool family (``payments``, ``search``): a gate slice."""
+    argument_rules: dict[str, ArgumentRule] | None = None
+    """``{path: rule}``: the default argument rules of this tool for every case (a case's rules win)."""
+    required_arguments: list[str] | None = None
+    """Argument names every call of this tool must carry (presence only), in every case."""
+    confidential_fields: list[str] | None = None
+    """Keys of this tool's JSON result (at any depth) whose values must never appear in an assistant message."""
+
+    @field_validator("required_arguments", "confidential_fields", mode="after")
+    @classmethod
+    def _sorted_names(cls, value: list[str] | None) -> list[str] | None:
+        return _sorted_unique(value)
 
 
 class Case(BaseModel):
-    """One line of ``cases.jsonl`` (DESIGN.md "Inputs"). Unknown keys are kept (forward compatibility)."""
+    """One line of ``cases.jsonl`` (DESIGN.md "Inputs"; rule keys: issue 3, docs/rules.md). Unknown keys are kept
+    (forward compatibility)."""
 
     model_config = ConfigDict(extra="allow")
 
@@ -118,11 +241,26 @@ class Case(BaseModel):
     expected_calls: list[Call]
     slice: str | None = None
     accepted_plans: list[list[Call]] | None = None
+    """Alternative reference plans; the row is scored against ``expected_calls`` (plan 0) and each of these
+    (plan i), and the best F1 wins, ties by list order (this changes the metric's definition: docs/rules.md)."""
     forbidden_tools: list[str] | None = None
-    sequence_rules: list[dict[str, Any]] | None = None
-    argument_rules: dict[str, Any] | None = None
-    max_calls: Any = None
+    """Any call of these tools is a ``forbidden_tool`` violation."""
+    allowed_tools: list[str] | None = None
+    """When set, a call of any other tool is an ``unexpected_tool`` violation."""
+    no_repeated_calls: bool = False
+    """Any call identical to an earlier one (reads included) is a ``repeated_call`` violation."""
+    min_f1: float | None = Field(default=None, ge=0, le=1)
+    """Row floor: ``f1 < min_f1`` is an ``f1_below_floor`` violation."""
+    require_exact: bool = False
+    """Row floor: anything but an exact match is an ``f1_below_floor`` violation."""
+    sequence_rules: list[SequenceRule] | None = None
+    argument_rules: dict[str, dict[str, ArgumentRule]] | None = None
+    """``{tool: {path: rule}}``; wins over the tool's own ``argument_rules`` in tools.json."""
+    required_arguments: dict[str, list[str]] | None = None
+    """``{tool: [argument names]}``: every call of the tool must carry them (presence only)."""
+    max_calls: CallBudget | None = None
     expected_outputs: list[str] | None = None
+    """Strings the final reply must contain (``missing_output`` otherwise)."""
     risk: str | None = None
     owner: str | None = None
     provenance: Any = None
@@ -132,27 +270,31 @@ class Case(BaseModel):
     @field_validator("expected_calls", mode="before")
     @classmethod
     def _parse_expected(cls, value: Any) -> Any:
-        if not isinstance(value, list):
-            raise ValueError("expected_calls must be a list of {name, args}")
-        calls = []
-        for i, item in enumerate(value):
-            if isinstance(item, Call):
-                calls.append(item)
-                continue
-            if not isinstance(item, dict) or not isinstance(item.get("name"), str):
-                raise ValueError(f"expected_calls[{i}] must be an object with a string 'name'")
-            args = item.get("args", {})
-            if args is None:
-                args = {}
-            if not isinstance(args, dict):
-                raise ValueError(f"expected_calls[{i}].args must be a JSON object, got {type(args).__name__}")
-            calls.append(Call.from_raw(item["name"], args))
-        return calls
+        return _parse_calls(value, "expected_calls")
 
-    @field_validator("forbidden_tools", mode="after")
+    @field_validator("accepted_plans", mode="before")
+    @classmethod
+    def _parse_plans(cls, value: Any) -> Any:
+        if value is None:
+            return None
+        if not isinstance(value, list):
+            raise ValueError("accepted_plans must be a list of call lists")
+        return [_parse_calls(plan, f"accepted_plans[{i}]") for i, plan in enumerate(value)]
+
+    @field_validator("forbidden_tools", "allowed_tools", mode="after")
     @classmethod
     def _sorted_names(cls, value: list[str] | None) -> list[str] | None:
-        return None if value is None else sorted(set(value))
+        return _sorted_unique(value)
+
+    @field_validator("required_arguments", mode="after")
+    @classmethod
+    def _sorted_arguments(cls, value: dict[str, list[str]] | None) -> dict[str, list[str]] | None:
+        return None if value is None else {tool: sorted(set(names)) for tool, names in sorted(value.items())}
+
+    @property
+    def plans(self) -> list[list[Call]]:
+        """Every reference plan: ``expected_calls`` first (plan 0), then ``accepted_plans`` (plans 1..n)."""
+        return [self.expected_calls, *(self.accepted_plans or [])]
 
 
 class DatasetManifest(BaseModel):
@@ -188,8 +330,16 @@ class RecordedTrace(BaseModel):
     response_id: str | None = None
     messages: list[dict[str, Any]]
     metadata: dict[str, Any] | None = None
+    request: dict[str, Any] | None = None
+    """What was sent to the model: ``{"messages": [...]}`` (issue 4's join check compares it with the case)."""
     adapter_calls: list[dict[str, Any]] | None = None
+    """Calls after the adapter parsed, validated and defaulted them: ``[{"name", "args"}]``."""
     executor_calls: list[dict[str, Any]] | None = None
+    """Payloads the tools received: ``[{"name", "args", "executions"?: int, "status"?: str}]``."""
+    prompt_version: str | None = None
+    tool_schema_version: str | None = None
+    generation_started_at: datetime | None = None
+    generation_finished_at: datetime | None = None
 
     @field_validator("case_id", mode="before")
     @classmethod

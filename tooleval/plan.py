@@ -8,6 +8,7 @@ usage errors and lists row-level problems (unknown case ids, cases without a tra
 
 from __future__ import annotations
 
+import hashlib
 import json
 import secrets
 from datetime import datetime, timezone
@@ -18,7 +19,8 @@ from pydantic import BaseModel, ConfigDict, field_validator
 from tooleval.agents import ReplayAgentConfig, WorkItem
 from tooleval.dataset import case_digest, check_name, find_traces_file, load_dataset
 from tooleval.errors import InputFileError, RevisionConflictError, RowError, RunIdConflictError
-from tooleval.recorded import index_traces
+from tooleval.recorded import file_digest, index_traces
+from tooleval.redaction import DEFAULT_FIELDS, RedactionConfig, load_key
 
 __all__ = ["DatasetRef", "RunPlan", "plan_run", "new_run_id", "revision_record_path"]
 
@@ -32,6 +34,8 @@ class DatasetRef(BaseModel):
     name: str
     revision: str
     content_digest: str
+    tool_schema_version: str | None = None
+    """``tools-<12 hex of sha256(tools.json)>``; ``None`` when the dataset has no tools.json."""
     tool_names: list[str] = []
     """Names of the tools in ``tools.json``; any iterable (a set included) is stored as a sorted list, because
     a set hashes differently in each process and would change the cache key (handed case H19)."""
@@ -55,6 +59,8 @@ class RunPlan(BaseModel):
     """Row-level problems found while planning (``RowError.to_dict()`` shapes)."""
     slices: list[str] | None = None
     """Only cases of these slices are evaluated (``None``: all)."""
+    redaction: RedactionConfig | None = None
+    """Redaction applied at trace capture (``None``: off)."""
 
 
 def new_run_id(now: datetime | None = None) -> str:
@@ -104,6 +110,9 @@ def plan_run(
     run_id: str | None,
     *,
     slices: list[str] | None = None,
+    redact_fields: list[str] | None = None,
+    redact_paths: list[str] | None = None,
+    redaction: bool = True,
 ) -> RunPlan:
     """Check the inputs and decide the work of a run.
 
@@ -113,6 +122,9 @@ def plan_run(
         out: Results folder (created later, at publication).
         run_id: Run id; ``None`` generates one.
         slices: Evaluate only cases whose ``slice`` is listed; traces of other cases are skipped silently.
+        redact_fields: Field names to redact (default :data:`tooleval.redaction.DEFAULT_FIELDS`).
+        redact_paths: Dotted argument/result paths to redact as well.
+        redaction: ``False`` turns redaction off.
 
     Returns:
         A :class:`RunPlan`; one work item per (case, trial) found in the traces for a known case.
@@ -166,8 +178,20 @@ def plan_run(
             errors.append(
                 RowError("missing_trace", case_id, None, f"no trace in {traces_path} for this case", str(traces_path))
             )
+    tools_path = loaded.path / "tools.json"
+    tool_schema_version = f"tools-{file_digest(tools_path)[:12]}" if tools_path.is_file() else None
+    config = None
+    if redaction:
+        key = load_key(out_path)
+        config = RedactionConfig(
+            fields=list(DEFAULT_FIELDS) if redact_fields is None else redact_fields,
+            paths=redact_paths or [],
+            key_digest=hashlib.sha256(key).hexdigest(),
+        )
     return RunPlan(
+        redaction=config,
         dataset=DatasetRef(
+            tool_schema_version=tool_schema_version,
             path=str(loaded.path.resolve()),
             name=loaded.manifest.name,
             revision=loaded.revision,

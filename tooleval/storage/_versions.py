@@ -1,0 +1,64 @@
+"""Reading persisted envelopes and rows across schema versions.
+
+A reader refuses a file written by a *newer* tooleval (its ``envelope_version`` / ``row_schema_version`` is above
+the version this code knows) with an error naming the version, the file and the fix, instead of silently
+dropping the columns it does not know. Older versions are read through explicit migrations to the current
+schema; golden fixtures of every version (``tests/golden/*_v<N>.parquet``) are tests.
+
+Migrations:
+
+* envelopes 1 -> 2: the request, adapter and executor calls, prompt/tool schema versions, generation timestamps
+  and redacted field names were not recorded: they read as null (never invented).
+* rows 1 -> 2: provenance and policy columns read as null; ``provenance_status`` is null, not ``missing``,
+  because version-1 rows never looked.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from tooleval.errors import InputFileError
+from tooleval.storage._schema import ENVELOPE_VERSION, ROW_SCHEMA_VERSION, SCHEMAS
+
+__all__ = ["VERSION_COLUMNS", "CURRENT_VERSIONS", "conform", "read_versioned"]
+
+VERSION_COLUMNS = {"traces": "envelope_version", "rows": "row_schema_version"}
+CURRENT_VERSIONS = {"traces": ENVELOPE_VERSION, "rows": ROW_SCHEMA_VERSION}
+
+
+def conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
+    """Return ``table`` with exactly ``schema``'s columns, in order: absent columns as nulls, others cast."""
+    columns = []
+    for field in schema:
+        if field.name in table.column_names:
+            columns.append(table[field.name].cast(field.type))
+        else:
+            columns.append(pa.nulls(table.num_rows, field.type))
+    return pa.Table.from_arrays(columns, schema=schema)
+
+
+def read_versioned(path: str | Path, kind: str) -> pa.Table:
+    """Read one Parquet file of envelopes (``kind="traces"``) or rows (``"rows"``) as the current schema.
+
+    Raises:
+        InputFileError: the file holds a version newer than this reader's (fix: upgrade tooleval), or no
+            version column at all.
+    """
+    table = pq.read_table(path)
+    column = VERSION_COLUMNS[kind]
+    current = CURRENT_VERSIONS[kind]
+    if column not in table.column_names:
+        raise InputFileError(path, None, f"no {column} column: not a tooleval {kind} file.",
+                             "point tooleval at a results folder it wrote.")
+    found = pc.max(table[column]).as_py()
+    if found is not None and found > current:
+        raise InputFileError(
+            path, None,
+            f"{column} {found} is newer than this tooleval reads (up to {current}).",
+            "upgrade tooleval (pip install -U tooleval) to read it; nothing was changed.",
+        )
+    return conform(table, SCHEMAS[kind])
