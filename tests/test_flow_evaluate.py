@@ -57,6 +57,8 @@ class TestBundledRun:
         assert sum(t["missing"] for t in s["failures_by_tool"].values()) == s["fn"]
         assert sum(t["extra"] for t in s["failures_by_tool"].values()) == s["fp"]
         assert s["errors"] == 0 and first.errors == []
+        # tau-bench's historical trajectories carry no request or provider response ids: all 200 are `missing`.
+        assert s["provenance"] == {"ok": 0, "missing": 200, "mismatch": 0}
 
     def test_rows_partition_and_duckdb(self, bundled_runs):
         out, first, _ = bundled_runs

@@ -29,6 +29,9 @@ SELECT
   count(*) FILTER (WHERE malformed_calls > 0) AS rows_with_malformed,
   count(*) FILTER (WHERE error IS NULL AND coalesce(len(observed_calls), 0) = 0) AS rows_without_calls,
   count(*) FILTER (WHERE error IS NOT NULL) AS rows_with_errors,
+  count(*) FILTER (WHERE provenance_status = 'ok') AS provenance_ok,
+  count(*) FILTER (WHERE provenance_status = 'missing') AS provenance_missing,
+  count(*) FILTER (WHERE provenance_status = 'mismatch') AS provenance_mismatch,
   avg(f1) AS mean_f1,
   avg(ragas_tool_call_f1) AS mean_ragas_tool_call_f1
 FROM {source}
@@ -44,6 +47,11 @@ SELECT tool, what, count(*) AS n FROM failures GROUP BY ALL ORDER BY tool, what
 """
 
 
+_BY_OWNER = """
+SELECT failure_owner, count(*) FROM {source} WHERE failure_owner IS NOT NULL GROUP BY ALL ORDER BY 1
+"""
+
+
 def summarize_rows(source: str, connection: duckdb.DuckDBPyConnection | None = None) -> dict[str, Any]:
     """Compute a run's figures.
 
@@ -55,9 +63,11 @@ def summarize_rows(source: str, connection: duckdb.DuckDBPyConnection | None = N
     Returns:
         ``{rows, exact_match_rows, expected_calls, observed_calls, tp, fp, fn, rows_with_missing,
         rows_with_extra, rows_with_duplicates, rows_with_malformed, rows_without_calls, rows_with_errors,
-        mean_f1, mean_ragas_tool_call_f1, failures_by_tool}``; counts are ints, means floats in [0, 1] or
-        ``None`` when no row was scored; ``failures_by_tool`` maps tool name to
-        ``{"missing": n, "extra": n, "wrong_args": n}``.
+        mean_f1, mean_ragas_tool_call_f1, failures_by_tool, failures_by_owner, provenance}``; counts are
+        ints, means floats in [0, 1] or ``None`` when no row was scored; ``failures_by_tool`` maps tool name to
+        ``{"missing": n, "extra": n, "wrong_args": n}``; ``failures_by_owner`` maps a failure owner (agent,
+        adapter, executor, evaluation_platform) to its row count; ``provenance`` counts rows by
+        ``provenance_status`` (``missing`` rows are never counted as a provenance pass).
     """
     con = connection or duckdb.connect()
     cursor = con.execute(_FIGURES.format(source=source))
@@ -72,4 +82,11 @@ def summarize_rows(source: str, connection: duckdb.DuckDBPyConnection | None = N
     for tool, what, n in con.execute(_BY_TOOL.format(source=source)).fetchall():
         by_tool.setdefault(tool, {"missing": 0, "extra": 0, "wrong_args": 0})[what] = int(n)
     figures["failures_by_tool"] = by_tool
+    owners = con.execute(_BY_OWNER.format(source=source)).fetchall()
+    figures["failures_by_owner"] = {owner: int(n) for owner, n in owners}
+    figures["provenance"] = {
+        "ok": figures.pop("provenance_ok"),
+        "missing": figures.pop("provenance_missing"),
+        "mismatch": figures.pop("provenance_mismatch"),
+    }
     return figures

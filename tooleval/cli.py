@@ -93,6 +93,10 @@ def print_run(result) -> None:
         ("mean f1", "mean_f1"), ("mean ragas_tool_call_f1", "mean_ragas_tool_call_f1"), ("errors", "errors"),
     ]:
         summary.add_row(label, _fmt(s.get(key)))
+    provenance = s.get("provenance") or {}
+    if provenance:
+        summary.add_row("provenance ok / missing / mismatch",
+                        f"{provenance['ok']} / {provenance['missing']} / {provenance['mismatch']}")
     console.print(summary)
     tools = Table(title="Failures by tool")
     for column in ("tool", "missing", "extra", "wrong args"):
@@ -224,6 +228,63 @@ def drift(
     _print_drift(report)
     console.print(f"written: {published.out / 'runs' / run_id / 'drift.json'}")
     raise typer.Exit(1 if report["verdict"] == "drift" else 0)
+
+
+@app.command()
+def rescore(
+    run_id: Annotated[str, typer.Option("--run-id", help="The run whose trace envelopes are rescored.")],
+    out: OutOption = Path("results"),
+    case: Annotated[Optional[str], typer.Option(help="Only this case id.")] = None,
+    trial: Annotated[Optional[int], typer.Option(help="Only this trial.")] = None,
+    to_run_id: Annotated[Optional[str], typer.Option("--to-run-id", help="New run id (default: a new one).")] = None,
+    dataset: Annotated[Optional[Path], typer.Option(help="Dataset folder (default: the run's).")] = None,
+) -> None:
+    """Rescore a run's immutable trace envelopes (new scorer or rules; no generation) into a new run id."""
+    from tooleval.runs import open_run
+
+    try:
+        open_run(out, run_id, dataset)
+    except InputFileError as exc:
+        _fail(exc)
+    prefect_environment(out)
+    from prefect.settings import PREFECT_FLOWS_HEARTBEAT_FREQUENCY, temporary_settings
+
+    from flows.rescore import rescore as rescore_flow
+
+    with temporary_settings(updates={PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None}):
+        try:
+            state = rescore_flow(run_id=run_id, out=str(out), to_run_id=to_run_id, case=case, trial=trial,
+                                 dataset=None if dataset is None else str(dataset), return_state=True)
+            result = state.result(raise_on_failure=False)
+            if not hasattr(result, "summary"):
+                state.result()
+        except InputFileError as exc:
+            _fail(exc)
+    print_run(result)
+    if result.drift is not None:
+        _print_drift(result.drift)
+    raise typer.Exit(1 if result.errors or state.is_failed() else 0)
+
+
+@app.command()
+def handoff(
+    run_id: Annotated[str, typer.Option("--run-id", help="The run.")],
+    case: Annotated[str, typer.Option(help="The case id.")],
+    trial: Annotated[Optional[int], typer.Option(help="Only this trial (default: every trial of the case).")] = None,
+    out: OutOption = Path("results"),
+    dataset: Annotated[Optional[Path], typer.Option(help="Dataset folder (default: the run's).")] = None,
+) -> None:
+    """Write a handoff folder for a row's owner: revisions, ids, calls at each boundary, mismatch objects and
+    the command that reproduces the row."""
+    from tooleval.handoff import write_handoff
+    from tooleval.runs import open_run
+
+    try:
+        folders = write_handoff(open_run(out, run_id, dataset), case, trial)
+    except InputFileError as exc:
+        _fail(exc)
+    for folder in folders:
+        console.print(f"written: {folder}")
 
 
 @app.command("import")

@@ -89,7 +89,7 @@ def _check_revision_registry(out: Path, dataset_path: Path, revision: str, diges
         )
 
 
-def _check_run_id(out: Path, run_id: str, revision: str) -> None:
+def check_run_id(out: Path, run_id: str, revision: str) -> None:
     summary = out / "runs" / run_id / "summary.json"
     if not summary.is_file():
         return
@@ -151,7 +151,7 @@ def plan_run(
         raise InputFileError(traces_path, None, "traces file not found.", "check the --traces path.")
     index = index_traces(traces_path)
     _check_revision_registry(out_path, loaded.path, loaded.revision, loaded.content_digest)
-    _check_run_id(out_path, run_id, loaded.revision)
+    check_run_id(out_path, run_id, loaded.revision)
     errors: list[RowError] = list(index.errors)
     items: list[WorkItem] = []
     digests = {case_id: case_digest(case) for case_id, case in loaded.cases.items()}

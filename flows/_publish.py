@@ -1,0 +1,152 @@
+"""What every run-producing flow shares: running a stage task with its cache, and publishing a run's
+partitions and run files together (:class:`tooleval.storage.Publication`: staged, then swapped into place)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from prefect.states import Failed, State
+from pydantic import BaseModel
+
+from tasks import aggregate_rows
+from tooleval.drift import check_drift
+from tooleval.legacy import LegacyResult, legacy_record, stage_legacy
+from tooleval.plan import DatasetRef, revision_record_path
+from tooleval.ragas_metric import ragas_version
+from tooleval.redaction import RedactionConfig
+from tooleval.stages import StageRef
+from tooleval.storage import ENVELOPE_SCHEMA, ROW_SCHEMA, ROW_SCHEMA_VERSION, Publication, scan_parquet_sql
+from tooleval.versions import scorer_version, tooleval_version
+
+__all__ = ["RunResult", "STAGES", "run_stage", "publish_run"]
+
+STAGES = ("generation", "trace-capture", "scoring", "aggregation", "legacy-scalar")
+
+
+class RunResult(BaseModel):
+    """What a run did: where, which stage states, the summary, the drift verdict and the row-level errors."""
+
+    run_id: str
+    dataset_revision: str
+    out: str
+    rows_path: str | None
+    traces_path: str
+    run_path: str
+    stage_states: dict[str, dict[str, int]]
+    """Stage name -> count of shard task states by name (``Completed``, ``Cached``)."""
+    summary: dict[str, Any]
+    errors: list[dict]
+    drift: dict[str, Any] | None
+    """``drift.json`` content; ``None`` for a legacy-only run."""
+
+
+def run_stage(task: Any, states: Counter, *args: Any) -> Any:
+    """Run one task; if a cached ref points at a deleted stage file, recompute with ``refresh_cache``."""
+    state = task(*args, return_state=True)
+    ref = state.result()
+    if isinstance(ref, StageRef) and not ref.exists():
+        state = task.with_options(refresh_cache=True)(*args, return_state=True)
+        ref = state.result()
+    states[state.name] += 1
+    return ref
+
+
+def _concat(refs: list[StageRef], schema: pa.Schema, run_id: str) -> pa.Table:
+    tables = [pq.read_table(ref.path, schema=schema) for ref in refs]
+    table = pa.concat_tables(tables) if tables else schema.empty_table()
+    index = table.schema.get_field_index("run_id")
+    return table.set_column(index, "run_id", pa.array([run_id] * table.num_rows, pa.string()))
+
+
+def _row_errors(rows: pa.Table) -> list[dict]:
+    return [
+        {"kind": r["error"].split(":", 1)[0], "case_id": r["case_id"], "trial": r["trial"], "message": r["error"],
+         "path": None, "line": None}
+        for r in rows.select(["case_id", "trial", "error"]).to_pylist()
+        if r["error"] is not None
+    ]
+
+
+def publish_run(
+    *,
+    out: str,
+    run_id: str,
+    dataset: DatasetRef,
+    redaction: RedactionConfig | None,
+    slices: list[str] | None,
+    errors: list[dict],
+    envelope_refs: list[StageRef],
+    row_refs: list[StageRef],
+    legacy: LegacyResult,
+    states: dict[str, Counter],
+    legacy_only: bool = False,
+    extra_summary: dict[str, Any] | None = None,
+) -> RunResult | State:
+    """Aggregate, check drift and publish one run: ``traces``, ``rows`` and ``legacy`` partitions, and
+    ``runs/<run>/{summary,errors,drift}.json``, all swapped into place together.
+
+    Returns:
+        The :class:`RunResult`, or a ``Failed`` state carrying it when the drift check found drift.
+    """
+    code, ragas = scorer_version(), ragas_version()
+    revision, out_path = dataset.revision, Path(out)
+    summary: dict[str, Any] = {
+        "dataset_revision": revision,
+        "run_id": run_id,
+        "dataset": {"name": dataset.name, "path": dataset.path, "content_digest": dataset.content_digest},
+        "versions": {"tooleval": tooleval_version(), "scorer": code, "ragas": ragas, "row_schema": ROW_SCHEMA_VERSION},
+        "slices": slices,
+        "redaction": None if redaction is None else redaction.model_dump(),
+        "dataset_ref": dataset.model_dump(),
+        "legacy": {k: v for k, v in legacy_record(legacy, revision, run_id).items() if k in ("value", "rows")},
+        **(extra_summary or {}),
+    }
+    drift = None
+    errors = list(errors)
+    with Publication(out_path) as publication:
+        publication.add_table("traces", revision, run_id, _concat(envelope_refs, ENVELOPE_SCHEMA, run_id))
+        stage_legacy(publication, legacy, revision, run_id)
+        if not legacy_only:
+            rows = _concat(row_refs, ROW_SCHEMA, run_id)
+            publication.add_table("rows", revision, run_id, rows)
+            source = scan_parquet_sql(str(publication.staged_path("rows", revision, run_id) / "*.parquet"))
+            figures = run_stage(aggregate_rows, states["aggregation"], source, [r.digest for r in row_refs], code)
+            errors += _row_errors(rows)
+            drift = check_drift(legacy, rows.select(
+                ["case_id", "trial", "ragas_tool_call_f1", "ragas_version", "scorer_version"]).to_pylist())
+            summary.update(figures)
+            summary["drift"] = {"verdict": drift["verdict"], "attribution": drift["attribution"],
+                                "legacy_value": drift["legacy"]["value"], "new_value": drift["new"]["value"]}
+            publication.add_json(f"runs/{run_id}/drift.json", drift)
+        summary["errors"] = len(errors)
+        summary["completed_at"] = datetime.now(timezone.utc).isoformat()
+        publication.add_json(f"runs/{run_id}/summary.json", summary)
+        publication.add_json(f"runs/{run_id}/errors.json", errors)
+        record = revision_record_path(out_path, revision)
+        if not record.exists():
+            publication.add_json(
+                str(record.relative_to(out_path)),
+                {"revision": revision, "dataset": dataset.name, "content_digest": dataset.content_digest},
+            )
+    partition = Path(f"dataset_revision={revision}") / f"run_id={run_id}"
+    result = RunResult(
+        run_id=run_id,
+        dataset_revision=revision,
+        out=str(out_path),
+        rows_path=None if legacy_only else str(out_path / "rows" / partition),
+        traces_path=str(out_path / "traces" / partition),
+        run_path=str(out_path / "runs" / run_id),
+        stage_states={name: dict(counter) for name, counter in states.items() if counter},
+        summary=summary,
+        errors=errors,
+        drift=drift,
+    )
+    if drift is not None and drift["verdict"] == "drift":
+        return Failed(message="drift between the legacy scalar and the row-level path: "
+                      + "; ".join(drift["reasons"]), data=result)
+    return result

@@ -1,0 +1,82 @@
+"""The rescore flow: score a run's immutable trace envelopes again (a new scorer or new rules; no generation)
+into a new run id. Envelopes are taken from ``traces/dataset_revision=<rev>/run_id=<run>/`` as stored (older
+envelope versions are migrated on read; a newer one is refused), optionally only one case or one trial."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pyarrow as pa
+
+from prefect import flow
+
+from flows._publish import STAGES, RunResult, publish_run, run_stage
+from tasks import legacy_scalar, score_shard
+from tooleval.dataset import check_name
+from tooleval.errors import InputFileError
+from tooleval.plan import DatasetRef, check_run_id, new_run_id
+from tooleval.ragas_metric import ragas_version
+from tooleval.runs import open_run
+from tooleval.stages import stage_dir, write_stage_table
+from tooleval.storage import ENVELOPE_SCHEMA, read_versioned
+from tooleval.versions import scorer_version
+
+
+@flow(name="tooleval-rescore", validate_parameters=True)
+def rescore(
+    run_id: str,
+    out: str = "results",
+    to_run_id: str | None = None,
+    case: str | None = None,
+    trial: int | None = None,
+    dataset: str | None = None,
+    shard_size: int = 50,
+) -> RunResult:
+    """Rescore a run's trace envelopes into a new run.
+
+    Args:
+        run_id: The run whose envelopes are rescored.
+        out: Results folder.
+        to_run_id: The new run's id (default: a fresh one).
+        case: Only this case id.
+        trial: Only this trial (with or without ``case``).
+        dataset: Dataset folder (default: the one recorded in the run's summary).
+        shard_size: Rows per scoring task.
+
+    Returns:
+        The new run's :class:`RunResult` (a ``Failed`` state carrying it on drift).
+
+    Raises:
+        tooleval.errors.InputFileError: unknown run, nothing matching ``case``/``trial``, a newer envelope version.
+    """
+    source = open_run(out, run_id, dataset)
+    target = check_name(to_run_id or new_run_id(), what="run id")
+    check_run_id(source.out, target, source.revision)
+    tables = [read_versioned(path, "traces") for path in source.files("traces")]
+    envelopes = pa.concat_tables(tables).to_pylist() if tables else []
+    chosen = [e for e in envelopes if (case is None or e["case_id"] == case) and (trial is None or e["trial"] == trial)]
+    if not chosen:
+        raise InputFileError(source.files("traces")[0] if tables else source.out, None,
+                             f"run {run_id!r} has no envelope for case {case!r} trial {trial!r}.",
+                             "check --case/--trial against the run's rows.")
+    for envelope in chosen:
+        envelope["run_id"] = None
+    dataset_ref = DatasetRef.model_validate(source.summary["dataset_ref"])
+    out_dir = str(source.out)
+    code, ragas = scorer_version(), ragas_version()
+    states = {name: Counter() for name in STAGES}
+    envelope_refs, row_refs = [], []
+    capture_dir, scoring_dir = str(stage_dir(out_dir, "capture")), str(stage_dir(out_dir, "scoring"))
+    for start in range(0, len(chosen), shard_size):
+        ref = write_stage_table(capture_dir, "capture", chosen[start : start + shard_size], ENVELOPE_SCHEMA)
+        envelope_refs.append(ref)
+        row_refs.append(run_stage(score_shard, states["scoring"], ref, dataset_ref, source.redaction, code, ragas,
+                                  out_dir, scoring_dir))
+    legacy = run_stage(legacy_scalar, states["legacy-scalar"], [r.path for r in envelope_refs],
+                       [r.digest for r in envelope_refs], dataset_ref, source.redaction, code, ragas, out_dir)
+    return publish_run(
+        out=out_dir, run_id=target, dataset=dataset_ref, redaction=source.redaction,
+        slices=source.summary.get("slices"), errors=[], envelope_refs=envelope_refs, row_refs=row_refs,
+        legacy=legacy, states=states,
+        extra_summary={"rescored_from": {"run_id": run_id, "case": case, "trial": trial}},
+    )
