@@ -21,6 +21,7 @@ from tooleval.ragas_metric import ragas_version
 from tooleval.redaction import RedactionConfig
 from tooleval.stages import StageRef
 from tooleval.storage import ENVELOPE_SCHEMA, ROW_SCHEMA, ROW_SCHEMA_VERSION, Publication, scan_parquet_sql
+from tooleval.variability import outcome_from_spec, variability_summary
 from tooleval.versions import scorer_version, tooleval_version
 
 __all__ = ["RunResult", "STAGES", "run_stage", "publish_run"]
@@ -45,12 +46,24 @@ class RunResult(BaseModel):
     """``drift.json`` content; ``None`` for a legacy-only run."""
 
 
-def run_stage(task: Any, states: Counter, *args: Any) -> Any:
-    """Run one task; if a cached ref points at a deleted stage file, recompute with ``refresh_cache``."""
-    state = task(*args, return_state=True)
+def _has_errors(ref: StageRef) -> bool:
+    table = pq.read_table(ref.path, columns=["error"])
+    return table.num_rows > table.column("error").null_count
+
+
+def run_stage(task: Any, states: Counter, *args: Any, retry_errors: bool = False, **kwargs: Any) -> Any:
+    """Run one task and return its result.
+
+    A cached ref whose stage file was deleted is recomputed with ``refresh_cache``; so is a cached stage file
+    holding error records when ``retry_errors`` (a live generation shard: its failed items are asked again, the
+    finished ones come from the generation store at no cost).
+    """
+    state = task(*args, return_state=True, **kwargs)
     ref = state.result()
-    if isinstance(ref, StageRef) and not ref.exists():
-        state = task.with_options(refresh_cache=True)(*args, return_state=True)
+    stale = isinstance(ref, StageRef) and not ref.exists()
+    failed = retry_errors and state.name == "Cached" and isinstance(ref, StageRef) and not stale and _has_errors(ref)
+    if stale or failed:
+        state = task.with_options(refresh_cache=True)(*args, return_state=True, **kwargs)
         ref = state.result()
     states[state.name] += 1
     return ref
@@ -86,6 +99,7 @@ def publish_run(
     states: dict[str, Counter],
     legacy_only: bool = False,
     extra_summary: dict[str, Any] | None = None,
+    outcome: str = "gate",
 ) -> RunResult | State:
     """Aggregate, check drift and publish one run: ``traces``, ``rows`` and ``legacy`` partitions, and
     ``runs/<run>/{summary,errors,drift}.json``, all swapped into place together.
@@ -120,6 +134,7 @@ def publish_run(
             drift = check_drift(legacy, rows.select(
                 ["case_id", "trial", "ragas_tool_call_f1", "ragas_version", "scorer_version"]).to_pylist())
             summary.update(figures)
+            summary["variability"] = variability_summary(rows.to_pylist(), outcome_from_spec(outcome))
             summary["drift"] = {"verdict": drift["verdict"], "attribution": drift["attribution"],
                                 "legacy_value": drift["legacy"]["value"], "new_value": drift["new"]["value"]}
             publication.add_json(f"runs/{run_id}/drift.json", drift)

@@ -17,7 +17,9 @@ from prefect import flow
 
 from flows._publish import STAGES, RunResult, publish_run, run_stage
 from tasks import capture_shard, generate_shard, legacy_scalar, score_shard
+from tooleval.agents import OpenAIAgentConfig
 from tooleval.plan import RunPlan, plan_run
+from tooleval.variability import outcome_from_spec
 from tooleval.ragas_metric import ragas_version
 from tooleval.stages import StageRef, stage_dir
 from tooleval.versions import scorer_version
@@ -42,6 +44,10 @@ def evaluate(
     legacy_only: bool = False,
     redact_fields: list[str] | None = None,
     redaction: bool = True,
+    agent: OpenAIAgentConfig | None = None,
+    repeats: int = 1,
+    tool_results: str | None = None,
+    outcome: str = "gate",
 ) -> RunResult:
     """Evaluate a dataset's recorded (or generated) trajectories and publish envelopes, rows, the legacy scalar,
     a summary and the drift check.
@@ -57,6 +63,10 @@ def evaluate(
             row-level writer is switched on): no rows, no drift check.
         redact_fields: Field names redacted at capture (default: api_key, card_number, email, phone).
         redaction: ``False`` turns redaction off.
+        agent: A live OpenAI-compatible agent; ``None`` replays recorded traces.
+        repeats: Trials per case for a live agent (``--repeats K``).
+        tool_results: JSON-lines ``{name, args, result}`` answering a live agent's tool calls (multi-step).
+        outcome: Row outcome for pass@k / pass^k: ``gate`` | ``exact`` | ``f1>=X`` | ``recorded_reward``.
 
     Returns:
         A :class:`RunResult`; the flow run is ``Failed`` (with the result as its data) when drift was found.
@@ -66,8 +76,9 @@ def evaluate(
     """
     if shard_size < 1:
         raise ValueError("shard_size must be >= 1")
+    outcome_from_spec(outcome)  # a bad spec is a usage error, before anything runs
     plan = plan_run(dataset, traces, out, run_id, slices=slices, redact_fields=redact_fields,
-                    redaction=redaction)
+                    redaction=redaction, agent=agent, repeats=repeats, tool_results=tool_results)
     code, ragas = scorer_version(), ragas_version()
     dirs = {name: str(stage_dir(plan.out, name)) for name in ("generation", "capture", "scoring")}
     states: dict[str, Counter] = {name: Counter() for name in STAGES}
@@ -75,7 +86,8 @@ def evaluate(
     row_refs: list[StageRef] = []
     for shard in _shards(plan, shard_size):
         generated = run_stage(generate_shard, states["generation"], plan.agent, shard, plan.dataset,
-                               plan.redaction, plan.out, dirs["generation"])
+                              plan.redaction, plan.out, dirs["generation"], plan.executor,
+                              retry_errors=plan.agent.kind != "replay")
         captured = run_stage(capture_shard, states["trace-capture"], generated, plan.dataset.revision,
                               plan.dataset.tool_schema_version, code, dirs["capture"])
         envelope_refs.append(captured)
@@ -87,7 +99,8 @@ def evaluate(
     return publish_run(
         out=plan.out, run_id=plan.run_id, dataset=plan.dataset, redaction=plan.redaction, slices=plan.slices,
         errors=plan.errors, envelope_refs=envelope_refs, row_refs=row_refs, legacy=legacy, states=states,
-        legacy_only=legacy_only,
+        legacy_only=legacy_only, outcome=outcome,
+        extra_summary={"agent": plan.agent.model_dump(mode="json"), "repeats": repeats},
     )
 
 

@@ -46,17 +46,20 @@ def capture_shard(
 
     Returns:
         Ref to a Parquet file of :data:`tooleval.storage.ENVELOPE_SCHEMA` rows (``run_id`` null). A generation
-        record with an error becomes an envelope that carries the error and no calls.
+        record with an error becomes an envelope that carries the error, with whatever was captured.
     """
     captured_at = datetime.now(timezone.utc)
     envelopes = []
     for record in read_stage_table(generation).to_pylist():
-        if record["error"] is not None or record["payload_json"] is None:
+        if record["payload_json"] is None:
             envelopes.append(_error_envelope(record, revision, captured_at))
             continue
         payload = json.loads(record["payload_json"])
         redacted = payload.pop("redacted_fields", None)
         trace = RecordedTrace.model_validate(payload)
-        envelopes.append(build_envelope(trace, revision, captured_at, tool_schema_version=tool_schema_version,
-                                        redacted_fields=redacted))
+        envelope = build_envelope(trace, revision, captured_at, tool_schema_version=tool_schema_version,
+                                  redacted_fields=redacted)
+        if record["error"] is not None:  # a failed generation keeps what was captured (its attempts included)
+            envelope["error"] = record["error"]
+        envelopes.append(envelope)
     return write_stage_table(stage_dir, "capture", envelopes, ENVELOPE_SCHEMA)

@@ -16,7 +16,11 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, field_validator
 
-from tooleval.agents import ReplayAgentConfig, WorkItem
+from typing import Annotated, Union
+
+from pydantic import Field
+
+from tooleval.agents import OpenAIAgentConfig, ReplayAgentConfig, WorkItem
 from tooleval.dataset import case_digest, check_name, find_traces_file, load_dataset
 from tooleval.errors import InputFileError, RevisionConflictError, RowError, RunIdConflictError
 from tooleval.recorded import file_digest, index_traces
@@ -46,11 +50,24 @@ class DatasetRef(BaseModel):
         return sorted(set(value)) if isinstance(value, (set, frozenset, list, tuple)) else value
 
 
+AgentConfig = Annotated[Union[ReplayAgentConfig, OpenAIAgentConfig], Field(discriminator="kind")]
+
+
+class ExecutorRef(BaseModel):
+    """Recorded tool results for the live agent's tool loop: a JSON-lines file ``{name, args, result}``."""
+
+    model_config = ConfigDict(frozen=True)
+
+    path: str
+    digest: str
+
+
 class RunPlan(BaseModel):
     """What a run will do."""
 
     dataset: DatasetRef
-    agent: ReplayAgentConfig
+    agent: AgentConfig
+    executor: ExecutorRef | None = None
     out: str
     run_id: str
     items: list[WorkItem]
@@ -113,6 +130,9 @@ def plan_run(
     redact_fields: list[str] | None = None,
     redact_paths: list[str] | None = None,
     redaction: bool = True,
+    agent: OpenAIAgentConfig | None = None,
+    repeats: int = 1,
+    tool_results: str | Path | None = None,
 ) -> RunPlan:
     """Check the inputs and decide the work of a run.
 
@@ -125,6 +145,9 @@ def plan_run(
         redact_fields: Field names to redact (default :data:`tooleval.redaction.DEFAULT_FIELDS`).
         redact_paths: Dotted argument/result paths to redact as well.
         redaction: ``False`` turns redaction off.
+        agent: A live agent; ``None`` replays the recorded traces.
+        repeats: Trials per case for a live agent (trial ``t`` is sent with seed ``t``).
+        tool_results: Recorded tool results for a live agent's multi-step tool loop.
 
     Returns:
         A :class:`RunPlan`; one work item per (case, trial) found in the traces for a known case.
@@ -146,6 +169,10 @@ def plan_run(
                 f"choose from {sorted(s for s in known if s is not None)}.",
             )
         loaded.cases = {k: c for k, c in loaded.cases.items() if c.slice in slices}
+    digests = {case_id: case_digest(case) for case_id, case in loaded.cases.items()}
+    if agent is not None:
+        return _live_plan(loaded, digests, agent, out_path, run_id, slices, repeats, tool_results, traces,
+                          _redaction_config(out_path, redaction, redact_fields, redact_paths))
     traces_path = Path(traces) if traces is not None else find_traces_file(loaded.path)
     if traces is not None and not traces_path.is_file():
         raise InputFileError(traces_path, None, "traces file not found.", "check the --traces path.")
@@ -154,7 +181,6 @@ def plan_run(
     check_run_id(out_path, run_id, loaded.revision)
     errors: list[RowError] = list(index.errors)
     items: list[WorkItem] = []
-    digests = {case_id: case_digest(case) for case_id, case in loaded.cases.items()}
     traced_cases = set()
     for (case_id, trial), line in sorted(index.keys.items()):
         if slices is not None and case_id in every_case and case_id not in loaded.cases:
@@ -178,30 +204,59 @@ def plan_run(
             errors.append(
                 RowError("missing_trace", case_id, None, f"no trace in {traces_path} for this case", str(traces_path))
             )
-    tools_path = loaded.path / "tools.json"
-    tool_schema_version = f"tools-{file_digest(tools_path)[:12]}" if tools_path.is_file() else None
-    config = None
-    if redaction:
-        key = load_key(out_path)
-        config = RedactionConfig(
-            fields=list(DEFAULT_FIELDS) if redact_fields is None else redact_fields,
-            paths=redact_paths or [],
-            key_digest=hashlib.sha256(key).hexdigest(),
-        )
     return RunPlan(
-        redaction=config,
-        dataset=DatasetRef(
-            tool_schema_version=tool_schema_version,
-            path=str(loaded.path.resolve()),
-            name=loaded.manifest.name,
-            revision=loaded.revision,
-            content_digest=loaded.content_digest,
-            tool_names={tool.name for tool in loaded.tools},
-        ),
+        redaction=_redaction_config(out_path, redaction, redact_fields, redact_paths),
+        dataset=_dataset_ref(loaded),
         agent=ReplayAgentConfig(traces_path=str(traces_path.resolve()), traces_digest=index.digest),
         out=str(out_path),
         run_id=run_id,
         items=items,
         errors=[error.to_dict() for error in errors],
         slices=slices,
+    )
+
+
+def _redaction_config(out: Path, on: bool, fields: list[str] | None, paths: list[str] | None):
+    if not on:
+        return None
+    key = load_key(out)
+    return RedactionConfig(
+        fields=list(DEFAULT_FIELDS) if fields is None else fields,
+        paths=paths or [],
+        key_digest=hashlib.sha256(key).hexdigest(),
+    )
+
+
+def _live_plan(loaded, digests, agent, out_path, run_id, slices, repeats, tool_results, traces, redaction):
+    if traces is not None:
+        raise InputFileError(traces, None, "--traces is for the replay agent.", "drop --traces with --agent openai.")
+    if repeats < 1:
+        raise InputFileError(None, None, f"--repeats must be at least 1, not {repeats}.", "pass --repeats 1 or more.")
+    agent.api_key()  # raises InputFileError (exit 2) when the key's variable is unset
+    executor = None
+    if tool_results is not None:
+        path = Path(tool_results)
+        if not path.is_file():
+            raise InputFileError(path, None, "tool results file not found.", "check the --tool-results path.")
+        executor = ExecutorRef(path=str(path.resolve()), digest=file_digest(path))
+    _check_revision_registry(out_path, loaded.path, loaded.revision, loaded.content_digest)
+    check_run_id(out_path, run_id, loaded.revision)
+    items = [
+        WorkItem(case_id=case_id, case_digest=digests[case_id], trial=trial, seed=trial)
+        for case_id in sorted(loaded.cases)
+        for trial in range(repeats)
+    ]
+    return RunPlan(dataset=_dataset_ref(loaded), agent=agent, executor=executor, out=str(out_path), run_id=run_id,
+                   items=items, errors=[], slices=slices, redaction=redaction)
+
+
+def _dataset_ref(loaded) -> DatasetRef:
+    tools_path = loaded.path / "tools.json"
+    return DatasetRef(
+        tool_schema_version=f"tools-{file_digest(tools_path)[:12]}" if tools_path.is_file() else None,
+        path=str(loaded.path.resolve()),
+        name=loaded.manifest.name,
+        revision=loaded.revision,
+        content_digest=loaded.content_digest,
+        tool_names={tool.name for tool in loaded.tools},
     )

@@ -59,6 +59,8 @@ def timeless(records: list[dict]) -> list[dict]:
     out = copy.deepcopy(records)
     for record in out:
         trace = json.loads(record["payload_json"])
+        trace.pop("generation_started_at", None)
+        trace.pop("generation_finished_at", None)
         for attempt in trace["metadata"]["attempts"]:
             attempt.update(started_at=None, elapsed_s=None, provider_request_id=None)
         record["payload_json"] = trace

@@ -16,10 +16,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+from datetime import datetime, timezone
 import logging
 import os
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Literal
+from typing import Any, Callable, Literal
 
 import openai
 from pydantic import BaseModel, ConfigDict, Field
@@ -156,8 +157,11 @@ def _generate_one(client: openai.OpenAI, config: OpenAIAgentConfig, item: WorkIt
     executor_calls: list[dict[str, Any]] = []
     usage: list[Any] = []
     response_id, steps, stop_reason, error = None, 0, None, None
+    request_messages: list[dict[str, Any]] | None = None
+    started_at = datetime.now(timezone.utc)
     try:
         messages = _input_messages(case, item.case_id)
+        request_messages = [dict(m) for m in messages]
         limit = config.max_steps if executor is not None else 1
         for step in range(1, limit + 1):
             kwargs: dict[str, Any] = {"model": config.model, "messages": [_wire(m) for m in messages],
@@ -193,6 +197,9 @@ def _generate_one(client: openai.OpenAI, config: OpenAIAgentConfig, item: WorkIt
     trace = {"case_id": item.case_id, "trial": item.trial,
              "agent": {"name": "openai", "version": tooleval_version(), "model": config.model},
              "request_id": request_id, "response_id": response_id, "messages": messages,
+             "request": None if request_messages is None else {"messages": request_messages},
+             "generation_started_at": started_at.isoformat(),
+             "generation_finished_at": datetime.now(timezone.utc).isoformat(),
              "metadata": {"attempts": attempts, "seed": item.seed, "steps": steps, "stop_reason": stop_reason,
                           "temperature": config.temperature, "usage": usage, "error": error}}
     if executor is not None:
@@ -203,7 +210,8 @@ def _generate_one(client: openai.OpenAI, config: OpenAIAgentConfig, item: WorkIt
 
 def openai_generate(config: OpenAIAgentConfig, items: list[WorkItem], cases: dict[str, Case],
                     tools: list[ToolSpec], *, executor: ToolExecutor | None = None,
-                    store: GenerationStore | None = None) -> list[dict[str, Any]]:
+                    store: GenerationStore | None = None,
+                    transform: Callable[[dict[str, Any]], dict[str, Any]] | None = None) -> list[dict[str, Any]]:
     """Generate every work item against the live server, reusing the store's finished records.
 
     Args:
@@ -214,6 +222,8 @@ def openai_generate(config: OpenAIAgentConfig, items: list[WorkItem], cases: dic
         executor: Answers tool calls for a multi-step loop of up to ``config.max_steps`` model calls; ``None``
             means single-step generation.
         store: Per-item cache; items found there make no request, finished successes are written at once.
+        transform: Applied to each new record before it is stored or returned (the pipeline redacts here, so
+            raw values never reach the store); records found in the store were transformed when stored.
 
     Returns:
         Generation records ``{case_id, trial, seed, payload_json, error}`` in ``items`` order, one per item.
@@ -242,6 +252,8 @@ def openai_generate(config: OpenAIAgentConfig, items: list[WorkItem], cases: dic
     def work(index: int) -> dict[str, Any]:
         item = items[index]
         record = _generate_one(client, config, item, cases.get(item.case_id), offered, executor, agent_digest)
+        if transform is not None:
+            record = transform(record)
         if store is not None and record["error"] is None:
             try:
                 store.put(keys[index], record)
