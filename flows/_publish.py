@@ -15,6 +15,7 @@ from pydantic import BaseModel
 
 from tasks import aggregate_rows
 from tooleval.drift import check_drift
+from tooleval.gate import gate_config_for, run_gate, write_junit
 from tooleval.legacy import LegacyResult, legacy_record, stage_legacy
 from tooleval.plan import DatasetRef, revision_record_path
 from tooleval.ragas_metric import ragas_version
@@ -100,9 +101,10 @@ def publish_run(
     legacy_only: bool = False,
     extra_summary: dict[str, Any] | None = None,
     outcome: str = "gate",
+    gate_config: str | None = None,
 ) -> RunResult | State:
-    """Aggregate, check drift and publish one run: ``traces``, ``rows`` and ``legacy`` partitions, and
-    ``runs/<run>/{summary,errors,drift}.json``, all swapped into place together.
+    """Aggregate, check drift, run the gate and publish one run: ``traces``, ``rows`` and ``legacy`` partitions,
+    and ``runs/<run>/{summary.json, errors.json, drift.json, junit.xml}``, all swapped into place together.
 
     Returns:
         The :class:`RunResult`, or a ``Failed`` state carrying it when the drift check found drift.
@@ -134,7 +136,13 @@ def publish_run(
             drift = check_drift(legacy, rows.select(
                 ["case_id", "trial", "ragas_tool_call_f1", "ragas_version", "scorer_version"]).to_pylist())
             summary.update(figures)
-            summary["variability"] = variability_summary(rows.to_pylist(), outcome_from_spec(outcome))
+            records = rows.to_pylist()
+            summary["variability"] = variability_summary(records, outcome_from_spec(outcome))
+            verdict = run_gate(records, gate_config_for(dataset.path, gate_config))
+            summary["gate"] = verdict.to_dict()
+            summary.update({k: v for k, v in verdict.counts.items() if k not in summary})
+            junit = publication.add_text(f"runs/{run_id}/junit.xml", "")
+            write_junit(verdict, records, junit, suite_name=revision)
             summary["drift"] = {"verdict": drift["verdict"], "attribution": drift["attribution"],
                                 "legacy_value": drift["legacy"]["value"], "new_value": drift["new"]["value"]}
             publication.add_json(f"runs/{run_id}/drift.json", drift)

@@ -19,6 +19,7 @@ from flows._publish import STAGES, RunResult, publish_run, run_stage
 from tasks import capture_shard, generate_shard, legacy_scalar, score_shard
 from tooleval.agents import OpenAIAgentConfig
 from tooleval.plan import RunPlan, plan_run
+from tooleval.rules import load_gate_config
 from tooleval.variability import outcome_from_spec
 from tooleval.ragas_metric import ragas_version
 from tooleval.stages import StageRef, stage_dir
@@ -48,6 +49,7 @@ def evaluate(
     repeats: int = 1,
     tool_results: str | None = None,
     outcome: str = "gate",
+    gate_config: str | None = None,
 ) -> RunResult:
     """Evaluate a dataset's recorded (or generated) trajectories and publish envelopes, rows, the legacy scalar,
     a summary and the drift check.
@@ -67,6 +69,7 @@ def evaluate(
         repeats: Trials per case for a live agent (``--repeats K``).
         tool_results: JSON-lines ``{name, args, result}`` answering a live agent's tool calls (multi-step).
         outcome: Row outcome for pass@k / pass^k: ``gate`` | ``exact`` | ``f1>=X`` | ``recorded_reward``.
+        gate_config: Gate config file (default: the dataset's gate.toml).
 
     Returns:
         A :class:`RunResult`; the flow run is ``Failed`` (with the result as its data) when drift was found.
@@ -77,6 +80,8 @@ def evaluate(
     if shard_size < 1:
         raise ValueError("shard_size must be >= 1")
     outcome_from_spec(outcome)  # a bad spec is a usage error, before anything runs
+    if gate_config is not None:
+        load_gate_config(gate_config)  # so is a bad gate config
     plan = plan_run(dataset, traces, out, run_id, slices=slices, redact_fields=redact_fields,
                     redaction=redaction, agent=agent, repeats=repeats, tool_results=tool_results)
     code, ragas = scorer_version(), ragas_version()
@@ -99,7 +104,7 @@ def evaluate(
     return publish_run(
         out=plan.out, run_id=plan.run_id, dataset=plan.dataset, redaction=plan.redaction, slices=plan.slices,
         errors=plan.errors, envelope_refs=envelope_refs, row_refs=row_refs, legacy=legacy, states=states,
-        legacy_only=legacy_only, outcome=outcome,
+        legacy_only=legacy_only, outcome=outcome, gate_config=gate_config,
         extra_summary={"agent": plan.agent.model_dump(mode="json"), "repeats": repeats},
     )
 

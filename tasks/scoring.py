@@ -1,7 +1,7 @@
 """Stage 3, scoring: one row per envelope, from the envelopes and the dataset only.
 
 Cache key: the envelope stage file's digest (which covers every trace digest), the dataset (path, revision,
-content digest), the redaction config, the scorer version (a digest of the whole ``tooleval`` package, not only
+content digest, the digest of its gate.toml ``[policy]``), the redaction config, the scorer version (a digest of the whole ``tooleval`` package, not only
 this task's source: handed case H18), the ragas version, and this task's source.
 """
 
@@ -14,6 +14,7 @@ from tooleval.dataset import load_dataset
 from tooleval.errors import InputFileError
 from tooleval.plan import DatasetRef
 from tooleval.redaction import RedactionConfig, build_redactor
+from tooleval.rules import load_policy
 from tooleval.scoring import score_envelopes
 from tooleval.stages import StageRef, read_stage_table, write_stage_table
 from tooleval.storage import ROW_SCHEMA
@@ -50,5 +51,11 @@ def score_shard(
     if loaded.content_digest != dataset.content_digest:
         raise InputFileError(dataset.path, None, "the dataset changed while the run was going on.", "rerun.")
     redactor = build_redactor(out, redaction, loaded.cases)
-    rows = score_envelopes(loaded.cases, read_stage_table(envelopes).to_pylist(), redactor=redactor)
+    rows = score_envelopes(
+        loaded.cases,
+        read_stage_table(envelopes).to_pylist(),
+        redactor=redactor,
+        tools={tool.name: tool for tool in loaded.tools},
+        policy=load_policy(loaded.path),
+    )
     return write_stage_table(stage_dir, "scoring", rows, ROW_SCHEMA)

@@ -173,6 +173,9 @@ def run(
         "--redact-field", help="Field name to redact (repeatable; default: api_key, card_number, email, phone).")]
     = None,
     no_redaction: Annotated[bool, typer.Option("--no-redaction", help="Keep raw values (no redaction).")] = False,
+    gate_: Annotated[bool, typer.Option("--gate", help="Exit with the release gate's verdict as well.")] = False,
+    gate_config: Annotated[Optional[Path], typer.Option(help="Gate config (default: the dataset's gate.toml).")]
+    = None,
 ) -> None:
     """Run the evaluation flow: generation, trace capture, scoring, aggregation, legacy scalar, drift check.
 
@@ -217,13 +220,21 @@ def run(
                 run_id=plan.run_id, shard_size=shard_size, slices=slice_list, legacy_only=legacy_only,
                 agent=live, repeats=repeats, tool_results=None if tool_results is None else str(tool_results),
                 outcome=outcome, redact_fields=redact_field, redaction=not no_redaction,
+                gate_config=None if gate_config is None else str(gate_config),
             )
     except InputFileError as exc:
         _fail(exc)
     print_run(result)
     if result.drift is not None:
         _print_drift(result.drift)
-    raise typer.Exit(1 if result.errors or drifted else 0)
+    verdict = result.summary.get("gate")
+    if verdict is not None:
+        style = "green" if verdict["passed"] else "bold red"
+        console.print(f"gate: [{style}]{'PASS' if verdict['passed'] else 'FAIL'}[/] "
+                      f"({verdict['counts'].get('blocking_rows')} blocking rows; details: tooleval gate --run-id "
+                      f"{result.run_id} --out {result.out})")
+    gate_failed = gate_ and verdict is not None and not verdict["passed"]
+    raise typer.Exit(1 if result.errors or drifted or gate_failed else 0)
 
 
 @app.command()
@@ -331,6 +342,60 @@ def handoff(
         _fail(exc)
     for folder in folders:
         console.print(f"written: {folder}")
+
+
+def _print_gate(verdict, run_id: str) -> None:
+    style = "green" if verdict.passed else "bold red"
+    console.print(f"gate for run {run_id}: [{style}]{'PASS' if verdict.passed else 'FAIL'}[/]")
+    for reason in verdict.reasons:
+        console.print(f"  - {reason}", highlight=False)
+    for outcome in verdict.failing_rows:
+        evidence = outcome.evidence()
+        console.print(f"  {evidence['case_id']}#{evidence['trial']}: {', '.join(evidence['rules'])}", highlight=False)
+        for key in ("missing_calls", "extra_calls", "wrong_args"):
+            if evidence[key]:
+                console.print(f"      {key}: {json.dumps(evidence[key], ensure_ascii=False)}", highlight=False)
+    for outcome in verdict.waived:
+        console.print(f"  waived: {outcome.case_id}#{outcome.trial} ({', '.join(outcome.waived_rules)})")
+    for outcome in verdict.quarantined:
+        console.print(f"  quarantined (not blocking): {outcome.case_id}#{outcome.trial} {', '.join(outcome.rules)}")
+
+
+@app.command()
+def gate(
+    run_id: Annotated[str, typer.Option("--run-id", help="The run to judge.")],
+    out: OutOption = Path("results"),
+    config: Annotated[Optional[Path], typer.Option(help="Gate config (default: the dataset's gate.toml).")] = None,
+    dataset: Annotated[Optional[Path], typer.Option(help="Dataset folder (default: the run's).")] = None,
+) -> None:
+    """Judge a run with the release gate: print each failing row, write runs/<run>/junit.xml.
+
+    Exit 0: pass; 1: a blocking failure; 2: usage or input error.
+    """
+    import pyarrow as pa
+
+    from tooleval.gate import gate_config_for, run_gate, write_junit
+    from tooleval.runs import open_run
+    from tooleval.storage import Publication, read_versioned
+
+    try:
+        run_ = open_run(out, run_id, dataset)
+        cfg = gate_config_for(run_.dataset.path, config)
+        tables = [read_versioned(path, "rows") for path in run_.files("rows")]
+        if not tables:
+            raise InputFileError(run_.out / "rows", None, f"run {run_id!r} has no rows.",
+                                 "run the row-level path first (tooleval run without --legacy-only).")
+    except InputFileError as exc:
+        _fail(exc)
+    rows = pa.concat_tables(tables).to_pylist()
+    verdict = run_gate(rows, cfg)
+    with Publication(run_.out) as publication:
+        junit = publication.add_text(f"runs/{run_id}/junit.xml", "")
+        write_junit(verdict, rows, junit, suite_name=run_.revision)
+        publication.add_json(f"runs/{run_id}/gate.json", verdict.to_dict())
+    _print_gate(verdict, run_id)
+    console.print(f"written: {run_.out / 'runs' / run_id / 'junit.xml'}")
+    raise typer.Exit(0 if verdict.passed else 1)
 
 
 @app.command("import")

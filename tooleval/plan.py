@@ -20,6 +20,7 @@ from typing import Annotated, Union
 
 from pydantic import Field
 
+from tooleval.canonical import canonical_json
 from tooleval.agents import OpenAIAgentConfig, ReplayAgentConfig, WorkItem
 from tooleval.dataset import case_digest, check_name, find_traces_file, load_dataset
 from tooleval.errors import InputFileError, RevisionConflictError, RowError, RunIdConflictError
@@ -40,6 +41,9 @@ class DatasetRef(BaseModel):
     content_digest: str
     tool_schema_version: str | None = None
     """``tools-<12 hex of sha256(tools.json)>``; ``None`` when the dataset has no tools.json."""
+    policy_digest: str | None = None
+    """sha256 of the dataset's gate.toml ``[policy]`` (how rows are checked): part of the scoring cache key, not
+    of the revision's content digest (waivers and floors in gate.toml change without a new revision)."""
     tool_names: list[str] = []
     """Names of the tools in ``tools.json``; any iterable (a set included) is stored as a sorted list, because
     a set hashes differently in each process and would change the cache key (handed case H19)."""
@@ -251,8 +255,12 @@ def _live_plan(loaded, digests, agent, out_path, run_id, slices, repeats, tool_r
 
 
 def _dataset_ref(loaded) -> DatasetRef:
+    from tooleval.rules import load_policy
+
     tools_path = loaded.path / "tools.json"
+    policy = load_policy(loaded.path).model_dump(mode="json")
     return DatasetRef(
+        policy_digest=hashlib.sha256(canonical_json(policy).encode()).hexdigest(),
         tool_schema_version=f"tools-{file_digest(tools_path)[:12]}" if tools_path.is_file() else None,
         path=str(loaded.path.resolve()),
         name=loaded.manifest.name,

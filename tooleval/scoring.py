@@ -13,11 +13,11 @@ from collections import defaultdict
 from typing import Any
 
 from tooleval.envelope import boundary_calls, digest_ok, envelope_calls
-from tooleval.matching import match_calls
-from tooleval.models import Call, Case
+from tooleval.models import Call, Case, ToolSpec
 from tooleval.provenance import failure_owner, first_divergent_boundary, input_key, join_check
 from tooleval.ragas_metric import ragas_args, ragas_tool_call_f1_many, ragas_version
 from tooleval.redaction import Redactor
+from tooleval.rules import PolicyConfig, evaluate_row
 from tooleval.storage import ROW_SCHEMA_VERSION
 from tooleval.versions import scorer_version
 
@@ -32,11 +32,12 @@ def _recorded_reward(envelope: dict[str, Any]) -> float | None:
     return float(reward)
 
 
-def reference_calls(case: Case, redactor: Redactor | None) -> list[Call]:
-    """A case's reference calls, redacted with the same key as the traces when redaction is on."""
+def reference_calls(calls: list[Call], redactor: Redactor | None) -> list[Call]:
+    """Reference calls (a case's ``expected_calls`` or an accepted plan), redacted with the same key as the traces
+    when redaction is on."""
     if redactor is None:
-        return list(case.expected_calls)
-    return [Call.from_raw(c.name, redactor.redact_args(c.args or {})) for c in case.expected_calls]
+        return list(calls)
+    return [Call.from_raw(c.name, redactor.redact_args(c.args or {})) for c in calls]
 
 
 def case_inputs(cases: dict[str, Case], redactor: Redactor | None) -> dict[str, list[str]]:
@@ -88,6 +89,12 @@ def row_skeleton(case: Case, envelope: dict[str, Any], expected: list[Call] | No
         "first_divergent_boundary": None,
         "failure_owner": None,
         "tool_schema_version": envelope.get("tool_schema_version"),
+        "violations": None,
+        "blocking": None,
+        "coercions": None,
+        "chosen_plan": None,
+        "reference_calls": None,
+        "tool_families": None,
     }
 
 
@@ -117,6 +124,8 @@ def score_envelopes(
     *,
     redactor: Redactor | None = None,
     inputs: dict[str, list[str]] | None = None,
+    tools: dict[str, ToolSpec] | None = None,
+    policy: PolicyConfig | None = None,
 ) -> list[dict[str, Any]]:
     """Score a shard of envelopes.
 
@@ -127,6 +136,8 @@ def score_envelopes(
         redactor: When the traces were redacted, the same redactor: reference calls and case inputs are
             redacted alike so that matching and the join check see comparable values.
         inputs: Precomputed :func:`case_inputs` (computed here when ``None``).
+        tools: The dataset's tool specs by name (side effects, confirmation, argument rules, families).
+        policy: The dataset's ``[policy]`` from its gate.toml (:func:`tooleval.rules.load_policy`).
 
     Returns:
         One row dict per envelope, in input order, shaped like :data:`tooleval.storage.ROW_SCHEMA` with
@@ -138,30 +149,22 @@ def score_envelopes(
     ragas_rows: list[int] = []
     for envelope in envelopes:
         case = cases[envelope["case_id"]]
-        expected = reference_calls(case, redactor)
+        plans = [reference_calls(plan, redactor) for plan in case.plans]
+        expected = plans[0]
         row = row_skeleton(case, envelope, expected)
         rows.append(row)
         if row["error"] is not None:
             _provenance(row, envelope, inputs, [])
             continue
         observed = envelope_calls(envelope)
-        result = match_calls(expected, observed)
-        row.update(
-            observed_calls=[call.to_record() for call in observed],
-            missing_calls=[call.to_record() for call in result.missing_calls],
-            extra_calls=[call.to_record() for call in result.extra_calls],
-            wrong_args=[pair.to_record() for pair in result.wrong_args],
-            duplicate_calls=result.duplicate_calls,
-            malformed_calls=result.malformed_calls,
-            tp=result.tp,
-            fp=result.fp,
-            fn=result.fn,
-            precision=result.precision,
-            recall=result.recall,
-            f1=result.f1,
-            exact_match=result.exact_match,
-            mismatch_categories=result.mismatch_categories,
-        )
+        messages = json.loads(envelope["messages_json"]) if envelope.get("messages_json") else None
+        try:
+            rules = evaluate_row(case, tools or {}, messages, observed, policy=policy, plans=plans)
+        except ValueError as exc:  # the stored calls are not the messages' calls: the envelope is inconsistent
+            row["error"] = f"scoring_error: {exc}"
+            _provenance(row, envelope, inputs, observed)
+            continue
+        row.update(observed_calls=[call.to_record() for call in observed], **rules.columns())
         _provenance(row, envelope, inputs, observed)
         ragas_inputs.append(
             (

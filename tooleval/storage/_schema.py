@@ -83,6 +83,22 @@ EXECUTOR_CALL_TYPE = pa.struct(
 
 _CALLS = pa.list_(CALL_TYPE)
 
+VIOLATION_TYPE = pa.struct(
+    [("rule", pa.string()), ("severity", pa.string()), ("tool", pa.string()), ("detail", pa.string())]
+)
+"""One policy violation: ``rule`` (docs/rules.md), ``severity`` (``blocking`` | ``advisory``), tool, detail."""
+
+COERCION_TYPE = pa.struct(
+    [
+        ("call_index", pa.int32()),
+        ("tool", pa.string()),
+        ("path", pa.string()),
+        ("from_value", pa.string()),
+        ("to_value", pa.string()),
+    ]
+)
+"""One applied argument coercion (a declared per-field rule), values as canonical JSON text."""
+
 ROW_SCHEMA = pa.schema(
     [
         ("dataset_revision", pa.string()),
@@ -121,6 +137,13 @@ ROW_SCHEMA = pa.schema(
         ("first_divergent_boundary", pa.string()),  # null | adapter | executor
         ("failure_owner", pa.string()),  # null | agent | adapter | executor | evaluation_platform
         ("tool_schema_version", pa.string()),
+        # policy rules (issue 3)
+        ("violations", pa.list_(VIOLATION_TYPE)),
+        ("blocking", pa.bool_()),
+        ("coercions", pa.list_(COERCION_TYPE)),
+        ("chosen_plan", pa.int32()),
+        ("reference_calls", _CALLS),
+        ("tool_families", pa.list_(pa.string())),
     ]
 )
 """One row per (case, trial) under ``rows/`` (DESIGN.md "Row columns"). Ratios are unrounded, in [0, 1]."""

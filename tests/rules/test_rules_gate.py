@@ -1,0 +1,159 @@
+"""The release gate: gate.toml loading, waivers (an expired one fails), quarantine, severities, slice floors."""
+
+from __future__ import annotations
+
+import json
+from datetime import date, timedelta
+
+import pytest
+
+from rules_helpers import EXAMPLES, score_folder
+from tooleval.errors import InputFileError
+from tooleval.rules import GateConfig, evaluate_gate, load_gate_config, load_policy
+
+TODAY = date(2026, 6, 1)
+YESTERDAY = TODAY - timedelta(days=1)
+FAILING = ["skipped-verification", "wrong-amount", "looping"]  # seed 004: only "correct" passes
+
+
+@pytest.fixture(scope="module")
+def rows() -> list[dict]:
+    return score_folder(EXAMPLES / "refund-trajectory")
+
+
+def gate(text: str) -> GateConfig:
+    return GateConfig.from_toml(text, "gate.toml")
+
+
+def waiver(case: str, expires: date, rule: str | None = None) -> str:
+    rule_line = f'rule = "{rule}"\n' if rule else ""
+    return (f'[[waivers]]\ncase = "{case}"\n{rule_line}owner = "qa@example.com"\nreason = "known issue"\n'
+            f"expires = {expires.isoformat()}\n")
+
+
+class TestWaivers:
+    def test_active_waivers_pass_and_rows_stay_visible(self, rows):
+        verdict = evaluate_gate(rows, gate("".join(waiver(c, TODAY) for c in FAILING)), today=TODAY)
+        assert verdict.passed and verdict.failing_rows == []
+        assert [o.case_id for o in verdict.waived] == FAILING  # expires today: still valid (inclusive)
+        assert verdict.counts["waived_rows"] == 3 and verdict.counts["blocking_rows"] == 0
+        looping = verdict.waived[2]
+        assert looping.waived_rules == ["repeated_call", "unexpected_tool"] and looping.waivers[0]["owner"]
+
+    def test_a_waiver_that_expired_yesterday_fails_the_gate(self, rows):
+        config = gate(waiver("skipped-verification", TODAY) + waiver("wrong-amount", TODAY)
+                      + waiver("looping", YESTERDAY))
+        verdict = evaluate_gate(rows, config, today=TODAY)
+        assert not verdict.passed
+        assert [w.case for w in verdict.expired_waivers] == ["looping"]
+        assert any("expired on 2026-05-31" in reason for reason in verdict.reasons)
+        assert [o.case_id for o in verdict.failing_rows] == ["looping"]  # an expired waiver covers nothing
+
+    def test_a_rule_waiver_covers_that_rule_only(self, rows):
+        config = gate('[[waivers]]\nrule = "required_order"\nowner = "o"\nreason = "r"\nexpires = 2026-12-31\n')
+        verdict = evaluate_gate(rows, config, today=TODAY)
+        assert [o.case_id for o in verdict.failing_rows] == ["wrong-amount", "looping"]
+        assert [o.case_id for o in verdict.waived] == ["skipped-verification"]
+
+    def test_unused_waiver_is_an_advisory(self, rows):
+        verdict = evaluate_gate(rows, gate(waiver("correct", TODAY)), today=TODAY)
+        assert any("matched no violation" in note for note in verdict.advisories)
+
+
+def test_a_quarantined_failing_case_does_not_block_but_is_listed(rows):
+    config = gate(waiver("skipped-verification", TODAY) + waiver("wrong-amount", TODAY)
+                  + '[[quarantine]]\ncase = "looping"\nowner = "qa@example.com"\nreason = "nondeterministic"\n')
+    verdict = evaluate_gate(rows, config, today=TODAY)
+    assert verdict.passed
+    assert [(o.case_id, o.rules) for o in verdict.quarantined] == [("looping", ["repeated_call", "unexpected_tool"])]
+    assert verdict.counts["quarantined_rows"] == 1 and verdict.counts["blocking_rows"] == 0
+    refund = next(s for s in verdict.slices if s.name == "refund")
+    assert refund.rows == 3 and refund.quarantined_rows == 1
+    assert "looping" in json.dumps(verdict.to_dict())  # stays in every report
+
+
+def test_severity_override(rows):
+    verdict = evaluate_gate(rows, gate('[severity]\nrepeated_call = "advisory"\nunexpected_tool = "advisory"\n'),
+                            today=TODAY)
+    assert [o.case_id for o in verdict.failing_rows] == ["skipped-verification", "wrong-amount"]
+    assert verdict.counts["advisory_violations"] == 3
+
+
+class TestSlices:
+    def test_per_slice_floor_blocks_while_run_wide_f1_only_advises(self, rows):
+        # mean f1 of the four runs = (1 + 0.8 + 2/3 + 2/3) / 4 = 0.7833
+        advisory = evaluate_gate(rows, gate("[f1]\nmin_mean = 0.9\n"), today=TODAY)
+        assert any("0.7833" in note for note in advisory.advisories)
+        assert advisory.reasons == ["3 blocking row(s)"]
+        floor = evaluate_gate(rows, gate("[slices.refund]\nmin_mean_f1 = 0.9\nmin_exact_match_rate = 0.5\n"),
+                              today=TODAY)
+        failures = next(s for s in floor.slices if s.name == "refund").failures
+        assert failures == ["slice 'refund': mean f1 0.7833 is below its floor 0.9",
+                            "slice 'refund': exact-match rate 0.2500 is below its floor 0.5"]
+
+    def test_min_rows_and_a_configured_slice_missing_from_the_run(self, rows):
+        verdict = evaluate_gate(rows, gate("[slices.refund]\nmin_rows = 5\n[slices.refund-eu]\n"), today=TODAY)
+        assert "slice 'refund': 4 row(s); min_rows is 5" in verdict.reasons
+        assert "slice 'refund-eu': missing from the run; min_rows is 1" in verdict.reasons
+
+    def test_tool_family_figures_never_only_the_mean(self, rows):
+        verdict = evaluate_gate(rows, gate("[families.payments]\nmin_rows = 4\n"), today=TODAY)
+        payments = next(s for s in verdict.slices if (s.kind, s.name) == ("family", "payments"))
+        assert (payments.rows, payments.exact_match_rows, payments.failing_rows, payments.passed) == (4, 1, 3, True)
+        assert (payments.fp, payments.fn) == (4, 2)  # fp: 0+0+1+3, fn: 0+1+1+0
+        assert verdict.counts["failures_by_tool_family"]["search"] == 1  # only looping used web_search
+        assert verdict.counts["failures_by_slice"] == {"refund": 3}
+
+
+def test_row_errors_block_unless_configured():
+    rows = [{"case_id": "a", "trial": 0, "slice": None, "f1": None, "error": "ScoringError: boom", "violations": None}]
+    assert evaluate_gate(rows, GateConfig(), today=TODAY).failing_rows[0].rules == ["row_error"]
+    assert evaluate_gate(rows, gate("row_errors_block = false\n"), today=TODAY).passed
+
+
+def test_counts_and_json(rows):
+    verdict = evaluate_gate(rows, GateConfig(), today=TODAY)
+    # fp: wrong-amount 1 (the 499.9 refund) + looping 3 (6 calls, tp 3); fn: skipped-verification 1 + wrong-amount 1
+    assert verdict.counts == {
+        "rows_evaluated": 4, "exact_match_rows": 1, "false_positive_calls": 4, "false_negative_calls": 2,
+        "blocking_rows": 3, "waived_rows": 0, "quarantined_rows": 0, "advisory_violations": 0,
+        "violations_by_rule": {"repeated_call": 2, "required_order": 1, "unexpected_tool": 1,
+                               "wrong_write_arguments": 1},
+        "failures_by_tool_family": {"identity": 3, "orders": 3, "payments": 3, "search": 1},
+        "failures_by_slice": {"refund": 3},
+    }
+    assert json.loads(json.dumps(verdict.to_dict()))["passed"] is False
+
+
+class TestConfigFile:
+    def test_bad_toml_names_the_line(self):
+        with pytest.raises(InputFileError) as info:
+            gate("schema_version = 1\n[f1\n")
+        assert info.value.line == 2 and info.value.path == "gate.toml"
+
+    def test_unknown_key_names_the_key_and_line(self):
+        with pytest.raises(InputFileError) as info:
+            gate("schema_version = 1\n\n[slices.refund]\nmin_row = 3\n")
+        assert "slices.refund.min_row" in info.value.problem and info.value.line == 4
+
+    @pytest.mark.parametrize("text", [
+        '[severity]\nnot_a_rule = "advisory"\n',
+        '[severity]\nrepeated_call = "fatal"\n',
+        '[[waivers]]\nowner = "o"\nreason = "r"\nexpires = 2026-01-01\n',  # names neither case nor rule
+        '[[waivers]]\ncase = "x"\nreason = "r"\nexpires = 2026-01-01\n',  # no owner
+        '[[waivers]]\nrule = "nope"\nowner = "o"\nreason = "r"\nexpires = 2026-01-01\n',
+        'schema_version = 2\n',
+        '[policy]\noutputs_in = "somewhere"\n',
+    ])
+    def test_invalid_values_are_file_errors(self, text: str):
+        with pytest.raises(InputFileError):
+            gate(text)
+
+    def test_missing_file_and_policy_defaults(self, tmp_path):
+        with pytest.raises(InputFileError):
+            load_gate_config(tmp_path / "gate.toml")
+        assert load_policy(tmp_path) == GateConfig().policy
+
+    def test_every_shipped_gate_toml_loads(self):
+        for path in sorted((EXAMPLES.parent).glob("**/gate.toml")):
+            assert isinstance(load_gate_config(path), GateConfig), path

@@ -1,0 +1,66 @@
+"""Policy rules and the release gate (issue 3). Pure core: no Prefect import.
+
+* Matching under argument rules and accepted plans: :func:`match_with_rules`, :func:`match_plans`
+  (:class:`ArgumentRules`, :class:`RuleMatch`, :class:`Coercion`).
+* Policy checks of one row: :func:`check_policies` -> :class:`Violation` records (13 rules, :data:`RULE_NAMES`),
+  with a configurable :class:`ConfirmationDetector` (default :class:`KeywordConfirmation`).
+* Both at once for the scoring stage: :func:`evaluate_row` -> :class:`RowRules` (``.columns()``).
+* The gate: :class:`GateConfig` (gate.toml, :func:`load_gate_config`, :func:`load_policy`),
+  :func:`evaluate_gate` -> :class:`GateVerdict`, :func:`write_junit`.
+
+Formats and decisions: docs/rules.md.
+"""
+
+from tooleval.rules._arguments import ArgumentRules, rule_diff_paths
+from tooleval.rules._confirmation import ConfirmationConfig, ConfirmationDetector, KeywordConfirmation
+from tooleval.rules._gate import evaluate_gate
+from tooleval.rules._gate_config import (
+    GATE_RULES,
+    F1Advisory,
+    Floor,
+    GateConfig,
+    QuarantineEntry,
+    Waiver,
+    load_gate_config,
+    load_policy,
+)
+from tooleval.rules._junit import write_junit
+from tooleval.rules._match import Coercion, RuleMatch, match_plans, match_with_rules
+from tooleval.rules._policy import RULE_NAMES, PolicyConfig, Violation, check_policies
+from tooleval.rules._row import RowRules, evaluate_row, tool_families
+from tooleval.rules._trajectory import Step, trajectory
+from tooleval.rules._verdict import GateVerdict, RowOutcome, SliceResult
+
+__all__ = [
+    "ArgumentRules",
+    "rule_diff_paths",
+    "Coercion",
+    "RuleMatch",
+    "match_with_rules",
+    "match_plans",
+    "RULE_NAMES",
+    "Violation",
+    "PolicyConfig",
+    "check_policies",
+    "ConfirmationDetector",
+    "ConfirmationConfig",
+    "KeywordConfirmation",
+    "Step",
+    "trajectory",
+    "RowRules",
+    "evaluate_row",
+    "tool_families",
+    "GATE_RULES",
+    "GateConfig",
+    "Floor",
+    "F1Advisory",
+    "Waiver",
+    "QuarantineEntry",
+    "load_gate_config",
+    "load_policy",
+    "GateVerdict",
+    "RowOutcome",
+    "SliceResult",
+    "evaluate_gate",
+    "write_junit",
+]

@@ -1,0 +1,205 @@
+"""The release-gate configuration: ``datasets/<name>/gate.toml`` (format in docs/rules.md).
+
+A dataset ships its own gate.toml; ``tooleval gate --config FILE`` may name another. Its tables:
+
+* ``[policy]`` — how rows are *checked* (:class:`~tooleval.rules.PolicyConfig`); read from the dataset's own
+  gate.toml when the rows are scored.
+* everything else — how the gate *judges* rows: ``[severity]`` per rule, advisory ``[f1]`` thresholds, per-slice
+  floors ``[slices.<slice>]`` and per-tool-family floors ``[families.<family>]``, ``[[waivers]]`` and
+  ``[[quarantine]]``.
+
+Unreadable TOML, unknown keys and invalid values are file errors (:class:`~tooleval.errors.InputFileError`, exit
+2) naming the file, the line (when it can be found) and the fix.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from datetime import date
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from tooleval.errors import InputFileError
+from tooleval.rules._policy import RULE_NAMES, PolicyConfig, Severity
+
+__all__ = ["GATE_RULES", "Floor", "F1Advisory", "Waiver", "QuarantineEntry", "GateConfig", "load_gate_config",
+           "load_policy"]
+
+GATE_RULES = RULE_NAMES + ("row_error",)
+"""Rules the gate knows: the 13 violation rules and ``row_error`` (a row that could not be scored)."""
+
+
+def _known_rule(rule: str) -> str:
+    if rule not in GATE_RULES:
+        raise ValueError(f"unknown rule {rule!r}; known rules: {', '.join(GATE_RULES)}")
+    return rule
+
+
+class Floor(BaseModel):
+    """Floors of one slice or tool family. Failing any of them fails the gate (unlike ``[f1]``)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    min_rows: int = Field(default=1, ge=0)
+    """Fewest (non-quarantined) rows; a configured slice missing from the run has 0 and fails."""
+    min_mean_f1: float | None = Field(default=None, ge=0, le=1)
+    min_exact_match_rate: float | None = Field(default=None, ge=0, le=1)
+
+
+class F1Advisory(BaseModel):
+    """``[f1]``: run-wide thresholds that only produce advisories (issue 3: F1 is advisory unless per slice)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    min_mean: float | None = Field(default=None, ge=0, le=1)
+    min_exact_match_rate: float | None = Field(default=None, ge=0, le=1)
+
+
+class Waiver(BaseModel):
+    """``[[waivers]]``: a case, a rule, or a rule on one case stops blocking until ``expires`` (inclusive).
+
+    Waived rows stay in every report. A waiver past its date fails the gate until it is renewed or removed.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    case: str | None = None
+    rule: str | None = None
+    owner: str = Field(min_length=1)
+    reason: str = Field(min_length=1)
+    expires: date
+
+    @field_validator("rule")
+    @classmethod
+    def _rule_known(cls, value: str | None) -> str | None:
+        return None if value is None else _known_rule(value)
+
+    @model_validator(mode="after")
+    def _names_something(self) -> "Waiver":
+        if self.case is None and self.rule is None:
+            raise ValueError("a waiver names a case, a rule, or both")
+        return self
+
+    def expired(self, today: date) -> bool:
+        """True from the day after ``expires``."""
+        return today > self.expires
+
+    def covers(self, case_id: str, rule: str) -> bool:
+        return (self.case is None or self.case == case_id) and (self.rule is None or self.rule == rule)
+
+    def to_dict(self) -> dict:
+        return {"case": self.case, "rule": self.rule, "owner": self.owner, "reason": self.reason,
+                "expires": self.expires.isoformat()}
+
+
+class QuarantineEntry(BaseModel):
+    """``[[quarantine]]``: a case whose rows leave the blocking totals (and the floors) but stay in every report."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    case: str = Field(min_length=1)
+    owner: str = Field(min_length=1)
+    reason: str = Field(min_length=1)
+
+    def to_dict(self) -> dict:
+        return {"case": self.case, "owner": self.owner, "reason": self.reason}
+
+
+class GateConfig(BaseModel):
+    """A whole gate.toml. ``GateConfig()`` is the default gate: every violation blocks, no floors."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    schema_version: Literal[1] = 1
+    policy: PolicyConfig = Field(default_factory=PolicyConfig)
+    severity: dict[str, Severity] = Field(default_factory=dict)
+    """Rule -> ``blocking``/``advisory``, overriding the severity recorded on the rows."""
+    row_errors_block: bool = True
+    """A row that could not be scored (``error`` set) fails as rule ``row_error``."""
+    f1: F1Advisory = Field(default_factory=F1Advisory)
+    slices: dict[str, Floor] = Field(default_factory=dict)
+    """Case ``slice`` -> floors."""
+    families: dict[str, Floor] = Field(default_factory=dict)
+    """Tool family (tools.json ``family``, row column ``tool_families``) -> floors."""
+    waivers: list[Waiver] = Field(default_factory=list)
+    quarantine: list[QuarantineEntry] = Field(default_factory=list)
+
+    @field_validator("severity")
+    @classmethod
+    def _known_rules(cls, value: dict[str, str]) -> dict[str, str]:
+        for rule in value:
+            _known_rule(rule)
+        return dict(sorted(value.items()))
+
+    @classmethod
+    def from_toml(cls, text: str, path: str | Path | None = None) -> "GateConfig":
+        """Parse gate.toml text.
+
+        Raises:
+            InputFileError: not TOML, an unknown key, or an invalid value (``path`` names the file).
+        """
+        try:
+            data = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as exc:
+            found = re.search(r"at line (\d+)", str(exc))
+            raise InputFileError(path, int(found.group(1)) if found else None, f"not valid TOML ({exc}).",
+                                 "repair the TOML syntax.") from None
+        try:
+            return cls.model_validate(data)
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            where = ".".join(str(p) for p in err["loc"]) or "(top level)"
+            fix = "remove or rename the key (docs/rules.md lists the gate.toml keys)." \
+                if err["type"] == "extra_forbidden" else "fix that value (see docs/rules.md)."
+            raise InputFileError(path, _line_of(text, err["loc"]), f"{where}: {err['msg']}.", fix) from None
+
+
+def _line_of(text: str, loc: tuple) -> int | None:
+    """Best-effort 1-based line of a key path in TOML text (``None`` when it cannot be found)."""
+    lines = text.splitlines()
+    start, table = 0, []
+    for part in loc:
+        if isinstance(part, int):
+            header = re.compile(r"^\s*\[\[\s*" + re.escape(".".join(table)) + r"\s*\]\]")
+            hits = [i for i, line in enumerate(lines) if header.match(line)]
+            if part < len(hits):
+                start = hits[part]
+            continue
+        table.append(str(part))
+    if not table:
+        return None
+    key = re.escape(table[-1])
+    pattern = re.compile(rf"^\s*(\[\[?[^\]]*\b{key}\b[^\]]*\]\]?|\"?{key}\"?\s*=)")
+    for i in range(start, len(lines)):
+        if pattern.match(lines[i]):
+            return i + 1
+    return None
+
+
+def load_gate_config(path: str | Path) -> GateConfig:
+    """Read a gate.toml file.
+
+    Raises:
+        InputFileError: missing or unreadable file, invalid TOML, unknown keys, invalid values.
+    """
+    file = Path(path)
+    try:
+        text = file.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise InputFileError(file, None, "gate config not found.", "create it or pass --config FILE.") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputFileError(file, None, f"cannot read the file ({exc}).", "save it as UTF-8 TOML.") from None
+    return GateConfig.from_toml(text, file)
+
+
+def load_policy(dataset_dir: str | Path) -> PolicyConfig:
+    """The ``[policy]`` of a dataset's own ``gate.toml``; the defaults when the dataset has none.
+
+    Raises:
+        InputFileError: see :func:`load_gate_config`.
+    """
+    file = Path(dataset_dir) / "gate.toml"
+    return load_gate_config(file).policy if file.exists() else PolicyConfig()

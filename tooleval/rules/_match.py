@@ -1,0 +1,214 @@
+"""Rule-aware matching of observed calls against one or several reference plans (issue 3).
+
+With argument rules such as ``tolerance`` or ``one_of``, "equal" is no longer transitive, so the multiset
+intersection of :func:`tooleval.matching.match_calls` is replaced by a **maximum bipartite matching** of expected
+to observed calls under rule-aware equality (``tp`` = its size; ``scipy.sparse.csgraph.maximum_bipartite_matching``).
+Among the maximum matchings the lexicographically first one is taken (earliest expected call to the earliest
+observed call that still allows a maximum matching), which is exactly what ``match_calls`` does when equality is
+plain key equality: with no rules :func:`match_with_rules` returns ``match_calls``' result field for field
+(``tests/rules/test_rules_match.py`` proves it on every handed scoring case).
+
+Everything else follows DESIGN.md "Scoring semantics" with rule-aware equality: wrong-argument pairs by an optimal
+assignment over rule-aware differing paths, ``duplicate_calls`` over rule-normalised keys
+(:func:`tooleval.rules._arguments.normal_form`), ``f1 = 2tp / (2tp + fp + fn)`` and 1.0 when nothing was expected
+or made.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field, fields, replace
+
+import numpy as np
+from scipy.optimize import linear_sum_assignment
+
+from tooleval.canonical import canonical_json
+from tooleval.matching import MatchResult, WrongArgs, f1_score, match_calls
+from tooleval.models import Call
+from tooleval.rules._arguments import ArgumentRules, normal_form, perfect_matching, rule_diff_paths
+from tooleval.rules._coerce import coerce_arguments
+
+__all__ = ["Coercion", "RuleMatch", "match_with_rules", "match_plans", "call_identity"]
+
+
+@dataclass(frozen=True)
+class Coercion:
+    """One applied ``coerce`` rule on an observed call. Values are canonical JSON text: ``from_value``
+    ``"\\"49.99\\""`` (a string), ``to_value`` ``"49.99"`` (a number)."""
+
+    call_index: int
+    """0-based position of the observed call in the trajectory."""
+    tool: str
+    path: str
+    """Argument path, formatted like wrong-argument paths (``amount``, ``items[0].qty``)."""
+    from_value: str
+    to_value: str
+
+    def to_record(self) -> dict:
+        """Parquet struct ``{call_index, tool, path, from_value, to_value}``."""
+        return {"call_index": self.call_index, "tool": self.tool, "path": self.path,
+                "from_value": self.from_value, "to_value": self.to_value}
+
+
+@dataclass(frozen=True)
+class RuleMatch(MatchResult):
+    """:class:`~tooleval.matching.MatchResult` under argument rules, plus the applied coercions and the plan.
+
+    ``missing_calls``/``extra_calls``/``wrong_args`` hold the calls as the agent made them (before coercion).
+    """
+
+    coercions: list[Coercion] = field(default_factory=list)
+    chosen_plan: int = 0
+    """Index of the reference plan scored: 0 = ``expected_calls``, i = ``accepted_plans[i - 1]``."""
+
+    @classmethod
+    def from_match(cls, result: MatchResult, **extra) -> "RuleMatch":
+        return cls(**{f.name: getattr(result, f.name) for f in fields(MatchResult)}, **extra)
+
+
+def call_identity(call: Call, rules: ArgumentRules | None, args: dict | None = None) -> tuple[str, str]:
+    """A call's key under the transitive rules (``Call.key`` when the tool has no rules); ``args`` overrides the
+    call's own arguments (e.g. after coercion)."""
+    tool_rules = rules.for_tool(call.name) if rules is not None else None
+    if call.malformed or (tool_rules is None and args is None):
+        return call.key
+    return (call.name, canonical_json(normal_form(call.args if args is None else args, tool_rules)))
+
+
+def _lexicographic_matching(n_rows: int, n_cols: int, adjacent: list[list[int]]) -> dict[int, int]:
+    """The lexicographically first maximum matching (rows in order, each to its earliest feasible column)."""
+    greedy: dict[int, int] = {}
+    taken: set[int] = set()
+    for i in range(n_rows):
+        j = next((j for j in adjacent[i] if j not in taken), None)
+        if j is not None:
+            greedy[i] = j
+            taken.add(j)
+    edges = [(i, j) for i in range(n_rows) for j in adjacent[i]]
+    target = perfect_matching(n_rows, n_cols, edges)
+    if len(greedy) == target:  # greedy reached the maximum, so every greedy choice was the feasible earliest one
+        return greedy
+    pairs: dict[int, int] = {}
+    free = set(range(n_cols))
+    for i in range(n_rows):
+        if target == 0:
+            break
+        for j in adjacent[i]:
+            if j not in free:
+                continue
+            rest = [(r - i - 1, c) for r in range(i + 1, n_rows) for c in adjacent[r] if c in free and c != j]
+            if 1 + perfect_matching(n_rows - i - 1, n_cols, rest) == target:
+                pairs[i] = j
+                free.discard(j)
+                target -= 1
+                break
+    return pairs
+
+
+def _pair_wrong_args(missing: list[Call], extra: list[tuple[Call, dict | None]], rules) -> list[WrongArgs]:
+    """Optimal assignment of unmatched calls of the same tool by fewest rule-aware differing paths."""
+    rows_by_name: dict[str, list[int]] = defaultdict(list)
+    cols_by_name: dict[str, list[int]] = defaultdict(list)
+    for i, call in enumerate(missing):
+        rows_by_name[call.name].append(i)
+    for j, (call, _) in enumerate(extra):
+        if not call.malformed:
+            cols_by_name[call.name].append(j)
+    pairs: list[tuple[int, int, list[str]]] = []
+    for name, rows in rows_by_name.items():
+        cols = cols_by_name.get(name)
+        if not cols:
+            continue
+        tool_rules = rules.for_tool(name) if rules is not None else None
+        paths = [[rule_diff_paths(missing[i].args, extra[j][1], tool_rules) for j in cols] for i in rows]
+        cost = np.array([[len(p) for p in row] for row in paths], dtype=float)
+        assigned_rows, assigned_cols = linear_sum_assignment(cost)
+        pairs += [(rows[r], cols[c], paths[r][c]) for r, c in zip(assigned_rows, assigned_cols)]
+    pairs.sort(key=lambda pair: (pair[0], pair[1]))
+    return [WrongArgs(missing[i].name, missing[i], extra[j][0], p) for i, j, p in pairs]
+
+
+def match_with_rules(expected: list[Call], observed: list[Call], rules: ArgumentRules | None) -> RuleMatch:
+    """Compare observed calls with one reference plan under argument rules.
+
+    Args:
+        expected: Reference calls (well-formed), in order.
+        observed: The agent's calls in trajectory order, malformed ones included.
+        rules: The case's resolved rules (:meth:`ArgumentRules.for_case`); ``None`` = DESIGN.md equality.
+
+    Returns:
+        A :class:`RuleMatch`; with ``rules=None`` it equals :func:`tooleval.matching.match_calls` field for field
+        (and has no coercions).
+    """
+    if rules is None:
+        return RuleMatch.from_match(match_calls(expected, observed))
+    coercions: list[Coercion] = []
+    effective: list[dict | None] = []
+    for index, call in enumerate(observed):
+        tool_rules = rules.for_tool(call.name)
+        if call.malformed or tool_rules is None:
+            effective.append(call.args)
+            continue
+        args, applied = coerce_arguments(call.args, tool_rules, rules.schemas.get(call.name))
+        effective.append(args)
+        coercions += [Coercion(index, call.name, p, canonical_json(a), canonical_json(b)) for p, a, b in applied]
+    adjacent: list[list[int]] = []
+    for e in expected:
+        tool_rules = rules.for_tool(e.name)
+        adjacent.append([
+            j for j, o in enumerate(observed)
+            if o.name == e.name and not o.malformed
+            and (o.key == e.key if tool_rules is None else not rule_diff_paths(e.args, effective[j], tool_rules))
+        ])
+    pairs = _lexicographic_matching(len(expected), len(observed), adjacent)
+    matched_cols = set(pairs.values())
+    missing = [e for i, e in enumerate(expected) if i not in pairs]
+    extra = [(o, effective[j]) for j, o in enumerate(observed) if j not in matched_cols]
+    wrong = _pair_wrong_args(missing, extra, rules)
+    tp = len(pairs)
+    fp, fn = len(observed) - tp, len(expected) - tp
+    expected_keys = Counter(call_identity(e, rules) for e in expected)
+    observed_keys = Counter(call_identity(o, rules, effective[j]) for j, o in enumerate(observed))
+    duplicates = sum(max(0, n - max(expected_keys.get(k, 0), 1)) for k, n in observed_keys.items())
+    malformed = sum(1 for call in observed if call.malformed)
+    flags = (("missing", fn > 0), ("extra", fp > 0), ("wrong_args", bool(wrong)),
+             ("duplicate", duplicates > 0), ("malformed", malformed > 0))
+    return RuleMatch(
+        tp=tp,
+        fp=fp,
+        fn=fn,
+        precision=tp / len(observed) if observed else None,
+        recall=tp / len(expected) if expected else None,
+        f1=f1_score(tp, fp, fn),
+        exact_match=fp == 0 and fn == 0,
+        duplicate_calls=duplicates,
+        malformed_calls=malformed,
+        missing_calls=missing,
+        extra_calls=[call for call, _ in extra],
+        wrong_args=wrong,
+        mismatch_categories=[name for name, present in flags if present],
+        coercions=coercions,
+    )
+
+
+def match_plans(plans: list[list[Call]], observed: list[Call], rules: ArgumentRules | None) -> tuple[RuleMatch, int]:
+    """Score ``observed`` against every reference plan and keep the best F1 (ties: the earlier plan).
+
+    Args:
+        plans: Reference plans, usually :attr:`tooleval.models.Case.plans` (``expected_calls`` first).
+
+    Returns:
+        ``(match, index)``; ``match.chosen_plan == index``.
+
+    Raises:
+        ValueError: when ``plans`` is empty.
+    """
+    if not plans:
+        raise ValueError("match_plans needs at least one reference plan")
+    best: RuleMatch | None = None
+    best_index = 0
+    for index, plan in enumerate(plans):
+        result = match_with_rules(plan, observed, rules)
+        if best is None or result.f1 > best.f1:
+            best, best_index = result, index
+    return replace(best, chosen_plan=best_index), best_index

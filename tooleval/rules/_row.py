@@ -1,0 +1,99 @@
+"""One call per row for the scoring stage: rule-aware match, plan choice and policy checks together.
+
+:func:`evaluate_row` is what ``tooleval.scoring.score_envelopes`` calls for each envelope; :meth:`RowRules.columns`
+returns the row columns it computes (the metric columns, now rule-aware, and the columns issue 3 adds).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Iterable, Mapping
+
+from tooleval.models import Call, Case, ToolSpec
+from tooleval.rules._arguments import ArgumentRules
+from tooleval.rules._confirmation import ConfirmationDetector
+from tooleval.rules._match import RuleMatch, match_plans
+from tooleval.rules._policy import PolicyConfig, Violation, check_policies
+
+__all__ = ["RowRules", "evaluate_row", "tool_families"]
+
+
+def tool_families(calls: Iterable[Call], tools: Mapping[str, ToolSpec]) -> list[str]:
+    """Sorted families (tools.json ``family``) of the tools among ``calls``; tools without one are left out."""
+    return sorted({tools[c.name].family for c in calls if c.name in tools and tools[c.name].family})
+
+
+@dataclass(frozen=True)
+class RowRules:
+    """Everything issue 3 adds to one row."""
+
+    match: RuleMatch
+    violations: list[Violation]
+    reference_calls: list[Call]
+    """The chosen plan's calls (``expected_calls`` unless an accepted plan scored higher)."""
+    tool_families: list[str]
+
+    @property
+    def blocking(self) -> bool:
+        """True when any violation is blocking (before gate.toml re-grades or waives anything)."""
+        return any(v.severity == "blocking" for v in self.violations)
+
+    def columns(self) -> dict[str, Any]:
+        """Row columns: the rule-aware metric columns (same names and shapes as today) plus ``violations``,
+        ``blocking``, ``coercions``, ``chosen_plan``, ``reference_calls`` and ``tool_families``."""
+        m = self.match
+        return {
+            "missing_calls": [c.to_record() for c in m.missing_calls],
+            "extra_calls": [c.to_record() for c in m.extra_calls],
+            "wrong_args": [pair.to_record() for pair in m.wrong_args],
+            "duplicate_calls": m.duplicate_calls,
+            "malformed_calls": m.malformed_calls,
+            "tp": m.tp,
+            "fp": m.fp,
+            "fn": m.fn,
+            "precision": m.precision,
+            "recall": m.recall,
+            "f1": m.f1,
+            "exact_match": m.exact_match,
+            "mismatch_categories": list(m.mismatch_categories),
+            "violations": [v.to_record() for v in self.violations],
+            "blocking": self.blocking,
+            "coercions": [c.to_record() for c in m.coercions],
+            "chosen_plan": m.chosen_plan,
+            "reference_calls": [c.to_record() for c in self.reference_calls],
+            "tool_families": list(self.tool_families),
+        }
+
+
+def evaluate_row(
+    case: Case,
+    tools: Mapping[str, ToolSpec],
+    messages: list[dict[str, Any]] | None,
+    observed: list[Call],
+    *,
+    policy: PolicyConfig | None = None,
+    confirmation: ConfirmationDetector | None = None,
+    plans: list[list[Call]] | None = None,
+) -> RowRules:
+    """Match, choose the plan and check the policies of one (case, trial).
+
+    Args:
+        case: The case.
+        tools: ``tools.json`` specs by name.
+        messages: The trajectory (the envelope's ``messages_json``, parsed); ``None`` when there is none.
+        observed: The envelope's calls (``tooleval.envelope.envelope_calls``), i.e. the calls of ``messages``.
+        policy: The dataset's ``[policy]`` (:func:`tooleval.rules.load_policy`).
+        confirmation: A custom confirmation detector.
+        plans: The reference plans to score against, when they differ from :attr:`Case.plans` (the scoring stage
+            passes them redacted with the traces' key, plan 0 first).
+
+    Raises:
+        ValueError: when ``observed`` is not the call sequence of ``messages`` (score the row as an error).
+    """
+    rules = ArgumentRules.for_case(case, tools)
+    plans = case.plans if plans is None else plans
+    match, chosen = match_plans(plans, observed, rules)
+    violations = check_policies(case, tools, messages, observed, match, policy=policy, confirmation=confirmation,
+                                plans=plans)
+    families = tool_families([*plans[chosen], *observed], tools)
+    return RowRules(match, violations, list(plans[chosen]), families)

@@ -1,0 +1,124 @@
+"""What the gate answers: :class:`GateVerdict`, with a :class:`RowOutcome` per listed row and a
+:class:`SliceResult` per slice and tool family (computed by :func:`tooleval.rules.evaluate_gate`)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from tooleval.rules._gate_config import Waiver
+
+__all__ = ["NO_SLICE", "RowOutcome", "SliceResult", "GateVerdict"]
+
+NO_SLICE = "(none)"
+"""Key of rows without a slice (or without a tool family) in the ``failures_by_*`` counts."""
+
+
+@dataclass(frozen=True)
+class RowOutcome:
+    """How the gate saw one (case, trial) row, with the evidence to print."""
+
+    case_id: str
+    trial: int
+    slice: str | None
+    rules: list[str]
+    """Blocking rules not waived (sorted, unique): why the row fails (or would, when quarantined)."""
+    violations: list[dict]
+    """Every violation ``{rule, severity, tool, detail}`` with the gate's severity."""
+    missing_calls: list[dict]
+    extra_calls: list[dict]
+    wrong_args: list[dict]
+    f1: float | None
+    exact_match: bool | None
+    fp: int = 0
+    fn: int = 0
+    tool_families: list[str] = field(default_factory=list)
+    waived_rules: list[str] = field(default_factory=list)
+    waivers: list[dict] = field(default_factory=list)
+    quarantine: dict | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def evidence(self) -> dict[str, Any]:
+        """What to print for a failing row: its rules, violations and the missing / extra / wrong-argument call
+        objects with parsed arguments (``{"name", "args"}``; a malformed call keeps ``args_raw``)."""
+        return {
+            "case_id": self.case_id,
+            "trial": self.trial,
+            "rules": list(self.rules),
+            "violations": [v for v in self.violations if v["severity"] == "blocking"],
+            "missing_calls": [_call_object(c) for c in self.missing_calls],
+            "extra_calls": [_call_object(c) for c in self.extra_calls],
+            "wrong_args": [
+                {"name": w["name"], "expected": _args(w.get("expected_args_json")),
+                 "observed": _args(w.get("observed_args_json")), "paths": list(w.get("paths") or [])}
+                for w in self.wrong_args
+            ],
+        }
+
+
+def _args(text: str | None) -> Any:
+    return None if text is None else json.loads(text)
+
+
+def _call_object(call: dict) -> dict[str, Any]:
+    if call.get("args_json") is None:
+        return {"name": call["name"], "args_raw": call.get("args_raw"), "parse_error": call.get("parse_error")}
+    return {"name": call["name"], "args": json.loads(call["args_json"])}
+
+
+@dataclass(frozen=True)
+class SliceResult:
+    """Figures of one slice (``kind`` ``slice``) or tool family (``kind`` ``family``)."""
+
+    kind: str
+    name: str
+    rows: int
+    """Rows counted (quarantined rows excluded)."""
+    quarantined_rows: int
+    exact_match_rows: int
+    mean_f1: float | None
+    min_f1: float | None
+    fp: int
+    fn: int
+    failing_rows: int
+    configured: bool
+    passed: bool
+    failures: list[str]
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class GateVerdict:
+    """The gate's answer. ``passed`` is the CI verdict (exit 0 when true, 1 when false)."""
+
+    passed: bool
+    reasons: list[str]
+    failing_rows: list[RowOutcome]
+    waived: list[RowOutcome]
+    quarantined: list[RowOutcome]
+    slices: list[SliceResult]
+    counts: dict[str, Any]
+    """``rows_evaluated``, ``exact_match_rows``, ``false_positive_calls``, ``false_negative_calls``,
+    ``blocking_rows``, ``waived_rows``, ``quarantined_rows``, ``advisory_violations``, ``violations_by_rule``,
+    ``failures_by_tool_family``, ``failures_by_slice``."""
+    expired_waivers: list[Waiver]
+    advisories: list[str]
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form (dates as ISO text), for ``summary.json``'s ``gate`` key."""
+        return {
+            "passed": self.passed,
+            "reasons": list(self.reasons),
+            "counts": self.counts,
+            "failing_rows": [r.to_dict() for r in self.failing_rows],
+            "waived": [r.to_dict() for r in self.waived],
+            "quarantined": [r.to_dict() for r in self.quarantined],
+            "slices": [s.to_dict() for s in self.slices],
+            "expired_waivers": [w.to_dict() for w in self.expired_waivers],
+            "advisories": list(self.advisories),
+        }
