@@ -75,6 +75,23 @@ class TestBundledRun:
         traces = con.execute("SELECT count(*) FROM traces WHERE run_id = 'first'").fetchone()[0]
         assert traces == 200
 
+    def test_policy_counts_through_the_flow(self, bundled_runs):
+        # Same counts as tests/rules/test_rules_tau_bench.py computes independently from the raw source: 21 runs
+        # write although their reference has no write (../shared/data/README.md), 35 write without confirmation.
+        out, _, _ = bundled_runs
+        con = connect(out)
+
+        def rows_with(rule: str, severity: str) -> int:
+            return con.execute(
+                "SELECT count(*) FROM rows WHERE run_id = 'first' AND len(list_filter(violations, "
+                "lambda v: v.rule = ? AND v.severity = ?)) > 0", [rule, severity]).fetchone()[0]
+
+        assert rows_with("forbidden_tool", "blocking") == 21
+        missing_confirmation = con.execute(
+            "SELECT count(*) FROM rows WHERE run_id = 'first' AND "
+            "list_contains(list_transform(violations, lambda v: v.rule), 'missing_confirmation')").fetchone()[0]
+        assert missing_confirmation == 35
+
     def test_summary_json(self, bundled_runs):
         out, first, _ = bundled_runs
         summary = json.loads((out / "runs" / "first" / "summary.json").read_text())
