@@ -20,7 +20,7 @@ import json
 import math
 from typing import Any
 
-__all__ = ["canonical_value", "canonical_json", "parse_arguments", "diff_paths", "MISSING"]
+__all__ = ["canonical_value", "canonical_json", "parse_arguments", "diff_paths", "strict_json_loads", "MISSING"]
 
 
 class _Missing:
@@ -42,6 +42,15 @@ def _finite_float(text: str) -> float:
     if not math.isfinite(value):
         raise ValueError(f"number {text} does not fit a float")
     return value
+
+
+def strict_json_loads(text: str) -> Any:
+    """``json.loads`` that follows RFC 8259: ``NaN``/``Infinity`` and numbers overflowing a float raise.
+
+    Raises:
+        ValueError: invalid JSON (``json.JSONDecodeError`` is a ``ValueError``).
+    """
+    return json.loads(text, parse_constant=_reject_constant, parse_float=_finite_float)
 
 
 def canonical_value(value: Any) -> Any:
@@ -104,7 +113,7 @@ def parse_arguments(raw: str | dict | None) -> tuple[dict | None, str | None]:
     if raw.strip() == "":
         return {}, None
     try:
-        parsed = json.loads(raw, parse_constant=_reject_constant, parse_float=_finite_float)
+        parsed = strict_json_loads(raw)
     except (ValueError, RecursionError) as exc:
         return None, f"invalid JSON: {exc}"
     if parsed is None:

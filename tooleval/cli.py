@@ -10,8 +10,9 @@ from __future__ import annotations
 import json
 import os
 import sys
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Iterator, Optional
 
 import typer
 from rich.console import Console
@@ -56,6 +57,17 @@ def prefect_environment(out: Path) -> dict[str, str]:
             os.environ[key] = value
             applied[key] = value
     return applied
+
+
+@contextmanager
+def prefect_session(out: Path) -> Iterator[None]:
+    """Run flows inside: tooleval's Prefect environment (:func:`prefect_environment`), heartbeats off (a
+    synchronous flow call otherwise pays ~1 s on exit: PREFECT.md)."""
+    prefect_environment(out)
+    from prefect.settings import PREFECT_FLOWS_HEARTBEAT_FREQUENCY, temporary_settings
+
+    with temporary_settings(updates={PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None}):
+        yield
 
 
 def _fail(exc: InputFileError) -> None:
@@ -208,13 +220,10 @@ def run(
         raise typer.Exit(2)
     except InputFileError as exc:
         _fail(exc)
-    prefect_environment(out)
-    from prefect.settings import PREFECT_FLOWS_HEARTBEAT_FREQUENCY, temporary_settings
-
-    from flows.evaluate import run_evaluate
-
     try:
-        with temporary_settings(updates={PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None}):
+        with prefect_session(out):
+            from flows.evaluate import run_evaluate
+
             result, drifted = run_evaluate(
                 dataset=str(dataset), traces=None if traces is None else str(traces), out=str(out),
                 run_id=plan.run_id, shard_size=shard_size, slices=slice_list, legacy_only=legacy_only,
@@ -250,12 +259,9 @@ def legacy(
         open_run(out, run_id, dataset)
     except InputFileError as exc:
         _fail(exc)
-    prefect_environment(out)
-    from prefect.settings import PREFECT_FLOWS_HEARTBEAT_FREQUENCY, temporary_settings
+    with prefect_session(out):
+        from flows.legacy import legacy as legacy_flow
 
-    from flows.legacy import legacy as legacy_flow
-
-    with temporary_settings(updates={PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None}):
         result = legacy_flow(run_id=run_id, out=str(out), dataset=None if dataset is None else str(dataset))
     console.print(f"legacy {result.metric} = {_fmt(result.value)} over {result.rows} rows "
                   f"(ragas {result.ragas_version})")
@@ -303,12 +309,9 @@ def rescore(
         open_run(out, run_id, dataset)
     except InputFileError as exc:
         _fail(exc)
-    prefect_environment(out)
-    from prefect.settings import PREFECT_FLOWS_HEARTBEAT_FREQUENCY, temporary_settings
+    with prefect_session(out):
+        from flows.rescore import rescore as rescore_flow
 
-    from flows.rescore import rescore as rescore_flow
-
-    with temporary_settings(updates={PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None}):
         try:
             state = rescore_flow(run_id=run_id, out=str(out), to_run_id=to_run_id, case=case, trial=trial,
                                  dataset=None if dataset is None else str(dataset), return_state=True)

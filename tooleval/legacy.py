@@ -13,12 +13,12 @@ as JSON; empty text or ``null`` is ``{}``; anything that is not a JSON object (o
 from __future__ import annotations
 
 import json
-import math
 from datetime import datetime, timezone
 from typing import Any
 
 from pydantic import BaseModel
 
+from tooleval.canonical import strict_json_loads
 from tooleval.models import Case
 from tooleval.ragas_metric import ragas_tool_call_f1_many, ragas_version
 
@@ -58,24 +58,13 @@ class LegacyResult(BaseModel):
     per_row: list[LegacyRow]
 
 
-def _reject(token: str) -> Any:
-    raise ValueError(f"{token} is not JSON")
-
-
-def _finite(text: str) -> float:
-    value = float(text)
-    if not math.isfinite(value):
-        raise ValueError(f"{text} does not fit a float")
-    return value
-
-
 def _args(raw: Any) -> dict[str, Any]:
     if isinstance(raw, dict):
         return raw
     if raw is None or (isinstance(raw, str) and raw.strip() == ""):
         return {}
     try:
-        parsed = json.loads(raw, parse_constant=_reject, parse_float=_finite)
+        parsed = strict_json_loads(raw)
     except (ValueError, TypeError, RecursionError):
         return {"__malformed__": raw if isinstance(raw, str) else repr(raw)}
     if parsed is None:

@@ -29,7 +29,7 @@ from scipy.optimize import linear_sum_assignment
 from tooleval.canonical import diff_paths
 from tooleval.models import Call
 
-__all__ = ["WrongArgs", "MatchResult", "match_calls", "f1_score"]
+__all__ = ["WrongArgs", "MatchResult", "match_calls", "match_evidence", "f1_score"]
 
 
 @dataclass(frozen=True)
@@ -125,36 +125,40 @@ def match_calls(expected: list[Call], observed: list[Call]) -> MatchResult:
     observed_counts = Counter(call.key for call in observed)
     matched = expected_counts & observed_counts
     tp = sum(matched.values())
-    fp = len(observed) - tp
-    fn = len(expected) - tp
     missing = _remove_matched(expected, matched)
     extra = _remove_matched(observed, matched)
     wrong = _pair_wrong_args(missing, extra)
     duplicates = sum(max(0, n - max(expected_counts.get(k, 0), 1)) for k, n in observed_counts.items())
+    return MatchResult(**match_evidence(expected, observed, tp, missing, extra, wrong, duplicates))
+
+
+def match_evidence(
+    expected: list[Call],
+    observed: list[Call],
+    tp: int,
+    missing: list[Call],
+    extra: list[Call],
+    wrong: list[WrongArgs],
+    duplicates: int,
+) -> dict:
+    """The :class:`MatchResult` fields that follow from a matching: counts, ratios, ``exact_match`` and
+    ``mismatch_categories`` (shared by the plain and the rule-aware matcher, so both define them alike)."""
+    fp, fn = len(observed) - tp, len(expected) - tp
     malformed = sum(1 for call in observed if call.malformed)
-    categories = [
-        name
-        for name, present in (
-            ("missing", fn > 0),
-            ("extra", fp > 0),
-            ("wrong_args", bool(wrong)),
-            ("duplicate", duplicates > 0),
-            ("malformed", malformed > 0),
-        )
-        if present
-    ]
-    return MatchResult(
-        tp=tp,
-        fp=fp,
-        fn=fn,
-        precision=tp / len(observed) if observed else None,
-        recall=tp / len(expected) if expected else None,
-        f1=f1_score(tp, fp, fn),
-        exact_match=fp == 0 and fn == 0,
-        duplicate_calls=duplicates,
-        malformed_calls=malformed,
-        missing_calls=missing,
-        extra_calls=extra,
-        wrong_args=wrong,
-        mismatch_categories=categories,
-    )
+    flags = (("missing", fn > 0), ("extra", fp > 0), ("wrong_args", bool(wrong)),
+             ("duplicate", duplicates > 0), ("malformed", malformed > 0))
+    return {
+        "tp": tp,
+        "fp": fp,
+        "fn": fn,
+        "precision": tp / len(observed) if observed else None,
+        "recall": tp / len(expected) if expected else None,
+        "f1": f1_score(tp, fp, fn),
+        "exact_match": fp == 0 and fn == 0,
+        "duplicate_calls": duplicates,
+        "malformed_calls": malformed,
+        "missing_calls": missing,
+        "extra_calls": extra,
+        "wrong_args": wrong,
+        "mismatch_categories": [name for name, present in flags if present],
+    }

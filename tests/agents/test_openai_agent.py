@@ -269,7 +269,7 @@ def test_concurrency_is_limited_and_records_keep_items_order(serve):
     records = openai_generate(make_config(server, concurrency=2), items, cases, TOOLS)
     assert [(r["case_id"], r["trial"]) for r in records] == [(i.case_id, i.trial) for i in items]
     assert all(r["error"] is None for r in records) and server.count == 6
-    assert 1 <= server.max_in_flight <= 2
+    assert server.max_in_flight in (1, 2)  # the concurrency limit held
 
 
 def test_missing_api_key_is_a_usage_error_before_any_request(serve, monkeypatch):

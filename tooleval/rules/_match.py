@@ -23,7 +23,7 @@ import numpy as np
 from scipy.optimize import linear_sum_assignment
 
 from tooleval.canonical import canonical_json
-from tooleval.matching import MatchResult, WrongArgs, f1_score, match_calls
+from tooleval.matching import MatchResult, WrongArgs, match_calls, match_evidence
 from tooleval.models import Call
 from tooleval.rules._arguments import ArgumentRules, normal_form, perfect_matching, rule_diff_paths
 from tooleval.rules._coerce import coerce_arguments
@@ -165,30 +165,11 @@ def match_with_rules(expected: list[Call], observed: list[Call], rules: Argument
     missing = [e for i, e in enumerate(expected) if i not in pairs]
     extra = [(o, effective[j]) for j, o in enumerate(observed) if j not in matched_cols]
     wrong = _pair_wrong_args(missing, extra, rules)
-    tp = len(pairs)
-    fp, fn = len(observed) - tp, len(expected) - tp
     expected_keys = Counter(call_identity(e, rules) for e in expected)
     observed_keys = Counter(call_identity(o, rules, effective[j]) for j, o in enumerate(observed))
     duplicates = sum(max(0, n - max(expected_keys.get(k, 0), 1)) for k, n in observed_keys.items())
-    malformed = sum(1 for call in observed if call.malformed)
-    flags = (("missing", fn > 0), ("extra", fp > 0), ("wrong_args", bool(wrong)),
-             ("duplicate", duplicates > 0), ("malformed", malformed > 0))
-    return RuleMatch(
-        tp=tp,
-        fp=fp,
-        fn=fn,
-        precision=tp / len(observed) if observed else None,
-        recall=tp / len(expected) if expected else None,
-        f1=f1_score(tp, fp, fn),
-        exact_match=fp == 0 and fn == 0,
-        duplicate_calls=duplicates,
-        malformed_calls=malformed,
-        missing_calls=missing,
-        extra_calls=[call for call, _ in extra],
-        wrong_args=wrong,
-        mismatch_categories=[name for name, present in flags if present],
-        coercions=coercions,
-    )
+    evidence = match_evidence(expected, observed, len(pairs), missing, [call for call, _ in extra], wrong, duplicates)
+    return RuleMatch(**evidence, coercions=coercions)
 
 
 def match_plans(plans: list[list[Call]], observed: list[Call], rules: ArgumentRules | None) -> tuple[RuleMatch, int]:
