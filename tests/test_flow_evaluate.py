@@ -92,6 +92,17 @@ class TestBundledRun:
             "list_contains(list_transform(violations, lambda v: v.rule), 'missing_confirmation')").fetchone()[0]
         assert missing_confirmation == 35
 
+    def test_variability_of_the_published_rows(self, bundled_runs):
+        from tooleval.variability import outcome_from_spec, variability_summary
+
+        # Expected values: the issue's figures, computed independently from the 200 runs' rewards.
+        rows = pq.read_table(bundled_runs[1].rows_path).to_pylist()
+        figures = variability_summary(rows, outcome_from_spec("recorded_reward"))
+        assert [round(figures["pass^k"][k], 4) for k in "1234"] == [0.42, 0.2733, 0.22, 0.2]
+        assert [round(figures["pass@k"][k], 4) for k in "1234"] == [0.42, 0.5667, 0.66, 0.72]
+        default = bundled_runs[1].summary["variability"]  # the run's own table, outcome = gate pass
+        assert default["outcome"] == "gate" and default["k_max"] == 4 and set(default["pass@k"]) == set("1234")
+
     def test_summary_json(self, bundled_runs):
         out, first, _ = bundled_runs
         summary = json.loads((out / "runs" / "first" / "summary.json").read_text())
