@@ -14,7 +14,7 @@ import pytest
 
 from conftest import REPO, TINY_CASES, TINY_TRACES, write_dataset
 from tooleval import versions
-from tooleval.plan import DatasetRef, plan_run
+from tooleval.plan import plan_run
 from tooleval.stages import StageRef, stage_dir
 
 

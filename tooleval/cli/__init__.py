@@ -1,0 +1,17 @@
+"""The ``tooleval`` command line (typer). Flows are imported lazily inside the commands, after the Prefect
+environment has been set, so that ``tooleval --help`` and ``tooleval import`` never start Prefect.
+
+Exit codes (DESIGN.md "Bad input"): 0 every row scored; 1 the run completed but some rows or cases had errors;
+2 a file or usage error, in which case nothing was written.
+"""
+
+from tooleval.cli import _run  # noqa: F401, I001  (importing a module registers its commands, in this order)
+from tooleval.cli import _runs  # noqa: F401
+from tooleval.cli import _data  # noqa: F401
+from tooleval.cli._app import app, prefect_environment, prefect_session
+
+__all__ = ["app", "main", "prefect_environment", "prefect_session"]
+
+
+def main() -> None:  # pragma: no cover - console entry point
+    app()

@@ -1,0 +1,5 @@
+"""``python -m tooleval.cli``."""
+
+from tooleval.cli import app
+
+app()

@@ -1,0 +1,102 @@
+"""What the commands print: a run's stages and figures, the drift check, the gate verdict."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from rich.table import Table
+
+from tooleval.cli._app import console, fmt
+
+
+def print_run(result) -> None:
+    """Print a run's stage states, summary figures, failures by tool, errors and file locations."""
+    stages = Table(title="Stages", show_header=True)
+    stages.add_column("stage")
+    stages.add_column("final state")
+    for name, counts in result.stage_states.items():
+        states = sorted(counts)
+        label = states[0] if len(states) == 1 else ", ".join(f"{s} x{counts[s]}" for s in states)
+        stages.add_row(name, label or "-")
+    console.print(stages)
+    s = result.summary
+    summary = Table(title=f"Run {result.run_id} (dataset revision {result.dataset_revision})")
+    summary.add_column("figure")
+    summary.add_column("value", justify="right")
+    for label, key in [
+        ("rows", "rows"), ("exact-match rows", "exact_match_rows"), ("expected calls", "expected_calls"),
+        ("observed calls", "observed_calls"), ("true positive calls (tp)", "tp"), ("extra calls (fp)", "fp"),
+        ("missing calls (fn)", "fn"), ("rows with missing calls", "rows_with_missing"),
+        ("rows with extra calls", "rows_with_extra"), ("rows with duplicates", "rows_with_duplicates"),
+        ("rows with malformed calls", "rows_with_malformed"), ("rows without calls", "rows_without_calls"),
+        ("mean f1", "mean_f1"), ("mean ragas_tool_call_f1", "mean_ragas_tool_call_f1"), ("errors", "errors"),
+    ]:
+        summary.add_row(label, fmt(s.get(key)))
+    provenance = s.get("provenance") or {}
+    if provenance:
+        summary.add_row("provenance ok / missing / mismatch",
+                        f"{provenance['ok']} / {provenance['missing']} / {provenance['mismatch']}")
+    console.print(summary)
+    tools = Table(title="Failures by tool")
+    for column in ("tool", "missing", "extra", "wrong args"):
+        tools.add_column(column, justify="left" if column == "tool" else "right")
+    for tool, counts in sorted(s.get("failures_by_tool", {}).items()):
+        tools.add_row(tool, str(counts["missing"]), str(counts["extra"]), str(counts["wrong_args"]))
+    console.print(tools)
+    variability = s.get("variability")
+    if variability:
+        from tooleval.variability import format_variability
+
+        console.print(f"Variability across trials (outcome: {variability.get('outcome')})", style="bold")
+        console.print(format_variability(variability), highlight=False)
+    if result.errors:
+        errors = Table(title=f"Errors ({len(result.errors)}; details in errors.json)")
+        for column in ("kind", "case", "trial", "message"):
+            errors.add_column(column)
+        for error in result.errors[:50]:
+            errors.add_row(error["kind"], str(error["case_id"]), fmt(error["trial"]), error["message"])
+        console.print(errors)
+    if result.rows_path is not None:
+        console.print(f"rows:    {result.rows_path}")
+    console.print(f"traces:  {result.traces_path}")
+    console.print(f"summary: {Path(result.run_path) / 'summary.json'}")
+    console.print(f"errors:  {Path(result.run_path) / 'errors.json'}")
+    legacy = s.get("legacy") or {}
+    console.print(f"legacy:  tool_call_f1 = {fmt(legacy.get('value'))} over {fmt(legacy.get('rows'))} rows "
+                  f"({Path(result.out) / 'legacy' / f'dataset_revision={result.dataset_revision}' / f'run_id={result.run_id}'})")
+    console.print(f"query:   tooleval sql --out {result.out} \"SELECT case_id, trial, f1 FROM rows WHERE run_id = "
+                  f"'{result.run_id}' ORDER BY f1 LIMIT 10\"")
+
+
+def print_drift(drift: dict) -> None:
+    style = "green" if drift["verdict"] == "ok" else "bold red"
+    console.print(
+        f"drift check: [{style}]{drift['verdict']}[/] (legacy scalar {fmt(drift['legacy']['value'])}, row-level "
+        f"mean {fmt(drift['new']['value'])}; coverage {drift['coverage']['legacy']} / {drift['coverage']['new']})"
+    )
+    for reason in drift["reasons"]:
+        console.print(f"  - {reason}", highlight=False)
+    for row in drift["rows_differing"][:20]:
+        console.print(f"    {row['case_id']}#{row['trial']}: legacy {row['legacy']} vs row-level {row['new']}")
+    for side in ("only_legacy", "only_new", "duplicated_legacy", "duplicated_new"):
+        keys = drift["coverage"][side]
+        if keys:
+            console.print(f"    {side}: " + ", ".join(f"{k['case_id']}#{k['trial']}" for k in keys[:20]))
+
+
+def print_gate(verdict, run_id: str) -> None:
+    style = "green" if verdict.passed else "bold red"
+    console.print(f"gate for run {run_id}: [{style}]{'PASS' if verdict.passed else 'FAIL'}[/]")
+    for reason in verdict.reasons:
+        console.print(f"  - {reason}", highlight=False)
+    for outcome in verdict.failing_rows:
+        evidence = outcome.evidence()
+        console.print(f"  {evidence['case_id']}#{evidence['trial']}: {', '.join(evidence['rules'])}", highlight=False)
+        for key in ("missing_calls", "extra_calls", "wrong_args"):
+            if evidence[key]:
+                console.print(f"      {key}: {json.dumps(evidence[key], ensure_ascii=False)}", highlight=False)
+    for outcome in verdict.waived:
+        console.print(f"  waived: {outcome.case_id}#{outcome.trial} ({', '.join(outcome.waived_rules)})")
+    for outcome in verdict.quarantined:
+        console.print(f"  quarantined (not blocking): {outcome.case_id}#{outcome.trial} {', '.join(outcome.rules)}")

@@ -1,0 +1,102 @@
+"""``tooleval run``: the evaluation flow (generation, capture, scoring, aggregation, legacy scalar, drift)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from tooleval.errors import InputFileError
+
+from tooleval.cli._app import OutOption, _bundled_dataset, app, console, err_console, fail, prefect_session
+from tooleval.cli._report import print_drift, print_run
+
+
+@app.command()
+def run(
+    dataset: Annotated[Optional[Path], typer.Option(help="Dataset folder (default: bundled tau-bench airline).")] = None,
+    traces: Annotated[Optional[Path], typer.Option(help="Recorded traces file for the replay agent.")] = None,
+    out: OutOption = Path("results"),
+    run_id: Annotated[Optional[str], typer.Option("--run-id", help="Run id (default: a new one).")] = None,
+    shard_size: Annotated[int, typer.Option(min=1, help="Rows per shard task.")] = 50,
+    slices: Annotated[Optional[str], typer.Option(help="Comma-separated slices: evaluate only their cases.")] = None,
+    legacy_only: Annotated[bool, typer.Option("--legacy-only", help="Publish traces and the legacy scalar only.")] = False,
+    agent: Annotated[str, typer.Option(help="replay (recorded traces) or openai (a live OpenAI-compatible server).")]
+    = "replay",
+    base_url: Annotated[Optional[str], typer.Option(help="Live agent: the server's base URL (…/v1).")] = None,
+    model: Annotated[Optional[str], typer.Option(help="Live agent: model name.")] = None,
+    repeats: Annotated[int, typer.Option(min=1, help="Live agent: trials per case (seed = trial index).")] = 1,
+    temperature: Annotated[float, typer.Option(help="Live agent: sampling temperature.")] = 0.0,
+    max_steps: Annotated[int, typer.Option(min=1, help="Live agent: model calls per trial with --tool-results.")]
+    = 1,
+    concurrency: Annotated[int, typer.Option(min=1, help="Live agent: parallel requests.")] = 4,
+    request_timeout: Annotated[float, typer.Option(help="Live agent: seconds per request.")] = 60.0,
+    max_retries: Annotated[int, typer.Option(min=0, help="Live agent: retries on 429, 5xx and timeouts.")] = 5,
+    tool_results: Annotated[Optional[Path], typer.Option(help="Live agent: JSON lines {name, args, result}.")]
+    = None,
+    outcome: Annotated[str, typer.Option(help="Row outcome for pass@k: gate | exact | f1>=X | recorded_reward.")]
+    = "gate",
+    redact_field: Annotated[Optional[list[str]], typer.Option(
+        "--redact-field", help="Field name to redact (repeatable; default: api_key, card_number, email, phone).")]
+    = None,
+    no_redaction: Annotated[bool, typer.Option("--no-redaction", help="Keep raw values (no redaction).")] = False,
+    gate_: Annotated[bool, typer.Option("--gate", help="Exit with the release gate's verdict as well.")] = False,
+    gate_config: Annotated[Optional[Path], typer.Option(help="Gate config (default: the dataset's gate.toml).")]
+    = None,
+) -> None:
+    """Run the evaluation flow: generation, trace capture, scoring, aggregation, legacy scalar, drift check.
+
+    Exit 0: every row scored and no drift; 1: row errors or drift; 2: file or usage error (nothing written).
+    """
+    from tooleval.plan import plan_run
+
+    from tooleval.variability import outcome_from_spec
+
+    dataset = dataset or _bundled_dataset()
+    slice_list = None if slices is None else [s.strip() for s in slices.split(",") if s.strip()]
+    live = None
+    try:
+        outcome_from_spec(outcome)
+        if agent == "openai":
+            from tooleval.agents import OpenAIAgentConfig
+
+            if not base_url or not model:
+                raise InputFileError(None, None, "--agent openai needs --base-url and --model.",
+                                     "pass e.g. --base-url http://127.0.0.1:8000/v1 --model my-model.")
+            live = OpenAIAgentConfig(base_url=base_url, model=model, temperature=temperature, max_steps=max_steps,
+                                     concurrency=concurrency, request_timeout_s=request_timeout,
+                                     max_retries=max_retries)
+        elif agent != "replay":
+            raise InputFileError(None, None, f"unknown agent {agent!r}.", "use --agent replay or --agent openai.")
+        plan = plan_run(dataset, traces, out, run_id, slices=slice_list, agent=live, repeats=repeats,
+                        tool_results=tool_results, redact_fields=redact_field, redaction=not no_redaction)
+    except ValueError as exc:
+        err_console.print(f"[bold red]error:[/] {exc}")
+        raise typer.Exit(2)
+    except InputFileError as exc:
+        fail(exc)
+    try:
+        with prefect_session(out):
+            from flows.evaluate import run_evaluate
+
+            result, drifted = run_evaluate(
+                dataset=str(dataset), traces=None if traces is None else str(traces), out=str(out),
+                run_id=plan.run_id, shard_size=shard_size, slices=slice_list, legacy_only=legacy_only,
+                agent=live, repeats=repeats, tool_results=None if tool_results is None else str(tool_results),
+                outcome=outcome, redact_fields=redact_field, redaction=not no_redaction,
+                gate_config=None if gate_config is None else str(gate_config),
+            )
+    except InputFileError as exc:
+        fail(exc)
+    print_run(result)
+    if result.drift is not None:
+        print_drift(result.drift)
+    verdict = result.summary.get("gate")
+    if verdict is not None:
+        style = "green" if verdict["passed"] else "bold red"
+        console.print(f"gate: [{style}]{'PASS' if verdict['passed'] else 'FAIL'}[/] "
+                      f"({verdict['counts'].get('blocking_rows')} blocking rows; details: tooleval gate --run-id "
+                      f"{result.run_id} --out {result.out})")
+    gate_failed = gate_ and verdict is not None and not verdict["passed"]
+    raise typer.Exit(1 if result.errors or drifted or gate_failed else 0)

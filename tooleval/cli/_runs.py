@@ -1,0 +1,151 @@
+"""Commands over an existing run: ``legacy``, ``drift``, ``rescore``, ``handoff``, ``gate``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from tooleval.errors import InputFileError
+
+from tooleval.cli._app import OutOption, app, console, fail, fmt, prefect_session
+from tooleval.cli._report import print_drift, print_gate, print_run
+
+
+@app.command()
+def legacy(
+    run_id: Annotated[str, typer.Option("--run-id", help="An existing run.")],
+    out: OutOption = Path("results"),
+    dataset: Annotated[Optional[Path], typer.Option(help="Dataset folder (default: the run's).")] = None,
+) -> None:
+    """Publish the legacy scalar (mean ragas ToolCallF1 and row count) of a run from its trace envelopes."""
+    from tooleval.runs import open_run
+
+    try:
+        open_run(out, run_id, dataset)
+    except InputFileError as exc:
+        fail(exc)
+    with prefect_session(out):
+        from flows.legacy import legacy as legacy_flow
+
+        result = legacy_flow(run_id=run_id, out=str(out), dataset=None if dataset is None else str(dataset))
+    console.print(f"legacy {result.metric} = {fmt(result.value)} over {result.rows} rows "
+                  f"(ragas {result.ragas_version})")
+
+
+@app.command()
+def drift(
+    run_id: Annotated[str, typer.Option("--run-id", help="An existing run.")],
+    out: OutOption = Path("results"),
+    dataset: Annotated[Optional[Path], typer.Option(help="Dataset folder (default: the run's).")] = None,
+) -> None:
+    """Compare the legacy scalar with the row-level path on the run's traces; write runs/<run>/drift.json.
+
+    Exit 0: no drift; 1: drift; 2: file or usage error.
+    """
+    from tooleval.drift import recheck_run
+    from tooleval.runs import open_run
+    from tooleval.storage import Publication
+
+    try:
+        published = open_run(out, run_id, dataset)
+    except InputFileError as exc:
+        fail(exc)
+    report = recheck_run(published)
+    with Publication(published.out) as publication:
+        publication.add_json(f"runs/{run_id}/drift.json", report)
+    print_drift(report)
+    console.print(f"written: {published.out / 'runs' / run_id / 'drift.json'}")
+    raise typer.Exit(1 if report["verdict"] == "drift" else 0)
+
+
+@app.command()
+def rescore(
+    run_id: Annotated[str, typer.Option("--run-id", help="The run whose trace envelopes are rescored.")],
+    out: OutOption = Path("results"),
+    case: Annotated[Optional[str], typer.Option(help="Only this case id.")] = None,
+    trial: Annotated[Optional[int], typer.Option(help="Only this trial.")] = None,
+    to_run_id: Annotated[Optional[str], typer.Option("--to-run-id", help="New run id (default: a new one).")] = None,
+    dataset: Annotated[Optional[Path], typer.Option(help="Dataset folder (default: the run's).")] = None,
+) -> None:
+    """Rescore a run's immutable trace envelopes (new scorer or rules; no generation) into a new run id."""
+    from tooleval.runs import open_run
+
+    try:
+        open_run(out, run_id, dataset)
+    except InputFileError as exc:
+        fail(exc)
+    with prefect_session(out):
+        from flows.rescore import rescore as rescore_flow
+
+        try:
+            state = rescore_flow(run_id=run_id, out=str(out), to_run_id=to_run_id, case=case, trial=trial,
+                                 dataset=None if dataset is None else str(dataset), return_state=True)
+            result = state.result(raise_on_failure=False)
+            if not hasattr(result, "summary"):
+                state.result()
+        except InputFileError as exc:
+            fail(exc)
+    print_run(result)
+    if result.drift is not None:
+        print_drift(result.drift)
+    raise typer.Exit(1 if result.errors or state.is_failed() else 0)
+
+
+@app.command()
+def handoff(
+    run_id: Annotated[str, typer.Option("--run-id", help="The run.")],
+    case: Annotated[str, typer.Option(help="The case id.")],
+    trial: Annotated[Optional[int], typer.Option(help="Only this trial (default: every trial of the case).")] = None,
+    out: OutOption = Path("results"),
+    dataset: Annotated[Optional[Path], typer.Option(help="Dataset folder (default: the run's).")] = None,
+) -> None:
+    """Write a handoff folder for a row's owner: revisions, ids, calls at each boundary, mismatch objects and
+    the command that reproduces the row."""
+    from tooleval.handoff import write_handoff
+    from tooleval.runs import open_run
+
+    try:
+        folders = write_handoff(open_run(out, run_id, dataset), case, trial)
+    except InputFileError as exc:
+        fail(exc)
+    for folder in folders:
+        console.print(f"written: {folder}")
+
+
+@app.command()
+def gate(
+    run_id: Annotated[str, typer.Option("--run-id", help="The run to judge.")],
+    out: OutOption = Path("results"),
+    config: Annotated[Optional[Path], typer.Option(help="Gate config (default: the dataset's gate.toml).")] = None,
+    dataset: Annotated[Optional[Path], typer.Option(help="Dataset folder (default: the run's).")] = None,
+) -> None:
+    """Judge a run with the release gate: print each failing row, write runs/<run>/junit.xml.
+
+    Exit 0: pass; 1: a blocking failure; 2: usage or input error.
+    """
+    import pyarrow as pa
+
+    from tooleval.gate import gate_config_for, run_gate, write_junit
+    from tooleval.runs import open_run
+    from tooleval.storage import Publication, read_versioned
+
+    try:
+        run_ = open_run(out, run_id, dataset)
+        cfg = gate_config_for(run_.dataset.path, config)
+        tables = [read_versioned(path, "rows") for path in run_.files("rows")]
+        if not tables:
+            raise InputFileError(run_.out / "rows", None, f"run {run_id!r} has no rows.",
+                                 "run the row-level path first (tooleval run without --legacy-only).")
+    except InputFileError as exc:
+        fail(exc)
+    rows = pa.concat_tables(tables).to_pylist()
+    verdict = run_gate(rows, cfg)
+    with Publication(run_.out) as publication:
+        junit = publication.add_text(f"runs/{run_id}/junit.xml", "")
+        write_junit(verdict, rows, junit, suite_name=run_.revision)
+        publication.add_json(f"runs/{run_id}/gate.json", verdict.to_dict())
+    print_gate(verdict, run_id)
+    console.print(f"written: {run_.out / 'runs' / run_id / 'junit.xml'}")
+    raise typer.Exit(0 if verdict.passed else 1)
