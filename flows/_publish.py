@@ -102,9 +102,13 @@ def publish_run(
     extra_summary: dict[str, Any] | None = None,
     outcome: str = "gate",
     gate_config: str | None = None,
+    publish_legacy: bool = True,
 ) -> RunResult | State:
     """Aggregate, check drift, run the gate and publish one run: ``traces``, ``rows`` and ``legacy`` partitions,
     and ``runs/<run>/{summary.json, errors.json, drift.json, junit.xml}``, all swapped into place together.
+
+    ``publish_legacy=False`` (a diagnostic subset, e.g. ``tooleval rescore --case``) keeps the run's legacy scalar
+    out of ``legacy/`` — the old dashboards would read a one-row mean — while the drift check still runs.
 
     Returns:
         The :class:`RunResult`, or a ``Failed`` state carrying it when the drift check found drift.
@@ -126,7 +130,8 @@ def publish_run(
     errors = list(errors)
     with Publication(out_path) as publication:
         publication.add_table("traces", revision, run_id, _concat(envelope_refs, ENVELOPE_SCHEMA, run_id))
-        stage_legacy(publication, legacy, revision, run_id)
+        if publish_legacy:
+            stage_legacy(publication, legacy, revision, run_id)
         if not legacy_only:
             rows = _concat(row_refs, ROW_SCHEMA, run_id)
             publication.add_table("rows", revision, run_id, rows)

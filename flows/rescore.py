@@ -6,19 +6,16 @@ from __future__ import annotations
 
 from collections import Counter
 
-import pyarrow as pa
-
 from prefect import flow
 
 from flows._publish import STAGES, RunResult, publish_run, run_stage
 from tasks import legacy_scalar, score_shard
 from tooleval.dataset import check_name
-from tooleval.errors import InputFileError
 from tooleval.plan import DatasetRef, check_run_id, new_run_id
 from tooleval.ragas_metric import ragas_version
-from tooleval.runs import open_run
+from tooleval.runs import open_run, select_envelopes
 from tooleval.stages import stage_dir, write_stage_table
-from tooleval.storage import ENVELOPE_SCHEMA, read_versioned
+from tooleval.storage import ENVELOPE_SCHEMA
 from tooleval.versions import scorer_version
 
 
@@ -33,6 +30,9 @@ def rescore(
     shard_size: int = 50,
 ) -> RunResult:
     """Rescore a run's trace envelopes into a new run.
+
+    A rescore of a subset (``case`` or ``trial`` given) is a diagnostic run: its legacy scalar is not published
+    (the old dashboards would read a one-row "mean"); its drift check still runs.
 
     Args:
         run_id: The run whose envelopes are rescored.
@@ -52,13 +52,7 @@ def rescore(
     source = open_run(out, run_id, dataset)
     target = check_name(to_run_id or new_run_id(), what="run id")
     check_run_id(source.out, target, source.revision)
-    tables = [read_versioned(path, "traces") for path in source.files("traces")]
-    envelopes = pa.concat_tables(tables).to_pylist() if tables else []
-    chosen = [e for e in envelopes if (case is None or e["case_id"] == case) and (trial is None or e["trial"] == trial)]
-    if not chosen:
-        raise InputFileError(source.files("traces")[0] if tables else source.out, None,
-                             f"run {run_id!r} has no envelope for case {case!r} trial {trial!r}.",
-                             "check --case/--trial against the run's rows.")
+    chosen = select_envelopes(source, case, trial)
     for envelope in chosen:
         envelope["run_id"] = None
     dataset_ref = DatasetRef.model_validate(source.summary["dataset_ref"])
@@ -74,7 +68,9 @@ def rescore(
                                   out_dir, scoring_dir))
     legacy = run_stage(legacy_scalar, states["legacy-scalar"], [r.path for r in envelope_refs],
                        [r.digest for r in envelope_refs], dataset_ref, source.redaction, code, ragas, out_dir)
+    subset = case is not None or trial is not None
     return publish_run(
+        publish_legacy=not subset,
         out=out_dir, run_id=target, dataset=dataset_ref, redaction=source.redaction,
         slices=source.summary.get("slices"), errors=[], envelope_refs=envelope_refs, row_refs=row_refs,
         legacy=legacy, states=states,

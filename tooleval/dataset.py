@@ -99,7 +99,7 @@ def _load_cases(path: Path) -> dict[str, Case]:
             if not line.strip():
                 continue
             try:
-                data = json.loads(line)
+                data = json.loads(line.rstrip())
             except json.JSONDecodeError as exc:
                 raise InputFileError(
                     path, number, f"not valid JSON ({exc.msg}, column {exc.colno}).", "repair or remove that line."

@@ -113,6 +113,9 @@ def recheck_run(run: Any, *, tolerance: float = DEFAULT_TOLERANCE) -> dict[str, 
 
     Returns:
         The ``drift.json`` content, with ``published_legacy_value`` added.
+
+    Raises:
+        tooleval.errors.InputFileError: the run has no rows (legacy-only).
     """
     import json
 
@@ -124,6 +127,11 @@ def recheck_run(run: Any, *, tolerance: float = DEFAULT_TOLERANCE) -> dict[str, 
         tables = [read_versioned(path, kind).select(columns) for path in run.files(kind)]
         return pa.concat_tables(tables).to_pylist() if tables else []
 
+    if not run.files("rows"):
+        from tooleval.errors import InputFileError
+
+        raise InputFileError(run.out / "rows", None, f"run {run.run_id!r} has no rows (a --legacy-only run?): "
+                             "there is no row-level path to compare.", "run it without --legacy-only first.")
     envelopes = read("traces", ["case_id", "trial", "messages_json", "error"])
     legacy = legacy_score(envelopes, run.dataset.cases, str(run.summary.get("versions", {}).get("scorer")),
                           run.redactor())

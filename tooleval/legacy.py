@@ -128,9 +128,16 @@ def legacy_score(
     )
 
 
-def legacy_record(result: LegacyResult, revision: str, run_id: str) -> dict[str, Any]:
+def legacy_record(
+    result: LegacyResult, revision: str, run_id: str, published_at: datetime | None = None
+) -> dict[str, Any]:
     """The published scalar: ``scalar.json`` content and the one row of ``scalar.parquet``
-    (revision, run id, metric, value, rows, ragas version, scorer version, computed at)."""
+    (revision, run id, metric, value, rows, ragas version, scorer version, computed at).
+
+    ``computed_at`` is when *this run* published the scalar (``published_at``, default now), not when the value
+    was first computed: a run over unchanged inputs takes the value from the cache, and the old dashboards order
+    their series by ``computed_at``.
+    """
     return {
         "dataset_revision": revision,
         "run_id": run_id,
@@ -139,7 +146,7 @@ def legacy_record(result: LegacyResult, revision: str, run_id: str) -> dict[str,
         "rows": result.rows,
         "ragas_version": result.ragas_version,
         "scorer_version": result.scorer_version,
-        "computed_at": result.computed_at,
+        "computed_at": published_at or datetime.now(timezone.utc),
     }
 
 
@@ -154,5 +161,5 @@ def stage_legacy(publication: Any, result: LegacyResult, revision: str, run_id: 
     table = pa.Table.from_pylist([record], schema=LEGACY_SCHEMA)
     publication.add_table("legacy", revision, run_id, table, filename="scalar.parquet")
     publication.add_partition_json(
-        "legacy", revision, run_id, "scalar.json", dict(record, computed_at=result.computed_at.isoformat())
+        "legacy", revision, run_id, "scalar.json", dict(record, computed_at=record["computed_at"].isoformat())
     )

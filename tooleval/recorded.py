@@ -52,7 +52,7 @@ def iter_trace_lines(path: Path) -> Iterator[TraceLine]:
                 if not text.strip():
                     continue
                 try:
-                    data = json.loads(text)
+                    data = json.loads(text.rstrip())
                 except json.JSONDecodeError as exc:
                     raise InputFileError(
                         path, number, f"not valid JSON ({exc.msg}, column {exc.colno}).", "repair or remove that line."

@@ -75,3 +75,26 @@ def open_run(out: str | Path, run_id: str, dataset: str | Path | None = None) ->
                              f"dataset revision {loaded.revision!r} is not the run's revision {revision!r}.",
                              "pass --dataset with the folder of that revision.")
     return PublishedRun(out=out, run_id=run_id, revision=revision, summary=summary, dataset=loaded)
+
+
+def select_envelopes(run: PublishedRun, case: str | None = None, trial: int | None = None) -> list[dict]:
+    """The run's trace envelopes (older envelope versions migrated), optionally one case and/or one trial.
+
+    Raises:
+        InputFileError: a newer envelope version, or no envelope matches ``case``/``trial``.
+    """
+    import pyarrow as pa
+
+    from tooleval.storage import read_versioned
+
+    files = run.files("traces")
+    tables = [read_versioned(path, "traces") for path in files]
+    envelopes = pa.concat_tables(tables).to_pylist() if tables else []
+    chosen = [e for e in envelopes if (case is None or e["case_id"] == case) and (trial is None or e["trial"] == trial)]
+    if not chosen:
+        wanted = " and ".join(part for part in (
+            None if case is None else f"case {case!r}", None if trial is None else f"trial {trial}") if part)
+        raise InputFileError(files[0] if files else run.out / "traces", None,
+                             f"run {run.run_id!r} has no trace envelope for {wanted or 'any case'}.",
+                             "check --case/--trial against the run's rows (tooleval sql).")
+    return chosen

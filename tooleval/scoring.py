@@ -64,7 +64,7 @@ def row_skeleton(case: Case, envelope: dict[str, Any], expected: list[Call] | No
         "agent_name": envelope.get("agent_name"),
         "agent_version": envelope.get("agent_version"),
         "expected_calls": [call.to_record() for call in expected],
-        "observed_calls": [],
+        "observed_calls": envelope.get("model_calls") or None,  # what could be read; null when nothing
         "missing_calls": None,
         "extra_calls": None,
         "wrong_args": None,

@@ -40,23 +40,46 @@ def import_(
 
 @app.command()
 def sql(
-    query: Annotated[str, typer.Argument(help="SQL over the views rows and traces.")],
+    query: Annotated[str, typer.Argument(help="SQL over the views rows, traces and legacy_scalars.")],
     out: OutOption = Path("results"),
+    format_: Annotated[str, typer.Option("--format", help="table (rounded for reading), csv or jsonl (exact).")]
+    = "table",
 ) -> None:
-    """Query the results with DuckDB (views ``rows`` and ``traces``; partition columns stay strings)."""
+    """Query the results with DuckDB (views ``rows``, ``traces``, ``legacy_scalars``; partition columns stay
+    strings). Exit 2 on a missing results folder or a bad query."""
+    import sys
+
     import duckdb
 
     from tooleval.storage import connect
 
+    if format_ not in ("table", "csv", "jsonl"):
+        err_console.print(f"[bold red]error:[/] unknown --format {format_!r}; use table, csv or jsonl.")
+        raise typer.Exit(2)
+    if not out.is_dir():
+        fail(InputFileError(out, None, "no results folder here.", "pass --out with the folder `tooleval run` wrote."))
     con = connect(out)
     try:
         cursor = con.execute(query)
     except duckdb.Error as exc:
         err_console.print(f"[bold red]error:[/] {exc}")
         raise typer.Exit(2)
+    names = [column[0] for column in cursor.description]
+    records = cursor.fetchall()
+    if format_ == "csv":
+        import csv
+
+        writer = csv.writer(sys.stdout)
+        writer.writerow(names)
+        writer.writerows(records)
+        return
+    if format_ == "jsonl":
+        for record in records:
+            sys.stdout.write(json.dumps(dict(zip(names, record)), default=str, ensure_ascii=False) + "\n")
+        return
     table = Table()
-    for column in cursor.description:
-        table.add_column(column[0])
-    for record in cursor.fetchall():
+    for name in names:
+        table.add_column(name)
+    for record in records:
         table.add_row(*(fmt(v) for v in record))
     console.print(table)

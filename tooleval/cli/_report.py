@@ -63,10 +63,15 @@ def print_run(result) -> None:
     console.print(f"summary: {Path(result.run_path) / 'summary.json'}")
     console.print(f"errors:  {Path(result.run_path) / 'errors.json'}")
     legacy = s.get("legacy") or {}
-    console.print(f"legacy:  tool_call_f1 = {fmt(legacy.get('value'))} over {fmt(legacy.get('rows'))} rows "
-                  f"({Path(result.out) / 'legacy' / f'dataset_revision={result.dataset_revision}' / f'run_id={result.run_id}'})")
-    console.print(f"query:   tooleval sql --out {result.out} \"SELECT case_id, trial, f1 FROM rows WHERE run_id = "
-                  f"'{result.run_id}' ORDER BY f1 LIMIT 10\"")
+    scalar = Path(result.out) / "legacy" / f"dataset_revision={result.dataset_revision}" / f"run_id={result.run_id}"
+    where = f"({scalar})" if scalar.is_dir() else "(not published: a diagnostic subset)"
+    console.print(f"legacy:  tool_call_f1 = {fmt(legacy.get('value'))} over {fmt(legacy.get('rows'))} rows {where}")
+    if result.rows_path is not None:
+        console.print(f"query:   tooleval sql --out {result.out} \"SELECT case_id, trial, f1 FROM rows WHERE "
+                      f"run_id = '{result.run_id}' ORDER BY f1 LIMIT 10\"")
+    else:
+        console.print(f"query:   tooleval sql --out {result.out} \"SELECT dataset_revision, run_id, value, rows "
+                      "FROM legacy_scalars ORDER BY computed_at\"")
 
 
 def print_drift(drift: dict) -> None:

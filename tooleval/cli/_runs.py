@@ -50,9 +50,9 @@ def drift(
 
     try:
         published = open_run(out, run_id, dataset)
+        report = recheck_run(published)
     except InputFileError as exc:
         fail(exc)
-    report = recheck_run(published)
     with Publication(published.out) as publication:
         publication.add_json(f"runs/{run_id}/drift.json", report)
     print_drift(report)
@@ -69,11 +69,19 @@ def rescore(
     to_run_id: Annotated[Optional[str], typer.Option("--to-run-id", help="New run id (default: a new one).")] = None,
     dataset: Annotated[Optional[Path], typer.Option(help="Dataset folder (default: the run's).")] = None,
 ) -> None:
-    """Rescore a run's immutable trace envelopes (new scorer or rules; no generation) into a new run id."""
-    from tooleval.runs import open_run
+    """Rescore a run's immutable trace envelopes (new scorer or rules; no generation) into a new run id.
+
+    A subset (--case/--trial) is a diagnostic run: its legacy scalar is not published.
+    """
+    from tooleval.dataset import check_name
+    from tooleval.plan import check_run_id
+    from tooleval.runs import open_run, select_envelopes
 
     try:
-        open_run(out, run_id, dataset)
+        source = open_run(out, run_id, dataset)
+        select_envelopes(source, case, trial)
+        if to_run_id is not None:
+            check_run_id(source.out, check_name(to_run_id, what="run id"), source.revision)
     except InputFileError as exc:
         fail(exc)
     with prefect_session(out):
