@@ -8,7 +8,9 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from conftest import SHARED_DATA, TINY_CASES, TINY_TRACES, write_dataset
+from pathlib import Path
+
+from conftest import BUNDLED, SHARED_DATA, TINY_CASES, TINY_TRACES, write_dataset
 from tooleval.cli import app
 
 runner = CliRunner()
@@ -56,6 +58,23 @@ class TestFileErrors:
     def test_missing_dataset_exits_2(self, tmp_path):
         result = runner.invoke(app, ["run", "--dataset", str(tmp_path / "nope"), "--out", str(tmp_path / "o")])
         assert result.exit_code == 2
+
+
+def test_default_dataset_is_the_bundled_one():
+    from flows.evaluate import DEFAULT_DATASET
+    from tooleval.cli._app import BUNDLED_DATASET
+
+    assert BUNDLED_DATASET == BUNDLED == Path(DEFAULT_DATASET)
+    assert (BUNDLED_DATASET / "dataset.json").is_file()
+
+
+def test_run_without_dataset_plans_the_bundled_one(tmp_path):
+    # A usage error found after the bundled dataset was read: its revision is already written with other content.
+    out = tmp_path / "results"
+    (out / "revisions").mkdir(parents=True)
+    (out / "revisions" / "gpt-4o-airline-v1.json").write_text('{"content_digest": "0000"}')
+    result = runner.invoke(app, ["run", "--out", str(out)], env={"COLUMNS": "300"})
+    assert result.exit_code == 2 and "revision 'gpt-4o-airline-v1' was already written" in result.output
 
 
 def test_import_tau_bench(tmp_path):

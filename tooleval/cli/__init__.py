@@ -1,7 +1,7 @@
 """The ``tooleval`` command line (typer). Flows are imported lazily inside the commands, after the Prefect
 environment has been set, so that ``tooleval --help`` and ``tooleval import`` never start Prefect.
 
-Exit codes (DESIGN.md "Bad input"): 0 every row scored; 1 the run completed but some rows or cases had errors;
+Exit codes: 0 every row scored; 1 the run completed but some rows or cases had errors;
 2 a file or usage error, in which case nothing was written.
 """
 

@@ -19,8 +19,12 @@ err_console = Console(stderr=True)
 OutOption = Annotated[Path, typer.Option("--out", help="Results folder.")]
 
 
+BUNDLED_DATASET = Path(__file__).resolve().parents[2] / "datasets" / "tau-bench-airline"
+"""The default ``--dataset``: the bundled tau-bench airline dataset (repository root / datasets)."""
+
+
 def _bundled_dataset() -> Path:
-    return Path(__file__).resolve().parents[1] / "datasets" / "tau-bench-airline"
+    return BUNDLED_DATASET
 
 
 def prefect_environment(out: Path) -> dict[str, str]:
