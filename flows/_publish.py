@@ -107,14 +107,17 @@ def publish_run(
     """Aggregate, check drift, run the gate and publish one run: ``traces``, ``rows`` and ``legacy`` partitions,
     and ``runs/<run>/{summary.json, errors.json, drift.json, junit.xml}``, all swapped into place together.
 
-    ``publish_legacy=False`` (a diagnostic subset, e.g. ``tooleval rescore --case``) keeps the run's legacy scalar
-    out of ``legacy/`` — the old dashboards would read a one-row mean — while the drift check still runs.
+    ``publish_legacy=False`` (a diagnostic subset, e.g. ``tooleval rescore --case``) and a ``--slices`` run keep
+    their legacy scalar out of ``legacy/`` — the old dashboards would read a partial mean under the run's name —
+    while the drift check still runs on what was scored (``drift.json`` names the slices).
 
     Returns:
         The :class:`RunResult`, or a ``Failed`` state carrying it when the drift check found drift.
     """
     code, ragas = scorer_version(), ragas_version()
     revision, out_path = dataset.revision, Path(out)
+    published_at = datetime.now(timezone.utc)  # the run's one time: legacy computed_at and completed_at
+    publish_legacy = publish_legacy and slices is None  # a --slices run is partial: no scalar for the dashboards
     summary: dict[str, Any] = {
         "dataset_revision": revision,
         "run_id": run_id,
@@ -131,7 +134,7 @@ def publish_run(
     with Publication(out_path) as publication:
         publication.add_table("traces", revision, run_id, _concat(envelope_refs, ENVELOPE_SCHEMA, run_id))
         if publish_legacy:
-            stage_legacy(publication, legacy, revision, run_id)
+            stage_legacy(publication, legacy, revision, run_id, published_at=published_at)
         if not legacy_only:
             rows = _concat(row_refs, ROW_SCHEMA, run_id)
             publication.add_table("rows", revision, run_id, rows)
@@ -140,6 +143,7 @@ def publish_run(
             errors += _row_errors(rows)
             drift = check_drift(legacy, rows.select(
                 ["case_id", "trial", "ragas_tool_call_f1", "ragas_version", "scorer_version"]).to_pylist())
+            drift["slices"] = slices
             summary.update(figures)
             records = rows.to_pylist()
             summary["variability"] = variability_summary(records, outcome_from_spec(outcome))
@@ -152,7 +156,7 @@ def publish_run(
                                 "legacy_value": drift["legacy"]["value"], "new_value": drift["new"]["value"]}
             publication.add_json(f"runs/{run_id}/drift.json", drift)
         summary["errors"] = len(errors)
-        summary["completed_at"] = datetime.now(timezone.utc).isoformat()
+        summary["completed_at"] = published_at.isoformat()
         publication.add_json(f"runs/{run_id}/summary.json", summary)
         publication.add_json(f"runs/{run_id}/errors.json", errors)
         record = revision_record_path(out_path, revision)

@@ -3,11 +3,13 @@ run's immutable trace envelopes (``traces/dataset_revision=<rev>/run_id=<run>/``
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from prefect import flow
 
 from tasks import legacy_scalar
 from tooleval.legacy import LegacyResult, stage_legacy
-from tooleval.plan import DatasetRef
+from tooleval.plan import dataset_ref
 from tooleval.ragas_metric import ragas_version
 from tooleval.runs import open_run
 from tooleval.storage import Publication
@@ -30,10 +32,12 @@ def legacy(run_id: str, out: str = "results", dataset: str | None = None) -> Leg
         tooleval.errors.InputFileError: unknown run or missing dataset.
     """
     run = open_run(out, run_id, dataset)
-    ref = DatasetRef.model_validate(run.summary["dataset_ref"])
+    ref = dataset_ref(run.dataset)
     files = run.files("traces")
     result = legacy_scalar([str(f) for f in files], run.digests("traces"), ref, run.redaction, scorer_version(),
                            ragas_version(), str(run.out))
+    completed = run.summary.get("completed_at")
+    published_at = datetime.fromisoformat(completed) if completed else None  # keep the run's place in the series
     with Publication(run.out) as publication:
-        stage_legacy(publication, result, run.revision, run_id)
+        stage_legacy(publication, result, run.revision, run_id, published_at=published_at)
     return result

@@ -11,7 +11,8 @@ from prefect import flow
 from flows._publish import STAGES, RunResult, publish_run, run_stage
 from tasks import legacy_scalar, score_shard
 from tooleval.dataset import check_name
-from tooleval.plan import DatasetRef, check_run_id, new_run_id
+from tooleval.plan import check_run_id, new_run_id
+from tooleval.plan import dataset_ref as make_dataset_ref
 from tooleval.ragas_metric import ragas_version
 from tooleval.runs import open_run, select_envelopes
 from tooleval.stages import stage_dir, write_stage_table
@@ -55,7 +56,7 @@ def rescore(
     chosen = select_envelopes(source, case, trial)
     for envelope in chosen:
         envelope["run_id"] = None
-    dataset_ref = DatasetRef.model_validate(source.summary["dataset_ref"])
+    dataset_ref = make_dataset_ref(source.dataset)
     out_dir = str(source.out)
     code, ragas = scorer_version(), ragas_version()
     states = {name: Counter() for name in STAGES}

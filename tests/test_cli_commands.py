@@ -60,6 +60,28 @@ def test_rescore_refusals_exit_2_before_prefect(run_folder, args, text):
     assert text in result.output and "Traceback" not in result.output
 
 
+def test_a_slices_run_publishes_no_legacy_scalar(tmp_path, prefect_harness):
+    cases = [dict(c, slice="refunds" if c["case_id"] == "A" else "lookups") for c in TINY_CASES]
+    dataset = write_dataset(tmp_path / "d", cases, TINY_TRACES)
+    out = tmp_path / "out"
+    result = runner.invoke(app, ["run", "--dataset", str(dataset), "--out", str(out), "--run-id", "s1",
+                                 "--slices", "refunds"], env=WIDE)
+    assert result.exit_code == 0, result.output
+    assert not (out / "legacy").exists()  # the dashboards' series is not touched by a partial run
+    drift = json.loads((out / "runs" / "s1" / "drift.json").read_text())
+    assert drift["verdict"] == "ok" and drift["slices"] == ["refunds"] and drift["coverage"]["new"] == 2
+
+
+def test_example_datasets_share_one_results_folder(tmp_path, prefect_harness):
+    from conftest import REPO
+
+    out = tmp_path / "out"
+    for name in ("refund-trajectory", "refund-negative", "tool-contracts"):
+        result = runner.invoke(app, ["run", "--dataset", str(REPO / "datasets" / "examples" / name), "--out",
+                                     str(out), "--run-id", name], env=WIDE)
+        assert result.exit_code == 0, result.output
+
+
 def test_drift_of_a_legacy_only_run_is_a_usage_error(run_folder):
     dataset, out = run_folder
     assert runner.invoke(app, ["run", "--dataset", str(dataset), "--out", str(out), "--run-id", "old",

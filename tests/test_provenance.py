@@ -178,7 +178,8 @@ SECRET_CASES = [
     {"case_id": "p2", "input": [{"role": "user", "content": "Charge card 4111111111111111 for order 7"}],
      "expected_calls": [{"name": "charge", "args": {"order": 7, "card_number": "4111111111111111", "amount": 250}}]},
 ]
-SECRETS = ["ana.lima@example.com", "4111111111111111", "+1-555-0100", "bob@example.org"]
+SECRETS = ["ana.lima@example.com", "4111111111111111", "+1-555-0100", "bob@example.org",
+           "adapter.only@example.com", "executor.only@example.com", "result.only@example.com"]
 
 
 def _secret_traces():
@@ -193,7 +194,12 @@ def _secret_traces():
               "charge", '{"order": 7, "card_number": "4111111111111111", "amount": 250.0}')]},
           {"role": "assistant", "content": "", "tool_calls": [tool_call(
               "charge", '{"card_number": "4111111111111111", "amount": 2')]}]
-    return [{"case_id": "p1", "trial": 0, "messages": p1, "request": {"messages": p1[:1]}},
+    # Values that appear only at the adapter and executor boundaries must be redacted there too.
+    adapter = [{"name": "update_contact", "args": {"user_id": "u1", "email": "adapter.only@example.com"}}]
+    executor = [{"name": "update_contact", "arguments": '{"user_id": "u1", "email": "executor.only@example.com"}',
+                 "executions": 1, "status": "ok", "result": '{"email": "result.only@example.com"}'}]
+    return [{"case_id": "p1", "trial": 0, "messages": p1, "request": {"messages": p1[:1]},
+             "adapter_calls": adapter, "executor_calls": executor},
             {"case_id": "p2", "trial": 0, "messages": p2, "request": {"messages": p2[:1]}}]
 
 
@@ -222,12 +228,43 @@ def test_redaction_leaves_no_raw_value_and_the_same_scores(tmp_path):
     assert "redacted:" in text
     plain, _ = run_evaluate(dataset=str(dataset), out=str(tmp_path / "plain"), run_id="plain", redaction=False)
     columns = ["case_id", "tp", "fp", "fn", "f1", "ragas_tool_call_f1", "exact_match", "duplicate_calls",
-               "malformed_calls", "provenance_status"]
+               "malformed_calls", "provenance_status", "first_divergent_boundary"]
     assert (pq.read_table(redacted.rows_path, columns=columns).to_pylist()
             == pq.read_table(plain.rows_path, columns=columns).to_pylist())
     assert redacted.summary["mean_f1"] == plain.summary["mean_f1"] == pytest.approx((1.0 + 2 / 3) / 2)
     fields = {e["case_id"]: e["redacted_fields"] for e in pq.read_table(redacted.traces_path).to_pylist()}
     assert "email" in fields["p1"] and "phone" in fields["p1"]
+
+
+@pytest.mark.usefixtures("prefect_harness")
+class TestRedactionKey:
+    def test_deleting_the_disposable_folder_keeps_the_run_rescorable(self, tiny_dataset, tmp_path):
+        import shutil
+
+        from flows.evaluate import run_evaluate
+
+        out = tmp_path / "out"
+        run_evaluate(dataset=str(tiny_dataset), out=str(out), run_id="k1")
+        shutil.rmtree(out / ".tooleval")
+        result = CliRunner().invoke(app, ["rescore", "--run-id", "k1", "--to-run-id", "k2", "--out", str(out)],
+                                    env={"COLUMNS": "200"})
+        assert result.exit_code == 0, result.output
+
+    def test_a_different_key_is_refused_by_name(self, tiny_dataset, tmp_path):
+        from flows.evaluate import run_evaluate
+
+        out = tmp_path / "out"
+        run_evaluate(dataset=str(tiny_dataset), out=str(out), run_id="k1")
+        (out / "redaction.key").write_text("another key")
+        result = CliRunner().invoke(app, ["rescore", "--run-id", "k1", "--out", str(out)], env={"COLUMNS": "300"})
+        assert result.exit_code == 2 and "redaction.key" in result.output and "Traceback" not in result.output
+
+    def test_extra_fields_add_to_the_defaults(self, tmp_path):
+        from tooleval.plan import plan_run
+
+        dataset = write_dataset(tmp_path / "d", TINY_CASES, TINY_TRACES)
+        plan = plan_run(dataset, None, tmp_path / "out", "x", redact_fields=["customer_id"])
+        assert plan.redaction.fields == ["api_key", "card_number", "customer_id", "email", "phone"]
 
 
 @pytest.mark.usefixtures("prefect_harness")
@@ -269,6 +306,17 @@ class TestRescoreAndHandoff:
         summary = json.loads((out / "runs" / "again" / "summary.json").read_text())
         assert summary["rescored_from"] == {"run_id": "orig", "case": "A", "trial": 1}
         assert "generation" not in result.output  # no generation stage ran
+
+    def test_rescore_with_changed_case_rules_under_the_same_revision_is_refused(self, tiny_dataset, tmp_path):
+        from flows.evaluate import run_evaluate
+
+        out = tmp_path / "out"
+        run_evaluate(dataset=str(tiny_dataset), out=str(out), run_id="orig")
+        changed = write_dataset(tmp_path / "changed", [dict(TINY_CASES[0], forbidden_tools=["refund"]),
+                                                        *TINY_CASES[1:]], TINY_TRACES)
+        result = CliRunner().invoke(app, ["rescore", "--run-id", "orig", "--out", str(out), "--dataset",
+                                          str(changed)], env={"COLUMNS": "300"})
+        assert result.exit_code == 2 and "bump the revision" in result.output
 
     def test_rescore_reads_version_1_envelopes(self, tmp_path):
         from flows.rescore import rescore

@@ -150,14 +150,16 @@ def legacy_record(
     }
 
 
-def stage_legacy(publication: Any, result: LegacyResult, revision: str, run_id: str) -> None:
+def stage_legacy(
+    publication: Any, result: LegacyResult, revision: str, run_id: str, published_at: datetime | None = None
+) -> None:
     """Stage ``legacy/dataset_revision=<rev>/run_id=<run>/{scalar.parquet, scalar.json}`` in a publication
     (:class:`tooleval.storage.Publication`); the partition is replaced as a whole on commit."""
     import pyarrow as pa
 
     from tooleval.storage import LEGACY_SCHEMA
 
-    record = legacy_record(result, revision, run_id)
+    record = legacy_record(result, revision, run_id, published_at)
     table = pa.Table.from_pylist([record], schema=LEGACY_SCHEMA)
     publication.add_table("legacy", revision, run_id, table, filename="scalar.parquet")
     publication.add_partition_json(

@@ -146,7 +146,7 @@ def plan_run(
         out: Results folder (created later, at publication).
         run_id: Run id; ``None`` generates one.
         slices: Evaluate only cases whose ``slice`` is listed; traces of other cases are skipped silently.
-        redact_fields: Field names to redact (default :data:`tooleval.redaction.DEFAULT_FIELDS`).
+        redact_fields: Field names to redact in addition to :data:`tooleval.redaction.DEFAULT_FIELDS`.
         redact_paths: Dotted argument/result paths to redact as well.
         redaction: ``False`` turns redaction off.
         agent: A live agent; ``None`` replays the recorded traces.
@@ -210,7 +210,7 @@ def plan_run(
             )
     return RunPlan(
         redaction=_redaction_config(out_path, redaction, redact_fields, redact_paths),
-        dataset=_dataset_ref(loaded),
+        dataset=dataset_ref(loaded),
         agent=ReplayAgentConfig(traces_path=str(traces_path.resolve()), traces_digest=index.digest),
         out=str(out_path),
         run_id=run_id,
@@ -225,7 +225,7 @@ def _redaction_config(out: Path, on: bool, fields: list[str] | None, paths: list
         return None
     key = load_key(out)
     return RedactionConfig(
-        fields=list(DEFAULT_FIELDS) if fields is None else fields,
+        fields=sorted(set(DEFAULT_FIELDS) | set(fields or [])),
         paths=paths or [],
         key_digest=hashlib.sha256(key).hexdigest(),
     )
@@ -250,11 +250,12 @@ def _live_plan(loaded, digests, agent, out_path, run_id, slices, repeats, tool_r
         for case_id in sorted(loaded.cases)
         for trial in range(repeats)
     ]
-    return RunPlan(dataset=_dataset_ref(loaded), agent=agent, executor=executor, out=str(out_path), run_id=run_id,
+    return RunPlan(dataset=dataset_ref(loaded), agent=agent, executor=executor, out=str(out_path), run_id=run_id,
                    items=items, errors=[], slices=slices, redaction=redaction)
 
 
-def _dataset_ref(loaded) -> DatasetRef:
+def dataset_ref(loaded) -> DatasetRef:
+    """The :class:`DatasetRef` of a loaded :class:`tooleval.dataset.Dataset`."""
     from tooleval.rules import load_policy
 
     tools_path = loaded.path / "tools.json"

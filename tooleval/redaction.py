@@ -9,8 +9,9 @@ pipeline does (generation output, reference calls, the legacy path). Every raw v
 wherever it appears verbatim in free text (message contents, malformed argument text), so an e-mail address the
 agent repeats in its reply does not survive either.
 
-The key comes from ``$TOOLEVAL_REDACTION_KEY`` or a random key kept in ``<out>/.tooleval/redaction.key``
-(created once, mode 0600). Only a digest of the key enters cache keys.
+The key comes from ``$TOOLEVAL_REDACTION_KEY`` or a random key kept in ``<out>/redaction.key`` (created once,
+mode 0600; not under the disposable ``<out>/.tooleval``: without it a run cannot be rescored). Only a digest of the
+key enters cache keys and ``summary.json``.
 """
 
 from __future__ import annotations
@@ -27,8 +28,9 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, field_validator
 
 from tooleval.canonical import canonical_json
+from tooleval.errors import InputFileError
 
-__all__ = ["DEFAULT_FIELDS", "RedactionConfig", "Redactor", "load_key"]
+__all__ = ["DEFAULT_FIELDS", "RedactionConfig", "Redactor", "build_redactor", "key_path", "load_key"]
 
 DEFAULT_FIELDS = ("api_key", "card_number", "email", "phone")
 """Field names redacted by default (compared case-insensitively)."""
@@ -53,12 +55,25 @@ class RedactionConfig(BaseModel):
         return sorted({str(v).lower() if isinstance(v, str) else v for v in value}) if value is not None else []
 
 
-def load_key(out: str | Path) -> bytes:
-    """The redaction key: ``$TOOLEVAL_REDACTION_KEY`` (text) or ``<out>/.tooleval/redaction.key`` (created)."""
+def key_path(out: str | Path) -> Path:
+    """Where the results folder's redaction key lives: ``<out>/redaction.key``."""
+    return Path(out).resolve() / "redaction.key"
+
+
+def load_key(out: str | Path, *, create: bool = True) -> bytes:
+    """The redaction key: ``$TOOLEVAL_REDACTION_KEY`` (text) or ``<out>/redaction.key`` (created when missing
+    and ``create``).
+
+    Raises:
+        InputFileError: the key file is missing and ``create`` is false.
+    """
     env = os.environ.get("TOOLEVAL_REDACTION_KEY")
     if env:
         return env.encode()
-    path = Path(out).resolve() / ".tooleval" / "redaction.key"
+    path = key_path(out)
+    if not path.exists() and not create:
+        raise InputFileError(path, None, "the redaction key of these results is missing.",
+                             "restore redaction.key, or set TOOLEVAL_REDACTION_KEY to the key the run used.")
     if not path.exists():
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(".tmp")
@@ -189,6 +204,21 @@ class Redactor:
                 message["content"] = self.redact_field_pairs(content)
         return message
 
+    def _redact_boundary_call(self, call: Any) -> Any:
+        """An adapter or executor record: its arguments (object or text) and its tool result."""
+        if not isinstance(call, dict):
+            return call
+        call = dict(call)
+        for key in ("args", "arguments"):
+            if key in call:
+                call[key] = self._redact_argument_text(call[key])
+        result = call.get("result")
+        if isinstance(result, (dict, list)):
+            call["result"] = self.redact_json(result)
+        elif isinstance(result, str):
+            call["result"] = self._redact_message({"role": "tool", "content": result})["content"]
+        return call
+
     def redact_messages(self, messages: Any) -> Any:
         """Redact a conversation (a case input) as :meth:`redact_trace` redacts a request's messages, with only the
         seeded values for free text: used to compare a redacted request with its case's input."""
@@ -222,8 +252,7 @@ class Redactor:
             out["request"] = request
         for key in ("adapter_calls", "executor_calls"):
             if isinstance(trace.get(key), list):
-                out[key] = [dict(c, args=self.redact_json(c.get("args") or {})) if isinstance(c.get("args"), dict)
-                            else c for c in trace[key]]
+                out[key] = [self._redact_boundary_call(call) for call in trace[key]]
         if isinstance(trace.get("metadata"), dict):
             out["metadata"] = self.redact_json(trace["metadata"])
         text = self.redact_text(json.dumps(out, ensure_ascii=False))
@@ -249,13 +278,17 @@ def build_redactor(out: str | Path, config: RedactionConfig | None, cases: dict[
     off). The key is :func:`load_key` ``(out)``; ``config.key_digest`` must match it.
 
     Raises:
-        ValueError: the key changed since the run was planned (its digest differs).
+        InputFileError: the key is missing or is not the one ``config`` was made with.
     """
     if config is None:
         return None
-    key = load_key(out)
+    key = load_key(out, create=False)
     if config.key_digest and hashlib.sha256(key).hexdigest() != config.key_digest:
-        raise ValueError("the redaction key changed while the run was going on; rerun")
+        raise InputFileError(
+            key_path(out), None,
+            f"the redaction key is not the one these traces were redacted with (key digest {config.key_digest[:12]}...).",
+            "restore the results folder's redaction.key, or set TOOLEVAL_REDACTION_KEY to the key the run used.",
+        )
     redactor = Redactor(config, key)
     values: list[Any] = []
     for case in cases.values():

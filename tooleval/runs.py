@@ -54,8 +54,8 @@ def open_run(out: str | Path, run_id: str, dataset: str | Path | None = None) ->
         dataset: Dataset folder; default: the one recorded in the run's ``summary.json``.
 
     Raises:
-        InputFileError: unknown run, missing summary, missing dataset, or a dataset whose revision or content
-            differs from the run's.
+        InputFileError: unknown run, missing summary, missing dataset, a dataset whose revision or content
+            differs from the run's, or a missing or different redaction key.
     """
     out = Path(out).resolve()
     check_name(run_id, what="run id")
@@ -70,11 +70,19 @@ def open_run(out: str | Path, run_id: str, dataset: str | Path | None = None) ->
         raise InputFileError(dataset_path, None, "the run's dataset folder is not there.",
                              "pass --dataset with the dataset folder the run used.")
     loaded = load_dataset(dataset_path)
+    recorded = summary.get("dataset", {}).get("content_digest")
+    if recorded and loaded.content_digest != recorded:
+        raise InputFileError(dataset_path, None,
+                             f"this dataset's content is not what run {run_id!r} was scored with (revision {revision!r}).",
+                             "a revision names one immutable content: restore it, or bump the revision and "
+                             "`tooleval run` the new one (a changed case or tool rule needs a new revision).")
     if loaded.revision != revision:
         raise InputFileError(dataset_path / "dataset.json", None,
                              f"dataset revision {loaded.revision!r} is not the run's revision {revision!r}.",
                              "pass --dataset with the folder of that revision.")
-    return PublishedRun(out=out, run_id=run_id, revision=revision, summary=summary, dataset=loaded)
+    run = PublishedRun(out=out, run_id=run_id, revision=revision, summary=summary, dataset=loaded)
+    run.redactor()  # a missing or different redaction key is refused here, before any command works
+    return run
 
 
 def select_envelopes(run: PublishedRun, case: str | None = None, trial: int | None = None) -> list[dict]:

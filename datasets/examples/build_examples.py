@@ -61,7 +61,9 @@ def trace(case_id: str, trial: int, messages: list, note: str) -> dict:
 
 def write(folder: Path, manifest: dict, tools: list, cases: list, traces: list, gate: str) -> None:
     folder.mkdir(parents=True, exist_ok=True)
-    manifest = {"name": folder.name, "revision": "v1", "schema_version": 1, **manifest, "license": "Apache-2.0"}
+    # Each example has its own revision name, so all of them can be run into one results folder.
+    manifest = {"name": folder.name, "revision": f"{folder.name}-v1", "schema_version": 1, **manifest,
+                "license": "Apache-2.0"}
     (folder / "dataset.json").write_text(json.dumps(manifest, indent=2) + "\n")
     (folder / "tools.json").write_text(json.dumps(tools, indent=2) + "\n")
     (folder / "cases.jsonl").write_text("".join(json.dumps(c) + "\n" for c in cases))

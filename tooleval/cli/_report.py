@@ -105,3 +105,5 @@ def print_gate(verdict, run_id: str) -> None:
         console.print(f"  waived: {outcome.case_id}#{outcome.trial} ({', '.join(outcome.waived_rules)})")
     for outcome in verdict.quarantined:
         console.print(f"  quarantined (not blocking): {outcome.case_id}#{outcome.trial} {', '.join(outcome.rules)}")
+    for advisory in verdict.advisories:
+        console.print(f"  advisory: {advisory}", highlight=False)

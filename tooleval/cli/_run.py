@@ -98,5 +98,7 @@ def run(
         console.print(f"gate: [{style}]{'PASS' if verdict['passed'] else 'FAIL'}[/] "
                       f"({verdict['counts'].get('blocking_rows')} blocking rows; details: tooleval gate --run-id "
                       f"{result.run_id} --out {result.out})")
+        for reason in verdict["reasons"][:5]:
+            console.print(f"  - {reason}", highlight=False)
     gate_failed = gate_ and verdict is not None and not verdict["passed"]
     raise typer.Exit(1 if result.errors or drifted or gate_failed else 0)
