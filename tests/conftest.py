@@ -23,6 +23,21 @@ GOLDEN = Path(__file__).resolve().parent / "golden"
 BUNDLED = REPO / "datasets" / "tau-bench-airline"
 
 
+def load_chat_server():
+    """tests/agents/chat_server.py, loaded by path (independent of sys.path and of pytest's import mode): the
+    scripted chat-completions server on 127.0.0.1 that the live-agent tests talk to."""
+    import importlib.util
+    import sys
+
+    name = "tooleval_tests_chat_server"
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, Path(__file__).resolve().parent / "agents" / "chat_server.py")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    return sys.modules[name]
+
+
 def handed_cases(kind: str) -> list[dict]:
     """The handed cases (a copy of ../shared/cases/handed.jsonl) of one kind."""
     with (GOLDEN / "handed.jsonl").open() as handle:

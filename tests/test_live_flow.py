@@ -3,7 +3,6 @@ repeats, the generation cache (a second run asks nothing), resuming after SIGKIL
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import signal
@@ -16,23 +15,13 @@ import pyarrow.parquet as pq
 import pytest
 from typer.testing import CliRunner
 
-from conftest import REPO, write_dataset
+from conftest import load_chat_server, write_dataset
 from tooleval.cli import app
 
 KEY_ENV = "OPENAI_API_KEY"
 
 
-def _chat():
-    name = "tooleval_tests_chat_server"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, REPO / "tests" / "agents" / "chat_server.py")
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name]
-
-
-chat = _chat()
+chat = load_chat_server()
 TOOLS = [{"name": "get_order", "side_effect": "read",
           "parameters": {"type": "object", "properties": {"id": {"type": "string"}}}}]
 

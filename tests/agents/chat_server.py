@@ -7,7 +7,7 @@ served in order, the last one repeating (so ``[error(500)]`` is a persistent 500
 (body, headers, route) and counted. A hard cap on requests keeps a runaway retry loop bounded, and ``stop()`` wakes
 delayed replies, shuts the server down and joins its thread.
 
-Test modules load this file by path (see ``load_chat_server`` in them), not through ``sys.path``.
+Test modules load this file by path (``load_chat_server`` in tests/conftest.py), not through ``sys.path``.
 """
 
 from __future__ import annotations

@@ -3,31 +3,19 @@
 from __future__ import annotations
 
 import copy
-import importlib.util
 import json
 import os
 import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 
+from conftest import load_chat_server
 from tooleval.agents import GenerationStore, OpenAIAgentConfig, WorkItem, item_key, openai_generate
 from tooleval.dataset import case_digest
 from tooleval.models import Case, ToolSpec
-
-
-def load_chat_server():
-    """Load tests/agents/chat_server.py by path (independent of sys.path and of pytest's import mode)."""
-    name = "tooleval_tests_chat_server"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, Path(__file__).with_name("chat_server.py"))
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name]
 
 
 chat = load_chat_server()

@@ -7,14 +7,12 @@ concurrency limit, the multi-step loop with a registered Python executor and its
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from datetime import datetime, timezone
-from pathlib import Path
 
 import pytest
 
+from conftest import load_chat_server
 from tooleval.agents import (
     OpenAIAgentConfig,
     ToolExecutor,
@@ -28,17 +26,6 @@ from tooleval.envelope import build_envelope
 from tooleval.errors import InputFileError
 from tooleval.models import Call, Case, RecordedTrace, ToolSpec, calls_from_messages
 from tooleval.versions import tooleval_version
-
-
-def load_chat_server():
-    """Load tests/agents/chat_server.py by path (independent of sys.path and of pytest's import mode)."""
-    name = "tooleval_tests_chat_server"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, Path(__file__).with_name("chat_server.py"))
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name]
 
 
 chat = load_chat_server()
