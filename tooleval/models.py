@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from datetime import datetime
+from functools import cached_property
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -57,12 +58,12 @@ class Call(BaseModel):
         """True when the argument text was not a JSON object."""
         return self.parse_error is not None
 
-    @property
+    @cached_property
     def args_json(self) -> str | None:
         """Canonical JSON text of ``args``; ``None`` for a malformed call."""
         return None if self.args is None else canonical_json(self.args)
 
-    @property
+    @cached_property
     def key(self) -> tuple[str, str]:
         """Multiset key: ``(name, canonical args)``; a malformed call's key is ``(name, raw text)`` tagged so
         that it never equals a well-formed call's key."""
