@@ -111,33 +111,33 @@ def _cli(args: list[str], env: dict) -> subprocess.Popen:
 
 
 def test_sigkill_midway_then_rerun_generates_only_the_missing_trials(tmp_path):
-    """A run killed (SIGKILL, process group) after some generations finished; the rerun asks only for the rest
-    and ends with rows identical to an uninterrupted run's."""
+    """A run killed (SIGKILL, process group) while c3's generation hangs, after c0..c2 finished; the rerun asks only
+    for c3..c5 and ends with rows identical to an uninterrupted run's."""
     case_ids = [f"c{i}" for i in range(6)]
     dataset = _dataset(tmp_path, case_ids)
-    routes = {f"question {c}": [_ok(c, delay_s=0.4)] for c in case_ids}
+    routes = {f"question {c}": [_ok(c)] for c in case_ids}
+    routes["question c3"] = [_ok("c3", delay_s=120)]  # hangs until the kill
     env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
     env.update({KEY_ENV: "sk-test", "TOOLEVAL_PREFECT_HOME": str(tmp_path / "prefect-home"), "COLUMNS": "200"})
     with chat.ChatServer(routes) as server:
         common = ["--agent", "openai", "--base-url", server.base_url, "--model", "scripted", "--dataset",
                   str(dataset), "--concurrency", "1", "--outcome", "exact"]
         out = tmp_path / "killed"
+        store = out / ".tooleval" / "generations"
         child = _cli(["run", *common, "--out", str(out), "--run-id", "k1"], env)
-        deadline = time.monotonic() + 120
-        while server.count < 3:
-            assert time.monotonic() < deadline and child.poll() is None, "the run never reached its third request"
-            time.sleep(0.02)
-        time.sleep(0.5)  # let the third generation finish and be stored
+        deadline = time.monotonic() + 180
+        while not (server.count_for("question c3") == 1 and len(list(store.rglob("*.json"))) == 3):
+            assert time.monotonic() < deadline and child.poll() is None, "the run never reached case c3"
+            time.sleep(0.05)
         os.killpg(child.pid, signal.SIGKILL)  # the whole group: the run and its temporary Prefect server
         child.wait(timeout=30)
         child.stdout.close()
-        done_before = server.count
-        stored = len(list((out / ".tooleval" / "generations").rglob("*.json")))
-        assert 3 <= stored <= done_before < 6
+        assert server.count == 4 and len(list(store.rglob("*.json"))) == 3
+        server.routes["question c3"] = [_ok("c3")]  # the server recovers
         rerun = _cli(["run", *common, "--out", str(out), "--run-id", "k1"], env)
         output, _ = rerun.communicate(timeout=300)
         assert rerun.returncode == 0, output
-        assert server.count - done_before == 6 - stored  # only the missing trials were generated
+        assert sorted(s.route for s in server.requests[4:]) == ["question c3", "question c4", "question c5"]
         clean = _cli(["run", *common, "--out", str(tmp_path / "clean"), "--run-id", "k1"], env)
         output, _ = clean.communicate(timeout=300)
         assert clean.returncode == 0, output
