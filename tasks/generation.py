@@ -18,7 +18,7 @@ from prefect import task
 from prefect.cache_policies import INPUTS, TASK_SOURCE
 
 from tooleval.agents import GenerationStore, ToolExecutor, WorkItem, openai_generate, replay_generate
-from tooleval.dataset import load_dataset
+from tooleval.dataset import load_dataset_cached
 from tooleval.plan import AgentConfig, DatasetRef, ExecutorRef
 from tooleval.redaction import RedactionConfig, build_redactor
 from tooleval.stages import GENERATION_SCHEMA, StageRef, write_stage_table
@@ -56,8 +56,8 @@ def generate_shard(
         Ref to a Parquet file of :data:`tooleval.stages.GENERATION_SCHEMA` rows, in ``items`` order. A failed
         live generation is a record with ``error`` set and what was captured so far.
     """
-    cases = load_dataset(dataset.path).cases
-    redactor = build_redactor(out, redaction, cases) if redaction else None
+    loaded = load_dataset_cached(dataset.path)
+    redactor = build_redactor(out, redaction, loaded.cases) if redaction else None
 
     def redact(record: dict) -> dict:
         if redactor is None or record["payload_json"] is None:
@@ -68,8 +68,7 @@ def generate_shard(
     if agent.kind == "replay":
         records = [redact(record) for record in replay_generate(agent, items)]
     else:
-        ds = load_dataset(dataset.path)
         store = GenerationStore(Path(out) / ".tooleval" / "generations")
-        records = openai_generate(agent, items, ds.cases, ds.tools, executor=_executor(executor), store=store,
-                                  transform=redact)
+        records = openai_generate(agent, items, loaded.cases, loaded.tools, executor=_executor(executor),
+                                  store=store, transform=redact)
     return write_stage_table(stage_dir, "generation", records, GENERATION_SCHEMA)

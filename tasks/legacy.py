@@ -11,7 +11,7 @@ import pyarrow.parquet as pq
 from prefect import task
 from prefect.cache_policies import INPUTS, TASK_SOURCE
 
-from tooleval.dataset import load_dataset
+from tooleval.dataset import load_dataset_cached
 from tooleval.legacy import LegacyResult, legacy_score
 from tooleval.plan import DatasetRef
 from tooleval.redaction import RedactionConfig, build_redactor
@@ -53,6 +53,6 @@ def legacy_scalar(
     Returns:
         A :class:`tooleval.legacy.LegacyResult`.
     """
-    cases = load_dataset(dataset.path).cases
+    cases = load_dataset_cached(dataset.path).cases
     redactor = build_redactor(out, redaction, cases)
     return legacy_score(_read(envelope_files), cases, code_version, redactor)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from prefect import task
 from prefect.cache_policies import INPUTS, TASK_SOURCE
 
-from tooleval.dataset import load_dataset
+from tooleval.dataset import load_dataset_cached
 from tooleval.errors import InputFileError
 from tooleval.plan import DatasetRef
 from tooleval.redaction import RedactionConfig, build_redactor
@@ -47,7 +47,7 @@ def score_shard(
     Raises:
         tooleval.errors.InputFileError: the dataset changed on disk since the run was planned.
     """
-    loaded = load_dataset(dataset.path)
+    loaded = load_dataset_cached(dataset.path)
     if loaded.content_digest != dataset.content_digest:
         raise InputFileError(dataset.path, None, "the dataset changed while the run was going on.", "rerun.")
     redactor = build_redactor(out, redaction, loaded.cases)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 
 from pydantic import ValidationError
@@ -17,8 +18,9 @@ from pydantic import ValidationError
 from tooleval.canonical import canonical_json
 from tooleval.errors import InputFileError, UnsafeRevisionError
 from tooleval.models import REVISION_PATTERN, Case, DatasetManifest, ToolSpec
+from tooleval.recorded import iter_json_lines
 
-__all__ = ["Dataset", "load_dataset", "check_name", "case_digest", "find_traces_file"]
+__all__ = ["Dataset", "load_dataset", "load_dataset_cached", "check_name", "case_digest", "find_traces_file"]
 
 SCHEMA_VERSIONS = (1,)
 
@@ -90,35 +92,23 @@ def _first_error(exc: ValidationError) -> str:
 def _load_cases(path: Path) -> dict[str, Case]:
     cases: dict[str, Case] = {}
     lines: dict[str, int] = {}
-    try:
-        handle = path.open(encoding="utf-8")
-    except FileNotFoundError:
-        raise InputFileError(path, None, "file not found.", "every dataset folder needs a cases.jsonl.")
-    with handle:
-        for number, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            try:
-                data = json.loads(line.rstrip())
-            except json.JSONDecodeError as exc:
-                raise InputFileError(
-                    path, number, f"not valid JSON ({exc.msg}, column {exc.colno}).", "repair or remove that line."
-                )
-            if isinstance(data, dict) and isinstance(data.get("case_id"), int):
-                data["case_id"] = str(data["case_id"])
-            try:
-                case = Case.model_validate(data)
-            except ValidationError as exc:
-                raise InputFileError(path, number, f"not a valid case: {_first_error(exc)}.", "fix that field.")
-            if case.case_id in cases:
-                raise InputFileError(
-                    path,
-                    number,
-                    f"duplicate case_id {case.case_id!r} (first on line {lines[case.case_id]}).",
-                    "give every case a unique case_id.",
-                )
-            cases[case.case_id] = case
-            lines[case.case_id] = number
+    for line in iter_json_lines(path, missing="file not found.", fix="every dataset folder needs a cases.jsonl."):
+        data, number = line.data, line.line
+        if isinstance(data, dict) and isinstance(data.get("case_id"), int):
+            data["case_id"] = str(data["case_id"])
+        try:
+            case = Case.model_validate(data)
+        except ValidationError as exc:
+            raise InputFileError(path, number, f"not a valid case: {_first_error(exc)}.", "fix that field.")
+        if case.case_id in cases:
+            raise InputFileError(
+                path,
+                number,
+                f"duplicate case_id {case.case_id!r} (first on line {lines[case.case_id]}).",
+                "give every case a unique case_id.",
+            )
+        cases[case.case_id] = case
+        lines[case.case_id] = number
     return cases
 
 
@@ -194,3 +184,28 @@ def find_traces_file(dataset_path: Path, agent: str | None = None) -> Path:
         )
     names = ", ".join(c.name for c in candidates)
     raise InputFileError(folder, None, f"several agents' traces ({names}).", "pick one with --traces FILE.")
+
+
+@lru_cache(maxsize=8)
+def _load_stamped(path: str, stamps: tuple) -> Dataset:
+    return load_dataset(path)
+
+
+def load_dataset_cached(path: str | Path) -> Dataset:
+    """:func:`load_dataset`, memoised per process while the dataset's files are unchanged (size and mtime of
+    ``dataset.json``, ``cases.jsonl``, ``tools.json``): each shard task of a run needs the cases, and parsing
+    ``cases.jsonl`` once per shard is repeated work. Callers must not mutate the returned dataset.
+    """
+    root = Path(path).resolve()
+    stamps = tuple(
+        (name, stat.st_size, stat.st_mtime_ns) if (stat := _stat(root / name)) else (name, None, None)
+        for name in ("dataset.json", "cases.jsonl", "tools.json", "gate.toml")
+    )
+    return _load_stamped(str(root), stamps)
+
+
+def _stat(path: Path):
+    try:
+        return path.stat()
+    except FileNotFoundError:
+        return None

@@ -19,7 +19,7 @@ from pydantic import ValidationError
 from tooleval.errors import InputFileError, RowError
 from tooleval.models import RecordedTrace
 
-__all__ = ["TraceLine", "TraceIndex", "iter_trace_lines", "index_traces", "file_digest"]
+__all__ = ["TraceLine", "TraceIndex", "iter_json_lines", "iter_trace_lines", "index_traces", "file_digest"]
 
 
 @dataclass(frozen=True)
@@ -39,11 +39,16 @@ def file_digest(path: Path) -> str:
     return digest.hexdigest()
 
 
-def iter_trace_lines(path: Path) -> Iterator[TraceLine]:
-    """Yield every non-blank line of a traces file as parsed JSON.
+def iter_json_lines(path: Path, *, missing: str, fix: str) -> Iterator[TraceLine]:
+    """Yield every non-blank line of a JSON-lines file (``.gz`` read as gzip) as parsed JSON, with its number.
+
+    Args:
+        path: The file.
+        missing: Problem text when the file does not exist.
+        fix: Fix text when the file does not exist.
 
     Raises:
-        InputFileError: the file is missing, not gzip/UTF-8, or a line is not a JSON object.
+        InputFileError: the file is missing, not gzip/UTF-8, or a line is not JSON (file, line and column named).
     """
     opener = gzip.open if path.name.endswith(".gz") else open
     try:
@@ -57,13 +62,24 @@ def iter_trace_lines(path: Path) -> Iterator[TraceLine]:
                     raise InputFileError(
                         path, number, f"not valid JSON ({exc.msg}, column {exc.colno}).", "repair or remove that line."
                     )
-                if not isinstance(data, dict):
-                    raise InputFileError(path, number, "a trace line must be a JSON object.", "see DESIGN.md.")
                 yield TraceLine(number, data)
     except FileNotFoundError:
-        raise InputFileError(path, None, "traces file not found.", "check the --traces path.")
+        raise InputFileError(path, None, missing, fix)
     except (OSError, UnicodeDecodeError, EOFError) as exc:
         raise InputFileError(path, None, f"cannot read the file ({exc}).", "pass a .jsonl or .jsonl.gz file.")
+
+
+def iter_trace_lines(path: Path) -> Iterator[TraceLine]:
+    """Yield every non-blank line of a traces file as a parsed JSON object.
+
+    Raises:
+        InputFileError: the file is missing, not gzip/UTF-8, or a line is not a JSON object.
+    """
+    for line in iter_json_lines(path, missing="traces file not found.", fix="check the --traces path."):
+        if not isinstance(line.data, dict):
+            raise InputFileError(path, line.line, "a trace line must be a JSON object.",
+                                 "see the README's 'Datasets' section for the recorded trace format.")
+        yield line
 
 
 @dataclass
