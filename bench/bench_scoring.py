@@ -19,9 +19,9 @@ import tracemalloc
 from pathlib import Path
 
 from tooleval.dataset import load_dataset
-from tooleval.matching import match_calls
+from tooleval.scoring.matching import match_calls
 from tooleval.models import calls_from_messages
-from tooleval.ragas_metric import ragas_args, ragas_tool_call_f1_many
+from tooleval.scoring.ragas_metric import ragas_args, ragas_tool_call_f1_many
 
 BUNDLED = Path(__file__).resolve().parents[1] / "datasets" / "tau-bench-airline"
 

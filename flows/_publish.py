@@ -14,15 +14,15 @@ from prefect.states import Failed, State
 from pydantic import BaseModel
 
 from tasks import aggregate_rows
-from tooleval.drift import check_drift
-from tooleval.gate import gate_config_for, run_gate, write_junit
-from tooleval.legacy import LegacyResult, legacy_record, stage_legacy
-from tooleval.plan import DatasetRef, revision_record_path
-from tooleval.ragas_metric import ragas_version
-from tooleval.redaction import RedactionConfig
-from tooleval.stages import StageRef
+from tooleval.runs.drift import check_drift
+from tooleval.runs.gate import gate_config_for, run_gate, write_junit
+from tooleval.runs.legacy import LegacyResult, legacy_record, stage_legacy
+from tooleval.runs.plan import DatasetRef, revision_record_path
+from tooleval.scoring.ragas_metric import ragas_version
+from tooleval.capture.redaction import RedactionConfig
+from tooleval.storage.stages import StageRef
 from tooleval.storage import ENVELOPE_SCHEMA, ROW_SCHEMA, ROW_SCHEMA_VERSION, Publication, scan_parquet_sql
-from tooleval.variability import outcome_from_spec, variability_summary
+from tooleval.runs.variability import outcome_from_spec, variability_summary
 from tooleval.versions import scorer_version, tooleval_version
 
 __all__ = ["RunResult", "STAGES", "run_stage", "publish_run"]

@@ -18,11 +18,11 @@ from prefect import flow
 from flows._publish import STAGES, RunResult, publish_run, run_stage
 from tasks import capture_shard, generate_shard, legacy_scalar, score_shard
 from tooleval.agents import OpenAIAgentConfig
-from tooleval.plan import RunPlan, plan_run
+from tooleval.runs.plan import RunPlan, plan_run
 from tooleval.rules import load_gate_config
-from tooleval.variability import outcome_from_spec
-from tooleval.ragas_metric import ragas_version
-from tooleval.stages import StageRef, stage_dir
+from tooleval.runs.variability import outcome_from_spec
+from tooleval.scoring.ragas_metric import ragas_version
+from tooleval.storage.stages import StageRef, stage_dir
 from tooleval.versions import scorer_version
 
 __all__ = ["evaluate", "run_evaluate", "RunResult", "DEFAULT_DATASET", "STAGES"]

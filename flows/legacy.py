@@ -8,10 +8,10 @@ from datetime import datetime
 from prefect import flow
 
 from tasks import legacy_scalar
-from tooleval.legacy import LegacyResult, stage_legacy
-from tooleval.plan import dataset_ref
-from tooleval.ragas_metric import ragas_version
-from tooleval.runs import open_run
+from tooleval.runs.legacy import LegacyResult, stage_legacy
+from tooleval.runs.plan import dataset_ref
+from tooleval.scoring.ragas_metric import ragas_version
+from tooleval.runs.published import open_run
 from tooleval.storage import Publication
 from tooleval.versions import scorer_version
 

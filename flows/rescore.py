@@ -11,11 +11,11 @@ from prefect import flow
 from flows._publish import STAGES, RunResult, publish_run, run_stage
 from tasks import legacy_scalar, score_shard
 from tooleval.dataset import check_name
-from tooleval.plan import check_run_id, new_run_id
-from tooleval.plan import dataset_ref as make_dataset_ref
-from tooleval.ragas_metric import ragas_version
-from tooleval.runs import open_run, select_envelopes
-from tooleval.stages import stage_dir, write_stage_table
+from tooleval.runs.plan import check_run_id, new_run_id
+from tooleval.runs.plan import dataset_ref as make_dataset_ref
+from tooleval.scoring.ragas_metric import ragas_version
+from tooleval.runs.published import open_run, select_envelopes
+from tooleval.storage.stages import stage_dir, write_stage_table
 from tooleval.storage import ENVELOPE_SCHEMA
 from tooleval.versions import scorer_version
 

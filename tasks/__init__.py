@@ -1,6 +1,6 @@
 """Prefect tasks, one module per stage: thin adapters around the pure core in ``tooleval``.
 
-Each task works on a shard of rows, receives and returns :class:`tooleval.stages.StageRef` values (path, digest,
+Each task works on a shard of rows, receives and returns :class:`tooleval.storage.stages.StageRef` values (path, digest,
 row count) and has an explicit cache policy whose key excludes the run id.
 """
 

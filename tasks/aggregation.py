@@ -11,7 +11,7 @@ from typing import Any
 from prefect import task
 from prefect.cache_policies import INPUTS, TASK_SOURCE
 
-from tooleval.aggregate import summarize_rows
+from tooleval.runs.aggregate import summarize_rows
 
 
 @task(name="aggregation", cache_policy=(INPUTS - "rows_source") + TASK_SOURCE, persist_result=True)
@@ -24,6 +24,6 @@ def aggregate_rows(rows_source: str, rows_digests: list[str], code_version: str)
         code_version: Code version (cache key).
 
     Returns:
-        The figures of :func:`tooleval.aggregate.summarize_rows`.
+        The figures of :func:`tooleval.runs.aggregate.summarize_rows`.
     """
     return summarize_rows(rows_source)

@@ -12,9 +12,9 @@ from datetime import datetime, timezone
 from prefect import task
 from prefect.cache_policies import INPUTS, TASK_SOURCE
 
-from tooleval.envelope import build_envelope
+from tooleval.capture.envelope import build_envelope
 from tooleval.models import RecordedTrace
-from tooleval.stages import StageRef, read_stage_table, write_stage_table
+from tooleval.storage.stages import StageRef, read_stage_table, write_stage_table
 from tooleval.storage import ENVELOPE_SCHEMA, ENVELOPE_VERSION
 
 

@@ -19,9 +19,9 @@ from prefect.cache_policies import INPUTS, TASK_SOURCE
 
 from tooleval.agents import GenerationStore, ToolExecutor, WorkItem, openai_generate, replay_generate
 from tooleval.dataset import load_dataset_cached
-from tooleval.plan import AgentConfig, DatasetRef, ExecutorRef
-from tooleval.redaction import RedactionConfig, build_redactor
-from tooleval.stages import GENERATION_SCHEMA, StageRef, write_stage_table
+from tooleval.runs.plan import AgentConfig, DatasetRef, ExecutorRef
+from tooleval.capture.redaction import RedactionConfig, build_redactor
+from tooleval.storage.stages import GENERATION_SCHEMA, StageRef, write_stage_table
 
 
 def _executor(ref: ExecutorRef | None) -> ToolExecutor | None:
@@ -53,7 +53,7 @@ def generate_shard(
         executor: Recorded tool results for a live multi-step tool loop.
 
     Returns:
-        Ref to a Parquet file of :data:`tooleval.stages.GENERATION_SCHEMA` rows, in ``items`` order. A failed
+        Ref to a Parquet file of :data:`tooleval.storage.stages.GENERATION_SCHEMA` rows, in ``items`` order. A failed
         live generation is a record with ``error`` set and what was captured so far.
     """
     loaded = load_dataset_cached(dataset.path)

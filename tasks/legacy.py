@@ -12,9 +12,9 @@ from prefect import task
 from prefect.cache_policies import INPUTS, TASK_SOURCE
 
 from tooleval.dataset import load_dataset_cached
-from tooleval.legacy import LegacyResult, legacy_score
-from tooleval.plan import DatasetRef
-from tooleval.redaction import RedactionConfig, build_redactor
+from tooleval.runs.legacy import LegacyResult, legacy_score
+from tooleval.runs.plan import DatasetRef
+from tooleval.capture.redaction import RedactionConfig, build_redactor
 
 _COLUMNS = ["case_id", "trial", "messages_json", "error"]
 
@@ -51,7 +51,7 @@ def legacy_scalar(
         out: Results folder (where the redaction key lives).
 
     Returns:
-        A :class:`tooleval.legacy.LegacyResult`.
+        A :class:`tooleval.runs.legacy.LegacyResult`.
     """
     cases = load_dataset_cached(dataset.path).cases
     redactor = build_redactor(out, redaction, cases)

@@ -12,11 +12,11 @@ from prefect.cache_policies import INPUTS, TASK_SOURCE
 
 from tooleval.dataset import load_dataset_cached
 from tooleval.errors import InputFileError
-from tooleval.plan import DatasetRef
-from tooleval.redaction import RedactionConfig, build_redactor
+from tooleval.runs.plan import DatasetRef
+from tooleval.capture.redaction import RedactionConfig, build_redactor
 from tooleval.rules import load_policy
-from tooleval.scoring import score_envelopes
-from tooleval.stages import StageRef, read_stage_table, write_stage_table
+from tooleval.scoring.rows import score_envelopes
+from tooleval.storage.stages import StageRef, read_stage_table, write_stage_table
 from tooleval.storage import ROW_SCHEMA
 
 

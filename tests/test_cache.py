@@ -14,8 +14,8 @@ import pytest
 
 from conftest import REPO, TINY_CASES, TINY_TRACES, write_dataset
 from tooleval import versions
-from tooleval.plan import plan_run
-from tooleval.stages import StageRef, stage_dir
+from tooleval.runs.plan import plan_run
+from tooleval.storage.stages import StageRef, stage_dir
 
 
 class TestScorerVersion:
@@ -40,7 +40,7 @@ def test_h19_set_valued_input_hashes_alike_in_every_process():
         """
         from pydantic import BaseModel
         from prefect.utilities.hashing import hash_objects
-        from tooleval.plan import DatasetRef
+        from tooleval.runs.plan import DatasetRef
         names = {"book_reservation", "cancel_reservation", "get_user_details", "think", "calculate", "search"}
         ref = DatasetRef(path="/d", name="n", revision="r", content_digest="x", tool_names=names)
         class Raw(BaseModel):
@@ -65,7 +65,7 @@ def test_h18_h20_scoring_reruns_on_a_new_scorer_version_and_cached_refs_restore(
     from prefect import flow
 
     from tasks import capture_shard, generate_shard, score_shard
-    from tooleval.ragas_metric import ragas_version
+    from tooleval.scoring.ragas_metric import ragas_version
 
     dataset = write_dataset(tmp_path / "d", TINY_CASES, TINY_TRACES)
     plan = plan_run(dataset, None, tmp_path / "results", "x")
@@ -125,7 +125,7 @@ def test_cache_across_processes_and_helper_change(tmp_path):
     assert first == dict.fromkeys(("generation", "trace-capture", "scoring", "aggregation"), "Completed")
     second = _states(_run_cli(src, dataset, out, "p2", "2", home))
     assert second == dict.fromkeys(("generation", "trace-capture", "scoring", "aggregation"), "Cached")
-    matching = src / "tooleval" / "matching.py"
+    matching = src / "tooleval" / "scoring" / "matching.py"
     matching.write_text(matching.read_text().replace(
         "    denominator = 2 * tp + fp + fn\n", "    denominator = (2 * tp) + fp + fn  # same value\n"))
     third = _states(_run_cli(src, dataset, out, "p3", "3", home))

@@ -93,7 +93,7 @@ class TestBundledRun:
         assert missing_confirmation == 35
 
     def test_variability_of_the_published_rows(self, bundled_runs):
-        from tooleval.variability import outcome_from_spec, variability_summary
+        from tooleval.runs.variability import outcome_from_spec, variability_summary
 
         # Expected values: the issue's figures, computed independently from the 200 runs' rewards.
         rows = pq.read_table(bundled_runs[1].rows_path).to_pylist()

@@ -13,7 +13,7 @@ import pytest
 from conftest import handed_cases
 from tooleval.canonical import canonical_json
 from tooleval.models import calls_from_messages
-from tooleval.scoring import score_envelopes
+from tooleval.scoring.rows import score_envelopes
 from tooleval.models import Case
 
 CASES = handed_cases("scoring")

@@ -13,12 +13,12 @@ from typer.testing import CliRunner
 from conftest import BUNDLED, TINY_CASES, TINY_TRACES, write_dataset
 from tooleval.cli import app
 from tooleval.dataset import load_dataset
-from tooleval.drift import check_drift
-from tooleval.envelope import build_envelope
-from tooleval.legacy import legacy_calls, legacy_score
+from tooleval.runs.drift import check_drift
+from tooleval.capture.envelope import build_envelope
+from tooleval.runs.legacy import legacy_calls, legacy_score
 from tooleval.models import RecordedTrace
-from tooleval.recorded import iter_trace_lines
-from tooleval.scoring import score_envelopes
+from tooleval.capture.recorded import iter_trace_lines
+from tooleval.scoring.rows import score_envelopes
 from tooleval.storage import connect
 
 OLD_DASHBOARD_QUERY = "SELECT dataset_revision, run_id, value, rows FROM legacy_scalars ORDER BY computed_at"

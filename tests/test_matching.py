@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from tooleval.matching import f1_score, match_calls
+from tooleval.scoring.matching import f1_score, match_calls
 from tooleval.models import Call
 
 

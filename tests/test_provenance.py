@@ -13,10 +13,10 @@ from typer.testing import CliRunner
 
 from conftest import GOLDEN, TINY_CASES, TINY_TRACES, tool_call, write_dataset
 from tooleval.cli import app
-from tooleval.envelope import digest_ok
+from tooleval.capture.envelope import digest_ok
 from tooleval.errors import InputFileError
 from tooleval.models import Call
-from tooleval.provenance import first_divergent_boundary, join_check
+from tooleval.capture.provenance import first_divergent_boundary, join_check
 from tooleval.storage import ENVELOPE_SCHEMA, ROW_SCHEMA, read_versioned
 
 A_INPUT = [{"role": "user", "content": "Find order A-104 and email its receipt."}]
@@ -260,7 +260,7 @@ class TestRedactionKey:
         assert result.exit_code == 2 and "redaction.key" in result.output and "Traceback" not in result.output
 
     def test_extra_fields_add_to_the_defaults(self, tmp_path):
-        from tooleval.plan import plan_run
+        from tooleval.runs.plan import plan_run
 
         dataset = write_dataset(tmp_path / "d", TINY_CASES, TINY_TRACES)
         plan = plan_run(dataset, None, tmp_path / "out", "x", redact_fields=["customer_id"])
@@ -327,7 +327,7 @@ class TestRescoreAndHandoff:
         part.mkdir(parents=True)
         (part / "part-0.parquet").write_bytes((GOLDEN / "envelope_v1.parquet").read_bytes())
         (out / "runs" / "golden").mkdir(parents=True)
-        from tooleval.plan import plan_run
+        from tooleval.runs.plan import plan_run
 
         ref = plan_run(dataset, None, out, "golden", redaction=False).dataset
         (out / "runs" / "golden" / "summary.json").write_text(json.dumps(

@@ -22,9 +22,9 @@ from datetime import datetime, timezone
 import pytest
 
 from conftest import BUNDLED
-from tooleval.envelope import build_envelope
+from tooleval.capture.envelope import build_envelope
 from tooleval.models import Case, RecordedTrace
-from tooleval.scoring import score_envelopes
+from tooleval.scoring.rows import score_envelopes
 
 CAPTURED_AT = datetime(2024, 1, 1, tzinfo=timezone.utc)
 

@@ -3,7 +3,7 @@
 ragas is called directly here, not through tooleval: these tests pin what ragas itself does (set semantics,
 two empty lists score 0.0, Python equality of argument values, rounding to 4 decimals), so that an upgrade that
 changes any of it fails loudly instead of moving the ``ragas_tool_call_f1`` column silently. The second half
-checks that ``tooleval.ragas_metric`` hands rows to ragas so that it returns the same values.
+checks that ``tooleval.scoring.ragas_metric`` hands rows to ragas so that it returns the same values.
 
 ragas 0.4.3 (ragas/metrics/collections/tool_call_f1): expected and observed calls become *sets* of
 ``(name, frozenset(args))``; tp = |obs & ref|, fp = |obs - ref|, fn = |ref - obs|; precision and recall are 0.0
@@ -19,8 +19,8 @@ from importlib.metadata import version
 import pytest
 
 from tooleval.models import Call, Case, calls_from_messages
-from tooleval.ragas_metric import ragas_args, ragas_tool_call_f1, ragas_tool_call_f1_many, ragas_version
-from tooleval.scoring import score_envelopes
+from tooleval.scoring.ragas_metric import ragas_args, ragas_tool_call_f1, ragas_tool_call_f1_many, ragas_version
+from tooleval.scoring.rows import score_envelopes
 
 
 def _ragas(reference: list[tuple[str, dict]], observed: list[tuple[str, dict]]) -> float:

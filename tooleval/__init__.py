@@ -1,13 +1,16 @@
 """tooleval: batch evaluation of AI agents' tool calls against reference calls.
 
-The pure core (this package) imports no Prefect: canonical argument values (:mod:`tooleval.canonical`),
-matching and metrics (:mod:`tooleval.matching`), the ragas column (:mod:`tooleval.ragas_metric`), dataset and
-trace loading, storage (:mod:`tooleval.storage`) and aggregation. Prefect tasks live in ``tasks/`` and flows in
+The pure core (this package) imports no Prefect. One sub-package per stage: :mod:`tooleval.agents`
+(generation), :mod:`tooleval.capture` (recorded traces, envelopes, provenance, redaction),
+:mod:`tooleval.scoring` (matching, the ragas column, rows), :mod:`tooleval.rules`, :mod:`tooleval.runs`
+(planning, aggregation, legacy scalar, drift, gate, handoff) and :mod:`tooleval.storage`; at the bottom, shared
+by all: :mod:`tooleval.models`, :mod:`tooleval.canonical`, :mod:`tooleval.errors`, :mod:`tooleval.versions`,
+:mod:`tooleval.dataset`. Prefect tasks live in ``tasks/`` and flows in
 ``flows/``; the CLI (:mod:`tooleval.cli`) imports them lazily inside its commands.
 """
 
 from tooleval.canonical import canonical_json, parse_arguments
-from tooleval.matching import MatchResult, WrongArgs, f1_score, match_calls
+from tooleval.scoring.matching import MatchResult, WrongArgs, f1_score, match_calls
 from tooleval.models import Call, Case, RecordedTrace, calls_from_messages
 
 __all__ = [

@@ -18,7 +18,7 @@ from pydantic import ValidationError
 from tooleval.canonical import canonical_json
 from tooleval.errors import InputFileError, UnsafeRevisionError
 from tooleval.models import REVISION_PATTERN, Case, DatasetManifest, ToolSpec
-from tooleval.recorded import iter_json_lines
+from tooleval.capture.recorded import iter_json_lines
 
 __all__ = ["Dataset", "load_dataset", "load_dataset_cached", "check_name", "case_digest", "find_traces_file"]
 

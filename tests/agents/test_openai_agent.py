@@ -22,7 +22,7 @@ from tooleval.agents import (
     request_id_for,
 )
 from tooleval.dataset import case_digest
-from tooleval.envelope import build_envelope
+from tooleval.capture.envelope import build_envelope
 from tooleval.errors import InputFileError
 from tooleval.models import Call, Case, RecordedTrace, ToolSpec, calls_from_messages
 from tooleval.versions import tooleval_version

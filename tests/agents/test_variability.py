@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tooleval.variability import (
+from tooleval.runs.variability import (
     format_variability,
     outcome_from_spec,
     pass_at_k,

@@ -13,7 +13,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from tooleval.recorded import iter_trace_lines, parse_trace
+from tooleval.capture.recorded import iter_trace_lines, parse_trace
 from tooleval.errors import RowError
 
 __all__ = ["ReplayAgentConfig", "WorkItem", "replay_generate"]

@@ -46,7 +46,7 @@ def print_run(result) -> None:
     console.print(tools)
     variability = s.get("variability")
     if variability:
-        from tooleval.variability import format_variability
+        from tooleval.runs.variability import format_variability
 
         console.print(f"Variability across trials (outcome: {variability.get('outcome')})", style="bold")
         console.print(format_variability(variability), highlight=False)

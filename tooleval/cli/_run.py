@@ -49,9 +49,9 @@ def run(
 
     Exit 0: every row scored and no drift; 1: row errors or drift; 2: file or usage error (nothing written).
     """
-    from tooleval.plan import plan_run
+    from tooleval.runs.plan import plan_run
 
-    from tooleval.variability import outcome_from_spec
+    from tooleval.runs.variability import outcome_from_spec
 
     dataset = dataset or _bundled_dataset()
     slice_list = None if slices is None else [s.strip() for s in slices.split(",") if s.strip()]

@@ -20,7 +20,7 @@ def legacy(
     dataset: Annotated[Optional[Path], typer.Option(help="Dataset folder (default: the run's).")] = None,
 ) -> None:
     """Publish the legacy scalar (mean ragas ToolCallF1 and row count) of a run from its trace envelopes."""
-    from tooleval.runs import open_run
+    from tooleval.runs.published import open_run
 
     try:
         open_run(out, run_id, dataset)
@@ -44,8 +44,8 @@ def drift(
 
     Exit 0: no drift; 1: drift; 2: file or usage error.
     """
-    from tooleval.drift import recheck_run
-    from tooleval.runs import open_run
+    from tooleval.runs.drift import recheck_run
+    from tooleval.runs.published import open_run
     from tooleval.storage import Publication
 
     try:
@@ -74,8 +74,8 @@ def rescore(
     A subset (--case/--trial) is a diagnostic run: its legacy scalar is not published.
     """
     from tooleval.dataset import check_name
-    from tooleval.plan import check_run_id
-    from tooleval.runs import open_run, select_envelopes
+    from tooleval.runs.plan import check_run_id
+    from tooleval.runs.published import open_run, select_envelopes
 
     try:
         source = open_run(out, run_id, dataset)
@@ -111,8 +111,8 @@ def handoff(
 ) -> None:
     """Write a handoff folder for a row's owner: revisions, ids, calls at each boundary, mismatch objects and
     the command that reproduces the row."""
-    from tooleval.handoff import write_handoff
-    from tooleval.runs import open_run
+    from tooleval.runs.handoff import write_handoff
+    from tooleval.runs.published import open_run
 
     try:
         folders = write_handoff(open_run(out, run_id, dataset), case, trial)
@@ -135,8 +135,8 @@ def gate(
     """
     import pyarrow as pa
 
-    from tooleval.gate import gate_config_for, run_gate, write_junit
-    from tooleval.runs import open_run
+    from tooleval.runs.gate import gate_config_for, run_gate, write_junit
+    from tooleval.runs.published import open_run
     from tooleval.storage import Publication, read_versioned
 
     try:

@@ -1,6 +1,6 @@
 """One call per row for the scoring stage: rule-aware match, plan choice and policy checks together.
 
-:func:`evaluate_row` is what ``tooleval.scoring.score_envelopes`` calls for each envelope; :meth:`RowRules.columns`
+:func:`evaluate_row` is what ``tooleval.scoring.rows.score_envelopes`` calls for each envelope; :meth:`RowRules.columns`
 returns the row columns it computes (the metric columns, now rule-aware, and the columns issue 3 adds).
 """
 
@@ -81,7 +81,7 @@ def evaluate_row(
         case: The case.
         tools: ``tools.json`` specs by name.
         messages: The trajectory (the envelope's ``messages_json``, parsed); ``None`` when there is none.
-        observed: The envelope's calls (``tooleval.envelope.envelope_calls``), i.e. the calls of ``messages``.
+        observed: The envelope's calls (``tooleval.capture.envelope.envelope_calls``), i.e. the calls of ``messages``.
         policy: The dataset's ``[policy]`` (:func:`tooleval.rules.load_policy`).
         confirmation: A custom confirmation detector.
         plans: The reference plans to score against, when they differ from :attr:`Case.plans` (the scoring stage

@@ -165,7 +165,7 @@ ENVELOPE_SCHEMA = pa.schema(
         ("metadata_json", pa.string()),
         ("captured_at", pa.timestamp("us", tz="UTC")),
         ("trace_digest", pa.string()),
-        ("error", pa.string()),  # null unless the trace could not be read (tooleval.envelope sets it)
+        ("error", pa.string()),  # null unless the trace could not be read (tooleval.capture.envelope sets it)
         ("request_messages_json", pa.string()),  # the generation request as sent, when recorded
         ("adapter_calls", _CALLS),  # after parsing, validation and defaults; null when unknown
         ("executor_calls", pa.list_(EXECUTOR_CALL_TYPE)),  # payloads the tools received; null when unknown

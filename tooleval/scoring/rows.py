@@ -2,8 +2,8 @@
 
 :func:`score_envelopes` is the whole stage as a plain function: the Prefect task in ``tasks/scoring.py`` only
 reads the envelopes, calls it and writes the rows. The ragas column is computed for all rows of a shard in one
-event loop (:func:`tooleval.ragas_metric.ragas_tool_call_f1_many`). Each row also carries its provenance (join
-check, first divergent boundary, failure owner: :mod:`tooleval.provenance`).
+event loop (:func:`tooleval.scoring.ragas_metric.ragas_tool_call_f1_many`). Each row also carries its provenance (join
+check, first divergent boundary, failure owner: :mod:`tooleval.capture.provenance`).
 """
 
 from __future__ import annotations
@@ -12,11 +12,11 @@ import json
 from collections import defaultdict
 from typing import Any
 
-from tooleval.envelope import boundary_calls, digest_ok, envelope_calls
+from tooleval.capture.envelope import boundary_calls, digest_ok, envelope_calls
 from tooleval.models import Call, Case, ToolSpec
-from tooleval.provenance import failure_owner, first_divergent_boundary, input_key, join_check
-from tooleval.ragas_metric import ragas_args, ragas_tool_call_f1_many, ragas_version
-from tooleval.redaction import Redactor
+from tooleval.capture.provenance import failure_owner, first_divergent_boundary, input_key, join_check
+from tooleval.scoring.ragas_metric import ragas_args, ragas_tool_call_f1_many, ragas_version
+from tooleval.capture.redaction import Redactor
 from tooleval.rules import PolicyConfig, evaluate_row
 from tooleval.storage import ROW_SCHEMA_VERSION
 from tooleval.versions import scorer_version
@@ -41,7 +41,7 @@ def reference_calls(calls: list[Call], redactor: Redactor | None) -> list[Call]:
 
 
 def case_inputs(cases: dict[str, Case], redactor: Redactor | None) -> dict[str, list[str]]:
-    """:func:`tooleval.provenance.input_key` of every case input (redacted like requests) -> case ids."""
+    """:func:`tooleval.capture.provenance.input_key` of every case input (redacted like requests) -> case ids."""
     inputs: dict[str, list[str]] = defaultdict(list)
     for case_id, case in cases.items():
         value = case.input if redactor is None else redactor.redact_messages(case.input)
@@ -132,7 +132,7 @@ def score_envelopes(
     Args:
         cases: The dataset's cases by ``case_id``; every envelope's case must be present (the flow routes
             traces of unknown cases to ``errors.json`` before scoring).
-        envelopes: Envelope records (see :mod:`tooleval.envelope`).
+        envelopes: Envelope records (see :mod:`tooleval.capture.envelope`).
         redactor: When the traces were redacted, the same redactor: reference calls and case inputs are
             redacted alike so that matching and the join check see comparable values.
         inputs: Precomputed :func:`case_inputs` (computed here when ``None``).

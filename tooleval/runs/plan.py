@@ -24,8 +24,8 @@ from tooleval.canonical import canonical_json
 from tooleval.agents import OpenAIAgentConfig, ReplayAgentConfig, WorkItem
 from tooleval.dataset import case_digest, check_name, find_traces_file, load_dataset
 from tooleval.errors import InputFileError, RevisionConflictError, RowError, RunIdConflictError
-from tooleval.recorded import file_digest, index_traces
-from tooleval.redaction import DEFAULT_FIELDS, RedactionConfig, load_key
+from tooleval.capture.recorded import file_digest, index_traces
+from tooleval.capture.redaction import DEFAULT_FIELDS, RedactionConfig, load_key
 
 __all__ = ["DatasetRef", "RunPlan", "plan_run", "new_run_id", "revision_record_path"]
 
@@ -146,7 +146,7 @@ def plan_run(
         out: Results folder (created later, at publication).
         run_id: Run id; ``None`` generates one.
         slices: Evaluate only cases whose ``slice`` is listed; traces of other cases are skipped silently.
-        redact_fields: Field names to redact in addition to :data:`tooleval.redaction.DEFAULT_FIELDS`.
+        redact_fields: Field names to redact in addition to :data:`tooleval.capture.redaction.DEFAULT_FIELDS`.
         redact_paths: Dotted argument/result paths to redact as well.
         redaction: ``False`` turns redaction off.
         agent: A live agent; ``None`` replays the recorded traces.

@@ -3,7 +3,7 @@
 
 It reads the same immutable trace envelopes as the row-level path but shares none of its call handling: calls
 are read back from the envelope's raw ``messages_json`` here, and ragas itself scores them. That independence is
-what lets the drift check (:mod:`tooleval.drift`) catch a row-level path that drifted.
+what lets the drift check (:mod:`tooleval.runs.drift`) catch a row-level path that drifted.
 
 How a call is handed to ragas (DESIGN.md "ragas column", the old pipeline's contract): the argument text parsed
 as JSON; empty text or ``null`` is ``{}``; anything that is not a JSON object (or not JSON, or ``NaN``) becomes
@@ -20,7 +20,7 @@ from pydantic import BaseModel
 
 from tooleval.canonical import strict_json_loads
 from tooleval.models import Case
-from tooleval.ragas_metric import ragas_tool_call_f1_many, ragas_version
+from tooleval.scoring.ragas_metric import ragas_tool_call_f1_many, ragas_version
 
 __all__ = [
     "LEGACY_METRIC",
@@ -94,7 +94,7 @@ def legacy_score(
         envelopes: Envelope records (``case_id``, ``trial``, ``messages_json``, ``error``).
         cases: The dataset's cases by id (the reference calls). An envelope of an unknown case is skipped.
         scorer_version: Recorded beside the value (the drift check attributes differences by version).
-        redactor: The redactor the traces went through (:class:`tooleval.redaction.Redactor`), so that the
+        redactor: The redactor the traces went through (:class:`tooleval.capture.redaction.Redactor`), so that the
             reference arguments are redacted alike; ``None`` when redaction is off.
 
     Returns:

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from tooleval.legacy import LegacyResult
+from tooleval.runs.legacy import LegacyResult
 
 __all__ = ["check_drift", "DEFAULT_TOLERANCE"]
 
@@ -104,11 +104,11 @@ def recheck_run(run: Any, *, tolerance: float = DEFAULT_TOLERANCE) -> dict[str, 
     """Re-run the drift check of a published run from its files.
 
     The legacy side is recomputed from the run's published trace envelopes with ragas
-    (:func:`tooleval.legacy.legacy_score`) and compared with the run's rows; the published legacy scalar
+    (:func:`tooleval.runs.legacy.legacy_score`) and compared with the run's rows; the published legacy scalar
     (``scalar.json``) must also equal the recomputed one.
 
     Args:
-        run: A :class:`tooleval.runs.PublishedRun`.
+        run: A :class:`tooleval.runs.published.PublishedRun`.
         tolerance: See :func:`check_drift`.
 
     Returns:
@@ -120,7 +120,7 @@ def recheck_run(run: Any, *, tolerance: float = DEFAULT_TOLERANCE) -> dict[str, 
     import json
 
     import pyarrow as pa
-    from tooleval.legacy import legacy_score
+    from tooleval.runs.legacy import legacy_score
     from tooleval.storage import partition_dir, read_versioned
 
     def read(kind: str, columns: list[str]) -> list[dict]:

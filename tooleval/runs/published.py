@@ -9,8 +9,8 @@ from pathlib import Path
 
 from tooleval.dataset import Dataset, check_name, load_dataset
 from tooleval.errors import InputFileError
-from tooleval.recorded import file_digest
-from tooleval.redaction import RedactionConfig, Redactor, build_redactor
+from tooleval.capture.recorded import file_digest
+from tooleval.capture.redaction import RedactionConfig, Redactor, build_redactor
 from tooleval.storage import partition_dir
 
 __all__ = ["PublishedRun", "open_run"]

@@ -16,7 +16,7 @@ from typing import Any
 import pyarrow as pa
 
 from tooleval.errors import InputFileError
-from tooleval.runs import PublishedRun
+from tooleval.runs.published import PublishedRun
 from tooleval.storage import Publication, read_versioned
 
 __all__ = ["write_handoff", "rescore_command"]

@@ -1,0 +1,1 @@
+"""Trace capture: recorded traces, trace envelopes, provenance and redaction."""

@@ -1,0 +1,1 @@
+"""Runs: planning, aggregation, variability, the legacy scalar, drift, the gate, handoff and reading published runs."""
