@@ -14,7 +14,7 @@ one ``tool_calls`` entry each (``call_id`` as the id, ``arguments`` copied as wr
 raw), ``function_call_output`` a ``tool`` message, ``message`` items (and bare ``{role, content}`` input items)
 a message whose content blocks' text is joined. An output with text only has zero calls. Items of other types
 (``reasoning``, ``web_search_call``...) are not calls to score; they are kept in the trace's
-``metadata.other_items`` with their position.
+``metadata.other_items`` with their position among the items (the request's input items first).
 """
 
 from __future__ import annotations
