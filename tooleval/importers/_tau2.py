@@ -206,31 +206,40 @@ def import_tau2(src: Path, out: Path, *, name: str | None = None, revision: str 
     for path in _source_files(Path(src)):
         data, raw = load_json(path)
         groups[_check_results(path, data)].append((path, data, raw))
+    planned = {key: _group_cases(key, members, report.notes) for key, members in sorted(groups.items())}
     for (domain, mode), members in sorted(groups.items()):
         folder = domain if mode == "default" else f"{domain}-{mode}"
-        report.datasets.append(_write_group(Path(out) / folder, folder, domain, mode, members, name, revision, report))
+        report.datasets.append(_write_group(Path(out) / folder, folder, domain, mode, members,
+                                            planned[domain, mode], name, revision, report))
     return report
 
 
-def _write_group(out, folder, domain, mode, members, name, revision, report: ImportReport) -> Path:
+def _group_cases(key: tuple[str, str], members, notes: list[str]) -> dict[str, dict[str, Any]]:
+    """The cases of one (domain, mode), checking that its files agree on every task's reference actions."""
+    domain, mode = key
     cases: dict[str, dict[str, Any]] = {}
     first: dict[str, tuple[Path, str]] = {}
+    for path, data, _ in members:
+        for task in data["tasks"]:
+            actions = json.dumps((task.get("evaluation_criteria") or {}).get("actions"), sort_keys=True)
+            task_id = str(task["id"])
+            if task_id in first and first[task_id][1] != actions:
+                raise InputFileError(
+                    path, None,
+                    f"task {task_id!r} has other reference actions than in {first[task_id][0].name}.",
+                    "import the two results files separately (different --out); they are not one dataset.",
+                )
+            if task_id not in first:
+                first[task_id] = (path, actions)
+                cases[task_id] = _case(task, domain, mode, notes)
+    return cases
+
+
+def _write_group(out, folder, domain, mode, members, cases, name, revision, report: ImportReport) -> Path:
     digest = hashlib.sha256()
     with DatasetStage(out) as stage:
         for path, data, raw in members:
             digest.update(path.name.encode() + b"\0" + raw)
-            for task in data["tasks"]:
-                actions = json.dumps((task.get("evaluation_criteria") or {}).get("actions"), sort_keys=True)
-                task_id = str(task["id"])
-                if task_id in first and first[task_id][1] != actions:
-                    raise InputFileError(
-                        path, None,
-                        f"task {task_id!r} has other reference actions than in {first[task_id][0].name}.",
-                        "import the two results files separately (different --out); they are not one dataset.",
-                    )
-                if task_id not in first:
-                    first[task_id] = (path, actions)
-                    cases[task_id] = _case(task, domain, mode, report.notes)
             info = data["info"]
             agent = {"name": path.stem, "version": str(info.get("git_commit") or "")[:8] or None,
                      "model": (info.get("agent_info") or {}).get("llm")}
