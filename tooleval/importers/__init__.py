@@ -4,6 +4,7 @@ One module per format; each ``import_*`` function streams its source and returns
 (read, converted, skipped with reasons), except :func:`import_tau_bench`, which returns the folder it wrote.
 """
 
+from tooleval.importers._bfcl import import_bfcl
 from tooleval.importers._langchain import import_langchain
 from tooleval.importers._openai_chat import import_openai_chat
 from tooleval.importers._openai_responses import import_openai_responses
@@ -16,6 +17,7 @@ __all__ = [
     "ActionVerdict",
     "ImportReport",
     "compare_action_checks",
+    "import_bfcl",
     "import_langchain",
     "import_openai_chat",
     "import_openai_responses",
