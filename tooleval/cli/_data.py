@@ -40,7 +40,7 @@ def _formats_help() -> str:
 def _run_importer(fmt: str, src: Path, out: Path, options: dict):
     import tooleval.importers as importers
 
-    given = {key: value for key, value in options.items() if value}
+    given = {key: value for key, value in options.items() if value and key in _OPTIONS}
     for key in given:
         if fmt not in _OPTIONS[key]:
             raise InputFileError(None, None, f"--{key} does not apply to {fmt}.",

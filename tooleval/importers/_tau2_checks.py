@@ -20,7 +20,6 @@ from tooleval.canonical import canonical_value
 from tooleval.capture.recorded import iter_trace_lines
 from tooleval.dataset import load_dataset
 from tooleval.models import Call, RecordedTrace, calls_from_messages
-from tooleval.rules import ArgumentRules, match_with_rules
 
 __all__ = ["ActionVerdict", "compare_action_checks"]
 
@@ -81,6 +80,8 @@ def compare_action_checks(dataset: Path, traces: Path) -> list[ActionVerdict]:
         InputFileError: the dataset or traces file cannot be read.
         KeyError: a trace's case is not in the dataset.
     """
+    from tooleval.rules import ArgumentRules, match_with_rules  # numpy and scipy: only when comparing
+
     loaded = load_dataset(dataset)
     tools = {tool.name: tool for tool in loaded.tools}
     verdicts: list[ActionVerdict] = []
