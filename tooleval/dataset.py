@@ -114,6 +114,9 @@ def _load_cases(path: Path) -> dict[str, Case]:
             )
         cases[case.case_id] = case
         lines[case.case_id] = number
+    if not cases:
+        raise InputFileError(path, None, "holds no case: there is nothing to evaluate, and an empty run would pass "
+                             "its gate.", "add at least one case (one JSON object per line).")
     return cases
 
 
