@@ -100,7 +100,8 @@ class TestReferencesThatCannotBeRepresented:
     def test_run_exits_2_and_writes_nothing(self, tmp_path):
         folder = write_dataset(tmp_path / "d", [dict(TINY_CASES[0], expected_calls=[
             {"name": "refund", "args": {"amount": 1}}])], TINY_TRACES[:1])
-        (folder / "cases.jsonl").write_text((folder / "cases.jsonl").read_text().replace('"amount": 1', '"amount": NaN'))
+        cases = folder / "cases.jsonl"
+        cases.write_text(cases.read_text().replace('"amount": 1', '"amount": NaN'))
         out = tmp_path / "results"
         result = runner.invoke(app, ["run", "--dataset", str(folder), "--out", str(out), "--run-id", "nan"])
         assert result.exit_code == 2, result.output

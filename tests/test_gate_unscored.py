@@ -48,7 +48,8 @@ class TestUnscoredRows:
 
     def test_waiver_and_quarantine_name_an_unscored_case(self):
         config = GateConfig.model_validate({
-            "waivers": [{"case": "B", "rule": "unscored", "owner": "ana", "reason": "trace lost", "expires": "2026-02-01"}],
+            "waivers": [{"case": "B", "rule": "unscored", "owner": "ana", "reason": "trace lost",
+                         "expires": "2026-02-01"}],
             "quarantine": [{"case": "C", "owner": "ana", "reason": "flaky"}],
         })
         verdict = evaluate_gate(gate_rows([_scored("A")], SCOPE), config, today=TODAY)

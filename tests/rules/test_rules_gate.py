@@ -118,7 +118,8 @@ def test_counts_and_json(rows):
     verdict = evaluate_gate(rows, GateConfig(), today=TODAY)
     # fp: wrong-amount 1 (the 499.9 refund) + looping 3 (6 calls, tp 3); fn: skipped-verification 1 + wrong-amount 1
     assert verdict.counts == {
-        "rows_evaluated": 4, "scored_rows": 4, "unscored_cases": 0, "exact_match_rows": 1, "false_positive_calls": 4, "false_negative_calls": 2,
+        "rows_evaluated": 4, "scored_rows": 4, "unscored_cases": 0, "exact_match_rows": 1,
+        "false_positive_calls": 4, "false_negative_calls": 2,
         "blocking_rows": 3, "waived_rows": 0, "quarantined_rows": 0, "advisory_violations": 0,
         "violations_by_rule": {"repeated_call": 2, "required_order": 1, "unexpected_tool": 1,
                                "wrong_write_arguments": 1},
