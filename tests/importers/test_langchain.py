@@ -68,6 +68,7 @@ def test_three_conversations_import_and_score(tmp_path: Path) -> None:
 
 def test_unknown_message_type_is_skipped_with_its_reason(tmp_path: Path) -> None:
     report = import_langchain(
-        write_lines(tmp_path / "lc.jsonl", [{"case_id": "x", "expected_calls": [], "messages": [{"type": "robot"}]}]),
+        write_lines(tmp_path / "lc.jsonl", [{"case_id": "x", "expected_calls": [], "messages": [{"type": "robot"}]},
+                                            {"case_id": "y", "expected_calls": [], "messages": []}]),
         tmp_path / "out")
-    assert report.skipped == {"unknown message type 'robot'": 1} and report.converted == 0
+    assert report.skipped == {"unknown message type 'robot'": 1} and report.converted == 1

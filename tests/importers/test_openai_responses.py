@@ -5,8 +5,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from conftest import handed_cases
 from import_helpers import read_jsonl, score, write_lines
+from tooleval.errors import InputFileError
 from tooleval.importers import import_openai_responses
 
 H11 = next(case for case in handed_cases("import") if case["id"] == "H11")
@@ -67,5 +70,12 @@ def test_three_conversations_import_and_score(tmp_path: Path) -> None:
 def test_records_without_items_are_skipped(tmp_path: Path) -> None:
     src = write_lines(tmp_path / "r.jsonl", [{"case_id": "x", "expected_calls": []}, 3,
                                              [{"type": "function_call", "arguments": "{}"}]])
+    # Nothing to import at all: a file error naming the reasons, and nothing written.
+    with pytest.raises(InputFileError, match=r"no case could be imported: .*no output items \(1\)"):
+        import_openai_responses(src, tmp_path / "out")
+    assert not (tmp_path / "out").exists()
+    src = write_lines(tmp_path / "r.jsonl", [{"case_id": "x", "expected_calls": []}, 3,
+                                             [{"type": "function_call", "arguments": "{}"}],
+                                             {"case_id": "y", "expected_calls": [], "output": []}])
     report = import_openai_responses(src, tmp_path / "out")
     assert report.skipped == {"no output items": 1, "not a JSON object or list": 1, "a function_call has no name": 1}

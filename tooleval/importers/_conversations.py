@@ -28,6 +28,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from tooleval.canonical import canonical_json
+from tooleval.errors import InputFileError
 from tooleval.models import Case, RecordedTrace, calls_from_messages
 from tooleval.importers._common import check_revision, json_bytes
 from tooleval.importers._stream import (
@@ -120,6 +121,7 @@ class _Writer:
         self.trials: dict[str, int] = {}
         self.seen: set[tuple[str, int]] = set()
         self.inputs: dict[str, Any] = {}
+        self.case_count = 0
 
     def add(self, converted: Converted, where: str, number: int, report: ImportReport) -> None:
         fields = converted.fields
@@ -141,6 +143,7 @@ class _Writer:
         trace = self._trace(case_id, trial, converted, where)
         if case is not None:
             self.cases.write(case)
+            self.case_count += 1
         self.traces.write(trace)
         self.seen.add((case_id, trial))
         self.trials[case_id] = max(self.trials.get(case_id, 0), trial + 1)
@@ -206,6 +209,7 @@ class _Writer:
             if case.get("input") is None and case_id in self.inputs:
                 case = {**case, "input": self.inputs[case_id]}
             cases.write(case)
+            self.case_count += 1
 
 
 def import_conversations(
@@ -240,7 +244,8 @@ def import_conversations(
 
     Raises:
         UnsafeRevisionError: ``revision`` is unsafe.
-        InputFileError: the source is missing or unreadable (a line that is not JSON is skipped, not an error).
+        InputFileError: the source is missing or unreadable (a line that is not JSON is skipped, not an error),
+            or no case at all could be imported (the message names the commonest skip reasons).
     """
     if revision is not None:
         check_revision(revision)
@@ -265,6 +270,10 @@ def import_conversations(
             report.converted += 1
         if known is not None:
             writer.write_referenced_cases(stage)
+        if not writer.case_count:
+            reasons = "; ".join(f"{reason} ({n})" for reason, n in report.skipped.most_common(3)) or "no records"
+            raise InputFileError(files[0], None, f"no case could be imported: {reasons}.",
+                                 "give each record expected_calls, or pass --references with case lines.")
         manifest = {
             "name": name or Path(out).resolve().name,
             "revision": revision or "src-" + digest.hexdigest()[:12],
