@@ -40,7 +40,7 @@ from tooleval.importers._stream import (
     source_files,
 )
 
-__all__ = ["CASE_FIELDS", "Converted", "import_conversations", "split_fields"]
+__all__ = ["CASE_FIELDS", "Converted", "conversation_importer", "import_conversations", "split_fields"]
 
 CASE_FIELDS = frozenset(Case.model_fields) - {"case_id"}
 TRACE_FIELDS = frozenset({"agent", "request_id", "response_id", "reward", "trace_metadata", "trial", "case_id"})
@@ -285,3 +285,35 @@ def import_conversations(
         stage.write_bytes("dataset.json", json_bytes(manifest))
         report.datasets.append(stage.commit())
     return report
+
+
+def conversation_importer(fmt: str, convert: Callable[[Any], Converted], what: str) -> Callable[..., ImportReport]:
+    """The public ``import_<format>`` function of a conversation format.
+
+    Args:
+        fmt: The format's name (``openai-chat``).
+        convert: Its record converter.
+        what: What a source line holds, for the docstring and ``dataset.json`` (``"OpenAI chat-completions
+            conversations"``).
+    """
+
+    def importer(
+        src: Path,
+        out: Path,
+        *,
+        name: str | None = None,
+        revision: str | None = None,
+        references: Path | None = None,
+        agent: str | None = None,
+    ) -> ImportReport:
+        return import_conversations(src, out, fmt=fmt, convert=convert, name=name, revision=revision,
+                                    references=references, agent=agent,
+                                    description=f"{what} imported by tooleval ({fmt}).")
+
+    importer.__name__ = importer.__qualname__ = "import_" + fmt.replace("-", "_")
+    importer.__doc__ = (
+        f"Import JSON lines of {what} (record shapes: this module's docstring).\n\n"
+        "Args, returns and errors: :func:`tooleval.importers._conversations.import_conversations` (counts of records "
+        "read, converted and skipped with reasons, and of the calls written)."
+    )
+    return importer

@@ -19,11 +19,10 @@ text blocks joined (as ``BaseMessage.text`` does); the blocks themselves are kep
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
-from tooleval.importers._conversations import Converted, import_conversations, split_fields
-from tooleval.importers._stream import ImportReport, SkipLine
+from tooleval.importers._conversations import Converted, conversation_importer, split_fields
+from tooleval.importers._stream import SkipLine
 
 __all__ = ["import_langchain", "langchain_message"]
 
@@ -119,23 +118,4 @@ def _convert(record: Any) -> Converted:
     return Converted([langchain_message(m) for m in record["messages"]], split_fields(record, _MESSAGE_KEYS))
 
 
-def import_langchain(
-    src: Path,
-    out: Path,
-    *,
-    name: str | None = None,
-    revision: str | None = None,
-    references: Path | None = None,
-    agent: str | None = None,
-) -> ImportReport:
-    """Import JSON lines of LangChain conversations (see the module docstring for the record shapes).
-
-    Args and errors: :func:`tooleval.importers._conversations.import_conversations`.
-
-    Returns:
-        The counts of records read, converted and skipped (with reasons), and of the calls written.
-    """
-    return import_conversations(
-        src, out, fmt="langchain", convert=_convert, name=name, revision=revision, references=references,
-        agent=agent, description="LangChain conversations imported by tooleval (langchain).",
-    )
+import_langchain = conversation_importer("langchain", _convert, "LangChain conversations")

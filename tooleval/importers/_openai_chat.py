@@ -17,11 +17,10 @@ existed) becomes a one-item ``tool_calls``, and legacy ``role: "function"`` resu
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
-from tooleval.importers._conversations import Converted, import_conversations, split_fields
-from tooleval.importers._stream import ImportReport, SkipLine
+from tooleval.importers._conversations import Converted, conversation_importer, split_fields
+from tooleval.importers._stream import SkipLine
 
 __all__ = ["import_openai_chat", "chat_messages"]
 
@@ -88,23 +87,4 @@ def _convert(record: Any) -> Converted:
     return Converted(messages, fields)
 
 
-def import_openai_chat(
-    src: Path,
-    out: Path,
-    *,
-    name: str | None = None,
-    revision: str | None = None,
-    references: Path | None = None,
-    agent: str | None = None,
-) -> ImportReport:
-    """Import JSON lines of chat-completions conversations (see the module docstring for the record shapes).
-
-    Args and errors: :func:`tooleval.importers._conversations.import_conversations`.
-
-    Returns:
-        The counts of records read, converted and skipped (with reasons), and of the calls written.
-    """
-    return import_conversations(
-        src, out, fmt="openai-chat", convert=_convert, name=name, revision=revision, references=references,
-        agent=agent, description="OpenAI chat-completions conversations imported by tooleval (openai-chat).",
-    )
+import_openai_chat = conversation_importer("openai-chat", _convert, "OpenAI chat-completions conversations")

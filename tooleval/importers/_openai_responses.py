@@ -19,11 +19,10 @@ a message whose content blocks' text is joined. An output with text only has zer
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
-from tooleval.importers._conversations import Converted, import_conversations, split_fields
-from tooleval.importers._stream import ImportReport, SkipLine
+from tooleval.importers._conversations import Converted, conversation_importer, split_fields
+from tooleval.importers._stream import SkipLine
 
 __all__ = ["import_openai_responses", "responses_messages"]
 
@@ -101,23 +100,4 @@ def _convert(record: Any) -> Converted:
     return Converted(messages, fields, {"other_items": others} if others else {})
 
 
-def import_openai_responses(
-    src: Path,
-    out: Path,
-    *,
-    name: str | None = None,
-    revision: str | None = None,
-    references: Path | None = None,
-    agent: str | None = None,
-) -> ImportReport:
-    """Import JSON lines of Responses API output (see the module docstring for the record shapes).
-
-    Args and errors: :func:`tooleval.importers._conversations.import_conversations`.
-
-    Returns:
-        The counts of records read, converted and skipped (with reasons), and of the calls written.
-    """
-    return import_conversations(
-        src, out, fmt="openai-responses", convert=_convert, name=name, revision=revision, references=references,
-        agent=agent, description="OpenAI Responses API output imported by tooleval (openai-responses).",
-    )
+import_openai_responses = conversation_importer("openai-responses", _convert, "OpenAI Responses API output")
