@@ -189,3 +189,16 @@ def test_schema_findings_on_the_hand_written_results(verdict_rows) -> None:
     # call of simple_python_6; the malformed call (simple_python_1) is not checked; irrelevance_0's call of
     # determine_body_mass_index is declared, with numbers where floats are expected.
     assert found == {"simple_python_4:unknown_parameter:d": 1, "simple_python_6:unknown_parameter:d": 1}
+
+
+def test_unreadable_answers_are_skipped_with_their_reason(tmp_path: Path) -> None:
+    name = "BFCL_v4_simple_python.json"
+    (tmp_path / "possible_answer").mkdir()
+    write_lines(tmp_path / name, _source_lines(BFCL / name)[:3])
+    answers = _source_lines(BFCL / "possible_answer" / name)[:3]
+    answers[1]["ground_truth"] = ["calculate(x=1)"]  # not {func: {param: [values]}}
+    write_lines(tmp_path / "possible_answer" / name, answers[:2])  # the third question has no answer
+    report = import_bfcl(tmp_path / name, tmp_path / "out")
+    assert (report.read, report.converted) == (3, 1)
+    assert report.skipped == {"possible answer is not [{func: {param: [values]}}]": 1, "no possible answer": 1}
+    assert report.examples["no possible answer"] == [f"{name}:3"]
