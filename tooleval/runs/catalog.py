@@ -113,14 +113,15 @@ def delete_run(out: str | Path, run_id: str) -> int:
     return freed
 
 
-def _record_digests(record: Path, digests: set[str]) -> set[str]:
-    """The stage digests a Prefect result record mentions (its pickled StageRef holds the file's path)."""
+def _record_mentions(record: Path, paths: set[str]) -> bool:
+    """True when a Prefect result record points at one of ``paths`` (its pickled StageRef holds the file's
+    absolute path, so a record of another results folder holding the same content is not touched)."""
     try:
         data = json.loads(record.read_text())
-        payload = base64.b64decode(data.get("result") or "").decode("latin-1")
-    except (OSError, ValueError, UnicodeDecodeError):
-        return set()
-    return {d for d in digests if d in payload}
+        payload = base64.b64decode(data.get("result") or "")
+    except (OSError, ValueError):
+        return False
+    return any(path.encode() in payload for path in paths)
 
 
 def collect_garbage(out: str | Path, keep: int | None = None) -> GcReport:
@@ -150,13 +151,13 @@ def collect_garbage(out: str | Path, keep: int | None = None) -> GcReport:
     for path in sorted((out / ".tooleval" / "stages").glob("*/*.parquet")):
         if path.stem not in needed:
             report.bytes_freed += path.stat().st_size
+            removed.add(str(path.resolve()))
             path.unlink()
-            removed.add(path.stem)
             report.stage_files += 1
     storage = prefect_home(out) / "storage"
     if removed and storage.is_dir():
         for record in sorted(p for p in storage.iterdir() if p.is_file()):
-            if _record_digests(record, removed):
+            if _record_mentions(record, removed):
                 report.bytes_freed += record.stat().st_size
                 record.unlink()
                 report.result_records += 1
