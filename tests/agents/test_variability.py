@@ -135,6 +135,8 @@ def test_pass_at_k_intervals_on_the_bundled_rewards():
         for k, (low, high) in summary[f"{name}_ci95"].items():
             assert 0.0 <= low <= summary[name][k] <= high <= 1.0
     assert summary == variability_summary(rows, outcome_from_spec("recorded_reward"))  # seeded: reproducible
+    low, high = summary["pass@k_ci95"]["1"]
+    assert f"0.4200  [{low:.4f}, {high:.4f}]" in format_variability(summary)
 
 
 def test_cluster_interval_without_spread_is_the_mean():

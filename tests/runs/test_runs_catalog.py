@@ -4,6 +4,7 @@ nothing else, and a gc that keeps a kept run's cached rerun cached."""
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -33,10 +34,13 @@ def test_runs_lists_newest_first(bundled_pair):
     assert [json.loads(line)["run_id"] for line in jsonl.output.splitlines()] == ["head", "base"]
 
 
-@pytest.fixture
-def three_runs(prefect_harness, tmp_path):
+@pytest.fixture(scope="module")
+def three_runs(prefect_harness, tmp_path_factory):
+    """Runs r1, r3 (same traces) and r2 (case C changed) in one folder; shared by the tests below, in order:
+    the delete test works on a copy, the gc command keeps everything, the last test collects."""
     from flows.evaluate import evaluate
 
+    tmp_path = tmp_path_factory.mktemp("three-runs")
     out = tmp_path / "results"
     first = write_dataset(tmp_path / "d1", TINY_CASES, TINY_TRACES)
     evaluate(dataset=str(first), out=str(out), run_id="r1")
@@ -46,8 +50,9 @@ def three_runs(prefect_harness, tmp_path):
     return out, first
 
 
-def test_delete_removes_one_run_and_nothing_else(three_runs):
-    out, _ = three_runs
+def test_delete_removes_one_run_and_nothing_else(three_runs, tmp_path):
+    out = tmp_path / "results"
+    shutil.copytree(three_runs[0], out)
     before = _tree(out)
     result = runner.invoke(app, ["runs", "--out", str(out), "--delete", "r2"])
     assert result.exit_code == 0, result.output
@@ -56,6 +61,14 @@ def test_delete_removes_one_run_and_nothing_else(three_runs):
     assert not any("r2" in path for path in _tree(out))
     assert {p.split("/")[0] for p in removed} == {"traces", "rows", "legacy", "runs"}
     assert runner.invoke(app, ["runs", "--out", str(out), "--delete", "r2"]).exit_code == 2
+
+
+def test_gc_command_prints_what_it_freed(three_runs):
+    out, _ = three_runs
+    result = runner.invoke(app, ["gc", "--out", str(out)], env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    # Every run is kept: r2's files are needed by r2, the others by r1 and r3: nothing to free.
+    assert "freed 0.00 MB: 0 run(s), 0 stage file(s), 0 Prefect result record(s)" in result.output
 
 
 def test_gc_keeps_what_kept_runs_need_and_their_cache_stays_warm(three_runs, monkeypatch):
@@ -81,11 +94,3 @@ def test_gc_keeps_what_kept_runs_need_and_their_cache_stays_warm(three_runs, mon
     assert {name: set(states) for name, states in rerun.stage_states.items()
             if name in ("generation", "trace-capture", "scoring")} == {
         "generation": {"Cached"}, "trace-capture": {"Cached"}, "scoring": {"Cached"}}
-
-
-def test_gc_command_prints_what_it_freed(three_runs):
-    out, _ = three_runs
-    result = runner.invoke(app, ["gc", "--out", str(out)], env={"COLUMNS": "200"})
-    assert result.exit_code == 0, result.output
-    # Every run is kept: r2's files are needed by r2, the others by r1 and r3: nothing to free.
-    assert "freed 0.00 MB: 0 run(s), 0 stage file(s), 0 Prefect result record(s)" in result.output

@@ -204,15 +204,21 @@ def variability_summary(rows: Iterable[dict[str, Any]], outcome: Outcome) -> dic
 
 
 def format_variability(summary: dict[str, Any]) -> str:
-    """A plain-text table of a :func:`variability_summary` for the CLI: one line per k, then pass rate and
-    flaky cases; figures with 4 decimals."""
+    """A plain-text table of a :func:`variability_summary` for the CLI: one line per k (with the 95 % intervals
+    when the summary has them), then pass rate and flaky cases; figures with 4 decimals."""
     def fmt(value: float | None) -> str:
         return "-" if value is None else f"{value:.4f}"
 
+    def interval(name: str, k: str) -> str:
+        ci = (summary.get(f"{name}_ci95") or {}).get(k)
+        return "" if ci is None else f"[{fmt(ci[0])}, {fmt(ci[1])}]"
+
     lines = [f"variability (outcome {summary['outcome']}, {summary['cases_with_outcome']} cases, "
-             f"K = {summary['k_max']})", f"{'k':>3}  {'pass@k':>8}  {'pass^k':>8}"]
+             f"K = {summary['k_max']}; 95 % bootstrap intervals over cases)",
+             f"{'k':>3}  {'pass@k':>8}  {'':18}  {'pass^k':>8}"]
     for k in summary["pass@k"]:
-        lines.append(f"{k:>3}  {fmt(summary['pass@k'][k]):>8}  {fmt(summary['pass^k'][k]):>8}")
+        lines.append(f"{k:>3}  {fmt(summary['pass@k'][k]):>8}  {interval('pass@k', k):18}  "
+                     f"{fmt(summary['pass^k'][k]):>8}  {interval('pass^k', k)}")
     lines.append(f"pass rate {fmt(summary['pass_rate'])}; flaky cases {len(summary['flaky_cases'])}; "
                  f"rows without outcome {summary['rows_without_outcome']}")
     return "\n".join(lines)
