@@ -36,9 +36,11 @@ __all__ = ["RULE_NAMES", "Severity", "Violation", "PolicyConfig", "check_policie
 RULE_NAMES = (
     "forbidden_tool", "unexpected_tool", "repeated_call", "missing_write", "wrong_write_arguments",
     "f1_below_floor", "required_order", "missing_confirmation", "repeated_side_effect", "call_budget",
-    "required_argument", "missing_output", "leaked_field",
+    "required_argument", "missing_output", "leaked_field", "tool_schema",
 )
-"""Every violation rule, in the order :func:`check_policies` reports them."""
+"""Every violation rule, in the order they are reported: :func:`check_policies` reports the first 13;
+``tool_schema`` (a call departing from its tools.json schema, advisory) comes from
+:func:`tooleval.rules._schema.schema_violations`."""
 
 Severity = Literal["blocking", "advisory"]
 
