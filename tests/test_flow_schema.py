@@ -213,3 +213,21 @@ class TestOlderRows:
         assert [{k: r[k] for k in columns} for r in stored] == [{k: r[k] for k in columns} for r in scored]
         assert [len(r["schema_findings"]) for r in stored] == [2, 2, 0, 0]
         assert {r["row_schema_version"] for r in stored} == {3}
+
+    def test_a_version_2_partition_still_summarizes_and_reports(self, tmp_path):
+        import duckdb
+
+        from tooleval.runs.aggregate import summarize_rows
+        from tooleval.runs.report import _data
+        from tooleval.storage import scan_parquet_sql
+
+        part = tmp_path / "rows" / "dataset_revision=r1" / "run_id=old"
+        part.mkdir(parents=True)
+        (part / "part-0.parquet").write_bytes((GOLDEN / "rows_v2.parquet").read_bytes())  # no schema_findings
+        source = scan_parquet_sql(part / "part-0.parquet")
+        figures = summarize_rows(source)
+        assert figures["rows"] == 4 and figures["rows_schema_checked"] == 0 and figures["schema_findings"] == 0
+        con = duckdb.connect()
+        rows, failing = _data.worst_rows(con, source)
+        assert failing == 2 and all(r["schema_findings"] is None for r in rows)  # A#1 (f1 0.5) and B#0 (0.0)
+        assert _data.schema_findings(con, source) == []
