@@ -168,3 +168,54 @@ def datasets(draw, rows: int = 40) -> tuple[dict[str, Case], list[dict], dict[st
                            "agent": {"name": "a", "version": "1", "model": "m"}, "messages": messages,
                            "metadata": {"reward": 1.0, "card_number": draw(cards)}})
     return cases, traces, tools, secrets
+
+
+KEPT = "keep-me-4821"
+"""A value only ever under non-redacted keys: it must survive redaction (the scan is not vacuous)."""
+
+
+@st.composite
+def planted_datasets(draw) -> tuple[dict[str, Case], list[dict], dict[str, ToolSpec], list[str]]:
+    """A dataset whose every secret was seen under a redacted field name: the base secrets under ``api_key`` in
+    a case's references; one secret per case in its ``expected_outputs`` (plain text) that each of its traces
+    shows under a redacted key; one secret per trace, under a redacted key in any letter case, under a
+    JSON-escaped key in argument text, in malformed single-quoted argument text, in user and assistant text,
+    and (for a number) repeated in message text. Returns the secrets' texts as the last item."""
+    cases, traces, tools, base = draw(datasets(rows=12))
+    cases["vault"] = Case.model_validate({"case_id": "vault", "input": "store", "expected_calls": [
+        {"name": "lookup", "args": {"api_key": base, "note": KEPT}}]})
+    secrets = [str(s) for s in base]
+    per_case: dict[str, str] = {}
+    for case_id in list(cases):
+        if case_id == "vault":
+            continue
+        value = draw(emails).replace("@", f".{case_id}@")
+        per_case[case_id] = value
+        cases[case_id] = cases[case_id].model_copy(update={"expected_outputs": [f"sent to {value}"]})
+        secrets.append(value)
+    for number, trace in enumerate(traces):
+        own_text = draw(emails).replace("@", f".t{number}@")
+        own_number = draw(cards)
+        only_malformed = draw(api_keys) + f"-t{number}"  # seen nowhere else: found in the malformed text itself
+        secrets += [own_text, str(own_number), only_malformed]
+        key = draw(redacted_keys)
+        escaped = '"' + "".join(f"\\u{ord(c):04x}" if i == 0 else c for i, c in enumerate("email")) + '"'
+        trace["messages"] += [
+            {"role": "tool", "content": json.dumps({key: own_text, "CARD_NUMBER": own_number,
+                                                    "Phone": per_case[trace["case_id"]]})},
+            {"role": "user", "content": f"My number is {own_number}, mail {own_text}."},
+            {"role": "assistant", "content": None, "tool_calls": [
+                {"id": "p1", "type": "function", "function": {"name": "send_message", "arguments":
+                    "{" + escaped + f': "{own_text}", "note": "{KEPT}"' + "}"}},
+                {"id": "p2", "type": "function", "function": {"name": "send_message", "arguments":
+                    f"{{'email': '{own_text}', 'API_KEY': '{only_malformed}', 'to': '{per_case[trace['case_id']]}'}}"}},
+                {"id": "p3", "type": "function", "function": {"name": "lookup", "arguments":
+                    "{'email': 'x@y.z', 'api_key': 'k-1'}"}}]},
+            {"role": "assistant", "content": f"Done: sent to {per_case[trace['case_id']]} ({own_text})."},
+        ]
+    return cases, traces, tools, secrets
+
+
+def leaked(text: str, secrets: list[str]) -> list[str]:
+    """The secrets that occur in ``text``."""
+    return sorted({s for s in secrets if s in text})
