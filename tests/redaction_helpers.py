@@ -133,17 +133,21 @@ def datasets(draw, rows: int = 40) -> tuple[dict[str, Case], list[dict], dict[st
                             requires_confirmation=name == "refund") for name in TOOLS}
     cases: dict[str, Case] = {}
     traces: list[dict] = []
-    for number in range(draw(st.integers(2, 6))):
+    for number in range(draw(st.integers(2, max(2, rows // 5)))):
         case_id = f"c{number}"
         expected = [{"name": draw(st.sampled_from(TOOLS)), "args": draw(argument_objects(pool))}
                     for _ in range(draw(st.integers(0, 3)))]
-        outputs = draw(st.lists(st.sampled_from([str(v) for v in pool if isinstance(v, (str, int))] + ["done"]),
-                                max_size=2))
+        # an expected output that is only a *part* of a secret cannot be found once the secret is a token: a
+        # documented limit (docs/redaction.md), so outputs are whole values or text
+        texts = [str(v) for v in pool if isinstance(v, (str, int)) and not isinstance(v, bool)] + ["done"]
+        whole = [t for t in texts if not any(t in str(s) and t != str(s) for s in secrets)
+                 and not (t.lstrip("-").isdigit() and len(t) < 5)]  # "10" sits inside many card numbers
+        outputs = draw(st.lists(st.sampled_from(whole), max_size=2))
         user = f"Please help, my email is {draw(st.sampled_from(secrets))} and card_number={draw(cards)}"
         cases[case_id] = Case.model_validate({
             "case_id": case_id, "input": user, "expected_calls": expected, "expected_outputs": outputs or None,
             "slice": draw(st.sampled_from(["a", "b", None]))})
-        for trial in range(draw(st.integers(1, max(1, rows // 6)))):
+        for trial in range(draw(st.integers(1, max(1, rows // 5)))):
             messages: list[dict] = [{"role": "user", "content": user}]
             calls = [dict(c) for c in expected if draw(st.integers(0, 5))]
             calls += [{"name": draw(st.sampled_from(TOOLS)), "args": draw(argument_objects(pool))}

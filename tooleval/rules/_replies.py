@@ -79,13 +79,25 @@ _BREAK = re.compile(r"[,;:.!\u2014\u2013]+|\s-\s|(?<=\?)|\b(?:but|though|althoug
                     re.IGNORECASE)
 
 
+_NOT_WORDS = re.compile(r"[^\s]*(?:@|\d|_|://|redacted:)[^\s]*")
+"""Chunks that are data, not words: addresses, numbers, ids, links and redaction tokens. They are read as their
+trailing punctuation only, so that a reply reads the same whether its data is redacted or not (issue 11: an
+address such as ``x@if.example`` holds no ``if``)."""
+
+
+def _without_data(text: str) -> str:
+    return _NOT_WORDS.sub(lambda m: re.search(r"[.,;:!?]*$", m.group(0)).group(0), text)
+
+
 def words(text: str) -> list[str]:
-    """Lower-case word tokens (Unicode letters; ``?`` kept as a token); typographic apostrophes read as ``'``."""
-    return _WORD.findall(text.casefold().replace("\u2019", "'"))
+    """Lower-case word tokens (Unicode letters; ``?`` kept as a token); typographic apostrophes read as ``'``;
+    data chunks (addresses, numbers, ids, redaction tokens) are left out."""
+    return _WORD.findall(_without_data(text).casefold().replace("\u2019", "'"))
 
 
 def clauses(text: str) -> list[tuple[int, list[str]]]:
     """The reply's clauses as ``(sentence number, words)`` (see the module docstring); empty clauses dropped."""
+    text = _without_data(text)
     return [(n, ws) for n, sentence in enumerate(_SENTENCE.split(text))
             for part in _BREAK.split(sentence) if part and (ws := words(part))]
 
