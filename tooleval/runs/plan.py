@@ -111,7 +111,9 @@ def _check_revision_registry(out: Path, dataset_path: Path, revision: str, diges
 
 
 def check_run_id(out: Path, run_id: str, revision: str) -> None:
-    summary = out / "runs" / run_id / "summary.json"
+    from tooleval.storage import document_path
+
+    summary = document_path(out, f"runs/{run_id}/summary.json")
     if not summary.is_file():
         return
     previous = json.loads(summary.read_text()).get("dataset_revision")
