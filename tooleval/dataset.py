@@ -23,6 +23,7 @@ from tooleval.capture.recorded import iter_json_lines
 __all__ = ["Dataset", "load_dataset", "load_dataset_cached", "check_name", "case_digest", "find_traces_file"]
 
 SCHEMA_VERSIONS = (1,)
+DATASET_DOCS = "see the README's 'Datasets' section for the dataset folder format."
 
 
 def check_name(value: object, *, what: str, path: str | Path | None = None) -> str:
@@ -72,15 +73,47 @@ class Dataset:
         return self.manifest.revision
 
 
+def _deep_line(text: str, limit: int = 500) -> int | None:
+    """The 1-based line where brackets outside strings first nest deeper than ``limit``, else None."""
+    depth, line, in_string, escaped = 0, 1, False, False
+    for char in text:
+        if char == "\n":
+            line += 1
+        elif in_string:
+            escaped = not escaped and char == "\\"
+            in_string = escaped or char != '"'
+        elif char == '"':
+            in_string = True
+        elif char in "[{":
+            depth += 1
+            if depth > limit:
+                return line
+        elif char in "]}":
+            depth -= 1
+    return None
+
+
 def _read_json(path: Path) -> object:
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        raw = path.read_bytes()
     except FileNotFoundError:
-        raise InputFileError(path, None, "file not found.", "create it or point --dataset at a dataset folder.")
-    except json.JSONDecodeError as exc:
-        raise InputFileError(path, exc.lineno, f"not valid JSON ({exc.msg}, column {exc.colno}).", "repair the JSON.")
+        raise InputFileError(path, None, "file not found.", "create it or point --dataset at a dataset folder.") from None
+    except OSError as exc:
+        raise InputFileError(path, None, f"cannot read the file ({exc.strerror or exc}).",
+                             "check that it is a readable file.") from None
+    try:
+        text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise InputFileError(path, None, f"not UTF-8 text ({exc.reason}).", "save the file as UTF-8.")
+        line = raw[: exc.start].count(b"\n") + 1
+        raise InputFileError(path, line, f"not UTF-8 text ({exc.reason}).", "save the file as UTF-8.") from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InputFileError(path, exc.lineno, f"not valid JSON ({exc.msg}, column {exc.colno}).",
+                             "repair the JSON.") from None
+    except RecursionError:
+        raise InputFileError(path, _deep_line(text), "nested too deeply to read (arrays/objects inside each "
+                             "other beyond Python's recursion limit).", "flatten that part of the file.") from None
 
 
 def _first_error(exc: ValidationError) -> str:
@@ -98,8 +131,11 @@ def _load_cases(path: Path) -> dict[str, Case]:
             data["case_id"] = str(data["case_id"])
         try:
             case = Case.model_validate(data)
+            case_digest(case)
         except ValidationError as exc:
-            raise InputFileError(path, number, f"not a valid case: {_first_error(exc)}.", "fix that field.")
+            raise InputFileError(path, number, f"not a valid case: {_first_error(exc)}.", "fix that field.") from None
+        except RecursionError:
+            raise InputFileError(path, number, "a case nested too deeply to read.", "flatten that case.") from None
         if case.case_id in cases:
             raise InputFileError(
                 path,
@@ -132,7 +168,7 @@ def load_dataset(path: str | Path) -> Dataset:
     manifest_path = root / "dataset.json"
     raw = _read_json(manifest_path)
     if not isinstance(raw, dict):
-        raise InputFileError(manifest_path, 1, "must be a JSON object.", "see DESIGN.md 'Inputs'.")
+        raise InputFileError(manifest_path, 1, "must be a JSON object.", DATASET_DOCS)
     if raw.get("schema_version") not in SCHEMA_VERSIONS:
         raise InputFileError(
             manifest_path,
@@ -154,12 +190,15 @@ def load_dataset(path: str | Path) -> Dataset:
     if tools_path.exists():
         raw_tools = _read_json(tools_path)
         if not isinstance(raw_tools, list):
-            raise InputFileError(tools_path, 1, "must be a JSON list of tool specs.", "see DESIGN.md 'Inputs'.")
+            raise InputFileError(tools_path, 1, "must be a JSON list of tool specs.", DATASET_DOCS)
         for i, item in enumerate(raw_tools):
             try:
                 tools.append(ToolSpec.model_validate(item))
             except ValidationError as exc:
-                raise InputFileError(tools_path, None, f"tool #{i}: {_first_error(exc)}.", "fix that tool spec.")
+                raise InputFileError(tools_path, None, f"tool #{i}: {_first_error(exc)}.", "fix that tool spec.") from None
+            except RecursionError:
+                raise InputFileError(tools_path, None, f"tool #{i} is nested too deeply to read.",
+                                     "flatten that tool spec.") from None
     return Dataset(root, manifest, cases, tools, digest.hexdigest())
 
 

@@ -10,6 +10,8 @@ from __future__ import annotations
 import gzip
 import hashlib
 import json
+import os
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
@@ -39,6 +41,44 @@ def file_digest(path: Path) -> str:
     return digest.hexdigest()
 
 
+MAX_LINE_ENV = "TOOLEVAL_MAX_LINE_BYTES"
+DEFAULT_MAX_LINE_BYTES = 64 << 20
+
+
+def max_line_bytes() -> int:
+    """The longest JSON line read (bytes, after gunzip): ``$TOOLEVAL_MAX_LINE_BYTES`` or 64 MiB. A cap keeps a
+    gzip bomb (1 GB of zeros expands from a 1 MB file) from filling memory before the line error."""
+    try:
+        return max(1024, int(os.environ.get(MAX_LINE_ENV, DEFAULT_MAX_LINE_BYTES)))
+    except ValueError:
+        return DEFAULT_MAX_LINE_BYTES
+
+
+def _decode(path: Path, number: int, raw: bytes) -> str:
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputFileError(path, number, f"not UTF-8 text (byte {exc.start + 1} of the line: "
+                             f"{raw[exc.start:exc.start + 1]!r}).", "save the file as UTF-8.") from None
+
+
+def parse_json_line(path: Path, number: int, text: str) -> object:
+    """One line parsed as JSON.
+
+    Raises:
+        InputFileError: not JSON, or nested deeper than the parser allows (file and line named).
+    """
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InputFileError(
+            path, number, f"not valid JSON ({exc.msg}, column {exc.colno}).", "repair or remove that line."
+        ) from None
+    except RecursionError:
+        raise InputFileError(path, number, "nested too deeply to read (JSON arrays/objects inside each other "
+                             "beyond Python's recursion limit).", "flatten or remove that line.") from None
+
+
 def iter_json_lines(path: Path, *, missing: str, fix: str) -> Iterator[TraceLine]:
     """Yield every non-blank line of a JSON-lines file (``.gz`` read as gzip) as parsed JSON, with its number.
 
@@ -48,25 +88,35 @@ def iter_json_lines(path: Path, *, missing: str, fix: str) -> Iterator[TraceLine
         fix: Fix text when the file does not exist.
 
     Raises:
-        InputFileError: the file is missing, not gzip/UTF-8, or a line is not JSON (file, line and column named).
+        InputFileError: the file is missing or not gzip; a line is longer than :func:`max_line_bytes`, not
+            UTF-8, not JSON or nested too deeply (file and line named).
     """
-    opener = gzip.open if path.name.endswith(".gz") else open
+    cap = max_line_bytes()
+    gz = path.name.endswith(".gz")
+    opener = gzip.open if gz else open
     try:
-        with opener(path, "rt", encoding="utf-8") as handle:
-            for number, text in enumerate(handle, start=1):
+        with opener(path, "rb") as handle:
+            number = 0
+            while raw := handle.readline(cap + 1):
+                number += 1
+                if len(raw) > cap and not raw.endswith(b"\n"):
+                    raise InputFileError(path, number, f"line longer than {cap} bytes (the cap against runaway "
+                                         "or decompression-bomb input).", f"split the line, or raise the cap "
+                                         f"with {MAX_LINE_ENV}=<bytes>.")
+                text = _decode(path, number, raw)
                 if not text.strip():
                     continue
-                try:
-                    data = json.loads(text.rstrip())
-                except json.JSONDecodeError as exc:
-                    raise InputFileError(
-                        path, number, f"not valid JSON ({exc.msg}, column {exc.colno}).", "repair or remove that line."
-                    )
-                yield TraceLine(number, data)
+                yield TraceLine(number, parse_json_line(path, number, text.rstrip()))
     except FileNotFoundError:
-        raise InputFileError(path, None, missing, fix)
-    except (OSError, UnicodeDecodeError, EOFError) as exc:
-        raise InputFileError(path, None, f"cannot read the file ({exc}).", "pass a .jsonl or .jsonl.gz file.")
+        raise InputFileError(path, None, missing, fix) from None
+    except IsADirectoryError:
+        raise InputFileError(path, None, "is a folder, not a file.", "pass the JSON-lines file itself.") from None
+    except (gzip.BadGzipFile, EOFError, zlib.error) as exc:
+        raise InputFileError(path, None, f"not a readable gzip file ({exc}).",
+                             "pass an intact .jsonl.gz file, or an uncompressed .jsonl without the .gz suffix.") from None
+    except OSError as exc:
+        raise InputFileError(path, None, f"cannot read the file ({exc.strerror or exc}).",
+                             "check that it exists and is readable.") from None
 
 
 def iter_trace_lines(path: Path) -> Iterator[TraceLine]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import errno
 import os
 import stat
-import tempfile
+import secrets
 from pathlib import Path
 
 from tooleval.errors import InputFileError
@@ -19,7 +19,7 @@ __all__ = ["OutFolderError", "ensure_dir", "safe_target", "check_out_folder", "L
 LAYOUT_DIRS = ("traces", "rows", "legacy", "runs", "revisions", ".tooleval")
 """Folders ``tooleval`` writes directly under ``--out``."""
 
-DOCS = "the README's 'Results folder' section"
+DOCS = "the README's 'Results layout' section"
 
 
 class OutFolderError(InputFileError):
@@ -112,22 +112,25 @@ def safe_target(out: str | Path, relative: str | Path) -> Path:
     return target
 
 
-def write_bytes(out: str | Path, relative: str | Path, data: bytes) -> Path:
+def write_bytes(out: str | Path, relative: str | Path, data: bytes, *, mode: int = 0o666) -> Path:
     """Write ``out/relative`` whole: a temporary file in the same folder, then ``os.replace`` (a reader sees
     the old file or the new one). On object storage the equivalent is one PUT.
+
+    Args:
+        mode: Permission bits of a new file before the umask (``0o600`` for a secret).
 
     Raises:
         OutFolderError: see :func:`safe_target`; the write failed (read-only, no space).
     """
     target = safe_target(out, relative)
+    tmp = target.parent / f".{target.name}.{secrets.token_hex(6)}.tmp"
     try:
-        handle, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+        handle = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), mode)
         with os.fdopen(handle, "wb") as stream:
             stream.write(data)
         os.replace(tmp, target)
     except OSError as exc:
-        if "tmp" in locals():
-            Path(tmp).unlink(missing_ok=True)
+        tmp.unlink(missing_ok=True)
         raise _os_error(target, exc) from None
     return target
 
