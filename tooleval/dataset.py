@@ -93,6 +93,26 @@ def _deep_line(text: str, limit: int = 500) -> int | None:
     return None
 
 
+def _key_line(text: str, key: str) -> int:
+    """1-based line of the first ``"key":`` in JSON text; 1 (where the object starts) when absent."""
+    import re
+
+    found = re.search(r'"' + re.escape(key) + r'"\s*:', text) if key else None
+    return text.count("\n", 0, found.start()) + 1 if found else 1
+
+
+def _element_lines(text: str) -> list[int]:
+    """1-based start line of each element of the top-level JSON array in ``text`` (already known to parse)."""
+    decoder, lines, index = json.JSONDecoder(), [], text.index("[") + 1
+    while True:
+        while index < len(text) and text[index] in " \t\r\n,":
+            index += 1
+        if index >= len(text) or text[index] == "]":
+            return lines
+        lines.append(text.count("\n", 0, index) + 1)
+        index = decoder.raw_decode(text, index)[1]
+
+
 def _read_json(path: Path) -> object:
     try:
         raw = path.read_bytes()
@@ -169,18 +189,25 @@ def load_dataset(path: str | Path) -> Dataset:
     raw = _read_json(manifest_path)
     if not isinstance(raw, dict):
         raise InputFileError(manifest_path, 1, "must be a JSON object.", DATASET_DOCS)
+    text = manifest_path.read_bytes().decode("utf-8")
     if raw.get("schema_version") not in SCHEMA_VERSIONS:
         raise InputFileError(
             manifest_path,
-            None,
+            _key_line(text, "schema_version"),
             f"unknown schema_version {raw.get('schema_version')!r}; this tooleval reads {list(SCHEMA_VERSIONS)}.",
             "upgrade tooleval or write schema_version 1.",
         )
-    check_name(raw.get("revision"), what="revision", path=manifest_path)
+    try:
+        check_name(raw.get("revision"), what="revision", path=manifest_path)
+    except UnsafeRevisionError as exc:
+        raise UnsafeRevisionError(manifest_path, _key_line(text, "revision"), exc.problem, exc.fix) from None
     try:
         manifest = DatasetManifest.model_validate(raw)
     except ValidationError as exc:
-        raise InputFileError(manifest_path, None, f"invalid manifest: {_first_error(exc)}.", "fix that field.")
+        line = _key_line(text, str(exc.errors()[0]["loc"][0]) if exc.errors()[0]["loc"] else "")
+        raise InputFileError(manifest_path, line, f"invalid manifest: {_first_error(exc)}.", "fix that field.") from None
+    except RecursionError:
+        raise InputFileError(manifest_path, 1, "nested too deeply to read.", "flatten the manifest.") from None
     cases = _load_cases(root / "cases.jsonl")
     tools: list[ToolSpec] = []
     tools_path = root / "tools.json"
@@ -191,13 +218,15 @@ def load_dataset(path: str | Path) -> Dataset:
         raw_tools = _read_json(tools_path)
         if not isinstance(raw_tools, list):
             raise InputFileError(tools_path, 1, "must be a JSON list of tool specs.", DATASET_DOCS)
+        starts = _element_lines(tools_path.read_bytes().decode("utf-8"))
         for i, item in enumerate(raw_tools):
+            line = starts[i] if i < len(starts) else None
             try:
                 tools.append(ToolSpec.model_validate(item))
             except ValidationError as exc:
-                raise InputFileError(tools_path, None, f"tool #{i}: {_first_error(exc)}.", "fix that tool spec.") from None
+                raise InputFileError(tools_path, line, f"tool #{i}: {_first_error(exc)}.", "fix that tool spec.") from None
             except RecursionError:
-                raise InputFileError(tools_path, None, f"tool #{i} is nested too deeply to read.",
+                raise InputFileError(tools_path, line, f"tool #{i} is nested too deeply to read.",
                                      "flatten that tool spec.") from None
     return Dataset(root, manifest, cases, tools, digest.hexdigest())
 

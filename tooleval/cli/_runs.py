@@ -9,7 +9,7 @@ import typer
 
 from tooleval.errors import InputFileError
 
-from tooleval.cli._app import OutOption, app, console, fail, fmt, prefect_session
+from tooleval.cli._app import OutOption, app, console, fail, fmt, open_results, prefect_session
 from tooleval.cli._report import print_drift, print_gate, print_run
 
 
@@ -23,13 +23,17 @@ def legacy(
     from tooleval.runs.published import open_run
 
     try:
+        open_results(out)
         open_run(out, run_id, dataset)
     except InputFileError as exc:
         fail(exc)
-    with prefect_session(out):
-        from flows.legacy import legacy as legacy_flow
+    try:
+        with prefect_session(out):
+            from flows.legacy import legacy as legacy_flow
 
-        result = legacy_flow(run_id=run_id, out=str(out), dataset=None if dataset is None else str(dataset))
+            result = legacy_flow(run_id=run_id, out=str(out), dataset=None if dataset is None else str(dataset))
+    except InputFileError as exc:
+        fail(exc)
     console.print(f"legacy {result.metric} = {fmt(result.value)} over {result.rows} rows "
                   f"(ragas {result.ragas_version})")
 
@@ -49,12 +53,13 @@ def drift(
     from tooleval.storage import Publication
 
     try:
+        open_results(out)
         published = open_run(out, run_id, dataset)
         report = recheck_run(published)
+        with Publication(published.out) as publication:
+            publication.add_json(f"runs/{run_id}/drift.json", report)
     except InputFileError as exc:
         fail(exc)
-    with Publication(published.out) as publication:
-        publication.add_json(f"runs/{run_id}/drift.json", report)
     print_drift(report)
     console.print(f"written: {published.out / 'runs' / run_id / 'drift.json'}")
     raise typer.Exit(1 if report["verdict"] == "drift" else 0)
@@ -78,6 +83,7 @@ def rescore(
     from tooleval.runs.published import open_run, select_envelopes
 
     try:
+        open_results(out)
         source = open_run(out, run_id, dataset)
         select_envelopes(source, case, trial)
         if to_run_id is not None:
@@ -115,6 +121,7 @@ def handoff(
     from tooleval.runs.published import open_run
 
     try:
+        open_results(out)
         folders = write_handoff(open_run(out, run_id, dataset), case, trial)
     except InputFileError as exc:
         fail(exc)
@@ -140,6 +147,7 @@ def gate(
     from tooleval.storage import Publication, read_versioned
 
     try:
+        open_results(out)
         run_ = open_run(out, run_id, dataset)
         cfg = gate_config_for(run_.dataset.path, config)
         tables = [read_versioned(path, "rows") for path in run_.files("rows")]
@@ -150,10 +158,13 @@ def gate(
         fail(exc)
     rows = pa.concat_tables(tables).to_pylist()
     verdict = run_gate(rows, cfg)
-    with Publication(run_.out) as publication:
-        junit = publication.add_text(f"runs/{run_id}/junit.xml", "")
-        write_junit(verdict, rows, junit, suite_name=run_.revision)
-        publication.add_json(f"runs/{run_id}/gate.json", verdict.to_dict())
+    try:
+        with Publication(run_.out) as publication:
+            junit = publication.add_text(f"runs/{run_id}/junit.xml", "")
+            write_junit(verdict, rows, junit, suite_name=run_.revision)
+            publication.add_json(f"runs/{run_id}/gate.json", verdict.to_dict())
+    except InputFileError as exc:
+        fail(exc)
     print_gate(verdict, run_id)
     console.print(f"written: {run_.out / 'runs' / run_id / 'junit.xml'}")
     raise typer.Exit(0 if verdict.passed else 1)

@@ -13,7 +13,7 @@ from tooleval.storage._partition import (
 )
 from tooleval.storage._commit import MARKER, committed_files, document_path, read_marker, recover
 from tooleval.storage._lease import LeaseHeldError, RunLease, hold_run
-from tooleval.storage._paths import OutFolderError, check_out_folder, ensure_dir, write_bytes
+from tooleval.storage._paths import OutFolderError, check_out_folder, encode_name, ensure_dir, write_bytes
 from tooleval.storage._query import PARTITION_TYPES, PARTITIONING, connect, read_table, scan_parquet_sql
 from tooleval.storage._versions import CURRENT_VERSIONS, VERSION_COLUMNS, conform, read_versioned
 from tooleval.storage._schema import (
@@ -41,6 +41,7 @@ __all__ = [
     "RunLease",
     "hold_run",
     "OutFolderError",
+    "encode_name",
     "check_out_folder",
     "ensure_dir",
     "write_bytes",

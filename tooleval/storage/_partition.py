@@ -32,7 +32,7 @@ from tooleval.errors import InputFileError
 from tooleval.storage._commit import PUBLICATIONS, new_marker, read_marker, remove_empty, sweep, write_marker
 from tooleval.storage._lease import hold_run
 from tooleval.storage._pause import pause_point
-from tooleval.storage._paths import OutFolderError, ensure_dir, write_bytes
+from tooleval.storage._paths import OutFolderError, ensure_dir, safe_target, write_bytes
 from tooleval.storage._schema import SCHEMAS
 
 __all__ = ["UnsafeNameError", "validate_partition_value", "partition_dir", "Publication", "write_partition"]
@@ -229,6 +229,7 @@ class Publication:
     def _document(self, logical: str, data: bytes) -> Path:
         if self.run_id is None:
             raise ValueError(f"add a table or a runs/<run>/ file before {logical!r}: a publication covers one run")
+        safe_target(self.out, logical)  # the usual path is checked now (links, files as folders), written later
         physical = f"runs/{self.run_id}/{PUBLICATIONS}/{self.id}/{logical}"
         path = write_bytes(self.out, physical, data)
         self._documents[logical] = physical

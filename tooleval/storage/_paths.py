@@ -14,7 +14,7 @@ from pathlib import Path
 
 from tooleval.errors import InputFileError
 
-__all__ = ["OutFolderError", "ensure_dir", "safe_target", "check_out_folder", "LAYOUT_DIRS", "write_bytes"]
+__all__ = ["OutFolderError", "encode_name", "ensure_dir", "safe_target", "check_out_folder", "LAYOUT_DIRS", "write_bytes"]
 
 LAYOUT_DIRS = ("traces", "rows", "legacy", "runs", "revisions", ".tooleval")
 """Folders ``tooleval`` writes directly under ``--out``."""
@@ -93,11 +93,11 @@ def ensure_dir(out: str | Path, relative: str | Path) -> Path:
 
 
 def safe_target(out: str | Path, relative: str | Path) -> Path:
-    """``out/relative`` for a file about to be written: its folders checked and created, the file itself not a
-    link or a folder.
+    """``out/relative`` for a file about to be written whole (:func:`write_bytes`): its folders checked and
+    created; the file itself not a folder (a link there is replaced, not followed).
 
     Raises:
-        OutFolderError: see :func:`ensure_dir`; or the target is a link or a folder.
+        OutFolderError: see :func:`ensure_dir`; or the target is a folder.
     """
     relative = Path(relative)
     folder = ensure_dir(out, relative.parent) if relative.parent != Path(".") else ensure_dir(out, "")
@@ -106,10 +106,9 @@ def safe_target(out: str | Path, relative: str | Path) -> Path:
         info = os.lstat(target)
     except FileNotFoundError:
         return target
-    if stat.S_ISLNK(info.st_mode) or stat.S_ISDIR(info.st_mode):
-        raise _refuse(target, "is a link or a folder where tooleval writes a file.",
-                      "remove it; tooleval never writes through links.")
-    return target
+    if stat.S_ISDIR(info.st_mode):
+        raise _refuse(target, "is a folder where tooleval writes a file.", "move that folder away.")
+    return target  # a link here is replaced by the new file (os.replace), never written through
 
 
 def write_bytes(out: str | Path, relative: str | Path, data: bytes, *, mode: int = 0o666) -> Path:
@@ -170,3 +169,26 @@ def _read_only_mount(path: Path) -> bool:
         return bool(os.statvfs(path).f_flag & os.ST_RDONLY)
     except OSError:
         return False
+
+
+def encode_name(text: str, *, limit: int = 120) -> str:
+    """A folder or file name standing for any string (a case id is data, never a path: DESIGN.md "Trust
+    rules"): every character but ``A-Z a-z 0-9 - _`` is percent-encoded (UTF-8), so ``/``, ``..``, an absolute
+    path, spaces or NUL never make nested or escaping folders; a name longer than ``limit`` keeps its first
+    characters and ends with ``~`` and 16 hex of the text's sha256 (names stay under filesystem limits and
+    distinct). The exact id is always inside the files too.
+
+    Examples: ``"a/b"`` -> ``"a%2Fb"``, ``".."`` -> ``"%2E%2E"``, ``""`` -> ``"~empty"``.
+    """
+    import hashlib
+    from urllib.parse import quote
+
+    if text == "":
+        return "~empty"
+    name = quote(text, safe="-_").replace(".", "%2E")
+    if len(name) > limit:
+        head = name[: limit - 17]
+        cut = head.rfind("%", len(head) - 2)
+        head = head if cut < 0 else head[:cut]  # never split a %XX sequence
+        name = head + "~" + hashlib.sha256(text.encode()).hexdigest()[:16]
+    return name
