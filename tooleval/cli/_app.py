@@ -80,6 +80,9 @@ def prefect_session(out: Path, expected_task_runs: list[int] | None = None) -> I
         except KeyboardInterrupt:
             interrupted()
     stopped = False
+    for name in ("prefect.task_runs", "prefect.flow_runs"):
+        if not any(isinstance(f, _UserErrorFilter) for f in logging.getLogger(name).filters):
+            logging.getLogger(name).addFilter(_UserErrorFilter())
     with temporary_settings(updates=updates), tags(server.holder_tag()):
         try:
             server.crash_dead_runs()
@@ -90,6 +93,15 @@ def prefect_session(out: Path, expected_task_runs: list[int] | None = None) -> I
             _settle(server, stopped, expected_task_runs)
     if stopped:
         interrupted()
+
+
+class _UserErrorFilter(logging.Filter):
+    """Drop Prefect's ERROR record (with its traceback) for a file or usage error raised inside a flow: the
+    command prints it as one clear message and exits 2."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        error = record.exc_info[1] if record.exc_info else None
+        return not isinstance(error, InputFileError) and "InputFileError" not in record.getMessage()
 
 
 def _settle(server, stopped: bool, expected: list[int] | None) -> None:
