@@ -141,7 +141,7 @@ def test_gzip_bomb_of_1_gb_stays_small_in_memory(tmp_path):
                           cwd=REPO)
     first, peak_mb = done.stdout.splitlines()
     assert first.startswith("1 line longer than 67108864 bytes")
-    assert int(peak_mb) < 400, peak_mb  # the uncapped reader held the whole 1 GiB line (and more)
+    assert int(peak_mb) < 300, peak_mb  # measured 151 MB (84 of imports); uncapped it held the 1 GiB line and more
 
 
 AS_NOBODY = """

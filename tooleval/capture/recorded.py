@@ -79,6 +79,30 @@ def parse_json_line(path: Path, number: int, text: str) -> object:
                              "beyond Python's recursion limit).", "flatten or remove that line.") from None
 
 
+def _raw_lines(handle, cap: int, chunk: int = 1 << 20) -> Iterator[bytes | None]:
+    """The lines of a binary stream read in ``chunk``-sized pieces; ``None`` for a line longer than ``cap`` bytes
+    (then the caller stops). Memory stays within one line plus one chunk, whatever the input."""
+    parts: list[bytes] = []
+    size = 0
+    while block := handle.read(chunk):
+        start = 0
+        while (end := block.find(b"\n", start)) >= 0:
+            size += end + 1 - start
+            if size > cap:
+                yield None
+                return
+            parts.append(block[start:end + 1])
+            yield b"".join(parts)
+            parts, size, start = [], 0, end + 1
+        size += len(block) - start
+        if size > cap:
+            yield None
+            return
+        parts.append(block[start:])
+    if parts and size:
+        yield b"".join(parts)
+
+
 def iter_json_lines(path: Path, *, missing: str, fix: str) -> Iterator[TraceLine]:
     """Yield every non-blank line of a JSON-lines file (``.gz`` read as gzip) as parsed JSON, with its number.
 
@@ -92,14 +116,11 @@ def iter_json_lines(path: Path, *, missing: str, fix: str) -> Iterator[TraceLine
             UTF-8, not JSON or nested too deeply (file and line named).
     """
     cap = max_line_bytes()
-    gz = path.name.endswith(".gz")
-    opener = gzip.open if gz else open
+    opener = gzip.open if path.name.endswith(".gz") else open
     try:
         with opener(path, "rb") as handle:
-            number = 0
-            while raw := handle.readline(cap + 1):
-                number += 1
-                if len(raw) > cap and not raw.endswith(b"\n"):
+            for number, raw in enumerate(_raw_lines(handle, cap), start=1):
+                if raw is None:
                     raise InputFileError(path, number, f"line longer than {cap} bytes (the cap against runaway "
                                          "or decompression-bomb input).", f"split the line, or raise the cap "
                                          f"with {MAX_LINE_ENV}=<bytes>.")

@@ -75,7 +75,7 @@ def run(
     Exit 0: every row scored and no drift; 1: row errors or drift; 2: file or usage error (nothing written);
     130: interrupted (Ctrl-C; nothing of the run published).
     """
-    from tooleval.runs.plan import plan_run
+    from tooleval.runs.plan import check_run_id, plan_run
 
     from tooleval.runs.variability import outcome_from_spec
 
@@ -111,6 +111,11 @@ def run(
     try:
         lease.__enter__()
     except InputFileError as exc:
+        fail(exc)
+    try:
+        check_run_id(Path(plan.out), plan.run_id, plan.dataset.revision)  # again, now that no one else writes it
+    except InputFileError as exc:
+        lease.__exit__(None, None, None)
         fail(exc)
     try:
         with prefect_session(out, expected):

@@ -192,7 +192,7 @@ class RunLease:
                     record = dict(current, expires_at=(datetime.now(timezone.utc)
                                                        + timedelta(seconds=self.ttl)).isoformat())
                     _write(self.path, record)
-            except OSError:
+            except (OSError, InputFileError):  # the folder went away: the lease expires on its own
                 return
 
     def release(self) -> None:
