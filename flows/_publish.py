@@ -15,7 +15,8 @@ from pydantic import BaseModel
 
 from tasks import aggregate_rows
 from tooleval.runs.drift import check_drift
-from tooleval.runs.gate import gate_config_for, run_gate, write_junit
+from tooleval.dataset import load_dataset_cached
+from tooleval.runs.gate import gate_config_for, gate_rows, gate_scope, run_gate, write_junit
 from tooleval.runs.legacy import LegacyResult, legacy_record, stage_legacy
 from tooleval.runs.plan import DatasetRef, revision_record_path
 from tooleval.scoring.ragas_metric import ragas_version
@@ -117,6 +118,8 @@ def publish_run(
     code, ragas = scorer_version(), ragas_version()
     revision, out_path = dataset.revision, Path(out)
     published_at = datetime.now(timezone.utc)  # the run's one time: legacy computed_at and completed_at
+    # the gate's scope: the whole dataset or the --slices asked for; a diagnostic subset judges its own rows
+    scope = gate_scope(load_dataset_cached(dataset.path).cases, slices) if publish_legacy else None
     publish_legacy = publish_legacy and slices is None  # a --slices run is partial: no scalar for the dashboards
     summary: dict[str, Any] = {
         "dataset_revision": revision,
@@ -147,11 +150,12 @@ def publish_run(
             summary.update(figures)
             records = rows.to_pylist()
             summary["variability"] = variability_summary(records, outcome_from_spec(outcome))
-            verdict = run_gate(records, gate_config_for(dataset.path, gate_config))
+            judged = gate_rows(records, scope, errors)
+            verdict = run_gate(judged, gate_config_for(dataset.path, gate_config))
             summary["gate"] = verdict.to_dict()
             summary.update({k: v for k, v in verdict.counts.items() if k not in summary})
             junit = publication.add_text(f"runs/{run_id}/junit.xml", "")
-            write_junit(verdict, records, junit, suite_name=revision)
+            write_junit(verdict, judged, junit, suite_name=revision)
             summary["drift"] = {"verdict": drift["verdict"], "attribution": drift["attribution"],
                                 "legacy_value": drift["legacy"]["value"], "new_value": drift["new"]["value"]}
             publication.add_json(f"runs/{run_id}/drift.json", drift)

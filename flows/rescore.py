@@ -4,6 +4,7 @@ envelope versions are migrated on read; a newer one is refused), optionally only
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 
 from prefect import flow
@@ -71,9 +72,20 @@ def rescore(
                        [r.digest for r in envelope_refs], dataset_ref, source.redaction, code, ragas, out_dir)
     subset = case is not None or trial is not None
     return publish_run(
+        errors=[] if subset else _unrowed_errors(source, chosen),
         publish_legacy=not subset,
         out=out_dir, run_id=target, dataset=dataset_ref, redaction=source.redaction,
-        slices=source.summary.get("slices"), errors=[], envelope_refs=envelope_refs, row_refs=row_refs,
+        slices=source.summary.get("slices"), envelope_refs=envelope_refs, row_refs=row_refs,
         legacy=legacy, states=states,
         extra_summary={"rescored_from": {"run_id": run_id, "case": case, "trial": trial}},
     )
+
+
+def _unrowed_errors(source, envelopes: list[dict]) -> list[dict]:
+    """The source run's ``errors.json`` entries that stand for no row (a trace of an unknown case, a case without
+    a trace, an unreadable line): a full rescore answers for them too (nothing unscored passes, issue 11)."""
+    path = source.out / "runs" / source.run_id / "errors.json"
+    if not path.is_file():
+        return []
+    keys = {(e["case_id"], e["trial"]) for e in envelopes}
+    return [e for e in json.loads(path.read_text()) if (e.get("case_id"), e.get("trial")) not in keys]

@@ -13,7 +13,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from tooleval.capture.recorded import iter_trace_lines, parse_trace
+from tooleval.capture.recorded import iter_trace_lines, parse_trace, trace_line_problem
 from tooleval.errors import RowError
 
 __all__ = ["ReplayAgentConfig", "WorkItem", "replay_generate"]
@@ -49,7 +49,9 @@ def replay_generate(config: ReplayAgentConfig, items: list[WorkItem]) -> list[di
 
     Returns:
         Generation records ``{case_id, trial, seed, payload_json, error}`` in ``items`` order; ``payload_json``
-        is the recorded trace line (JSON text); ``error`` is set when the line is not a valid recorded trace.
+        is the recorded trace line (JSON text); ``error`` is set when the line is not a valid recorded trace, and
+        ``payload_json`` is null as well when the line holds what no row can keep
+        (:func:`tooleval.capture.recorded.trace_line_problem`).
     """
     wanted = {(item.case_id, item.trial): item for item in items}
     found: dict[tuple[str, int], dict[str, Any]] = {}
@@ -58,13 +60,16 @@ def replay_generate(config: ReplayAgentConfig, items: list[WorkItem]) -> list[di
         key = (str(line.data.get("case_id")), line.data.get("trial"))
         if key not in wanted or key in found:
             continue
-        trace = parse_trace(path, line)
+        problem = trace_line_problem(line)
+        trace = parse_trace(path, line) if problem is None else None
         error = str(trace) if isinstance(trace, RowError) else None
+        if problem is not None:
+            error = str(RowError("bad_trace", key[0], key[1], problem, str(path), line.line))
         found[key] = {
             "case_id": key[0],
             "trial": key[1],
             "seed": wanted[key].seed,
-            "payload_json": json.dumps(line.data, ensure_ascii=False),
+            "payload_json": None if problem is not None else json.dumps(line.data, ensure_ascii=False),
             "error": error,
         }
         if len(found) == len(wanted):
