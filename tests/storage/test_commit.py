@@ -182,7 +182,9 @@ class TestLease:
         lease.acquire()
         try:
             first = json.loads(lease.path.read_text())["expires_at"]
-            time.sleep(1.2)  # renewal every ttl/3 = 0.5 s
+            deadline = time.monotonic() + 10  # renewal every ttl/3 = 0.5 s; generous for a loaded machine
+            while json.loads(lease.path.read_text())["expires_at"] == first and time.monotonic() < deadline:
+                time.sleep(0.1)
             assert json.loads(lease.path.read_text())["expires_at"] > first
         finally:
             lease.release()

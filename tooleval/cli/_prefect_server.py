@@ -31,7 +31,7 @@ import sys
 import time
 from pathlib import Path
 
-from tooleval.storage._lease import holder_alive
+from tooleval.storage._lease import process_start, process_alive
 
 __all__ = ["TemporaryServer", "holder_tag", "crash_dead_runs", "wait_until_recorded", "server_for"]
 
@@ -145,15 +145,9 @@ def stop_server() -> None:
         _SERVER.stop()
 
 
-def _start_time(pid: int) -> str | None:
-    from tooleval.storage._lease import _process_start
-
-    return _process_start(pid)
-
-
 def holder_tag() -> str:
     """``tooleval-holder:<host>:<pid>:<start>``: the tag on every flow run this process creates."""
-    return f"{TAG_PREFIX}{socket.gethostname()}:{os.getpid()}:{_start_time(os.getpid())}"
+    return f"{TAG_PREFIX}{socket.gethostname()}:{os.getpid()}:{process_start(os.getpid())}"
 
 
 def _holder_of(tags: list[str]) -> dict | None:
@@ -162,8 +156,7 @@ def _holder_of(tags: list[str]) -> dict | None:
             host, _, rest = tag[len(TAG_PREFIX):].partition(":")
             pid, _, started = rest.partition(":")
             if pid.isdigit():
-                return {"host": host, "pid": int(pid), "started": None if started == "None" else started,
-                        "expires_at": "9999-12-31T00:00:00+00:00"}
+                return {"host": host, "pid": int(pid), "started": None if started == "None" else started}
     return None
 
 
@@ -198,7 +191,7 @@ def crash_dead_runs(*, own: bool = False) -> int:
             if holder is None or holder["host"] != socket.gethostname():
                 continue
             mine = holder["pid"] == os.getpid()
-            if (mine and own) or (not mine and not holder_alive(holder)):
+            if (mine and own) or (not mine and not process_alive(**holder)):
                 why = "interrupted" if mine else f"its tooleval process (pid {holder['pid']}) died"
                 _crash(client, flow_run, f"{why}; recorded by tooleval")
                 crashed += 1

@@ -34,7 +34,8 @@ from typing import Any, Iterator
 from tooleval.errors import InputFileError
 from tooleval.storage._paths import ensure_dir
 
-__all__ = ["LeaseHeldError", "RunLease", "hold_run", "lease_ttl", "holder_alive", "read_lease"]
+__all__ = ["LeaseHeldError", "RunLease", "hold_run", "lease_ttl", "holder_alive", "process_alive", "process_start",
+           "read_lease"]
 
 TTL_ENV = "TOOLEVAL_LOCK_TTL_S"
 DEFAULT_TTL_S = 120.0
@@ -57,7 +58,7 @@ def lease_ttl() -> float:
         return DEFAULT_TTL_S
 
 
-def _process_start(pid: int) -> str | None:
+def process_start(pid: int) -> str | None:
     """The kernel's start time of ``pid`` (clock ticks since boot, /proc/<pid>/stat field 22), or None."""
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
@@ -67,7 +68,23 @@ def _process_start(pid: int) -> str | None:
 
 
 def _me() -> dict[str, Any]:
-    return {"host": socket.gethostname(), "pid": os.getpid(), "started": _process_start(os.getpid())}
+    return {"host": socket.gethostname(), "pid": os.getpid(), "started": process_start(os.getpid())}
+
+
+def process_alive(host: str | None, pid: object, started: str | None) -> bool:
+    """Whether process ``pid`` started at ``started`` (see :func:`process_start`) runs on ``host``; a process
+    on another host cannot be checked and counts as alive."""
+    if host != socket.gethostname():
+        return True
+    if not isinstance(pid, int) or pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass  # exists, owned by someone else
+    return started is None or process_start(pid) == started
 
 
 def holder_alive(record: dict, now: datetime | None = None) -> bool:
@@ -77,21 +94,7 @@ def holder_alive(record: dict, now: datetime | None = None) -> bool:
         expires = datetime.fromisoformat(record["expires_at"])
     except (KeyError, TypeError, ValueError):
         return False
-    if expires <= now:
-        return False
-    if record.get("host") != socket.gethostname():
-        return True
-    pid = record.get("pid")
-    if not isinstance(pid, int) or pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        pass  # exists, owned by someone else
-    started = record.get("started")
-    return started is None or _process_start(pid) == started
+    return expires > now and process_alive(record.get("host"), record.get("pid"), record.get("started"))
 
 
 def _lock_dir(out: Path) -> Path:
