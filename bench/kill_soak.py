@@ -6,7 +6,8 @@ SIGKILL (or ``--signal INT``/``TERM``) to the process group after a random delay
 
 * the temporary Prefect server the process started is gone within 10 s (no orphan);
 * a reader (``tooleval sql``) sees the old run or the new run: 200 or 120 rows with as many traces, never a mix;
-* ``tooleval drift`` on the run agrees (exit 0) whenever the run exists.
+* ``tooleval drift`` on the run agrees (exit 0) whenever the run exists;
+* nothing printed a traceback, and (``--signal INT``) the process exited 130 (or 0/1 when it had finished).
 
 Run from the repository root (a few minutes):
 
@@ -68,9 +69,11 @@ def main() -> None:
         time.sleep(delay)
         server = int((home / "server.pid").read_text()) if (home / "server.pid").exists() else None
         finished = process.poll() is not None
+        signalled = time.monotonic()
         if not finished:
             os.killpg(process.pid, getattr(signal, f"SIG{args.signal}"))
         _, stderr = process.communicate(timeout=120)
+        exit_s = round(time.monotonic() - signalled, 1)
         deadline = time.monotonic() + 10
         while server and alive(server) and time.monotonic() < deadline:
             time.sleep(0.05)
@@ -83,10 +86,11 @@ def main() -> None:
         drift_ok = True
         if seen and seen["r"]:
             drift_ok = tooleval("drift", "--run-id", "soak", "--out", str(out), env=env).returncode == 0
-        ok = not orphan and consistent and drift_ok and "Traceback" not in stderr
+        exit_ok = finished or args.signal != "INT" or process.returncode == 130
+        ok = not orphan and consistent and drift_ok and "Traceback" not in stderr and exit_ok
         survived += ok
         results.append({"attempt": attempt, "delay_s": round(delay, 1), "finished_before_kill": finished,
-                        "exit": process.returncode, "orphan_server": orphan, "rows/traces seen": seen,
+                        "exit": process.returncode, "exit_after_s": exit_s, "orphan_server": orphan, "rows/traces seen": seen,
                         "drift_ok": drift_ok, "survived": ok})
         print(json.dumps(results[-1]), flush=True)
     print(f"kills survived: {survived} / {args.kills} (signal {args.signal}; results in {work})")
