@@ -2,7 +2,8 @@
 
 Each attempt replaces run ``soak`` of the bundled dataset in one results folder, alternating between its 200
 recorded traces and their first 120 (so the old and the new run are told apart by their row count), and sends
-SIGKILL (or ``--signal INT``/``TERM``) to the process group after a random delay. After each kill it checks:
+SIGKILL (or ``--signal INT``/``TERM``) to the process group after a random delay between 0.4 and 1.05 times the
+duration of an uninterrupted run (measured first). After each kill it checks:
 
 * the temporary Prefect server the process started is gone within 10 s (no orphan);
 * a reader (``tooleval sql``) sees the old run or the new run: 200 or 120 rows with as many traces, never a mix;
@@ -59,13 +60,17 @@ def main() -> None:
         short.write_text("".join(line for i, line in enumerate(handle) if i < 120))
     env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
     env.update(TOOLEVAL_PREFECT_HOME=str(home), COLUMNS="300")
+    started = time.monotonic()  # one whole run first: the "old" run, and how long a run takes here
+    first = tooleval("run", "--out", str(out), "--run-id", "soak", "--traces", str(full), env=env)
+    duration = time.monotonic() - started
+    print(f"uninterrupted run: exit {first.returncode} in {duration:.1f} s", flush=True)
     survived, results = 0, []
     for attempt in range(args.kills):
         traces = short if attempt % 2 else full
         process = subprocess.Popen([sys.executable, "-m", "tooleval.cli", "run", "--out", str(out), "--run-id",
                                     "soak", "--traces", str(traces)], env=env, cwd=REPO, text=True,
                                    stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
-        delay = rng.uniform(2.0, 16.0)
+        delay = rng.uniform(0.4 * duration, 1.05 * duration)  # most kills land in scoring or publication
         time.sleep(delay)
         server = int((home / "server.pid").read_text()) if (home / "server.pid").exists() else None
         finished = process.poll() is not None
