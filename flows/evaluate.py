@@ -92,10 +92,12 @@ def evaluate(
     states: dict[str, Counter] = {name: Counter() for name in STAGES}
     envelope_refs: list[StageRef] = []
     row_refs: list[StageRef] = []
+    generation_refs: list[StageRef] = []
     for shard in _shards(plan, shard_size):
         generated = run_stage(generate_shard, states["generation"], plan.agent, shard, plan.dataset,
                               plan.redaction, plan.out, dirs["generation"], plan.executor,
                               retry_errors=plan.agent.kind != "replay")
+        generation_refs.append(generated)
         captured = run_stage(capture_shard, states["trace-capture"], generated, plan.dataset.revision,
                               plan.dataset.tool_schema_version, code, dirs["capture"])
         envelope_refs.append(captured)
@@ -107,7 +109,7 @@ def evaluate(
     return publish_run(
         out=plan.out, run_id=plan.run_id, dataset=plan.dataset, redaction=plan.redaction, slices=plan.slices,
         errors=plan.errors, envelope_refs=envelope_refs, row_refs=row_refs, legacy=legacy, states=states,
-        legacy_only=legacy_only, outcome=outcome, gate_config=gate_config,
+        legacy_only=legacy_only, outcome=outcome, gate_config=gate_config, generation_refs=generation_refs,
         extra_summary={"agent": plan.agent.model_dump(mode="json"), "repeats": repeats},
     )
 

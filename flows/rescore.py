@@ -12,6 +12,7 @@ from prefect import flow
 from flows._publish import STAGES, RunResult, publish_run, run_stage
 from tasks import legacy_scalar, score_shard
 from tooleval.dataset import check_name
+from tooleval.runs.catalog import resolve_run_id
 from tooleval.runs.plan import check_run_id, new_run_id
 from tooleval.runs.plan import dataset_ref as make_dataset_ref
 from tooleval.scoring.ragas_metric import ragas_version
@@ -37,9 +38,10 @@ def rescore(
     (the old dashboards would read a one-row "mean"); its drift check still runs.
 
     Args:
-        run_id: The run whose envelopes are rescored.
+        run_id: The run whose envelopes are rescored, or ``latest`` (the newest run with rows).
         out: Results folder.
-        to_run_id: The new run's id (default: a fresh one).
+        to_run_id: The new run's id (default: a fresh one, so a nightly deployment publishes a new run each
+            night).
         case: Only this case id.
         trial: Only this trial (with or without ``case``).
         dataset: Dataset folder (default: the one recorded in the run's summary).
@@ -51,6 +53,7 @@ def rescore(
     Raises:
         tooleval.errors.InputFileError: unknown run, nothing matching ``case``/``trial``, a newer envelope version.
     """
+    run_id = resolve_run_id(out, run_id)
     source = open_run(out, run_id, dataset)
     target = check_name(to_run_id or new_run_id(), what="run id")
     check_run_id(source.out, target, source.revision)

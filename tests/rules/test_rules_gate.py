@@ -48,6 +48,8 @@ class TestWaivers:
         assert [w.case for w in verdict.expired_waivers] == ["looping"]
         assert any("expired on 2026-05-31" in reason for reason in verdict.reasons)
         assert [o.case_id for o in verdict.failing_rows] == ["looping"]  # an expired waiver covers nothing
+        # A waiver without a rule covers the whole case: said so, not "rule None".
+        assert "waiver (case 'looping', all rules, owner qa@example.com) expired on 2026-05-31" in verdict.reasons
 
     def test_a_rule_waiver_covers_that_rule_only(self, rows):
         config = gate('[[waivers]]\nrule = "required_order"\nowner = "o"\nreason = "r"\nexpires = 2026-12-31\n')

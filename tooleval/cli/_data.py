@@ -109,8 +109,10 @@ def sql(
     format_: Annotated[str, typer.Option("--format", help="table (rounded for reading), csv or jsonl (exact).")]
     = "table",
 ) -> None:
-    """Query the results with DuckDB (views ``rows``, ``traces``, ``legacy_scalars``; partition columns stay
-    strings). Exit 2 on a missing results folder or a bad query."""
+    """Query the results with DuckDB (views rows, traces and legacy_scalars; partition columns stay strings).
+
+    Exit 2 on a missing results folder or a bad query.
+    """
     import sys
 
     import duckdb

@@ -11,7 +11,7 @@ import typer
 from tooleval.errors import InputFileError
 
 from tooleval.cli._app import OutOption, app, console, fail, fmt, open_results, prefect_session
-from tooleval.cli._report import print_drift, print_gate, print_run
+from tooleval.cli._report import print_drift, print_gate, print_gate_line, print_run
 
 
 @app.command()
@@ -105,6 +105,7 @@ def rescore(
     print_run(result)
     if result.drift is not None:
         print_drift(result.drift)
+    print_gate_line(result)
     raise typer.Exit(1 if result.errors or state.is_failed() else 0)
 
 

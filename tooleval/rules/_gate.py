@@ -29,6 +29,11 @@ from tooleval.rules._verdict import NO_SLICE, GateVerdict, RowOutcome, SliceResu
 
 __all__ = ["evaluate_gate"]
 
+def _rule_label(rule: str | None) -> str:
+    """``rule 'x'``, or ``all rules`` for a waiver that names no rule (it covers the whole case)."""
+    return "all rules" if rule is None else f"rule {rule!r}"
+
+
 def _outcome(row: dict, config: GateConfig, active: list[Waiver], quarantine: dict) -> RowOutcome:
     case_id = str(row["case_id"])
     violations = [dict(v, severity=config.severity.get(v["rule"], v["severity"])) for v in row.get("violations") or []]
@@ -120,7 +125,7 @@ def evaluate_gate(rows: list[dict[str, Any]], config: GateConfig, *, today: date
     reasons = [] if scored else ["no scored row: nothing was evaluated"]
     reasons += [f"{len(failing)} blocking row(s)"] if failing else []
     reasons += [f for s in slices for f in s.failures]
-    reasons += [f"waiver (case {w.case!r}, rule {w.rule!r}, owner {w.owner}) expired on {w.expires.isoformat()}"
+    reasons += [f"waiver (case {w.case!r}, {_rule_label(w.rule)}, owner {w.owner}) expired on {w.expires.isoformat()}"
                 for w in expired]
     all_violations = [v for o in outcomes for v in o.violations]
     counts = {
@@ -162,5 +167,5 @@ def _advisories(config: GateConfig, outcomes: list[RowOutcome], active: list[Wai
         notes.append(f"{counts['advisory_violations']} advisory violation(s)")
     for w in active:
         if not any(w.covers(o.case_id, v["rule"]) for o in outcomes for v in o.violations):
-            notes.append(f"waiver (case {w.case!r}, rule {w.rule!r}) matched no violation")
+            notes.append(f"waiver (case {w.case!r}, {_rule_label(w.rule)}) matched no violation")
     return notes
