@@ -148,7 +148,7 @@ def publish_run(
         if not legacy_only:
             rows = _concat(row_refs, ROW_SCHEMA, run_id)
             publication.add_table("rows", revision, run_id, rows)
-            source = scan_parquet_sql(str(publication.staged_path("rows", revision, run_id) / "*.parquet"))
+            source = scan_parquet_sql(publication.staged_path("rows", revision, run_id))
             figures = run_stage(aggregate_rows, states["aggregation"], source, [r.digest for r in row_refs], code)
             errors += _row_errors(rows)
             drift = check_drift(legacy, rows.select(

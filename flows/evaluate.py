@@ -50,6 +50,7 @@ def evaluate(
     tool_results: str | None = None,
     outcome: str = "gate",
     gate_config: str | None = None,
+    new_redaction_key: bool = False,
 ) -> RunResult:
     """Evaluate a dataset's recorded (or generated) trajectories and publish envelopes, rows, the legacy scalar,
     a summary and the drift check.
@@ -70,6 +71,7 @@ def evaluate(
         tool_results: JSON-lines ``{name, args, result}`` answering a live agent's tool calls (multi-step).
         outcome: Row outcome for pass@k / pass^k: ``gate`` | ``exact`` | ``f1>=X`` | ``recorded_reward``.
         gate_config: Gate config file (default: the dataset's gate.toml).
+        new_redaction_key: Start a new redaction key although runs with another key exist under ``out``.
 
     Returns:
         A :class:`RunResult`; the flow run is ``Failed`` (with the result as its data) when drift was found.
@@ -83,7 +85,8 @@ def evaluate(
     if gate_config is not None:
         load_gate_config(gate_config)  # so is a bad gate config
     plan = plan_run(dataset, traces, out, run_id, slices=slices, redact_fields=redact_fields,
-                    redaction=redaction, agent=agent, repeats=repeats, tool_results=tool_results)
+                    redaction=redaction, agent=agent, repeats=repeats, tool_results=tool_results,
+                    new_redaction_key=new_redaction_key)
     code, ragas = scorer_version(), ragas_version()
     dirs = {name: str(stage_dir(plan.out, name)) for name in ("generation", "capture", "scoring")}
     states: dict[str, Counter] = {name: Counter() for name in STAGES}

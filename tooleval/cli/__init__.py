@@ -14,5 +14,19 @@ from tooleval.cli._app import app, prefect_environment, prefect_session
 __all__ = ["app", "main", "prefect_environment", "prefect_session"]
 
 
-def main() -> None:  # pragma: no cover - console entry point
-    app()
+def main() -> None:
+    """The ``tooleval`` console entry point: the typer app, with Ctrl-C anywhere ending in exit 130 and one
+    line instead of click's "Aborted!" (exit 1) or a traceback."""
+    import sys
+
+    import click
+
+    try:
+        code = app(standalone_mode=False)
+    except (click.exceptions.Abort, KeyboardInterrupt):
+        sys.stderr.write("interrupted.\n")
+        code = 130
+    except click.exceptions.ClickException as exc:
+        exc.show()
+        code = exc.exit_code
+    sys.exit(code or 0)
