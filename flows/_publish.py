@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections import Counter
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -14,7 +14,7 @@ from prefect.states import Failed, State
 from pydantic import BaseModel
 
 from tasks import aggregate_rows
-from tooleval.runs.drift import check_drift
+from tooleval.runs.drift import check_drift, drift_report
 from tooleval.runs.gate import gate_config_for, run_gate, write_junit
 from tooleval.runs.legacy import LegacyResult, legacy_record, stage_legacy
 from tooleval.runs.plan import DatasetRef, revision_record_path
@@ -70,20 +70,32 @@ def run_stage(task: Any, states: Counter, *args: Any, retry_errors: bool = False
     return ref
 
 
-def _concat(refs: list[StageRef], schema: pa.Schema, run_id: str) -> pa.Table:
-    tables = [pq.read_table(ref.path, schema=schema) for ref in refs]
-    table = pa.concat_tables(tables) if tables else schema.empty_table()
-    index = table.schema.get_field_index("run_id")
-    return table.set_column(index, "run_id", pa.array([run_id] * table.num_rows, pa.string()))
+def _tables(refs: list[StageRef], schema: pa.Schema) -> Iterator[pa.Table]:
+    """The stage files one at a time (a partition is streamed shard by shard, never concatenated)."""
+    for ref in refs:
+        yield pq.read_table(ref.path, schema=schema)
 
 
-def _row_errors(rows: pa.Table) -> list[dict]:
-    return [
-        {"kind": r["error"].split(":", 1)[0], "case_id": r["case_id"], "trial": r["trial"], "message": r["error"],
-         "path": None, "line": None}
-        for r in rows.select(["case_id", "trial", "error"]).to_pylist()
-        if r["error"] is not None
-    ]
+def _row_errors(refs: list[StageRef]) -> list[dict]:
+    errors = []
+    for ref in refs:
+        table = pq.read_table(ref.path, columns=["case_id", "trial", "error"])
+        if table.column("error").null_count == table.num_rows:
+            continue
+        errors += [
+            {"kind": r["error"].split(":", 1)[0], "case_id": r["case_id"], "trial": r["trial"],
+             "message": r["error"], "path": None, "line": None}
+            for r in table.to_pylist() if r["error"] is not None
+        ]
+    return errors
+
+
+def _drift(legacy: LegacyResult, row_refs: list[StageRef], partials: list[dict] | None) -> dict[str, Any]:
+    if partials is not None:
+        return drift_report(partials, legacy)
+    columns = ["case_id", "trial", "ragas_tool_call_f1", "ragas_version", "scorer_version"]
+    new_rows = [r for ref in row_refs for r in pq.read_table(ref.path, columns=columns).to_pylist()]
+    return check_drift(legacy, new_rows)
 
 
 def publish_run(
@@ -103,6 +115,7 @@ def publish_run(
     outcome: str = "gate",
     gate_config: str | None = None,
     publish_legacy: bool = True,
+    drift_partials: list[dict[str, Any]] | None = None,
 ) -> RunResult | State:
     """Aggregate, check drift, run the gate and publish one run: ``traces``, ``rows`` and ``legacy`` partitions,
     and ``runs/<run>/{summary.json, errors.json, drift.json, junit.xml}``, all swapped into place together.
@@ -110,6 +123,10 @@ def publish_run(
     ``publish_legacy=False`` (a diagnostic subset, e.g. ``tooleval rescore --case``) and a ``--slices`` run keep
     their legacy scalar out of ``legacy/`` — the old dashboards would read a partial mean under the run's name —
     while the drift check still runs on what was scored (``drift.json`` names the slices).
+
+    The ``traces`` and ``rows`` partitions are written one Parquet file per shard, read one stage file at a
+    time. ``drift_partials`` (one :func:`tooleval.runs.drift.drift_partial` per shard, computed in the workers)
+    spare the flow the legacy per-row values; without them ``legacy.per_row`` is compared with the rows.
 
     Returns:
         The :class:`RunResult`, or a ``Failed`` state carrying it when the drift check found drift.
@@ -132,20 +149,20 @@ def publish_run(
     drift = None
     errors = list(errors)
     with Publication(out_path) as publication:
-        publication.add_table("traces", revision, run_id, _concat(envelope_refs, ENVELOPE_SCHEMA, run_id))
+        publication.add_parts("traces", revision, run_id, _tables(envelope_refs, ENVELOPE_SCHEMA), ENVELOPE_SCHEMA)
         if publish_legacy:
             stage_legacy(publication, legacy, revision, run_id, published_at=published_at)
         if not legacy_only:
-            rows = _concat(row_refs, ROW_SCHEMA, run_id)
-            publication.add_table("rows", revision, run_id, rows)
-            source = scan_parquet_sql(str(publication.staged_path("rows", revision, run_id) / "*.parquet"))
+            staged, _ = publication.add_parts("rows", revision, run_id, _tables(row_refs, ROW_SCHEMA), ROW_SCHEMA)
+            source = scan_parquet_sql(str(staged / "*.parquet"))
             figures = run_stage(aggregate_rows, states["aggregation"], source, [r.digest for r in row_refs], code)
-            errors += _row_errors(rows)
-            drift = check_drift(legacy, rows.select(
-                ["case_id", "trial", "ragas_tool_call_f1", "ragas_version", "scorer_version"]).to_pylist())
+            errors += _row_errors(row_refs)
+            drift = _drift(legacy, row_refs, drift_partials)
             drift["slices"] = slices
             summary.update(figures)
-            records = rows.to_pylist()
+            records = [r for table in _tables(row_refs, ROW_SCHEMA) for r in table.to_pylist()]
+            for record in records:
+                record["run_id"] = run_id
             summary["variability"] = variability_summary(records, outcome_from_spec(outcome))
             verdict = run_gate(records, gate_config_for(dataset.path, gate_config))
             summary["gate"] = verdict.to_dict()

@@ -8,6 +8,7 @@ from datetime import datetime
 from prefect import flow
 
 from tasks import legacy_scalar
+from tasks.legacy import dataset_scope
 from tooleval.runs.legacy import LegacyResult, stage_legacy
 from tooleval.runs.plan import dataset_ref
 from tooleval.scoring.ragas_metric import ragas_version
@@ -35,7 +36,7 @@ def legacy(run_id: str, out: str = "results", dataset: str | None = None) -> Leg
     ref = dataset_ref(run.dataset)
     files = run.files("traces")
     result = legacy_scalar([str(f) for f in files], run.digests("traces"), ref, run.redaction, scorer_version(),
-                           ragas_version(), str(run.out))
+                           ragas_version(), str(run.out), scope=dataset_scope(ref))
     completed = run.summary.get("completed_at")
     published_at = datetime.fromisoformat(completed) if completed else None  # keep the run's place in the series
     with Publication(run.out) as publication:

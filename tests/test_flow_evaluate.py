@@ -63,7 +63,11 @@ class TestBundledRun:
     def test_rows_partition_and_duckdb(self, bundled_runs):
         out, first, _ = bundled_runs
         part = out / "rows" / f"dataset_revision={first.dataset_revision}" / "run_id=first"
-        assert [p.name for p in part.iterdir()] == ["part-0.parquet"]
+        # one part file per shard: 200 rows at the default shard size for 2 workers (200 / 16 -> the 25-row
+        # floor) make 8 content-hashed buckets (200 / 25 = 8, a power of two)
+        shards = first.summary["timing"]["shards"]
+        assert shards == 8
+        assert sorted(p.name for p in part.iterdir()) == sorted(f"part-{i}.parquet" for i in range(shards))
         con = connect(out)
         count, revisions = con.execute(
             "SELECT count(*), list(DISTINCT dataset_revision) FROM rows WHERE run_id = 'first'").fetchone()

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Callable, Iterator, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from tooleval.capture.recorded import iter_trace_lines, parse_trace
+from tooleval.capture.recorded import TraceLine, iter_trace_lines, parse_trace
 from tooleval.errors import RowError
 
 __all__ = ["ReplayAgentConfig", "WorkItem", "replay_generate"]
@@ -38,14 +38,35 @@ class WorkItem(BaseModel):
     case_digest: str
     trial: int
     seed: int
+    trace_digest: str | None = None
+    """Replay: sha256 (32 hex) of the recorded trace line's bytes, so a shard's cache key follows the content of
+    its own lines, not the digest of the whole file (issue 9 item 6)."""
 
 
-def replay_generate(config: ReplayAgentConfig, items: list[WorkItem]) -> list[dict[str, Any]]:
+def _lines_at(path: Path, offsets: list[int]) -> Iterator[TraceLine]:
+    """The trace lines that start at ``offsets`` (bytes), in offset order (one pass, seeking forward)."""
+    with path.open("rb") as handle:
+        for offset in sorted(offsets):
+            handle.seek(offset)
+            data = json.loads(handle.readline())
+            yield TraceLine(0, data if isinstance(data, dict) else {})
+
+
+def replay_generate(
+    config: ReplayAgentConfig,
+    items: list[WorkItem],
+    offsets: list[int] | None = None,
+    transform: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
+) -> list[dict[str, Any]]:
     """Look up the recorded response of each work item.
 
     Args:
         config: Which traces file to replay.
         items: Work items; each must name a (case_id, trial) present in the file (the planner guarantees it).
+        offsets: Byte offset of each item's line (from the plan's index); ``None`` or any ``-1`` (a gzip file)
+            reads the file from the start until every item is found.
+        transform: Applied to each parsed trace before it is serialised (redaction), so a line is decoded and
+            encoded once.
 
     Returns:
         Generation records ``{case_id, trial, seed, payload_json, error}`` in ``items`` order; ``payload_json``
@@ -54,7 +75,8 @@ def replay_generate(config: ReplayAgentConfig, items: list[WorkItem]) -> list[di
     wanted = {(item.case_id, item.trial): item for item in items}
     found: dict[tuple[str, int], dict[str, Any]] = {}
     path = Path(config.traces_path)
-    for line in iter_trace_lines(path):
+    direct = offsets is not None and all(offset >= 0 for offset in offsets)
+    for line in (_lines_at(path, offsets) if direct else iter_trace_lines(path)):
         key = (str(line.data.get("case_id")), line.data.get("trial"))
         if key not in wanted or key in found:
             continue
@@ -64,7 +86,7 @@ def replay_generate(config: ReplayAgentConfig, items: list[WorkItem]) -> list[di
             "case_id": key[0],
             "trial": key[1],
             "seed": wanted[key].seed,
-            "payload_json": json.dumps(line.data, ensure_ascii=False),
+            "payload_json": json.dumps(transform(line.data) if transform else line.data, ensure_ascii=False),
             "error": error,
         }
         if len(found) == len(wanted):

@@ -91,6 +91,8 @@ class TraceIndex:
     keys: dict[tuple[str, int], int] = field(default_factory=dict)
     """(case_id, trial) -> line number of the line that holds it."""
     errors: list[RowError] = field(default_factory=list)
+    has_requests: bool = False
+    """Whether any valid line records its generation request (``request``)."""
 
 
 def parse_trace(path: Path, line: TraceLine) -> RecordedTrace | RowError:
@@ -125,6 +127,7 @@ def index_traces(path: Path) -> TraceIndex:
             index.errors.append(trace)
             continue
         key = (trace.case_id, trace.trial)
+        index.has_requests = index.has_requests or trace.request is not None
         if key in index.keys:
             index.errors.append(
                 RowError(

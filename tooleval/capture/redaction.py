@@ -272,6 +272,11 @@ class Redactor:
             self.redact_json(value)
         self._base_seen = dict(self._seen)
 
+    def seed_digest(self) -> str:
+        """sha256 of the seeded values (raw string -> token, sorted): what free-text redaction of every trace depends
+        on besides the trace itself (part of the shard cache keys, issue 9)."""
+        return hashlib.sha256(canonical_json(sorted(self._base_seen.items())).encode()).hexdigest()
+
 
 def build_redactor(out: str | Path, config: RedactionConfig | None, cases: dict[str, Any]) -> Redactor | None:
     """The run's redactor, seeded with every case's reference arguments and input (``None`` when redaction is

@@ -56,6 +56,8 @@ class LegacyResult(BaseModel):
     scorer_version: str
     computed_at: datetime
     per_row: list[LegacyRow]
+    elapsed_s: float = 0.0
+    """Seconds the legacy task body took (see :class:`tooleval.storage.stages.StageRef`)."""
 
 
 def _args(raw: Any) -> dict[str, Any]:

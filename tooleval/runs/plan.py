@@ -26,6 +26,7 @@ from tooleval.dataset import case_digest, check_name, find_traces_file, load_dat
 from tooleval.errors import InputFileError, RevisionConflictError, RowError, RunIdConflictError
 from tooleval.capture.recorded import file_digest, index_traces
 from tooleval.capture.redaction import DEFAULT_FIELDS, RedactionConfig, load_key
+from tooleval.runs.shards import ShardIndex, default_shard_size, scan_lines
 
 __all__ = ["DatasetRef", "RunPlan", "plan_run", "new_run_id", "revision_record_path"]
 
@@ -69,19 +70,42 @@ class ExecutorRef(BaseModel):
 class RunPlan(BaseModel):
     """What a run will do."""
 
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
     dataset: DatasetRef
     agent: AgentConfig
     executor: ExecutorRef | None = None
     out: str
     run_id: str
-    items: list[WorkItem]
-    """Sorted by (case_id, trial): shard composition is deterministic, so shard cache keys are stable."""
+    index: ShardIndex
+    """The work as a compact index of (case_id, trial) keys in content-hashed buckets (:mod:`tooleval.runs.shards`):
+    shard composition depends on the keys only, so shard cache keys survive a growing corpus."""
+    case_digests: dict[str, str]
+    """Case id -> :func:`tooleval.dataset.case_digest` of every planned case."""
+    shard_size: int
+    """Rows per shard asked for (explicit, or :func:`tooleval.runs.shards.default_shard_size`)."""
     errors: list[dict]
     """Row-level problems found while planning (``RowError.to_dict()`` shapes)."""
     slices: list[str] | None = None
     """Only cases of these slices are evaluated (``None``: all)."""
     redaction: RedactionConfig | None = None
     """Redaction applied at trace capture (``None``: off)."""
+    has_requests: bool = False
+    """Whether any trace records its generation request (only then does the join check read every case's input,
+    so only then is the whole dataset's input set part of the scoring cache key)."""
+
+    def shard_items(self, shard) -> tuple[list[WorkItem], list[int]]:
+        """Work items and trace line offsets of one shard (a slice of :attr:`index`'s table)."""
+        items = [
+            WorkItem(case_id=c, case_digest=self.case_digests[c], trial=t, seed=s, trace_digest=d)
+            for c, t, s, d in zip(*(shard[name].to_pylist() for name in ("case_id", "trial", "seed", "line_digest")))
+        ]
+        return items, shard["offset"].to_pylist()
+
+    @property
+    def items(self) -> list[WorkItem]:
+        """Every work item, shard by shard (for small runs and tests; flows take one shard at a time)."""
+        return [item for shard in self.index.shards() for item in self.shard_items(shard)[0]]
 
 
 def new_run_id(now: datetime | None = None) -> str:
@@ -137,6 +161,8 @@ def plan_run(
     agent: OpenAIAgentConfig | None = None,
     repeats: int = 1,
     tool_results: str | Path | None = None,
+    shard_size: int | None = None,
+    workers: int = 1,
 ) -> RunPlan:
     """Check the inputs and decide the work of a run.
 
@@ -152,6 +178,8 @@ def plan_run(
         agent: A live agent; ``None`` replays the recorded traces.
         repeats: Trials per case for a live agent (trial ``t`` is sent with seed ``t``).
         tool_results: Recorded tool results for a live agent's multi-step tool loop.
+        shard_size: Rows per shard; ``None``: :func:`tooleval.runs.shards.default_shard_size`.
+        workers: Parallel workers (sizes the default shard).
 
     Returns:
         A :class:`RunPlan`; one work item per (case, trial) found in the traces for a known case.
@@ -176,7 +204,7 @@ def plan_run(
     digests = {case_id: case_digest(case) for case_id, case in loaded.cases.items()}
     if agent is not None:
         return _live_plan(loaded, digests, agent, out_path, run_id, slices, repeats, tool_results, traces,
-                          _redaction_config(out_path, redaction, redact_fields, redact_paths))
+                          _redaction_config(out_path, redaction, redact_fields, redact_paths), shard_size, workers)
     traces_path = Path(traces) if traces is not None else find_traces_file(loaded.path)
     if traces is not None and not traces_path.is_file():
         raise InputFileError(traces_path, None, "traces file not found.", "check the --traces path.")
@@ -184,7 +212,8 @@ def plan_run(
     _check_revision_registry(out_path, loaded.path, loaded.revision, loaded.content_digest)
     check_run_id(out_path, run_id, loaded.revision)
     errors: list[RowError] = list(index.errors)
-    items: list[WorkItem] = []
+    keys: list[tuple[str, int]] = []
+    lines: dict[int, tuple[str, int]] = {}
     traced_cases = set()
     for (case_id, trial), line in sorted(index.keys.items()):
         if slices is not None and case_id in every_case and case_id not in loaded.cases:
@@ -202,19 +231,26 @@ def plan_run(
             )
             continue
         traced_cases.add(case_id)
-        items.append(WorkItem(case_id=case_id, case_digest=digests[case_id], trial=trial, seed=trial))
+        keys.append((case_id, trial))
+        lines[line] = (case_id, trial)
     for case_id in loaded.cases:
         if case_id not in traced_cases:
             errors.append(
                 RowError("missing_trace", case_id, None, f"no trace in {traces_path} for this case", str(traces_path))
             )
+    offsets, line_digests = scan_lines(traces_path, lines)
+    del lines
+    size = shard_size or default_shard_size(len(keys), workers)
     return RunPlan(
         redaction=_redaction_config(out_path, redaction, redact_fields, redact_paths),
         dataset=dataset_ref(loaded),
         agent=ReplayAgentConfig(traces_path=str(traces_path.resolve()), traces_digest=index.digest),
         out=str(out_path),
         run_id=run_id,
-        items=items,
+        index=ShardIndex.build(keys, size, offsets, line_digests),
+        case_digests={case_id: digests[case_id] for case_id in traced_cases},
+        shard_size=size,
+        has_requests=index.has_requests,
         errors=[error.to_dict() for error in errors],
         slices=slices,
     )
@@ -231,7 +267,8 @@ def _redaction_config(out: Path, on: bool, fields: list[str] | None, paths: list
     )
 
 
-def _live_plan(loaded, digests, agent, out_path, run_id, slices, repeats, tool_results, traces, redaction):
+def _live_plan(loaded, digests, agent, out_path, run_id, slices, repeats, tool_results, traces, redaction,
+               shard_size, workers):
     if traces is not None:
         raise InputFileError(traces, None, "--traces is for the replay agent.", "drop --traces with --agent openai.")
     if repeats < 1:
@@ -245,13 +282,11 @@ def _live_plan(loaded, digests, agent, out_path, run_id, slices, repeats, tool_r
         executor = ExecutorRef(path=str(path.resolve()), digest=file_digest(path))
     _check_revision_registry(out_path, loaded.path, loaded.revision, loaded.content_digest)
     check_run_id(out_path, run_id, loaded.revision)
-    items = [
-        WorkItem(case_id=case_id, case_digest=digests[case_id], trial=trial, seed=trial)
-        for case_id in sorted(loaded.cases)
-        for trial in range(repeats)
-    ]
+    keys = [(case_id, trial) for case_id in sorted(loaded.cases) for trial in range(repeats)]
+    size = shard_size or default_shard_size(len(keys), workers)
     return RunPlan(dataset=dataset_ref(loaded), agent=agent, executor=executor, out=str(out_path), run_id=run_id,
-                   items=items, errors=[], slices=slices, redaction=redaction)
+                   index=ShardIndex.build(keys, size), case_digests=digests, shard_size=size, errors=[],
+                   slices=slices, redaction=redaction, has_requests=True)
 
 
 def dataset_ref(loaded) -> DatasetRef:

@@ -21,7 +21,7 @@ import shutil
 import uuid
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, Iterable
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -173,6 +173,36 @@ class Publication:
         pq.write_table(table, staged / filename, compression="zstd")
         self._tables[(kind, revision, run_id)] = staged
         return staged
+
+    def add_parts(
+        self, kind: str, revision: str, run_id: str, parts: Iterable[pa.Table], schema: pa.Schema
+    ) -> tuple[Path, int]:
+        """Stage a partition streamed as several tables, one ``part-<i>.parquet`` per table (one per shard), so
+        the whole partition is never in memory (issue 9). No table at all writes one zero-row ``part-0.parquet``
+        with ``schema``, like :meth:`add_table`.
+
+        Returns:
+            ``(staged partition folder, rows written)``.
+
+        Raises:
+            See :meth:`add_table`.
+        """
+        self._open()
+        relative = partition_dir(Path(), kind, revision, run_id)
+        if (kind, revision, run_id) in self._tables:
+            raise ValueError(f"partition {relative} is already staged in this publication")
+        staged = self.root / "tables" / relative
+        staged.mkdir(parents=True)
+        self._tables[(kind, revision, run_id)] = staged
+        count = rows = 0
+        for table in parts:
+            table = _stamp(_stamp(table, "dataset_revision", revision), "run_id", run_id)
+            pq.write_table(table, staged / f"part-{count}.parquet", compression="zstd")
+            count += 1
+            rows += table.num_rows
+        if count == 0:
+            pq.write_table(schema.empty_table(), staged / PART_FILE, compression="zstd")
+        return staged, rows
 
     def add_partition_json(self, kind: str, revision: str, run_id: str, name: str, obj: Any) -> Path:
         """Stage a JSON file inside an already staged partition folder (e.g. the legacy ``scalar.json``).
