@@ -116,6 +116,7 @@ def publish_run(
     gate_config: str | None = None,
     publish_legacy: bool = True,
     drift_partials: list[dict[str, Any]] | None = None,
+    legacy_pass: bool = True,
 ) -> RunResult | State:
     """Aggregate, check drift, run the gate and publish one run: ``traces``, ``rows`` and ``legacy`` partitions,
     and ``runs/<run>/{summary.json, errors.json, drift.json, junit.xml}``, all swapped into place together.
@@ -127,6 +128,7 @@ def publish_run(
     The ``traces`` and ``rows`` partitions are written one Parquet file per shard, read one stage file at a
     time. ``drift_partials`` (one :func:`tooleval.runs.drift.drift_partial` per shard, computed in the workers)
     spare the flow the legacy per-row values; without them ``legacy.per_row`` is compared with the rows.
+    ``legacy_pass=False`` (``tooleval bench``'s row path alone) publishes no legacy scalar and runs no drift check.
 
     Returns:
         The :class:`RunResult`, or a ``Failed`` state carrying it when the drift check found drift.
@@ -134,7 +136,7 @@ def publish_run(
     code, ragas = scorer_version(), ragas_version()
     revision, out_path = dataset.revision, Path(out)
     published_at = datetime.now(timezone.utc)  # the run's one time: legacy computed_at and completed_at
-    publish_legacy = publish_legacy and slices is None  # a --slices run is partial: no scalar for the dashboards
+    publish_legacy = publish_legacy and slices is None and legacy_pass  # a --slices run is partial
     summary: dict[str, Any] = {
         "dataset_revision": revision,
         "run_id": run_id,
@@ -157,8 +159,7 @@ def publish_run(
             source = scan_parquet_sql(str(staged / "*.parquet"))
             figures = run_stage(aggregate_rows, states["aggregation"], source, [r.digest for r in row_refs], code)
             errors += _row_errors(row_refs)
-            drift = _drift(legacy, row_refs, drift_partials)
-            drift["slices"] = slices
+            drift = _drift(legacy, row_refs, drift_partials) if legacy_pass else None
             summary.update(figures)
             records = [r for table in _tables(row_refs, ROW_SCHEMA) for r in table.to_pylist()]
             for record in records:
@@ -169,9 +170,11 @@ def publish_run(
             summary.update({k: v for k, v in verdict.counts.items() if k not in summary})
             junit = publication.add_text(f"runs/{run_id}/junit.xml", "")
             write_junit(verdict, records, junit, suite_name=revision)
-            summary["drift"] = {"verdict": drift["verdict"], "attribution": drift["attribution"],
-                                "legacy_value": drift["legacy"]["value"], "new_value": drift["new"]["value"]}
-            publication.add_json(f"runs/{run_id}/drift.json", drift)
+            if drift is not None:
+                drift["slices"] = slices
+                summary["drift"] = {"verdict": drift["verdict"], "attribution": drift["attribution"],
+                                    "legacy_value": drift["legacy"]["value"], "new_value": drift["new"]["value"]}
+                publication.add_json(f"runs/{run_id}/drift.json", drift)
         summary["errors"] = len(errors)
         summary["completed_at"] = published_at.isoformat()
         publication.add_json(f"runs/{run_id}/summary.json", summary)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 import time
 from collections import Counter
+from datetime import datetime, timezone
 from typing import Any
 
 import pyarrow.parquet as pq
@@ -44,6 +45,7 @@ class ShardContext(BaseModel):
     generation_scope: str
     scoring_scope: str
     legacy_only: bool = False
+    legacy_pass: bool = True
     retry_errors: bool = False
 
 
@@ -113,6 +115,12 @@ def run_shard(context: ShardContext, items: list[WorkItem], offsets: list[int], 
     if not c.legacy_only:
         rows = _stage(score_shard, "scoring", states, timing, captured, c.dataset, c.redaction, c.code, c.ragas,
                       c.out, c.dirs["scoring"], scope=scoring_scope)
+    if not c.legacy_pass:  # ``tooleval bench``'s row path alone
+        empty = LegacyResult(value=None, rows=0, ragas_version=c.ragas, scorer_version=c.code,
+                             computed_at=datetime.now(timezone.utc), per_row=[])
+        return ShardOutcome(envelopes=captured, rows=rows, states=states, body_s=sum(timing),
+                            wall_s=time.perf_counter() - started, legacy=empty, legacy_sum=0.0, legacy_count=0,
+                            drift=None)
     legacy = _stage(legacy_scalar, "legacy-scalar", states, timing, [captured.path], [captured.digest], c.dataset,
                     c.redaction, c.code, c.ragas, c.out, scope=scoring_scope)
     drift = None

@@ -56,6 +56,7 @@ def evaluate(
     gate_config: str | None = None,
     workers: int | None = None,
     progress: bool = False,
+    legacy_pass: bool = True,
 ) -> RunResult:
     """Evaluate a dataset's recorded (or generated) trajectories and publish envelopes, rows, the legacy scalar,
     a summary and the drift check.
@@ -80,6 +81,8 @@ def evaluate(
         workers: Parallel shard workers (sizes the default shard; the task runner itself is chosen by
             :func:`run_evaluate`); ``None``: the number of cores.
         progress: Show live progress on stderr (:class:`tooleval.runs.progress.StageProgress`).
+        legacy_pass: ``False`` skips the legacy scalar path and the drift check (``tooleval bench``'s measure of
+            the row path alone; nothing legacy is published).
 
     Returns:
         A :class:`RunResult`; the flow run is ``Failed`` (with the result as its data) when drift was found.
@@ -101,7 +104,8 @@ def evaluate(
         plan_agent=plan.agent, dataset=plan.dataset, redaction=plan.redaction, executor=plan.executor, out=plan.out,
         dirs={name: str(stage_dir(plan.out, name)) for name in ("generation", "capture", "scoring")},
         code=scorer_version(), ragas=ragas_version(), generation_scope=generation_scope,
-        scoring_scope=scoring_scope, legacy_only=legacy_only, retry_errors=plan.agent.kind != "replay",
+        scoring_scope=scoring_scope, legacy_only=legacy_only, legacy_pass=legacy_pass,
+        retry_errors=plan.agent.kind != "replay",
     )
     started = time.perf_counter()
     outcomes = _run_shards(plan, context, workers, progress)
@@ -112,14 +116,14 @@ def evaluate(
     envelope_refs = [o.envelopes for o in outcomes]
     row_refs = [o.rows for o in outcomes if o.rows is not None]
     legacy = _merged_legacy(outcomes, context)
-    timing = {"shards": len(outcomes), "workers": workers, "shard_size": plan.shard_size, "stages_wall_s": wall,
+    timing = {"shards": len(outcomes), "workers": _effective_workers(workers), "shard_size": plan.shard_size, "stages_wall_s": wall,
               "body_s": sum(o.body_s for o in outcomes), "shard_wall_s": sum(o.wall_s for o in outcomes)}
     return publish_run(
         out=plan.out, run_id=plan.run_id, dataset=plan.dataset, redaction=plan.redaction, slices=plan.slices,
         errors=plan.errors, envelope_refs=envelope_refs, row_refs=row_refs, legacy=legacy, states=states,
         legacy_only=legacy_only, outcome=outcome, gate_config=gate_config,
         extra_summary={"agent": plan.agent.model_dump(mode="json"), "repeats": repeats, "timing": timing},
-        drift_partials=None if legacy_only else [o.drift for o in outcomes],
+        drift_partials=None if legacy_only else [o.drift for o in outcomes], legacy_pass=legacy_pass,
     )
 
 
@@ -129,7 +133,8 @@ def _run_shards(plan: RunPlan, context: ShardContext, workers: int, progress: bo
     shards = list(plan.index.shards())
     outcomes: dict[int, ShardOutcome] = {}
     pending: dict[Any, int] = {}
-    stages = ["generation", "trace-capture"] + ([] if context.legacy_only else ["scoring"]) + ["legacy-scalar"]
+    stages = (["generation", "trace-capture"] + ([] if context.legacy_only else ["scoring"])
+              + (["legacy-scalar"] if context.legacy_pass else []))
     with StageProgress(stages, plan.index.rows, enabled=progress) as bar:
         position = 0
         while position < len(shards) or pending:
@@ -147,6 +152,15 @@ def _run_shards(plan: RunPlan, context: ShardContext, workers: int, progress: bo
     return [outcomes[i] for i in range(len(shards))]
 
 
+def _effective_workers(workers: int) -> int:
+    """Workers of the task runner this flow runs on: ``workers`` on a process pool, else 1 (a single thread)."""
+    from prefect.context import FlowRunContext
+
+    context = FlowRunContext.get()
+    runner = getattr(context, "task_runner", None)
+    return workers if type(runner).__name__ == "ProcessPoolTaskRunner" else 1
+
+
 def _merged_legacy(outcomes: list[ShardOutcome], context: ShardContext) -> LegacyResult:
     """The run's legacy scalar from the shards' sums (the per-row values stayed in the workers' drift partials)."""
     count = sum(o.legacy_count for o in outcomes)
@@ -160,26 +174,38 @@ def _merged_legacy(outcomes: list[ShardOutcome], context: ShardContext) -> Legac
     )
 
 
-def task_runner(workers: int) -> Any:
-    """The task runner for ``workers``: a thread (one worker, no start-up) or a process pool whose workers
-    import the stages and ragas once (issue 9 item 2; README "Scale" says why not Dask)."""
+PROCESS_POOL_MIN_ROWS = 50_000
+"""Below this many rows a run uses one worker in the flow's process: starting a process pool (spawned workers
+importing Prefect, the stages and ragas) cost 10-30 s on the 2-core machine, more than the work it would share
+(measured: 25,725 bfcl rows took 26 s with one worker, 70 s with a two-process pool on a loaded machine)."""
+
+
+def task_runner(workers: int, rows: int | None = None) -> Any:
+    """The task runner for ``workers`` and a corpus of ``rows``: one thread (one worker, or fewer than
+    :data:`PROCESS_POOL_MIN_ROWS` rows) or a process pool whose workers import the stages and ragas once (issue 9
+    item 2; README "Scale" says why not Dask)."""
     from prefect.task_runners import ProcessPoolTaskRunner, ThreadPoolTaskRunner
 
     from flows._shards import warm_worker
 
-    if workers <= 1:
+    if workers <= 1 or (rows is not None and rows < PROCESS_POOL_MIN_ROWS):
         return ThreadPoolTaskRunner(max_workers=1)
     return ProcessPoolTaskRunner(max_workers=workers, initializer=warm_worker)
 
 
-def run_evaluate(**parameters: Any) -> tuple[RunResult, bool]:
-    """Call :func:`evaluate` and return ``(result, drift_failed)`` instead of raising on a drift failure.
+def run_evaluate(rows_hint: int | None = None, **parameters: Any) -> tuple[RunResult, bool]:
+    """Call :func:`evaluate` on the task runner that fits (:func:`task_runner`) and return ``(result,
+    drift_failed)`` instead of raising on a drift failure.
+
+    Args:
+        rows_hint: The planned rows (a small run stays in one process); ``None``: ``workers`` alone decides.
+        **parameters: :func:`evaluate`'s parameters.
 
     Raises:
         tooleval.errors.InputFileError: a file or usage error (re-raised from the flow).
     """
     workers = parameters.get("workers") or os.cpu_count() or 1
-    state = evaluate.with_options(task_runner=task_runner(workers))(**parameters, return_state=True)
+    state = evaluate.with_options(task_runner=task_runner(workers, rows_hint))(**parameters, return_state=True)
     data = state.result(raise_on_failure=False)
     if isinstance(data, RunResult):
         return data, state.is_failed()

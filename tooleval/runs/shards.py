@@ -1,14 +1,17 @@
 """Shards composed from content, and the plan's compact index of work (issue 9 items 1 and 6).
 
-A shard is a *bucket* of (case_id, trial) keys: ``bucket = top k bits of sha256(case_id NUL trial)`` with
-``2**k`` buckets, the smallest power of two that keeps shards at or below the requested size. Because a key's
-bucket depends only on the key, adding or removing 1 % of the cases changes only the buckets that hold them, and
-every other shard keeps its cache key (positional shards shifted every later shard). When the corpus grows past
-a power of two the bucket count doubles and every shard is new once (each old bucket splits in two).
+Shards are cut by *content-defined chunking* over the keys sorted by (case_id, trial): a new shard starts at
+every case whose ``sha256(case_id)`` falls in a ``1/K`` slice of the hash space, where ``K`` (cases per shard on
+average) is a power of two derived from the shard size and the trials per case. All trials of a case stay in one
+shard, and where a shard ends depends only on the case ids around it, never on positions: adding or removing
+cases changes only the shards that hold them (new ids that sort together — dated or numbered cases — land in
+one or two shards), and every other shard keeps its cache key. Positional shards shifted every later shard; hash
+buckets (``hash(key) mod B``) scatter even ten new cases over most of the shards. A run of cases longer than
+four shard sizes without a boundary is cut at that length (rare: probability ``e**-4`` per shard).
 
 The plan does not hold work items: :class:`ShardIndex` is a compact Arrow table — case id, trial, seed, the
-trace line's byte offset and content digest, bucket — sorted by (bucket, case_id, trial), from which one shard's
-work items are built when that shard is submitted. Memory is bounded by the shard size, not the corpus.
+trace line's byte offset and content digest, shard — from which one shard's work items are built when that shard
+is submitted. Memory is bounded by the shard size, not the corpus.
 """
 
 from __future__ import annotations
@@ -22,35 +25,35 @@ from typing import Iterator
 import pyarrow as pa
 import pyarrow.compute as pc
 
-__all__ = ["ShardIndex", "bucket_of", "bucket_count", "default_shard_size", "scan_lines", "MIN_SHARD", "MAX_SHARD"]
+__all__ = ["ShardIndex", "is_boundary", "cases_per_shard", "default_shard_size", "scan_lines", "run_scopes",
+           "scoring_key", "MIN_SHARD", "MAX_SHARD"]
 
 MIN_SHARD = 25
-"""Smallest default shard (rows): a 200-row run still shows progress over 8 shards."""
+"""Smallest default shard (rows): a 200-row run still shows progress over about 8 shards."""
 MAX_SHARD = 20_000
 """Largest default shard (rows): bounds a worker's memory (a bfcl row is ~1 KB of trace, ~10 KB in Python)."""
 _TASKS_PER_WORKER = 8
 """Default shards per worker: enough for load balance and progress, few enough that Prefect's per-task cost
 (tens of ms, PREFECT.md; ``tooleval bench`` reports the share) stays small."""
+_MAX_RUN = 4
+"""A shard is cut after this many shard sizes of rows even without a content boundary."""
 
 
-def bucket_of(case_id: str, trial: int, buckets: int) -> int:
-    """The bucket (shard number) of a key: the top ``log2(buckets)`` bits of ``sha256(case_id NUL trial)``.
-
-    Args:
-        case_id: Case id (any string).
-        trial: Trial index.
-        buckets: A power of two.
-
-    Returns:
-        An int in ``[0, buckets)``; with twice the buckets a key lands in ``2b`` or ``2b + 1``.
-    """
-    digest = hashlib.sha256(f"{case_id}\x00{trial}".encode("utf-8", "surrogatepass")).digest()
-    return int.from_bytes(digest[:8], "big") >> (64 - int(math.log2(buckets))) if buckets > 1 else 0
+def is_boundary(case_id: str, cases_per: int) -> bool:
+    """Whether a shard starts at ``case_id``: its sha256 falls in the first ``1/cases_per`` of the hash space."""
+    if cases_per <= 1:
+        return True
+    digest = hashlib.sha256(case_id.encode("utf-8", "surrogatepass")).digest()
+    return int.from_bytes(digest[:8], "big") % cases_per == 0
 
 
-def bucket_count(rows: int, shard_size: int) -> int:
-    """The smallest power of two ``B`` with ``rows / B <= shard_size`` (1 for an empty corpus)."""
-    return 1 << max(0, math.ceil(math.log2(max(1, rows) / shard_size))) if rows > shard_size else 1
+def cases_per_shard(rows: int, cases: int, shard_size: int) -> int:
+    """``K``: cases per shard on average, ``shard_size / (rows / cases)`` rounded to a power of two (so that a
+    corpus growing by a few per cent keeps its boundaries)."""
+    if rows == 0 or cases == 0:
+        return 1
+    wanted = shard_size * cases / rows
+    return 1 << max(0, round(math.log2(max(wanted, 1))))
 
 
 def default_shard_size(rows: int, workers: int) -> int:
@@ -90,31 +93,41 @@ def scan_lines(path: Path, wanted: dict[int, tuple[str, int]]) -> tuple[dict[tup
 
 @dataclass(frozen=True)
 class ShardIndex:
-    """The run's work as a compact Arrow table sorted by (bucket, case_id, trial).
+    """The run's work as a compact Arrow table sorted by (case_id, trial), with each row's shard number.
 
     Columns: ``case_id`` (string), ``trial`` (int32), ``seed`` (int64), ``offset`` (int64, -1 when unknown),
-    ``line_digest`` (string, null for a live agent), ``bucket`` (int32).
+    ``line_digest`` (string, null for a live agent), ``shard`` (int32, ascending).
     """
 
     table: pa.Table
-    buckets: int
+    cases_per_shard: int
 
     @classmethod
     def build(cls, keys: list[tuple[str, int]], shard_size: int, offsets: dict | None = None,
               digests: dict | None = None) -> "ShardIndex":
-        """Index ``keys`` into buckets of at most ``shard_size`` rows on average (see :func:`bucket_count`)."""
-        buckets = bucket_count(len(keys), shard_size)
+        """Index ``keys`` (unique (case_id, trial) pairs) into content-defined shards of about ``shard_size``."""
+        keys = sorted(keys)
         offsets, digests = offsets or {}, digests or {}
+        case_count = len({k[0] for k in keys})
+        per = cases_per_shard(len(keys), case_count, shard_size)
+        shards: list[int] = []
+        shard, in_shard, previous = -1, 0, None
+        for case_id, _ in keys:
+            if case_id != previous:
+                if shard < 0 or is_boundary(case_id, per) or in_shard >= _MAX_RUN * shard_size:
+                    shard, in_shard = shard + 1, 0
+                previous = case_id
+            shards.append(shard)
+            in_shard += 1
         table = pa.table({
             "case_id": pa.array([k[0] for k in keys], pa.string()),
             "trial": pa.array([k[1] for k in keys], pa.int32()),
             "seed": pa.array([k[1] for k in keys], pa.int64()),
             "offset": pa.array([offsets.get(k, -1) for k in keys], pa.int64()),
             "line_digest": pa.array([digests.get(k) for k in keys], pa.string()),
-            "bucket": pa.array([bucket_of(k[0], k[1], buckets) for k in keys], pa.int32()),
+            "shard": pa.array(shards, pa.int32()),
         })
-        table = table.sort_by([("bucket", "ascending"), ("case_id", "ascending"), ("trial", "ascending")])
-        return cls(table=table, buckets=buckets)
+        return cls(table=table, cases_per_shard=per)
 
     @property
     def rows(self) -> int:
@@ -122,10 +135,10 @@ class ShardIndex:
         return self.table.num_rows
 
     def shards(self) -> Iterator[pa.Table]:
-        """The non-empty shards in bucket order, each a slice of :attr:`table` (zero-copy)."""
+        """The shards in order, each a zero-copy slice of :attr:`table`."""
         if self.rows == 0:
             return
-        counts = pc.value_counts(self.table["bucket"]).to_pylist()
+        counts = pc.value_counts(self.table["shard"]).to_pylist()
         start = 0
         for entry in sorted(counts, key=lambda e: e["values"]):
             yield self.table.slice(start, entry["counts"])
