@@ -90,6 +90,22 @@ def _row_errors(refs: list[StageRef]) -> list[dict]:
     return errors
 
 
+_GATE_COLUMNS = ["dataset_revision", "case_id", "trial", "slice", "violations", "error", "missing_calls",
+                 "extra_calls", "wrong_args", "f1", "exact_match", "fp", "fn", "tool_families", "blocking",
+                 "recorded_reward"]
+"""The row columns the gate, its JUnit report and the variability figures read (the call lists, the evidence
+and the provenance columns stay in the Parquet files: the flow holds only these)."""
+
+
+def _gate_records(refs: list[StageRef], run_id: str) -> list[dict]:
+    records = []
+    for ref in refs:
+        for record in pq.read_table(ref.path, columns=_GATE_COLUMNS).to_pylist():
+            record["run_id"] = run_id
+            records.append(record)
+    return records
+
+
 def _drift(legacy: LegacyResult, row_refs: list[StageRef], partials: list[dict] | None) -> dict[str, Any]:
     if partials is not None:
         return drift_report(partials, legacy)
@@ -161,9 +177,7 @@ def publish_run(
             errors += _row_errors(row_refs)
             drift = _drift(legacy, row_refs, drift_partials) if legacy_pass else None
             summary.update(figures)
-            records = [r for table in _tables(row_refs, ROW_SCHEMA) for r in table.to_pylist()]
-            for record in records:
-                record["run_id"] = run_id
+            records = _gate_records(row_refs, run_id)
             summary["variability"] = variability_summary(records, outcome_from_spec(outcome))
             verdict = run_gate(records, gate_config_for(dataset.path, gate_config))
             summary["gate"] = verdict.to_dict()
