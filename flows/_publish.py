@@ -13,11 +13,15 @@ import pyarrow.parquet as pq
 from prefect.states import Failed, State
 from pydantic import BaseModel
 
+from flows._artifacts import publish_artifacts
 from tasks import aggregate_rows
+from tooleval.runs.catalog import STAGES_FILE
 from tooleval.runs.drift import check_drift, drift_report
-from tooleval.runs.gate import gate_config_for, run_gate, write_junit
+from tooleval.dataset import load_dataset_cached
+from tooleval.runs.gate import gate_config_for, gate_rows, gate_scope, run_gate, write_junit
 from tooleval.runs.legacy import LegacyResult, legacy_record, stage_legacy
 from tooleval.runs.plan import DatasetRef, revision_record_path
+from tooleval.runs.report import build_report
 from tooleval.scoring.ragas_metric import ragas_version
 from tooleval.capture.redaction import RedactionConfig
 from tooleval.storage.stages import StageRef
@@ -133,9 +137,10 @@ def publish_run(
     publish_legacy: bool = True,
     drift_partials: list[dict[str, Any]] | None = None,
     legacy_pass: bool = True,
+    generation_refs: list[StageRef] | None = None,
 ) -> RunResult | State:
     """Aggregate, check drift, run the gate and publish one run: ``traces``, ``rows`` and ``legacy`` partitions,
-    and ``runs/<run>/{summary.json, errors.json, drift.json, junit.xml}``, all swapped into place together.
+    and ``runs/<run>/{summary.json, errors.json, drift.json, junit.xml, report.html}``, all swapped into place together.
 
     ``publish_legacy=False`` (a diagnostic subset, e.g. ``tooleval rescore --case``) and a ``--slices`` run keep
     their legacy scalar out of ``legacy/`` — the old dashboards would read a partial mean under the run's name —
@@ -146,13 +151,18 @@ def publish_run(
     spare the flow the legacy per-row values; without them ``legacy.per_row`` is compared with the rows.
     ``legacy_pass=False`` (``tooleval bench``'s row path alone) publishes no legacy scalar and runs no drift check.
 
+    ``runs/<run>/stages.json`` lists the digests of the stage files the run used (``generation_refs``,
+    ``envelope_refs``, ``row_refs``): ``tooleval gc`` keeps those for the runs it keeps.
+
     Returns:
         The :class:`RunResult`, or a ``Failed`` state carrying it when the drift check found drift.
     """
     code, ragas = scorer_version(), ragas_version()
     revision, out_path = dataset.revision, Path(out)
     published_at = datetime.now(timezone.utc)  # the run's one time: legacy computed_at and completed_at
-    publish_legacy = publish_legacy and slices is None and legacy_pass  # a --slices run is partial
+    # the gate's scope: the whole dataset or the --slices asked for; a diagnostic subset judges its own rows
+    scope = gate_scope(load_dataset_cached(dataset.path).cases, slices) if publish_legacy else None
+    publish_legacy = publish_legacy and slices is None and legacy_pass  # a --slices run is partial: no scalar
     summary: dict[str, Any] = {
         "dataset_revision": revision,
         "run_id": run_id,
@@ -179,11 +189,12 @@ def publish_run(
             summary.update(figures)
             records = _gate_records(row_refs, run_id)
             summary["variability"] = variability_summary(records, outcome_from_spec(outcome))
-            verdict = run_gate(records, gate_config_for(dataset.path, gate_config))
+            judged = gate_rows(records, scope, errors)
+            verdict = run_gate(judged, gate_config_for(dataset.path, gate_config))
             summary["gate"] = verdict.to_dict()
             summary.update({k: v for k, v in verdict.counts.items() if k not in summary})
             junit = publication.add_text(f"runs/{run_id}/junit.xml", "")
-            write_junit(verdict, records, junit, suite_name=revision)
+            write_junit(verdict, judged, junit, suite_name=revision)
             if drift is not None:
                 drift["slices"] = slices
                 summary["drift"] = {"verdict": drift["verdict"], "attribution": drift["attribution"],
@@ -191,8 +202,12 @@ def publish_run(
                 publication.add_json(f"runs/{run_id}/drift.json", drift)
         summary["errors"] = len(errors)
         summary["completed_at"] = published_at.isoformat()
+        if not legacy_only:
+            publication.add_text(f"runs/{run_id}/report.html", build_report(source, summary, drift, out_path))
         publication.add_json(f"runs/{run_id}/summary.json", summary)
         publication.add_json(f"runs/{run_id}/errors.json", errors)
+        used = [*(generation_refs or []), *envelope_refs, *row_refs]
+        publication.add_json(f"runs/{run_id}/{STAGES_FILE}", {"digests": sorted({r.digest for r in used})})
         record = revision_record_path(out_path, revision)
         if not record.exists():
             publication.add_json(
@@ -200,6 +215,8 @@ def publish_run(
                 {"revision": revision, "dataset": dataset.name, "content_digest": dataset.content_digest},
             )
     partition = Path(f"dataset_revision={revision}") / f"run_id={run_id}"
+    published_rows = None if legacy_only else scan_parquet_sql(str(out_path / "rows" / partition / "*.parquet"))
+    publish_artifacts(summary, out_path / "runs" / run_id, published_rows)
     result = RunResult(
         run_id=run_id,
         dataset_revision=revision,

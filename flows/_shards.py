@@ -52,6 +52,7 @@ class ShardContext(BaseModel):
 class ShardOutcome(BaseModel):
     """What one shard did."""
 
+    generation: StageRef
     envelopes: StageRef
     rows: StageRef | None
     states: dict[str, str]
@@ -90,13 +91,14 @@ def _stage(task_: Any, name: str, states: dict[str, str], timing: list[float], *
 
 
 @task(name="shard", cache_policy=NO_CACHE, persist_result=False)
-def run_shard(context: ShardContext, items: list[WorkItem], offsets: list[int], scoring_scope: str) -> ShardOutcome:
+def run_shard(context: ShardContext, items: list[WorkItem], offsets: list[tuple[int, int]],
+              scoring_scope: str) -> ShardOutcome:
     """Run one shard's stages (see the module docstring).
 
     Args:
         context: The run's shared settings.
         items: The shard's work items.
-        offsets: Byte offset of each item's trace line (replay).
+        offsets: ``(byte offset, line number)`` of each item's trace line (replay).
         scoring_scope: :func:`tooleval.runs.shards.scoring_key` of the shard.
 
     Returns:
@@ -118,7 +120,7 @@ def run_shard(context: ShardContext, items: list[WorkItem], offsets: list[int], 
     if not c.legacy_pass:  # ``tooleval bench``'s row path alone
         empty = LegacyResult(value=None, rows=0, ragas_version=c.ragas, scorer_version=c.code,
                              computed_at=datetime.now(timezone.utc), per_row=[])
-        return ShardOutcome(envelopes=captured, rows=rows, states=states, body_s=sum(timing),
+        return ShardOutcome(generation=generated, envelopes=captured, rows=rows, states=states, body_s=sum(timing),
                             wall_s=time.perf_counter() - started, legacy=empty, legacy_sum=0.0, legacy_count=0,
                             drift=None)
     legacy = _stage(legacy_scalar, "legacy-scalar", states, timing, [captured.path], [captured.digest], c.dataset,
@@ -128,7 +130,7 @@ def run_shard(context: ShardContext, items: list[WorkItem], offsets: list[int], 
         new_rows = pq.read_table(rows.path, columns=_DRIFT_COLUMNS).to_pylist()
         drift = drift_partial(legacy.per_row, new_rows)
     scored = [r.value for r in legacy.per_row if r.value is not None]
-    return ShardOutcome(envelopes=captured, rows=rows, states=states, body_s=sum(timing),
+    return ShardOutcome(generation=generated, envelopes=captured, rows=rows, states=states, body_s=sum(timing),
                         wall_s=time.perf_counter() - started, legacy=legacy.model_copy(update={"per_row": []}),
                         legacy_sum=math.fsum(scored), legacy_count=len(scored), drift=drift)
 

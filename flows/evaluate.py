@@ -124,6 +124,7 @@ def evaluate(
         legacy_only=legacy_only, outcome=outcome, gate_config=gate_config,
         extra_summary={"agent": plan.agent.model_dump(mode="json"), "repeats": repeats, "timing": timing},
         drift_partials=None if legacy_only else [o.drift for o in outcomes], legacy_pass=legacy_pass,
+        generation_refs=[o.generation for o in outcomes],
     )
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from prefect import flow
+from prefect.artifacts import create_markdown_artifact
 
 from tasks import legacy_scalar
 from tasks.legacy import dataset_scope
@@ -41,4 +42,7 @@ def legacy(run_id: str, out: str = "results", dataset: str | None = None) -> Leg
     published_at = datetime.fromisoformat(completed) if completed else None  # keep the run's place in the series
     with Publication(run.out) as publication:
         stage_legacy(publication, result, run.revision, run_id, published_at=published_at)
+    create_markdown_artifact(f"# legacy scalar of run `{run_id}`\n\n{result.metric} = {result.value} over "
+                             f"{result.rows} rows (ragas {result.ragas_version})", key="tooleval-legacy",
+                             description=f"run {run_id}")
     return result

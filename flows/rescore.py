@@ -4,6 +4,7 @@ envelope versions are migrated on read; a newer one is refused), optionally only
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 
 from prefect import flow
@@ -12,6 +13,7 @@ from flows._publish import STAGES, RunResult, publish_run, run_stage
 from tasks import legacy_scalar, score_shard
 from tasks.legacy import dataset_scope
 from tooleval.dataset import check_name
+from tooleval.runs.catalog import resolve_run_id
 from tooleval.runs.plan import check_run_id, new_run_id
 from tooleval.runs.plan import dataset_ref as make_dataset_ref
 from tooleval.scoring.ragas_metric import ragas_version
@@ -37,9 +39,10 @@ def rescore(
     (the old dashboards would read a one-row "mean"); its drift check still runs.
 
     Args:
-        run_id: The run whose envelopes are rescored.
+        run_id: The run whose envelopes are rescored, or ``latest`` (the newest run with rows).
         out: Results folder.
-        to_run_id: The new run's id (default: a fresh one).
+        to_run_id: The new run's id (default: a fresh one, so a nightly deployment publishes a new run each
+            night).
         case: Only this case id.
         trial: Only this trial (with or without ``case``).
         dataset: Dataset folder (default: the one recorded in the run's summary).
@@ -51,6 +54,7 @@ def rescore(
     Raises:
         tooleval.errors.InputFileError: unknown run, nothing matching ``case``/``trial``, a newer envelope version.
     """
+    run_id = resolve_run_id(out, run_id)
     source = open_run(out, run_id, dataset)
     target = check_name(to_run_id or new_run_id(), what="run id")
     check_run_id(source.out, target, source.revision)
@@ -74,9 +78,20 @@ def rescore(
                        scope=scope)
     subset = case is not None or trial is not None
     return publish_run(
+        errors=[] if subset else _unrowed_errors(source, chosen),
         publish_legacy=not subset,
         out=out_dir, run_id=target, dataset=dataset_ref, redaction=source.redaction,
-        slices=source.summary.get("slices"), errors=[], envelope_refs=envelope_refs, row_refs=row_refs,
+        slices=source.summary.get("slices"), envelope_refs=envelope_refs, row_refs=row_refs,
         legacy=legacy, states=states,
         extra_summary={"rescored_from": {"run_id": run_id, "case": case, "trial": trial}},
     )
+
+
+def _unrowed_errors(source, envelopes: list[dict]) -> list[dict]:
+    """The source run's ``errors.json`` entries that stand for no row (a trace of an unknown case, a case without
+    a trace, an unreadable line): a full rescore answers for them too (nothing unscored passes, issue 11)."""
+    path = source.out / "runs" / source.run_id / "errors.json"
+    if not path.is_file():
+        return []
+    keys = {(e["case_id"], e["trial"]) for e in envelopes}
+    return [e for e in json.loads(path.read_text()) if (e.get("case_id"), e.get("trial")) not in keys]

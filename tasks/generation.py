@@ -43,7 +43,7 @@ def generate_shard(
     out: str,
     stage_dir: str,
     executor: ExecutorRef | None = None,
-    offsets: list[int] | None = None,
+    offsets: list[tuple[int, int]] | None = None,
     scope: str = "",
 ) -> StageRef:
     """Generate one shard.
@@ -56,8 +56,8 @@ def generate_shard(
         out: Results folder (redaction key, live generation store).
         stage_dir: Folder for the generation stage file.
         executor: Recorded tool results for a live multi-step tool loop.
-        offsets: Byte offset of each item's trace line (replay; not part of the cache key: lines move when
-            others are added).
+        offsets: ``(byte offset, line number)`` of each item's trace line (replay; not part of the cache key:
+            lines move when others are added).
         scope: :func:`tooleval.runs.shards.generation_scope` — the agent's config digest (live) and the
             dataset-wide inputs of this stage (tool schemas, the redactor's seeded values), so that a corpus that
             grows by a few cases keeps every other shard's key (issue 9 item 6).

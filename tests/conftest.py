@@ -117,3 +117,39 @@ def prefect_harness():
     with prefect_test_harness(server_startup_timeout=90):
         with temporary_settings(updates={PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None}):
             yield
+
+
+CHANGED_CASE = ("2", 0)
+"""The (case_id, trial) whose recorded trace differs between the bundled runs ``base`` and ``head``."""
+
+
+def bundled_traces_with_exact_case(folder: Path, case_id: str, trial: int) -> Path:
+    """A copy of the bundled traces in which ``case_id``'s trial ``trial`` makes exactly the expected calls."""
+    import gzip
+
+    cases = {c["case_id"]: c for c in map(json.loads, (BUNDLED / "cases.jsonl").read_text().splitlines())}
+    lines = []
+    with gzip.open(BUNDLED / "traces.jsonl.gz", "rt") as handle:
+        for line in map(json.loads, handle):
+            if (line["case_id"], line["trial"]) == (case_id, trial):
+                calls = [tool_call(c["name"], json.dumps(c["args"])) for c in cases[case_id]["expected_calls"]]
+                first_user = next(m for m in line["messages"] if m["role"] == "user")
+                line["messages"] = [first_user, {"role": "assistant", "content": "", "tool_calls": calls}]
+            lines.append(json.dumps(line))
+    path = folder / "traces.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+@pytest.fixture(scope="session")
+def bundled_pair(prefect_harness, tmp_path_factory) -> Path:
+    """One results folder with two runs of the bundled dataset: ``base`` (its recorded traces) and ``head``
+    (the same, but :data:`CHANGED_CASE` makes exactly its expected calls). Returns the results folder."""
+    from flows.evaluate import evaluate
+
+    root = tmp_path_factory.mktemp("bundled-pair")
+    out = root / "results"
+    evaluate(dataset=str(BUNDLED), out=str(out), run_id="base")
+    traces = bundled_traces_with_exact_case(root, *CHANGED_CASE)
+    evaluate(dataset=str(BUNDLED), traces=str(traces), out=str(out), run_id="head")
+    return out

@@ -53,4 +53,20 @@ def test_parameters_bind_to_the_flow_signature(config):
         flow = getattr(module, name)
         signature = inspect.signature(flow.fn)
         signature.bind(**deployment.get("parameters", {}))  # raises TypeError on an unknown parameter
-        assert (REPO / deployment["parameters"]["dataset"]).is_dir()
+        if "dataset" in deployment["parameters"]:
+            assert (REPO / deployment["parameters"]["dataset"]).is_dir()
+
+
+def test_drift_and_rescore_are_scheduled_and_rescore_gets_a_new_run_id_each_night(config):
+    from flows.rescore import rescore
+
+    by_name = {d["name"]: d for d in config["deployments"]}
+    assert by_name["nightly-drift-check"]["entrypoint"] == "flows/drift.py:drift_check"
+    assert by_name["nightly-rescore"]["entrypoint"] == "flows/rescore.py:rescore"
+    for name in ("nightly-drift-check", "nightly-rescore"):
+        (schedule,) = by_name[name]["schedules"]
+        CronSchedule(cron=schedule["cron"], timezone=schedule["timezone"])
+        assert by_name[name]["parameters"]["run_id"] == "latest"
+    # A fixed to_run_id would make the second night refuse (or replace) the first night's run.
+    assert "to_run_id" not in by_name["nightly-rescore"]["parameters"]
+    assert inspect.signature(rescore.fn).parameters["to_run_id"].default is None

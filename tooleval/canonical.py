@@ -12,6 +12,12 @@ Rules, each tested in ``tests/test_canonical.py``:
 * Empty (or whitespace-only) argument text and the JSON text ``null`` mean ``{}``. Text that parses to anything but
   an object (a list, a number, a string) or does not parse at all is *malformed*: the caller keeps the raw text and
   the parse error, it is never turned into ``{}``.
+* An object that repeats a key (``{"amount": 1, "amount": 49.99}``) is ambiguous: RFC 8259 leaves its meaning to the
+  reader, and Python's ``json`` silently keeps the last value. Argument text with a repeated key is malformed
+  (issue 11), never guessed (:func:`reject_duplicate_keys`).
+* A value that cannot be stored as UTF-8 JSON (a lone surrogate such as ``\ud800``), a non-finite number, or
+  nesting deeper than :data:`MAX_DEPTH` is found by :func:`json_value_problem` without recursion, so callers can
+  turn it into a typed error instead of a crash.
 """
 
 from __future__ import annotations
@@ -20,7 +26,14 @@ import json
 import math
 from typing import Any
 
-__all__ = ["canonical_value", "canonical_json", "parse_arguments", "diff_paths", "strict_json_loads", "MISSING"]
+__all__ = [
+    "canonical_value", "canonical_json", "parse_arguments", "diff_paths", "strict_json_loads", "reject_duplicate_keys",
+    "json_value_problem", "MAX_DEPTH", "MISSING",
+]
+
+MAX_DEPTH = 200
+"""Deepest nesting of objects and lists accepted in a trace or in arguments (a real tool call nests a few levels;
+Python's own recursion limit is about 1,000, and every recursive reader downstream must stay below it)."""
 
 
 class _Missing:
@@ -44,13 +57,79 @@ def _finite_float(text: str) -> float:
     return value
 
 
-def strict_json_loads(text: str) -> Any:
-    """``json.loads`` that follows RFC 8259: ``NaN``/``Infinity`` and numbers overflowing a float raise.
+def reject_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """``object_pairs_hook`` for :func:`json.loads` that refuses an object repeating a key.
 
     Raises:
-        ValueError: invalid JSON (``json.JSONDecodeError`` is a ``ValueError``).
+        ValueError: ``duplicate key 'amount'`` (the first repeated key).
     """
-    return json.loads(text, parse_constant=_reject_constant, parse_float=_finite_float)
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise ValueError(f"duplicate key {key!r}")
+        out[key] = value
+    return out
+
+
+def strict_json_loads(text: str, *, unique_keys: bool = False) -> Any:
+    """``json.loads`` that follows RFC 8259: ``NaN``/``Infinity`` and numbers overflowing a float raise.
+
+    Args:
+        text: JSON text.
+        unique_keys: Also refuse an object that repeats a key (:func:`reject_duplicate_keys`).
+
+    Raises:
+        ValueError: invalid JSON (``json.JSONDecodeError`` is a ``ValueError``), a non-finite number, or a
+            repeated key when ``unique_keys``.
+        RecursionError: nesting deeper than Python's recursion limit.
+    """
+    hook = reject_duplicate_keys if unique_keys else None
+    return json.loads(text, parse_constant=_reject_constant, parse_float=_finite_float, object_pairs_hook=hook)
+
+
+def _is_lone_surrogate_free(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def json_value_problem(value: Any, *, max_depth: int = MAX_DEPTH, where: str = "") -> str | None:
+    """The first reason a parsed JSON value cannot be kept as it is, or ``None`` when it can.
+
+    Checked without recursion (a value nested 100,000 deep is answered, not a ``RecursionError``): nesting deeper
+    than ``max_depth`` objects/lists, a non-finite float (``NaN``, ``Infinity``, ``1e999`` as Python's ``json``
+    reads them), a string or key holding a lone surrogate (not encodable as UTF-8, so no Parquet or JSON file can
+    hold it).
+
+    Args:
+        value: A parsed JSON value.
+        max_depth: Deepest nesting accepted (the top-level object is depth 1).
+        where: Path prefix for the message (``"metadata"``).
+
+    Returns:
+        ``"<path>: <problem>"`` (paths as :func:`diff_paths` writes them) or ``None``.
+    """
+    stack: list[tuple[Any, str, int]] = [(value, where, 0)]
+    while stack:
+        item, path, depth = stack.pop()
+        label = path or "(top level)"
+        if isinstance(item, (dict, list)):
+            if depth + 1 > max_depth:
+                return f"{label}: nested deeper than {max_depth} levels"
+            if isinstance(item, dict):
+                for key, child in item.items():
+                    if isinstance(key, str) and not _is_lone_surrogate_free(key):
+                        return f"{label}: a key holds a lone surrogate (not valid UTF-8)"
+                    stack.append((child, _key_path(path, str(key)), depth + 1))
+            else:
+                stack.extend((child, f"{path}[{i}]", depth + 1) for i, child in enumerate(item))
+        elif isinstance(item, float) and not math.isfinite(item):
+            return f"{label}: {item!r} is not a JSON number (NaN, Infinity or out of a float's range)"
+        elif isinstance(item, str) and not _is_lone_surrogate_free(item):
+            return f"{label}: text holds a lone surrogate (not valid UTF-8)"
+    return None
 
 
 def canonical_value(value: Any) -> Any:
@@ -104,6 +183,9 @@ def parse_arguments(raw: str | dict | None) -> tuple[dict | None, str | None]:
     if raw is None:
         return {}, None
     if isinstance(raw, dict):
+        problem = json_value_problem(raw)
+        if problem is not None:
+            return None, f"not representable: {problem}"
         try:
             return canonical_value(raw), None
         except ValueError as exc:
@@ -113,13 +195,18 @@ def parse_arguments(raw: str | dict | None) -> tuple[dict | None, str | None]:
     if raw.strip() == "":
         return {}, None
     try:
-        parsed = strict_json_loads(raw)
-    except (ValueError, RecursionError) as exc:
+        parsed = strict_json_loads(raw, unique_keys=True)
+    except RecursionError:
+        return None, f"invalid JSON: nested deeper than {MAX_DEPTH} levels"
+    except ValueError as exc:
         return None, f"invalid JSON: {exc}"
     if parsed is None:
         return {}, None
     if not isinstance(parsed, dict):
         return None, f"not a JSON object: {type(parsed).__name__}"
+    problem = json_value_problem(parsed)
+    if problem is not None:
+        return None, f"not representable: {problem}"
     return canonical_value(parsed), None
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from tooleval.canonical import canonical_json
+from tooleval.canonical import canonical_json, json_value_problem
 from tooleval.errors import InputFileError, UnsafeRevisionError
 from tooleval.models import REVISION_PATTERN, Case, DatasetManifest, ToolSpec
 from tooleval.capture.recorded import iter_json_lines
@@ -94,6 +94,11 @@ def _load_cases(path: Path) -> dict[str, Case]:
     lines: dict[str, int] = {}
     for line in iter_json_lines(path, missing="file not found.", fix="every dataset folder needs a cases.jsonl."):
         data, number = line.data, line.line
+        problem = json_value_problem(data, max_depth=10**9)  # depth is the JSON-lines reader's concern
+        if problem is not None:
+            raise InputFileError(path, number, f"a case cannot hold this value: {problem}.",
+                                 "write a finite JSON number (or a string) there; NaN, Infinity and 1e999 are "
+                                 "not JSON numbers.")
         if isinstance(data, dict) and isinstance(data.get("case_id"), int):
             data["case_id"] = str(data["case_id"])
         try:
@@ -109,6 +114,9 @@ def _load_cases(path: Path) -> dict[str, Case]:
             )
         cases[case.case_id] = case
         lines[case.case_id] = number
+    if not cases:
+        raise InputFileError(path, None, "holds no case: there is nothing to evaluate, and an empty run would pass "
+                             "its gate.", "add at least one case (one JSON object per line).")
     return cases
 
 

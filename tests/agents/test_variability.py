@@ -114,3 +114,35 @@ def test_outcome_specs():
 def test_duplicate_rows_are_refused():
     with pytest.raises(ValueError, match="two rows"):
         variability_summary([row("a", 0, f1=1.0), row("a", 0, f1=1.0)], outcome_from_spec("f1>=0.5"))
+
+
+def test_pass_at_k_intervals_on_the_bundled_rewards():
+    import statistics
+
+    with gzip.open(BUNDLED_TRACES, "rt", encoding="utf-8") as handle:
+        rows = [row(t["case_id"], t["trial"], reward=t["metadata"]["reward"]) for t in map(json.loads, handle)]
+    summary = variability_summary(rows, outcome_from_spec("recorded_reward"))
+    # Independently: per-case pass@1 = c/4; a normal interval mean +- 1.96 sd / sqrt(50) is close to the
+    # percentile bootstrap for 50 cases.
+    passes = {}
+    for r in rows:
+        passes.setdefault(r["case_id"], []).append(r["recorded_reward"] >= 1.0)
+    values = [sum(v) / len(v) for v in passes.values()]
+    half = 1.96 * statistics.stdev(values) / len(values) ** 0.5
+    low, high = summary["pass@k_ci95"]["1"]
+    assert low == pytest.approx(0.42 - half, abs=0.02) and high == pytest.approx(0.42 + half, abs=0.02)
+    for name in ("pass@k", "pass^k"):
+        for k, (low, high) in summary[f"{name}_ci95"].items():
+            assert 0.0 <= low <= summary[name][k] <= high <= 1.0
+    assert summary == variability_summary(rows, outcome_from_spec("recorded_reward"))  # seeded: reproducible
+    low, high = summary["pass@k_ci95"]["1"]
+    assert f"0.4200  [{low:.4f}, {high:.4f}]" in format_variability(summary)
+
+
+def test_cluster_interval_without_spread_is_the_mean():
+    from tooleval.runs.bootstrap import cluster_mean_ci
+
+    assert cluster_mean_ci([2.0, 1.0], [2, 1]) == (1.0, 1.0)  # every case's mean is 1.0
+    assert cluster_mean_ci([], []) is None
+    low, high = cluster_mean_ci([0.0, 1.0, 0.0, 1.0], [1, 1, 1, 1])
+    assert 0.0 <= low < 0.5 < high <= 1.0

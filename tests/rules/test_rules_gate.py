@@ -48,6 +48,8 @@ class TestWaivers:
         assert [w.case for w in verdict.expired_waivers] == ["looping"]
         assert any("expired on 2026-05-31" in reason for reason in verdict.reasons)
         assert [o.case_id for o in verdict.failing_rows] == ["looping"]  # an expired waiver covers nothing
+        # A waiver without a rule covers the whole case: said so, not "rule None".
+        assert "waiver (case 'looping', all rules, owner qa@example.com) expired on 2026-05-31" in verdict.reasons
 
     def test_a_rule_waiver_covers_that_rule_only(self, rows):
         config = gate('[[waivers]]\nrule = "required_order"\nowner = "o"\nreason = "r"\nexpires = 2026-12-31\n')
@@ -106,16 +108,20 @@ class TestSlices:
 
 
 def test_row_errors_block_unless_configured():
-    rows = [{"case_id": "a", "trial": 0, "slice": None, "f1": None, "error": "ScoringError: boom", "violations": None}]
+    rows = [{"case_id": "a", "trial": 0, "slice": None, "f1": None, "error": "ScoringError: boom", "violations": None},
+            {"case_id": "b", "trial": 0, "slice": None, "f1": 1.0, "error": None, "violations": []}]
     assert evaluate_gate(rows, GateConfig(), today=TODAY).failing_rows[0].rules == ["row_error"]
     assert evaluate_gate(rows, gate("row_errors_block = false\n"), today=TODAY).passed
+    # with no scored row at all the opt-out does not help (issue 11: zero scored rows never pass)
+    assert not evaluate_gate(rows[:1], gate("row_errors_block = false\n"), today=TODAY).passed
 
 
 def test_counts_and_json(rows):
     verdict = evaluate_gate(rows, GateConfig(), today=TODAY)
     # fp: wrong-amount 1 (the 499.9 refund) + looping 3 (6 calls, tp 3); fn: skipped-verification 1 + wrong-amount 1
     assert verdict.counts == {
-        "rows_evaluated": 4, "exact_match_rows": 1, "false_positive_calls": 4, "false_negative_calls": 2,
+        "rows_evaluated": 4, "scored_rows": 4, "unscored_cases": 0, "exact_match_rows": 1,
+        "false_positive_calls": 4, "false_negative_calls": 2,
         "blocking_rows": 3, "waived_rows": 0, "quarantined_rows": 0, "advisory_violations": 0,
         "violations_by_rule": {"repeated_call": 2, "required_order": 1, "unexpected_tool": 1,
                                "wrong_write_arguments": 1},

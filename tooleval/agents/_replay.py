@@ -13,7 +13,8 @@ from typing import Any, Callable, Iterator, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from tooleval.capture.recorded import TraceLine, iter_trace_lines, parse_trace
+from tooleval.capture.recorded import (TraceLine, iter_trace_lines, parse_trace, read_trace_line,
+                                       trace_line_problem)
 from tooleval.errors import RowError
 
 __all__ = ["ReplayAgentConfig", "WorkItem", "replay_generate"]
@@ -43,19 +44,21 @@ class WorkItem(BaseModel):
     its own lines, not the digest of the whole file (issue 9 item 6)."""
 
 
-def _lines_at(path: Path, offsets: list[int]) -> Iterator[TraceLine]:
-    """The trace lines that start at ``offsets`` (bytes), in offset order (one pass, seeking forward)."""
+def _lines_at(path: Path, offsets: list[int], numbers: list[int]) -> Iterator[TraceLine]:
+    """The trace lines that start at ``offsets`` (bytes; ``numbers`` are their 1-based line numbers), in file
+    order (one pass, seeking forward), read like :func:`tooleval.capture.recorded.iter_trace_lines` reads them."""
     with path.open("rb") as handle:
-        for offset in sorted(offsets):
+        for offset, number in sorted(zip(offsets, numbers)):
             handle.seek(offset)
-            data = json.loads(handle.readline())
-            yield TraceLine(0, data if isinstance(data, dict) else {})
+            line = read_trace_line(number, handle.readline().decode("utf-8"))
+            if line is not None and isinstance(line.data, dict):  # the plan checked every line already
+                yield line
 
 
 def replay_generate(
     config: ReplayAgentConfig,
     items: list[WorkItem],
-    offsets: list[int] | None = None,
+    offsets: list[tuple[int, int]] | None = None,
     transform: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
 ) -> list[dict[str, Any]]:
     """Look up the recorded response of each work item.
@@ -63,30 +66,37 @@ def replay_generate(
     Args:
         config: Which traces file to replay.
         items: Work items; each must name a (case_id, trial) present in the file (the planner guarantees it).
-        offsets: Byte offset of each item's line (from the plan's index); ``None`` or any ``-1`` (a gzip file)
-            reads the file from the start until every item is found.
+        offsets: ``(byte offset, line number)`` of each item's line (from the plan's index); ``None`` or an
+            offset of -1 (a gzip file) reads the file from the start until every item is found.
         transform: Applied to each parsed trace before it is serialised (redaction), so a line is decoded and
             encoded once.
 
     Returns:
         Generation records ``{case_id, trial, seed, payload_json, error}`` in ``items`` order; ``payload_json``
-        is the recorded trace line (JSON text); ``error`` is set when the line is not a valid recorded trace.
+        is the recorded trace line (JSON text); ``error`` is set when the line is not a valid recorded trace, and
+        ``payload_json`` is null as well when the line holds what no row can keep
+        (:func:`tooleval.capture.recorded.trace_line_problem`).
     """
     wanted = {(item.case_id, item.trial): item for item in items}
     found: dict[tuple[str, int], dict[str, Any]] = {}
     path = Path(config.traces_path)
-    direct = offsets is not None and all(offset >= 0 for offset in offsets)
-    for line in (_lines_at(path, offsets) if direct else iter_trace_lines(path)):
+    direct = offsets is not None and all(offset >= 0 for offset, _ in offsets)
+    lines = _lines_at(path, *zip(*offsets)) if direct and offsets else iter_trace_lines(path)
+    for line in lines:
         key = (str(line.data.get("case_id")), line.data.get("trial"))
         if key not in wanted or key in found:
             continue
-        trace = parse_trace(path, line)
+        problem = trace_line_problem(line)
+        trace = parse_trace(path, line) if problem is None else None
         error = str(trace) if isinstance(trace, RowError) else None
+        if problem is not None:
+            error = str(RowError("bad_trace", key[0], key[1], problem, str(path), line.line))
         found[key] = {
             "case_id": key[0],
             "trial": key[1],
             "seed": wanted[key].seed,
-            "payload_json": json.dumps(transform(line.data) if transform else line.data, ensure_ascii=False),
+            "payload_json": None if problem is not None else json.dumps(transform(line.data) if transform else line.data,
+                                                                        ensure_ascii=False),
             "error": error,
         }
         if len(found) == len(wanted):

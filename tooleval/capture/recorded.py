@@ -3,6 +3,12 @@
 A line that is not JSON makes the whole file unreadable (:class:`~tooleval.errors.InputFileError`, exit 2,
 nothing written). A line that is JSON but not a valid recorded trace is a row-level problem: it is reported as a
 :class:`~tooleval.errors.RowError` and the batch goes on.
+
+A line that is JSON but holds something no row can keep (issue 11) is row-level too: nesting deeper than
+:data:`tooleval.canonical.MAX_DEPTH` (even 100,000 deep: Python's ``json`` raises ``RecursionError`` on it, which
+is caught here), ``Infinity``/``NaN``/``1e999`` anywhere (``metadata.reward`` included), a lone surrogate
+(``\ud800``) in any text. Its (case, trial) is still planned when the line names them, and that row is written
+with the typed error ``bad_trace`` (:func:`trace_line_problem`); every other row is scored.
 """
 
 from __future__ import annotations
@@ -10,16 +16,21 @@ from __future__ import annotations
 import gzip
 import hashlib
 import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 from pydantic import ValidationError
 
+from tooleval.canonical import json_value_problem
 from tooleval.errors import InputFileError, RowError
 from tooleval.models import RecordedTrace
 
-__all__ = ["TraceLine", "TraceIndex", "iter_json_lines", "iter_trace_lines", "index_traces", "file_digest"]
+__all__ = [
+    "TraceLine", "TraceIndex", "iter_json_lines", "iter_trace_lines", "index_traces", "file_digest",
+    "trace_line_problem",
+]
 
 
 @dataclass(frozen=True)
@@ -28,6 +39,8 @@ class TraceLine:
 
     line: int
     data: dict
+    problem: str | None = None
+    """Why the line cannot become a row (then ``data`` holds only what could be read: its case id and trial)."""
 
 
 def file_digest(path: Path) -> str:
@@ -39,13 +52,16 @@ def file_digest(path: Path) -> str:
     return digest.hexdigest()
 
 
-def iter_json_lines(path: Path, *, missing: str, fix: str) -> Iterator[TraceLine]:
+def iter_json_lines(path: Path, *, missing: str, fix: str,
+                    parse_line: Callable[[int, str], TraceLine | None] | None = None) -> Iterator[TraceLine]:
     """Yield every non-blank line of a JSON-lines file (``.gz`` read as gzip) as parsed JSON, with its number.
 
     Args:
         path: The file.
         missing: Problem text when the file does not exist.
         fix: Fix text when the file does not exist.
+        parse_line: Reads one line ``(number, text)`` instead of ``json.loads``; returning ``None`` falls back to
+            ``json.loads`` (the traces reader uses it to keep row-level problems row-level).
 
     Raises:
         InputFileError: the file is missing, not gzip/UTF-8, or a line is not JSON (file, line and column named).
@@ -55,6 +71,10 @@ def iter_json_lines(path: Path, *, missing: str, fix: str) -> Iterator[TraceLine
         with opener(path, "rt", encoding="utf-8") as handle:
             for number, text in enumerate(handle, start=1):
                 if not text.strip():
+                    continue
+                special = parse_line(number, text) if parse_line is not None else None
+                if special is not None:
+                    yield special
                     continue
                 try:
                     data = json.loads(text.rstrip())
@@ -69,13 +89,46 @@ def iter_json_lines(path: Path, *, missing: str, fix: str) -> Iterator[TraceLine
         raise InputFileError(path, None, f"cannot read the file ({exc}).", "pass a .jsonl or .jsonl.gz file.")
 
 
+_CASE_ID = re.compile(r'"case_id"\s*:\s*("(?:[^"\\]|\\.)*"|-?\d+)')
+_TRIAL = re.compile(r'"trial"\s*:\s*(-?\d+)\b')
+
+
+def _read_trace_line(number: int, text: str) -> TraceLine | None:
+    """Read one traces-file line; a line Python's ``json`` cannot read for its depth becomes a :class:`TraceLine`
+    with a problem (its case id and trial recovered from the first ``"case_id"`` and ``"trial"`` members of the
+    text). ``None`` for a line that is not JSON: the reader reports that as a file error."""
+    try:
+        return TraceLine(number, json.loads(text))
+    except RecursionError:
+        data: dict = {}
+        case_id, trial = _CASE_ID.search(text), _TRIAL.search(text)
+        if case_id is not None:
+            data["case_id"] = str(json.loads(case_id.group(1)))
+        if trial is not None:
+            data["trial"] = int(trial.group(1))
+        return TraceLine(number, data, "nested too deep for a JSON reader (Python's recursion limit)")
+    except ValueError:
+        return None
+
+
+def trace_line_problem(line: TraceLine) -> str | None:
+    """Why a traces-file line cannot become a scored row (see the module docstring), or ``None``."""
+    if line.problem is not None:
+        return line.problem
+    return json_value_problem(line.data)
+
+
 def iter_trace_lines(path: Path) -> Iterator[TraceLine]:
     """Yield every non-blank line of a traces file as a parsed JSON object.
+
+    A line nested too deep for Python's ``json`` is yielded with :attr:`TraceLine.problem` set (a row-level
+    problem), not raised.
 
     Raises:
         InputFileError: the file is missing, not gzip/UTF-8, or a line is not a JSON object.
     """
-    for line in iter_json_lines(path, missing="traces file not found.", fix="check the --traces path."):
+    for line in iter_json_lines(path, missing="traces file not found.", fix="check the --traces path.",
+                                parse_line=_read_trace_line):
         if not isinstance(line.data, dict):
             raise InputFileError(path, line.line, "a trace line must be a JSON object.",
                                  "see the README's 'Datasets' section for the recorded trace format.")
@@ -93,6 +146,12 @@ class TraceIndex:
     errors: list[RowError] = field(default_factory=list)
     has_requests: bool = False
     """Whether any valid line records its generation request (``request``)."""
+
+
+def read_trace_line(number: int, text: str) -> TraceLine | None:
+    """Read one traces-file line as :func:`iter_trace_lines` does (public for readers that seek to a line by its
+    byte offset: the replay agent); ``None`` when the text is not JSON."""
+    return _read_trace_line(number, text)
 
 
 def parse_trace(path: Path, line: TraceLine) -> RecordedTrace | RowError:
@@ -117,12 +176,18 @@ def parse_trace(path: Path, line: TraceLine) -> RecordedTrace | RowError:
 def index_traces(path: Path) -> TraceIndex:
     """Scan a traces file once: digest, keys and unusable lines (duplicate keys, invalid traces).
 
+    A line with a row-level problem (:func:`trace_line_problem`) keeps its key when it names one: its row is
+    written with the error by the replay agent.
+
     Raises:
         InputFileError: see :func:`iter_trace_lines`.
     """
     index = TraceIndex(path=path, digest=file_digest(path))
     for line in iter_trace_lines(path):
-        trace = parse_trace(path, line)
+        if line.problem is not None and isinstance(line.data.get("trial"), int) and "case_id" in line.data:
+            trace = RecordedTrace.model_construct(case_id=line.data["case_id"], trial=line.data["trial"])
+        else:
+            trace = parse_trace(path, line)
         if isinstance(trace, RowError):
             index.errors.append(trace)
             continue

@@ -7,6 +7,7 @@ Exit codes: 0 every row scored; 1 the run completed but some rows or cases had e
 
 from tooleval.cli import _run  # noqa: F401, I001  (importing a module registers its commands, in this order)
 from tooleval.cli import _runs  # noqa: F401
+from tooleval.cli import _catalog  # noqa: F401
 from tooleval.cli import _data  # noqa: F401
 from tooleval.cli import _scale  # noqa: F401
 from tooleval.cli._app import app, prefect_environment, prefect_session

@@ -16,6 +16,41 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, help="Evaluate AI 
 console = Console()
 err_console = Console(stderr=True)
 
+_NOT_A_TERMINAL_WIDTH = 4096
+"""Width of output that is not a terminal: wide enough that paths, ids and commands are never wrapped or cut."""
+
+
+def _version(value: bool) -> None:
+    if value:
+        from tooleval.versions import tooleval_version
+
+        console.print(f"tooleval {tooleval_version()}", highlight=False)
+        raise typer.Exit(0)
+
+
+def _setup_consoles(quiet: bool) -> None:
+    """Terminal manners, per invocation: when output is not a terminal (a pipe, a file, CI), no wrapping (long
+    lines stay whole, tables take the width they need) unless ``COLUMNS`` is set; ``--quiet`` prints only
+    errors."""
+    for con in (console, err_console):
+        terminal = con.is_terminal
+        con.soft_wrap = not terminal
+        if terminal or "COLUMNS" in os.environ:
+            con._width = None  # rich measures the terminal (or COLUMNS) again
+        else:
+            con.width = _NOT_A_TERMINAL_WIDTH
+    console.quiet = quiet
+
+
+@app.callback()
+def _main(
+    version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True,
+                                          help="Print the version and exit.")] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print only errors; the exit code tells.")] = False,
+) -> None:
+    """Evaluate AI agents' tool calls."""
+    _setup_consoles(quiet)
+
 OutOption = Annotated[Path, typer.Option("--out", help="Results folder.")]
 
 

@@ -14,28 +14,92 @@ from tooleval.errors import InputFileError
 from tooleval.cli._app import OutOption, app, console, err_console, fail, fmt
 
 
-@app.command("import")
+FORMATS = {
+    "openai-chat": "chat-completions conversations, JSON lines",
+    "openai-responses": "Responses API output items, JSON lines",
+    "langchain": "LangChain message dicts, JSON lines",
+    "tau-bench": "tau-bench trajectories file (--tools: tools.json)",
+    "tau2": "tau2-bench results: DIR/<domain>[-no-user]/",
+    "bfcl": "BFCL questions + answers (--results): DIR/<category>/",
+}
+"""``tooleval import`` formats, one line each (shown by ``tooleval import --help``)."""
+
+_OPTIONS = {  # which format takes which option
+    "tools": {"tau-bench"},
+    "references": {"openai-chat", "openai-responses", "langchain"},
+    "results": {"bfcl"},
+    "agent": {"openai-chat", "openai-responses", "langchain", "bfcl"},
+}
+
+
+def _formats_help() -> str:
+    width = max(map(len, FORMATS))
+    return "\n".join(f"  {name.ljust(width)}  {line}" for name, line in FORMATS.items())
+
+
+def _run_importer(fmt: str, src: Path, out: Path, options: dict):
+    import tooleval.importers as importers
+
+    given = {key: value for key, value in options.items() if value and key in _OPTIONS}
+    for key in given:
+        if fmt not in _OPTIONS[key]:
+            raise InputFileError(None, None, f"--{key} does not apply to {fmt}.",
+                                 f"use it with {', '.join(sorted(_OPTIONS[key]))}.")
+    function = getattr(importers, "import_" + fmt.replace("-", "_"))
+    result = function(src, out, **given, **{k: v for k, v in options.items() if k in ("name", "revision")})
+    return result if isinstance(result, importers.ImportReport) else importers.ImportReport(datasets=[result])
+
+
+def _print_report(report) -> None:
+    for folder in report.datasets:
+        manifest = json.loads((folder / "dataset.json").read_text(encoding="utf-8"))
+        console.print(f"wrote dataset {manifest['name']!r} revision {manifest['revision']!r} to {folder}")
+    if report.read:
+        console.print(f"read {report.read}, converted {report.converted}, skipped {report.skipped_total}; "
+                      f"{report.calls} tool calls written ({report.malformed_calls} with malformed arguments, "
+                      "kept raw)")
+    if report.skipped:
+        table = Table(title="Skipped")
+        for column in ("reason", "records", "first places"):
+            table.add_column(column)
+        for reason, count in report.skipped.most_common():
+            table.add_row(reason, str(count), ", ".join(report.examples.get(reason, [])))
+        err_console.print(table)
+    for note in report.notes:
+        console.print(f"note: {note}", highlight=False)
+
+
+@app.command("import", help=(
+    "Import what an agent framework or benchmark already wrote as tooleval dataset folders.\n\n"
+    "Prints what was read, converted and skipped (with the reason for each skip). Exit 0 when nothing was "
+    "skipped, 1 when some records were skipped (the rest is written), 2 for a file or usage error (nothing "
+    "written).\n\n\b\nFormats (FORMAT):\n" + _formats_help()
+))
 def import_(
-    fmt: Annotated[str, typer.Argument(metavar="FORMAT", help="Source format: tau-bench.")],
+    fmt: Annotated[str, typer.Argument(metavar="FORMAT", help="Source format (listed above).")],
     src: Annotated[Path, typer.Argument(help="Source file or folder.")],
-    out: Annotated[Path, typer.Option("--out", help="Dataset folder to write.")],
+    out: Annotated[Path, typer.Option("--out", help="Dataset folder to write (parent folder for tau2, bfcl).")],
     name: Annotated[Optional[str], typer.Option(help="Dataset name (default: the folder name).")] = None,
     revision: Annotated[Optional[str], typer.Option(help="Revision (default: from the source's digest).")] = None,
-    tools: Annotated[Optional[Path], typer.Option(help="Tool schemas (tau-bench airline_tools.json).")] = None,
+    tools: Annotated[Optional[Path], typer.Option(help="tau-bench: tool schemas (airline_tools.json).")] = None,
+    references: Annotated[Optional[Path], typer.Option(
+        help="openai-chat, openai-responses, langchain: case lines keyed by case_id.")] = None,
+    results: Annotated[Optional[list[Path]], typer.Option(
+        help="bfcl: result files or folders (BFCL_v4_<category>_result.json); repeatable.")] = None,
+    agent: Annotated[Optional[str], typer.Option(help="Agent name of the traces (default: from the file).")] = None,
 ) -> None:
-    """Import a benchmark's trajectories as a tooleval dataset folder."""
-    from tooleval.importers import import_tau_bench
-
-    importers = {"tau-bench": import_tau_bench}
-    if fmt not in importers:
-        err_console.print(f"[bold red]error:[/] unknown format {fmt!r}; known: {', '.join(importers)}.")
+    if fmt not in FORMATS:
+        err_console.print(f"[bold red]error:[/] unknown format {fmt!r}; known: {', '.join(FORMATS)}.")
         raise typer.Exit(2)
+    options = {"name": name, "revision": revision, "tools": tools, "references": references,
+               "results": results, "agent": agent}
     try:
-        written = importers[fmt](src, out, name=name, revision=revision, tools=tools)
+        report = _run_importer(fmt, src, out, options)
     except InputFileError as exc:
         fail(exc)
-    manifest = json.loads((written / "dataset.json").read_text())
-    console.print(f"wrote dataset {manifest['name']!r} revision {manifest['revision']!r} to {written}")
+    _print_report(report)
+    if report.skipped:
+        raise typer.Exit(1)
 
 
 @app.command()
@@ -45,8 +109,10 @@ def sql(
     format_: Annotated[str, typer.Option("--format", help="table (rounded for reading), csv or jsonl (exact).")]
     = "table",
 ) -> None:
-    """Query the results with DuckDB (views ``rows``, ``traces``, ``legacy_scalars``; partition columns stay
-    strings). Exit 2 on a missing results folder or a bad query."""
+    """Query the results with DuckDB (views rows, traces and legacy_scalars; partition columns stay strings).
+
+    Exit 2 on a missing results folder or a bad query.
+    """
     import sys
 
     import duckdb

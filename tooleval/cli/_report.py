@@ -21,6 +21,44 @@ def print_run(result) -> None:
         stages.add_row(name, label or "-")
     console.print(stages)
     s = result.summary
+    if result.rows_path is not None:  # a legacy-only run has no row-level figures: no empty table
+        _print_figures(result, s)
+    variability = s.get("variability")
+    if variability:
+        from tooleval.runs.variability import format_variability
+
+        console.print(f"Variability across trials (outcome: {variability.get('outcome')})", style="bold")
+        console.print(format_variability(variability), highlight=False)
+    if result.errors:
+        errors = Table(title=f"Errors ({len(result.errors)}; details in errors.json)")
+        for column in ("kind", "case", "trial", "message"):
+            errors.add_column(column)
+        for error in result.errors[:50]:
+            errors.add_row(error["kind"], str(error["case_id"]), fmt(error["trial"]), error["message"])
+        console.print(errors)
+    if result.rows_path is not None:
+        console.print(f"rows:    {result.rows_path}")
+        console.print(f"report:  {Path(result.run_path) / 'report.html'}")
+    console.print(f"traces:  {result.traces_path}")
+    console.print(f"summary: {Path(result.run_path) / 'summary.json'}")
+    console.print(f"errors:  {Path(result.run_path) / 'errors.json'}")
+    legacy = s.get("legacy") or {}
+    scalar = Path(result.out) / "legacy" / f"dataset_revision={result.dataset_revision}" / f"run_id={result.run_id}"
+    where = f"({scalar})" if scalar.is_dir() else "(not published: a diagnostic subset)"
+    console.print(f"legacy:  tool_call_f1 = {fmt(legacy.get('value'))} over {fmt(legacy.get('rows'))} rows {where}")
+    if result.rows_path is not None:
+        console.print(f"query:   tooleval sql --out {result.out} \"SELECT case_id, trial, f1 FROM rows WHERE "
+                      f"run_id = '{result.run_id}' ORDER BY f1 LIMIT 10\"")
+    else:
+        console.print(f"query:   tooleval sql --out {result.out} \"SELECT dataset_revision, run_id, value, rows "
+                      "FROM legacy_scalars ORDER BY computed_at\"")
+
+
+TOP_TOOLS = 20
+"""Tools the failures-by-tool table lists (the most failures first); the rest are counted in one line."""
+
+
+def _print_figures(result, s: dict) -> None:
     summary = Table(title=f"Run {result.run_id} (dataset revision {result.dataset_revision})")
     summary.add_column("figure")
     summary.add_column("value", justify="right")
@@ -38,40 +76,32 @@ def print_run(result) -> None:
         summary.add_row("provenance ok / missing / mismatch",
                         f"{provenance['ok']} / {provenance['missing']} / {provenance['mismatch']}")
     console.print(summary)
-    tools = Table(title="Failures by tool")
+    by_tool = s.get("failures_by_tool", {})
+    ranked = sorted(by_tool.items(), key=lambda kv: (-sum(kv[1].values()), kv[0]))
+    tools = Table(title=f"Failures by tool (top {min(TOP_TOOLS, len(ranked))} of {len(ranked)})")
     for column in ("tool", "missing", "extra", "wrong args"):
-        tools.add_column(column, justify="left" if column == "tool" else "right")
-    for tool, counts in sorted(s.get("failures_by_tool", {}).items()):
+        tools.add_column(column, justify="left" if column == "tool" else "right", no_wrap=True,
+                         overflow="fold" if column == "tool" else "ellipsis")
+    for tool, counts in ranked[:TOP_TOOLS]:
         tools.add_row(tool, str(counts["missing"]), str(counts["extra"]), str(counts["wrong_args"]))
     console.print(tools)
-    variability = s.get("variability")
-    if variability:
-        from tooleval.runs.variability import format_variability
+    if len(ranked) > TOP_TOOLS:
+        rest = ranked[TOP_TOOLS:]
+        console.print(f"... and {len(rest)} more tools with {sum(sum(c.values()) for _, c in rest)} failed calls "
+                      f"(all in runs/{result.run_id}/summary.json, failures_by_tool)", highlight=False)
 
-        console.print(f"Variability across trials (outcome: {variability.get('outcome')})", style="bold")
-        console.print(format_variability(variability), highlight=False)
-    if result.errors:
-        errors = Table(title=f"Errors ({len(result.errors)}; details in errors.json)")
-        for column in ("kind", "case", "trial", "message"):
-            errors.add_column(column)
-        for error in result.errors[:50]:
-            errors.add_row(error["kind"], str(error["case_id"]), fmt(error["trial"]), error["message"])
-        console.print(errors)
-    if result.rows_path is not None:
-        console.print(f"rows:    {result.rows_path}")
-    console.print(f"traces:  {result.traces_path}")
-    console.print(f"summary: {Path(result.run_path) / 'summary.json'}")
-    console.print(f"errors:  {Path(result.run_path) / 'errors.json'}")
-    legacy = s.get("legacy") or {}
-    scalar = Path(result.out) / "legacy" / f"dataset_revision={result.dataset_revision}" / f"run_id={result.run_id}"
-    where = f"({scalar})" if scalar.is_dir() else "(not published: a diagnostic subset)"
-    console.print(f"legacy:  tool_call_f1 = {fmt(legacy.get('value'))} over {fmt(legacy.get('rows'))} rows {where}")
-    if result.rows_path is not None:
-        console.print(f"query:   tooleval sql --out {result.out} \"SELECT case_id, trial, f1 FROM rows WHERE "
-                      f"run_id = '{result.run_id}' ORDER BY f1 LIMIT 10\"")
-    else:
-        console.print(f"query:   tooleval sql --out {result.out} \"SELECT dataset_revision, run_id, value, rows "
-                      "FROM legacy_scalars ORDER BY computed_at\"")
+
+def print_gate_line(result) -> None:
+    """The gate's one-line verdict of a run, its blocking-row count and the command with the details."""
+    verdict = result.summary.get("gate")
+    if verdict is None:
+        return
+    style = "green" if verdict["passed"] else "bold red"
+    console.print(f"gate: [{style}]{'PASS' if verdict['passed'] else 'FAIL'}[/] "
+                  f"({verdict['counts'].get('blocking_rows')} blocking rows; details: tooleval gate --run-id "
+                  f"{result.run_id} --out {result.out})")
+    for reason in verdict["reasons"][:5]:
+        console.print(f"  - {reason}", highlight=False)
 
 
 def print_drift(drift: dict) -> None:

@@ -10,7 +10,7 @@ import typer
 from tooleval.errors import InputFileError
 
 from tooleval.cli._app import OutOption, _bundled_dataset, app, console, err_console, fail, prefect_session
-from tooleval.cli._report import print_drift, print_run
+from tooleval.cli._report import print_drift, print_gate_line, print_run
 
 
 @app.command()
@@ -97,13 +97,7 @@ def run(
     print_run(result)
     if result.drift is not None:
         print_drift(result.drift)
+    print_gate_line(result)
     verdict = result.summary.get("gate")
-    if verdict is not None:
-        style = "green" if verdict["passed"] else "bold red"
-        console.print(f"gate: [{style}]{'PASS' if verdict['passed'] else 'FAIL'}[/] "
-                      f"({verdict['counts'].get('blocking_rows')} blocking rows; details: tooleval gate --run-id "
-                      f"{result.run_id} --out {result.out})")
-        for reason in verdict["reasons"][:5]:
-            console.print(f"  - {reason}", highlight=False)
     gate_failed = gate_ and verdict is not None and not verdict["passed"]
     raise typer.Exit(1 if result.errors or drifted or gate_failed else 0)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -10,7 +11,7 @@ import typer
 from tooleval.errors import InputFileError
 
 from tooleval.cli._app import OutOption, app, console, fail, fmt, prefect_session
-from tooleval.cli._report import print_drift, print_gate, print_run
+from tooleval.cli._report import print_drift, print_gate, print_gate_line, print_run
 
 
 @app.command()
@@ -98,6 +99,7 @@ def rescore(
     print_run(result)
     if result.drift is not None:
         print_drift(result.drift)
+    print_gate_line(result)
     raise typer.Exit(1 if result.errors or state.is_failed() else 0)
 
 
@@ -135,7 +137,7 @@ def gate(
     """
     import pyarrow as pa
 
-    from tooleval.runs.gate import gate_config_for, run_gate, write_junit
+    from tooleval.runs.gate import gate_config_for, gate_rows, gate_scope, run_gate, write_junit
     from tooleval.runs.published import open_run
     from tooleval.storage import Publication, read_versioned
 
@@ -149,6 +151,11 @@ def gate(
     except InputFileError as exc:
         fail(exc)
     rows = pa.concat_tables(tables).to_pylist()
+    origin = run_.summary.get("rescored_from") or {}
+    subset = origin.get("case") is not None or origin.get("trial") is not None
+    errors_file = run_.out / "runs" / run_id / "errors.json"
+    errors = json.loads(errors_file.read_text()) if errors_file.is_file() else []
+    rows = gate_rows(rows, None if subset else gate_scope(run_.dataset.cases, run_.summary.get("slices")), errors)
     verdict = run_gate(rows, cfg)
     with Publication(run_.out) as publication:
         junit = publication.add_text(f"runs/{run_id}/junit.xml", "")

@@ -1,5 +1,26 @@
-"""Importers: turn other benchmark formats into tooleval dataset folders (DESIGN.md "Inputs")."""
+"""Importers: turn other formats into tooleval dataset folders (DESIGN.md "Inputs"; README "Importing").
 
+One module per format; each ``import_*`` function streams its source and returns an :class:`ImportReport`
+(read, converted, skipped with reasons), except :func:`import_tau_bench`, which returns the folder it wrote.
+"""
+
+from tooleval.importers._bfcl import import_bfcl
+from tooleval.importers._langchain import import_langchain
+from tooleval.importers._openai_chat import import_openai_chat
+from tooleval.importers._openai_responses import import_openai_responses
+from tooleval.importers._stream import ImportReport
+from tooleval.importers._tau2 import import_tau2
+from tooleval.importers._tau2_checks import ActionVerdict, compare_action_checks
 from tooleval.importers._tau_bench import import_tau_bench
 
-__all__ = ["import_tau_bench"]
+__all__ = [
+    "ActionVerdict",
+    "ImportReport",
+    "compare_action_checks",
+    "import_bfcl",
+    "import_langchain",
+    "import_openai_chat",
+    "import_openai_responses",
+    "import_tau2",
+    "import_tau_bench",
+]

@@ -13,15 +13,13 @@ from __future__ import annotations
 import gzip
 import hashlib
 import json
-import os
 import re
-import shutil
-import tempfile
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 from tooleval.errors import InputFileError, UnsafeRevisionError
+from tooleval.importers._stream import DatasetStage
 
 __all__ = [
     "REVISION_PATTERN",
@@ -152,16 +150,16 @@ def gzip_bytes(data: bytes) -> bytes:
 
 
 def write_dataset(out: Path, files: Mapping[str, bytes]) -> Path:
-    """Write a dataset folder atomically.
+    """Write a dataset folder atomically (:class:`~tooleval.importers._stream.DatasetStage`).
 
     If ``out`` does not exist or is empty, the files are written to a temporary sibling folder that is then
     renamed to ``out``. If ``out`` already holds files, only the files named in ``files`` are replaced, each
-    written to a temporary name inside ``out`` and moved into place with :func:`os.replace` once all are
-    written; other files (a LICENSE, a README) are left alone.
+    moved into place with :func:`os.replace` once all are written; other files (a LICENSE, a README) are left
+    alone.
 
     Args:
         out: The dataset folder.
-        files: File name (no sub-folders) -> content.
+        files: File name (``traces/<agent>.jsonl.gz`` may name a sub-folder) -> content.
 
     Returns:
         ``out``.
@@ -169,43 +167,7 @@ def write_dataset(out: Path, files: Mapping[str, bytes]) -> Path:
     Raises:
         InputFileError: ``out`` exists and is not a folder.
     """
-    out = Path(out)
-    if out.exists() and not out.is_dir():
-        raise InputFileError(out, None, "the output exists and is not a folder.", "choose another --out.")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    if not out.exists() or not any(out.iterdir()):
-        _write_new_folder(out, files)
-    else:
-        _replace_files(out, files)
-    return out
-
-
-def _write_new_folder(out: Path, files: Mapping[str, bytes]) -> None:
-    tmp = Path(tempfile.mkdtemp(prefix=f".tooleval-{out.name}-", dir=out.parent))
-    try:
+    with DatasetStage(Path(out)) as stage:
         for name, data in files.items():
-            (tmp / name).write_bytes(data)
-            os.chmod(tmp / name, 0o644)
-        os.chmod(tmp, 0o755)
-        if out.exists():
-            out.rmdir()  # empty: checked by the caller
-        os.rename(tmp, out)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-
-
-def _replace_files(out: Path, files: Mapping[str, bytes]) -> None:
-    staged: list[tuple[str, Path]] = []
-    try:
-        for name, data in files.items():
-            fd, tmp_name = tempfile.mkstemp(prefix=f".tooleval-{name}-", dir=out)
-            staged.append((name, Path(tmp_name)))
-            with os.fdopen(fd, "wb") as handle:
-                handle.write(data)
-            os.chmod(tmp_name, 0o644)
-        for name, tmp in staged:
-            os.replace(tmp, out / name)
-    finally:
-        for _, tmp in staged:
-            tmp.unlink(missing_ok=True)
+            stage.write_bytes(name, data)
+        return stage.commit()

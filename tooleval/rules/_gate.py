@@ -5,6 +5,10 @@ Decisions (docs/rules.md "Gate"):
 * A row **fails** when it has a blocking violation — severity as recorded on the row unless ``[severity]``
   re-grades the rule — that no active waiver covers, or (``row_errors_block``) when it could not be scored
   (rule ``row_error``). Advisory violations never fail; they are counted and reported.
+* **Nothing unscored passes** (DESIGN.md "Trust rules", issue 11): the caller adds one placeholder row
+  (:func:`tooleval.runs.gate.unscored_rows`, ``unscored: true``) per case in the run's scope that has no row and per
+  trace that made none (unknown case, unreadable line); each fails as rule ``unscored`` unless a waiver or a
+  quarantine names it (``row_errors_block = false`` opts out). A run with **no scored row** fails, always.
 * **Waivers** cover a case, a rule, or a rule on one case until their ``expires`` date (inclusive). Waived rows
   are listed in ``waived``. Any waiver past its date fails the gate (and covers nothing).
 * **Quarantined** cases leave the blocking totals and the slice floors; their rows are listed in
@@ -25,11 +29,17 @@ from tooleval.rules._verdict import NO_SLICE, GateVerdict, RowOutcome, SliceResu
 
 __all__ = ["evaluate_gate"]
 
+def _rule_label(rule: str | None) -> str:
+    """``rule 'x'``, or ``all rules`` for a waiver that names no rule (it covers the whole case)."""
+    return "all rules" if rule is None else f"rule {rule!r}"
+
+
 def _outcome(row: dict, config: GateConfig, active: list[Waiver], quarantine: dict) -> RowOutcome:
     case_id = str(row["case_id"])
     violations = [dict(v, severity=config.severity.get(v["rule"], v["severity"])) for v in row.get("violations") or []]
     if row.get("error") and config.row_errors_block:
-        violations.append({"rule": "row_error", "severity": "blocking", "tool": None, "detail": str(row["error"])})
+        rule = "unscored" if row.get("unscored") else "row_error"
+        violations.append({"rule": rule, "severity": "blocking", "tool": None, "detail": str(row["error"])})
     blocking = [v for v in violations if v["severity"] == "blocking"]
     waivers = {id(w): w for v in blocking for w in active if w.covers(case_id, v["rule"])}
     waived = {v["rule"] for v in blocking if any(w.covers(case_id, v["rule"]) for w in active)}
@@ -86,7 +96,8 @@ def evaluate_gate(rows: list[dict[str, Any]], config: GateConfig, *, today: date
     Args:
         rows: Row dicts with at least ``case_id``, ``trial``, ``slice``, ``f1``, ``exact_match``, ``fp``, ``fn``,
             ``missing_calls``, ``extra_calls``, ``wrong_args``, ``violations`` (``[{rule, severity, tool,
-            detail}]``) and optionally ``tool_families`` and ``error`` (as read back from ``rows/``).
+            detail}]``) and optionally ``tool_families`` and ``error`` (as read back from ``rows/``), followed
+            by the placeholder rows of unscored cases (``unscored: true``, ``error`` saying why).
         config: The gate configuration.
         today: The date waivers are checked against (pass it explicitly: the verdict must be reproducible).
 
@@ -110,13 +121,17 @@ def evaluate_gate(rows: list[dict[str, Any]], config: GateConfig, *, today: date
               **{("family", k): v for k, v in config.families.items()}}
     keys = sorted(set(groups) | set(floors))
     slices = [_slice(kind, name, groups.get((kind, name), []), floors.get((kind, name))) for kind, name in keys]
-    reasons = [f"{len(failing)} blocking row(s)"] if failing else []
+    scored = sum(1 for r in rows if not r.get("error") and not r.get("unscored"))
+    reasons = [] if scored else ["no scored row: nothing was evaluated"]
+    reasons += [f"{len(failing)} blocking row(s)"] if failing else []
     reasons += [f for s in slices for f in s.failures]
-    reasons += [f"waiver (case {w.case!r}, rule {w.rule!r}, owner {w.owner}) expired on {w.expires.isoformat()}"
+    reasons += [f"waiver (case {w.case!r}, {_rule_label(w.rule)}, owner {w.owner}) expired on {w.expires.isoformat()}"
                 for w in expired]
     all_violations = [v for o in outcomes for v in o.violations]
     counts = {
-        "rows_evaluated": len(rows),
+        "rows_evaluated": sum(1 for r in rows if not r.get("unscored")),
+        "scored_rows": scored,
+        "unscored_cases": sum(1 for r in rows if r.get("unscored")),
         "exact_match_rows": sum(1 for r in rows if r.get("exact_match")),
         "false_positive_calls": sum(r.get("fp") or 0 for r in rows),
         "false_negative_calls": sum(r.get("fn") or 0 for r in rows),
@@ -152,5 +167,5 @@ def _advisories(config: GateConfig, outcomes: list[RowOutcome], active: list[Wai
         notes.append(f"{counts['advisory_violations']} advisory violation(s)")
     for w in active:
         if not any(w.covers(o.case_id, v["rule"]) for o in outcomes for v in o.violations):
-            notes.append(f"waiver (case {w.case!r}, rule {w.rule!r}) matched no violation")
+            notes.append(f"waiver (case {w.case!r}, {_rule_label(w.rule)}) matched no violation")
     return notes

@@ -28,8 +28,9 @@ from tooleval.rules._policy import RULE_NAMES, PolicyConfig, Severity
 __all__ = ["GATE_RULES", "Floor", "F1Advisory", "Waiver", "QuarantineEntry", "GateConfig", "load_gate_config",
            "load_policy"]
 
-GATE_RULES = RULE_NAMES + ("row_error",)
-"""Rules the gate knows: the 13 violation rules and ``row_error`` (a row that could not be scored)."""
+GATE_RULES = RULE_NAMES + ("row_error", "unscored")
+"""Rules the gate knows: the 13 violation rules, ``row_error`` (a row that could not be scored) and ``unscored``
+(a case in the run's scope with no row at all, or a trace that made no row: issue 11)."""
 
 
 def _known_rule(rule: str) -> str:
@@ -118,7 +119,9 @@ class GateConfig(BaseModel):
     severity: dict[str, Severity] = Field(default_factory=dict)
     """Rule -> ``blocking``/``advisory``, overriding the severity recorded on the rows."""
     row_errors_block: bool = True
-    """A row that could not be scored (``error`` set) fails as rule ``row_error``."""
+    """A row that could not be scored (``error`` set) fails as rule ``row_error``, and a case in scope without a
+    row (or a trace that made none) as rule ``unscored``. ``false`` is an explicit opt-out (never the default);
+    a run with no scored row fails whatever it says."""
     f1: F1Advisory = Field(default_factory=F1Advisory)
     slices: dict[str, Floor] = Field(default_factory=dict)
     """Case ``slice`` -> floors."""

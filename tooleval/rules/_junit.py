@@ -32,7 +32,7 @@ def _text(payload: Any) -> str:
 
 def _row_case(suite: ET.Element, row: dict, name: str, outcome: RowOutcome | None, state: str) -> None:
     case = ET.SubElement(suite, "testcase", classname=str(row.get("slice") or name),
-                         name=f"{row['case_id']}#{row.get('trial', 0)}", time="0")
+                         name=f"{row['case_id']}#{'-' if row.get('trial') is None else row['trial']}", time="0")
     notes: list[str] = []
     if outcome is not None and state == "failing":
         failure = ET.SubElement(case, "failure", message="blocking: " + ", ".join(outcome.rules),

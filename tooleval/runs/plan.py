@@ -94,13 +94,14 @@ class RunPlan(BaseModel):
     """Whether any trace records its generation request (only then does the join check read every case's input,
     so only then is the whole dataset's input set part of the scoring cache key)."""
 
-    def shard_items(self, shard) -> tuple[list[WorkItem], list[int]]:
-        """Work items and trace line offsets of one shard (a slice of :attr:`index`'s table)."""
+    def shard_items(self, shard) -> tuple[list[WorkItem], list[tuple[int, int]]]:
+        """Work items and their trace lines' ``(byte offset, line number)`` of one shard (a slice of
+        :attr:`index`'s table)."""
         items = [
             WorkItem(case_id=c, case_digest=self.case_digests[c], trial=t, seed=s, trace_digest=d)
             for c, t, s, d in zip(*(shard[name].to_pylist() for name in ("case_id", "trial", "seed", "line_digest")))
         ]
-        return items, shard["offset"].to_pylist()
+        return items, list(zip(shard["offset"].to_pylist(), shard["line"].to_pylist()))
 
     @property
     def items(self) -> list[WorkItem]:

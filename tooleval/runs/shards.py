@@ -62,7 +62,7 @@ def default_shard_size(rows: int, workers: int) -> int:
     return max(MIN_SHARD, min(MAX_SHARD, math.ceil(rows / (workers * _TASKS_PER_WORKER))))
 
 
-def scan_lines(path: Path, wanted: dict[int, tuple[str, int]]) -> tuple[dict[tuple[str, int], int], dict[tuple[str, int], str]]:
+def scan_lines(path: Path, wanted: dict[int, tuple[str, int]]) -> tuple[dict, dict]:
     """Byte offset and content digest of the trace lines that hold the planned keys.
 
     Args:
@@ -72,7 +72,8 @@ def scan_lines(path: Path, wanted: dict[int, tuple[str, int]]) -> tuple[dict[tup
             numbers them) -> the key that line holds.
 
     Returns:
-        ``(offsets, digests)``: key -> byte offset of its line, key -> sha256 (32 hex) of the line's bytes.
+        ``(offsets, digests)``: key -> ``(byte offset, line number)`` of its line, key -> sha256 (32 hex) of the
+        line's bytes.
     """
     import gzip
 
@@ -85,7 +86,7 @@ def scan_lines(path: Path, wanted: dict[int, tuple[str, int]]) -> tuple[dict[tup
         for number, line in enumerate(handle, start=1):
             key = wanted.get(number)
             if key is not None:
-                offsets[key] = -1 if compressed else position
+                offsets[key] = (-1 if compressed else position, number)
                 digests[key] = hashlib.sha256(line.rstrip(b"\r\n")).hexdigest()[:32]
             position += len(line)
     return offsets, digests
@@ -96,6 +97,7 @@ class ShardIndex:
     """The run's work as a compact Arrow table sorted by (case_id, trial), with each row's shard number.
 
     Columns: ``case_id`` (string), ``trial`` (int32), ``seed`` (int64), ``offset`` (int64, -1 when unknown),
+    ``line`` (int64, the trace line's number, 0 when unknown),
     ``line_digest`` (string, null for a live agent), ``shard`` (int32, ascending).
     """
 
@@ -123,7 +125,8 @@ class ShardIndex:
             "case_id": pa.array([k[0] for k in keys], pa.string()),
             "trial": pa.array([k[1] for k in keys], pa.int32()),
             "seed": pa.array([k[1] for k in keys], pa.int64()),
-            "offset": pa.array([offsets.get(k, -1) for k in keys], pa.int64()),
+            "offset": pa.array([offsets.get(k, (-1, 0))[0] for k in keys], pa.int64()),
+            "line": pa.array([offsets.get(k, (-1, 0))[1] for k in keys], pa.int64()),
             "line_digest": pa.array([digests.get(k) for k in keys], pa.string()),
             "shard": pa.array(shards, pa.int32()),
         })

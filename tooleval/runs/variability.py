@@ -6,7 +6,8 @@ the chosen outcome reads). For a case with ``n`` trials of which ``c`` pass, the
 * pass@k = 1 - C(n-c, k) / C(n, k)   (the chance that at least one of k trials drawn without replacement passes)
 * pass^k = C(c, k) / C(n, k)         (the chance that all k of them pass)
 
-and a set of cases reports their mean over cases. Decisions:
+and a set of cases reports their mean over cases, with a 95 % bootstrap interval over cases (``pass@k_ci95``,
+``pass^k_ci95``: :func:`tooleval.runs.bootstrap.cluster_mean_ci`). Decisions:
 
 * **K = the smallest number of trials any case has** (among rows with an outcome). Both estimators need
   n >= k, so k = 1..K is the range on which *every* case contributes; a case with more trials still uses all
@@ -28,6 +29,8 @@ import statistics
 from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any, Iterable
+
+from tooleval.runs.bootstrap import cluster_mean_ci
 
 __all__ = ["Outcome", "outcome_from_spec", "pass_at_k", "pass_hat_k", "variability_summary", "format_variability",
            "NO_SLICE"]
@@ -135,9 +138,11 @@ def _group(cases: dict[str, dict], K: int) -> dict[str, Any]:
                                "trials": trials, "passes": passes,
                                "pass_rate": passes / trials if trials else None}
     for name, estimator in (("pass@k", pass_at_k), ("pass^k", pass_hat_k)):
-        figures[name] = {str(k): statistics.fmean([estimator(len(c["outcomes"]), sum(c["outcomes"]), k)
-                                                   for c in scored.values()]) if scored else None
-                         for k in range(1, K + 1)}
+        per_k = {k: [estimator(len(c["outcomes"]), sum(c["outcomes"]), k) for c in scored.values()]
+                 for k in range(1, K + 1)}
+        figures[name] = {str(k): statistics.fmean(v) if v else None for k, v in per_k.items()}
+        intervals = {str(k): cluster_mean_ci(v, [1] * len(v)) for k, v in per_k.items()}
+        figures[f"{name}_ci95"] = {k: None if ci is None else list(ci) for k, ci in intervals.items()}
     figures["f1"] = _f1_stats([v for c in cases.values() for v in c["f1"]])
     figures["flaky_cases"] = sorted(cid for cid, c in scored.items() if len(set(c["outcomes"])) > 1)
     return figures
@@ -152,7 +157,8 @@ def variability_summary(rows: Iterable[dict[str, Any]], outcome: Outcome) -> dic
 
     Returns:
         ``{outcome, k_max, rows, rows_without_outcome, trials_per_case: {min, max}, cases, cases_with_outcome,
-        trials, passes, pass_rate, "pass@k": {"1": v, ..., "K": v}, "pass^k": {...}, f1: {mean, std, min, max},
+        trials, passes, pass_rate, "pass@k": {"1": v, ..., "K": v}, "pass^k": {...}, "pass@k_ci95":
+        {"1": [low, high], ...}, "pass^k_ci95": {...}, f1: {mean, std, min, max},
         flaky_cases: [case_id], by_slice: {slice: <same figures>}, by_case: {case_id: {slice, trials, passes,
         pass_rate, "pass@k", "pass^k", f1, flaky}}}``; ``k_max`` is K (0 when no row has an outcome).
 
@@ -198,15 +204,21 @@ def variability_summary(rows: Iterable[dict[str, Any]], outcome: Outcome) -> dic
 
 
 def format_variability(summary: dict[str, Any]) -> str:
-    """A plain-text table of a :func:`variability_summary` for the CLI: one line per k, then pass rate and
-    flaky cases; figures with 4 decimals."""
+    """A plain-text table of a :func:`variability_summary` for the CLI: one line per k (with the 95 % intervals
+    when the summary has them), then pass rate and flaky cases; figures with 4 decimals."""
     def fmt(value: float | None) -> str:
         return "-" if value is None else f"{value:.4f}"
 
+    def interval(name: str, k: str) -> str:
+        ci = (summary.get(f"{name}_ci95") or {}).get(k)
+        return "" if ci is None else f"[{fmt(ci[0])}, {fmt(ci[1])}]"
+
     lines = [f"variability (outcome {summary['outcome']}, {summary['cases_with_outcome']} cases, "
-             f"K = {summary['k_max']})", f"{'k':>3}  {'pass@k':>8}  {'pass^k':>8}"]
+             f"K = {summary['k_max']}; 95 % bootstrap intervals over cases)",
+             f"{'k':>3}  {'pass@k':>8}  {'':18}  {'pass^k':>8}"]
     for k in summary["pass@k"]:
-        lines.append(f"{k:>3}  {fmt(summary['pass@k'][k]):>8}  {fmt(summary['pass^k'][k]):>8}")
+        lines.append(f"{k:>3}  {fmt(summary['pass@k'][k]):>8}  {interval('pass@k', k):18}  "
+                     f"{fmt(summary['pass^k'][k]):>8}  {interval('pass^k', k)}")
     lines.append(f"pass rate {fmt(summary['pass_rate'])}; flaky cases {len(summary['flaky_cases'])}; "
                  f"rows without outcome {summary['rows_without_outcome']}")
     return "\n".join(lines)

@@ -1,0 +1,67 @@
+"""Prefect artifacts of a published run, so the Prefect UI shows results and not bare task runs: a markdown
+summary, a table of the worst rows and a link to ``runs/<run>/report.html``. Artifact keys are lowercase
+letters, digits and dashes (PREFECT.md); a key holds one version per flow run."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import duckdb
+from prefect.artifacts import create_link_artifact, create_markdown_artifact, create_table_artifact
+
+from tooleval.runs.report._data import worst_rows
+
+__all__ = ["TABLE_ROWS", "publish_artifacts", "summary_markdown"]
+
+TABLE_ROWS = 20
+"""Rows in the worst-rows table artifact."""
+
+
+def _fmt(value: Any) -> str:
+    return f"{value:.4f}" if isinstance(value, float) else ("-" if value is None else str(value))
+
+
+def summary_markdown(summary: dict[str, Any], report: Path | None) -> str:
+    """The markdown summary of a run: gate and drift verdicts, then its headline figures."""
+    gate = summary.get("gate") or {}
+    verdict = "-" if not gate else ("PASS" if gate.get("passed") else "FAIL")
+    drift = (summary.get("drift") or {}).get("verdict", "-")
+    lines = [f"# tooleval run `{summary['run_id']}`", "",
+             f"dataset revision `{summary['dataset_revision']}`; gate **{verdict}**; drift check **{drift}**", "",
+             "| figure | value |", "|---|---:|"]
+    for key in ("rows", "exact_match_rows", "fp", "fn", "blocking_rows", "waived_rows", "quarantined_rows",
+                "errors", "mean_f1", "mean_ragas_tool_call_f1"):
+        lines.append(f"| {key} | {_fmt(summary.get(key))} |")
+    legacy = summary.get("legacy") or {}
+    lines.append(f"| legacy tool_call_f1 | {_fmt(legacy.get('value'))} |")
+    if report is not None:
+        lines += ["", f"report: `{report}`"]
+    return "\n".join(lines)
+
+
+def publish_artifacts(summary: dict[str, Any], run_path: Path, rows_source: str | None) -> None:
+    """Create the run's artifacts in the current flow run.
+
+    Args:
+        summary: The run's ``summary.json`` content.
+        run_path: ``<out>/runs/<run>`` (published).
+        rows_source: DuckDB table expression over the published rows, or ``None`` for a legacy-only run.
+    """
+    report = run_path / "report.html"
+    has_report = report.is_file()
+    create_markdown_artifact(summary_markdown(summary, report if has_report else None), key="tooleval-summary",
+                             description=f"run {summary['run_id']}")
+    if rows_source is not None:
+        rows, failing = worst_rows(duckdb.connect(), rows_source, TABLE_ROWS)
+        table = [{"case_id": r["case_id"], "trial": r["trial"], "f1": r["f1"],
+                  "ragas_tool_call_f1": r["ragas_tool_call_f1"], "blocking": r["blocking"],
+                  "categories": ", ".join(r["mismatch_categories"] or []),
+                  "rules": ", ".join(sorted({v["rule"] for v in r["violations"] or []})),
+                  "error": r["error"]} for r in rows]
+        create_table_artifact(json.loads(json.dumps(table, default=str)), key="tooleval-worst-rows",
+                              description=f"the {len(table)} worst of {failing} failing rows")
+    if has_report:
+        create_link_artifact(report.resolve().as_uri(), link_text=f"report of run {summary['run_id']}",
+                             key="tooleval-report")

@@ -1,0 +1,171 @@
+"""BFCL importer on the shared data: every possible-answer file imports, and hand-written result lines get the
+verdict BFCL's documented checker rules give (``bfcl_eval/eval_checker/ast_eval/ast_checker.py``: acceptable
+values per parameter, ``""`` = may be omitted, no unexpected parameter, order-free parallel calls, strings
+standardised, irrelevance = no call, an undecodable output is wrong, a text answer makes no call)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from conftest import SHARED_DATA
+from import_helpers import read_jsonl, score, write_lines
+from tooleval.importers import import_bfcl
+from tooleval.importers._bfcl_answers import parse_call_string
+
+BFCL = SHARED_DATA / "bfcl"
+
+
+def _source_lines(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+@pytest.fixture(scope="module")
+def imported(tmp_path_factory: pytest.TempPathFactory):
+    out = tmp_path_factory.mktemp("bfcl")
+    return out, import_bfcl(BFCL, out)
+
+
+def test_every_category_imports_with_its_questions_and_answers(imported) -> None:
+    out, report = imported
+    assert report.skipped_total == 0
+    for question_file in sorted(BFCL.glob("BFCL_v4_*.json")):
+        category = question_file.stem.removeprefix("BFCL_v4_")
+        questions = _source_lines(question_file)
+        cases = read_jsonl(out / category / "cases.jsonl")
+        answers = BFCL / "possible_answer" / question_file.name
+        if "multi_turn" in category:
+            truth = [a["ground_truth"] for a in _source_lines(answers)]
+            assert len(cases) == sum(len(turns) for turns in truth)  # one case per (conversation, turn)
+            assert sum(len(c["expected_calls"]) for c in cases) == sum(len(t) for turns in truth for t in turns)
+        elif "irrelevance" in category:
+            assert not answers.exists() and len(cases) == len(questions)
+            assert all(c["expected_calls"] == [] for c in cases)
+        else:
+            truth = _source_lines(answers)
+            assert [c["case_id"] for c in cases] == [q["id"] for q in questions] == [a["id"] for a in truth]
+            assert [len(c["expected_calls"]) for c in cases] == [len(a["ground_truth"]) for a in truth]
+    assert len(report.datasets) == 11
+
+
+def test_multi_turn_turns_are_cases_with_parsed_calls(imported) -> None:
+    out, _ = imported
+    cases = {c["case_id"]: c for c in read_jsonl(out / "multi_turn_base" / "cases.jsonl")}
+    # Ground truth of multi_turn_base_0, turn 2: ["sort('final_report.pdf')"] (a positional argument).
+    assert cases["multi_turn_base_0/turn-2"]["expected_calls"] == [{"name": "sort",
+                                                                     "args": {"file_name": "final_report.pdf"}}]
+    assert cases["multi_turn_base_0/turn-0"]["metadata"]["conversation_id"] == "multi_turn_base_0"
+    assert cases["multi_turn_base_0/turn-0"]["input"][0]["content"].startswith("Move 'final_report.pdf'")
+
+
+def test_call_strings_are_parsed_never_evaluated() -> None:
+    with pytest.raises(ValueError):
+        parse_call_string("rm(path=__import__('os').getcwd())", {})
+    assert parse_call_string("mv(source='a', destination=\"b\")", {}) == {
+        "name": "mv", "args": {"source": "a", "destination": "b"}}
+
+
+def test_tools_json_is_json_schema(imported) -> None:
+    out, _ = imported
+    tools = {t["name"]: t for t in json.loads((out / "simple_python" / "tools.json").read_text())}
+    # BFCL writes {"type": "dict"} and "float"; names with "." as function-calling models see them.
+    assert tools["math_hypot"]["original_name"] == "math.hypot"
+    dotted = [t for t in tools.values() if "original_name" in t]
+    assert len(dotted) > 100 and all(t["name"] == t["original_name"].replace(".", "_") for t in dotted)
+    assert tools["math_hypot"]["parameters"]["type"] == "object"
+    text = json.dumps(list(tools.values()))
+    assert '"type": "dict"' not in text and '"type": "float"' not in text
+
+
+def _result(name: str, args) -> dict:
+    return {name: args if isinstance(args, str) else json.dumps(args)}
+
+
+VERDICTS = [
+    # (category, question id, result, BFCL's verdict, what the rule is)
+    ("simple_python", "simple_python_0", [_result("calculate_triangle_area", {"base": 10, "height": 5, "unit": "units"})],
+     True, "correct"),
+    ("simple_python", "simple_python_3", [_result("algebra_quadratic_roots", {"a": 1, "b": 3, "c": 2})],
+     False, "wrong value"),
+    ("simple_python", "simple_python_7", [_result("calculate_circumference", {"radius": 4, "unit": "in"})],
+     True, "alternative value"),
+    ("simple_python", "simple_python_15", [_result("integrate", {"function": "lambda x: x**3", "start_x": -2,
+                                                                  "end_x": 3, "method": "simpson"})],
+     True, "alternative value of a string"),
+    ("simple_python", "simple_python_2", [_result("math_hypot", {"x": 4, "y": 5})], True, "omitted optional"),
+    ("simple_python", "simple_python_4", [_result("solve_quadratic_equation", {"a": 2, "b": 6, "c": 5, "d": 1})],
+     False, "extra parameter"),
+    ("simple_python", "simple_python_1", [{"math_factorial": '{"number": 5'}], False, "malformed argument string"),
+    ("simple_python", "simple_python_5", "The roots are 4 and -1/3.", False, "text answer"),
+    ("simple_python", "simple_python_6", [_result("solve_quadratic", {"a": 2, "b": 5, "c": 3, "d": 0}),
+                                          _result("solve_quadratic", {"a": 2, "b": 5, "c": 3})],
+     False, "an extra call"),
+    ("simple_python", "simple_python_8", [_result("geometry_area_circle", {"radius": 10, "units": "METERS"})],
+     True, "string standardised (case)"),
+    ("parallel", "parallel_0", [_result("spotify_play", {"artist": "Maroon 5", "duration": 15}),
+                                _result("spotify_play", {"artist": "Taylor Swift", "duration": 20})],
+     True, "parallel calls in another order"),
+    ("parallel", "parallel_0", [_result("spotify_play", {"artist": "Maroon 5", "duration": 20}),
+                                _result("spotify_play", {"artist": "Taylor Swift", "duration": 15})],
+     False, "parallel calls with values swapped"),
+    ("irrelevance", "irrelevance_0", "I cannot compute that with the tools I have.", True, "irrelevance, no call"),
+    ("irrelevance", "irrelevance_0", [_result("determine_body_mass_index", {"weight": 10, "height": 5})],
+     False, "irrelevance with a call"),
+    ("irrelevance", "irrelevance_1", [], True, "irrelevance, empty call list"),
+]
+
+
+@pytest.fixture(scope="module")
+def verdict_rows(tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[str, int], dict]:
+    """Every VERDICTS line imported through a BFCL result file (one per category, one line per question) and
+    scored; keyed by (category, index in VERDICTS)."""
+    root = tmp_path_factory.mktemp("bfcl-results")
+    rows = {}
+    for index, (category, qid, result, _, _) in enumerate(VERDICTS):
+        data = root / f"data-{index}"
+        (data / "possible_answer").mkdir(parents=True)
+        name = f"BFCL_v4_{category}.json"
+        question = next(q for q in _source_lines(BFCL / name) if q["id"] == qid)
+        write_lines(data / name, [question])
+        if (BFCL / "possible_answer" / name).exists():
+            answer = next(a for a in _source_lines(BFCL / "possible_answer" / name) if a["id"] == qid)
+            write_lines(data / "possible_answer" / name, [answer])
+        model = data / "result" / "my-model"
+        model.mkdir(parents=True)
+        write_lines(model / f"BFCL_v4_{category}_result.json", [{"id": qid, "result": result}])
+        report = import_bfcl(data / name, root / f"out-{index}", results=[data / "result"])
+        assert report.skipped_total == 0 and report.converted == 2
+        (row,) = score(report.datasets[0], report.datasets[0] / "traces" / "my-model.jsonl.gz")
+        rows[index] = row
+    return rows
+
+
+@pytest.mark.parametrize("index", range(len(VERDICTS)), ids=[v[4] for v in VERDICTS])
+def test_verdicts_follow_bfcls_rules(verdict_rows, index: int) -> None:
+    category, qid, result, correct, _ = VERDICTS[index]
+    row = verdict_rows[index]
+    assert row["case_id"] == qid
+    assert row["exact_match"] is correct
+    if isinstance(result, str) or result == []:
+        assert row["observed_calls"] in ([], None)
+    if VERDICTS[index][4] == "malformed argument string":
+        assert row["malformed_calls"] == 1 and row["observed_calls"][0]["args_raw"] == '{"number": 5'
+
+
+def test_multi_turn_results_give_one_trace_per_turn(tmp_path: Path) -> None:
+    name = "BFCL_v4_multi_turn_base.json"
+    (tmp_path / "possible_answer").mkdir()
+    write_lines(tmp_path / name, _source_lines(BFCL / name)[:1])
+    write_lines(tmp_path / "possible_answer" / name, _source_lines(BFCL / "possible_answer" / name)[:1])
+    (tmp_path / "multi_turn_func_doc").symlink_to(BFCL / "multi_turn_func_doc")
+    step = [_result("cd", {"folder": "document"}), _result("mkdir", {"dir_name": "temp"})]
+    turns = [[step, [_result("mv", {"source": "final_report.pdf", "destination": "temp"})], "Done."],
+             [[_result("cd", {"folder": "temp"})]], [], []]
+    results = write_lines(tmp_path / "BFCL_v4_multi_turn_base_result.json", [{"id": "multi_turn_base_0", "result": turns}])
+    report = import_bfcl(tmp_path / name, tmp_path / "out", results=[results], agent="m")
+    rows = {r["case_id"]: r for r in score(tmp_path / "out", tmp_path / "out" / "traces" / "m.jsonl.gz")}
+    assert len(rows) == 4 and report.calls == 4
+    assert rows["multi_turn_base_0/turn-0"]["exact_match"] is True  # cd, mkdir, mv over three steps
+    assert (rows["multi_turn_base_0/turn-1"]["tp"], rows["multi_turn_base_0/turn-1"]["fn"]) == (1, 1)  # no grep

@@ -1,0 +1,135 @@
+"""tau2 importer on the 8 shared results files: the figures of ../shared/data/README.md and issue 13's Must-show
+(280 rows; 2,964 agent calls scored, 902 user-side calls kept unscored; 1,111 action checks, 894 the agent's,
+747 matched by tau2; tooleval's verdict equal to tau2's on >= 99 % of the 894), plus the layout and refusals."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from conftest import SHARED_DATA
+from import_helpers import read_jsonl, score
+from tooleval.errors import InputFileError
+from tooleval.importers import compare_action_checks, import_tau2
+
+RESULTS = SHARED_DATA / "tau2-bench" / "results"
+GPT_AIRLINE = RESULTS / "gpt-4.1_airline_default_gpt-4.1_1trials.json"
+
+
+@pytest.fixture(scope="module")
+def imported(tmp_path_factory: pytest.TempPathFactory):
+    out = tmp_path_factory.mktemp("tau2")
+    return out, import_tau2(RESULTS, out)
+
+
+@pytest.fixture(scope="module")
+def scored(imported) -> list[dict]:
+    out, report = imported
+    return [row for folder in report.datasets for traces in sorted((folder / "traces").glob("*.jsonl.gz"))
+            for row in score(folder, traces)]
+
+
+@pytest.fixture(scope="module")
+def verdicts(imported):
+    out, report = imported
+    return [v for folder in report.datasets for traces in sorted((folder / "traces").glob("*.jsonl.gz"))
+            for v in compare_action_checks(folder, traces)]
+
+
+def test_one_dataset_per_domain_and_mode_one_traces_file_per_results_file(imported) -> None:
+    out, report = imported
+    assert sorted(p.name for p in out.iterdir()) == ["airline", "retail", "telecom", "telecom-no-user"]
+    files = {folder.name: sorted(p.name for p in (folder / "traces").iterdir()) for folder in report.datasets}
+    assert files["telecom-no-user"] == [
+        "ft_gpt-4.1-2025-04-14_sierra_tau2-full-sft_BzrYdMNm_telecom_no-user_gpt-4.1_1trials.jsonl.gz",
+        "gpt-4.1_telecom_no-user_gpt-4.1_1trials.jsonl.gz"]
+    assert sum(len(names) for names in files.values()) == 8
+    manifest = json.loads((out / "retail" / "dataset.json").read_text())
+    assert manifest["name"] == "retail" and manifest["license"] == "MIT"
+    assert (report.read, report.converted, report.skipped_total) == (280, 280, 0)
+
+
+def test_rows_and_calls_match_the_measured_figures(scored: list[dict], imported) -> None:
+    out, report = imported
+    # README: 280 runs (airline 40, retail 80, telecom 160), 2,964 assistant calls, 902 user calls.
+    assert len(scored) == 280
+    assert Counter(row["slice"] for row in scored) == {"airline": 40, "retail": 80, "telecom": 160}
+    assert sum(len(row["observed_calls"] or []) for row in scored) == 2964 == report.calls
+    user_calls = sum(len(m.get("tool_calls") or []) for folder in report.datasets
+                     for traces in (folder / "traces").glob("*.jsonl.gz") for t in read_jsonl(traces)
+                     for m in t["messages"] if m["role"] == "user")
+    assert user_calls == 902
+    # README: rewards 193 runs 1.0, 87 runs 0.0, carried as recorded_reward.
+    assert Counter(row["recorded_reward"] for row in scored) == {1.0: 193, 0.0: 87}
+
+
+def test_per_reference_verdicts_equal_tau2s(verdicts) -> None:
+    # Issue 13: 1,111 checks; 894 the agent's, 747 of them matched by tau2; 217 user-side, listed apart.
+    agent = [v for v in verdicts if v.side == "agent"]
+    user = [v for v in verdicts if v.side == "user"]
+    assert (len(verdicts), len(agent), len(user)) == (1111, 894, 217)
+    assert sum(v.tau2_match for v in agent) == 747
+    assert all(v.tooleval_match is None for v in user)
+    disagreements = [v for v in agent if v.tau2_match != v.tooleval_match]
+    assert all(v.reason for v in disagreements)
+    assert len(disagreements) <= 894 - 886  # >= 99 % agree (885.06 needed)
+    assert disagreements == []  # measured: every verdict agrees once repeated identical references are one call
+
+
+def test_user_actions_are_not_expected_with_a_user_but_are_without_one(imported) -> None:
+    out, _ = imported
+    task = "[mobile_data_issue]airplane_mode_on|bad_network_preference|data_mode_off|data_saver_mode_on[PERSONA:Hard]"
+    source = json.loads((RESULTS / "gpt-4.1_telecom_default_gpt-4.1_1trials.json").read_text())
+    actions = next(t for t in source["tasks"] if t["id"] == task)["evaluation_criteria"]["actions"]
+    user_actions = [a for a in actions if a["requestor"] == "user"]
+    with_user = {c["case_id"]: c for c in read_jsonl(out / "telecom" / "cases.jsonl")}[task]
+    solo = {c["case_id"]: c for c in read_jsonl(out / "telecom-no-user" / "cases.jsonl")}[task]
+    assert len(user_actions) == 4 and with_user["metadata"]["user_actions"] == user_actions
+    assert all(c["name"] not in {a["name"] for a in user_actions} for c in with_user["expected_calls"])
+    assert [c["name"] for c in solo["expected_calls"]] == [a["name"] for a in actions]
+
+
+def test_compare_args_become_rules_and_repeats_are_one_call(imported) -> None:
+    out, _ = imported
+    cases = {c["case_id"]: c for c in read_jsonl(out / "retail" / "cases.jsonl")}
+    # Retail task 32 reads #W9373487 twice (32_3, 32_7), #W5481803 (32_5, 32_9), #W7449508 (32_6, 32_11).
+    assert cases["32"]["metadata"]["repeated_reference_actions"] == {"32_7": "32_3", "32_9": "32_5", "32_11": "32_6"}
+    assert len(cases["32"]["expected_calls"]) == 13 - 3
+    name_only = [c for c in cases.values() if c.get("argument_rules")]
+    source = json.loads((RESULTS / "gpt-4.1_retail_defautl_gpt-4.1_1trials.json").read_text())
+    empty = {t["id"] for t in source["tasks"] for a in t["evaluation_criteria"]["actions"] if a["compare_args"] == []}
+    assert {c["case_id"] for c in name_only} == empty
+    assert all(rule == {"*": "ignore"} for c in name_only for rule in c["argument_rules"].values())
+
+
+def test_disagreeing_reference_actions_are_refused(tmp_path: Path) -> None:
+    data = json.loads(GPT_AIRLINE.read_text())
+    data["tasks"][0]["evaluation_criteria"]["actions"][0]["arguments"] = {"changed": True}
+    shutil.copy(GPT_AIRLINE, tmp_path / GPT_AIRLINE.name)
+    (tmp_path / "other_airline_default.json").write_text(json.dumps(data))
+    with pytest.raises(InputFileError, match="other reference actions than in gpt-4.1_airline"):
+        import_tau2(tmp_path, tmp_path / "out")
+    assert not (tmp_path / "out").exists()
+
+
+def test_omitted_argument_disagreement_is_explained(tmp_path: Path) -> None:
+    # tau2 (compare_args null) compares only the arguments the call carries; tooleval compares all of them.
+    data = json.loads(GPT_AIRLINE.read_text())
+    simulation = data["simulations"][0]
+    task = next(t for t in data["tasks"] if t["id"] == simulation["task_id"])
+    action = {"action_id": "x_0", "requestor": "assistant", "name": "get_user_details",
+              "arguments": {"user_id": "u1", "verbose": True}, "info": None, "compare_args": None}
+    task["evaluation_criteria"]["actions"] = [action]
+    call = {"id": "k", "name": "get_user_details", "arguments": {"user_id": "u1"}, "requestor": "assistant"}
+    simulation["messages"] = [{"role": "assistant", "content": None, "tool_calls": [call]}]
+    simulation["reward_info"]["action_checks"] = [{"action": action, "action_match": True, "action_reward": 1.0}]
+    data["simulations"] = [simulation]
+    (tmp_path / "one.json").write_text(json.dumps(data))
+    report = import_tau2(tmp_path / "one.json", tmp_path / "out")
+    (verdict,) = compare_action_checks(report.datasets[0], next((report.datasets[0] / "traces").iterdir()))
+    assert (verdict.tau2_match, verdict.tooleval_match) == (True, False)
+    assert verdict.reason.startswith("the agent omitted verbose")

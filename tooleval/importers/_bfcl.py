@@ -1,0 +1,321 @@
+"""Import BFCL (Berkeley Function Calling Leaderboard, Apache-2.0) questions, possible answers and result files.
+
+Source layout (``bfcl_eval/data`` of ShishirPatil/gorilla; ``../shared/data/bfcl``): ``BFCL_v4_<category>.json``
+question files (JSON lines ``{id, question: [[messages]], function: [docs]}``), ``possible_answer/`` with the same
+names, ``multi_turn_func_doc/`` with the multi-turn classes' function docs. One dataset per category
+(``DIR/<category>/``; a single question file is written to ``DIR`` itself), ``case_id`` = BFCL's id:
+
+* Single-turn categories: one case per question; references and argument rules from the possible answer
+  (:mod:`tooleval.importers._bfcl_answers`); the question's own function docs in ``metadata.functions``.
+* Irrelevance categories (``*irrelevance*``, no possible answers): cases expecting no call.
+* Multi-turn categories: one case per (conversation, turn), ``case_id`` ``<id>/turn-<n>``, the turn's ground
+  truth call strings parsed with :mod:`ast` (never evaluated); ``metadata.conversation_id`` and ``turn``.
+  BFCL grades multi-turn by end state and by a subset check of each turn's calls; tooleval compares the calls
+  exactly, which is stricter.
+* ``tools.json``: the category's function docs as JSON Schema tool specs. A name documented differently by two
+  questions (BFCL reuses names) is left out of ``tools.json`` (the docs stay in each case's metadata); the
+  import's notes count them.
+* Result files (``--results``): JSON lines ``{id, result}`` as BFCL writes them (``result/<model>/...``):
+  ``result`` a list of ``{"<func>": "<JSON argument text>"}`` (or an object), text = an answer without a call
+  (zero calls); multi-turn results nest turns -> steps -> calls. Written to ``<category>/traces/<agent>.jsonl.gz``
+  where the agent is the result file's folder name (BFCL's model folder) unless ``--agent`` names it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+from tooleval.canonical import canonical_json
+from tooleval.errors import InputFileError
+from tooleval.models import calls_from_messages
+from tooleval.importers._bfcl_answers import answer_calls, parse_call_string, tool_spec
+from tooleval.importers._common import check_revision, json_bytes
+from tooleval.importers._stream import DatasetStage, ImportReport, SkipLine, iter_source_lines
+
+__all__ = ["import_bfcl", "MULTI_TURN_DOCS"]
+
+LICENSE = "Apache-2.0"
+_QUESTION_FILE = re.compile(r"BFCL_v\d+_(?P<category>.+?)(?P<result>_result)?\.json")
+
+MULTI_TURN_DOCS = {
+    "GorillaFileSystem": "gorilla_file_system.json", "MathAPI": "math_api.json", "MessageAPI": "message_api.json",
+    "TwitterAPI": "posting_api.json", "TicketAPI": "ticket_api.json", "TradingBot": "trading_bot.json",
+    "TravelAPI": "travel_booking.json", "VehicleControlAPI": "vehicle_control.json", "WebSearchAPI": "web_search.json",
+    "MemoryAPI_kv": "memory_kv.json", "MemoryAPI_vector": "memory_vector.json", "MemoryAPI_rec_sum": "memory_rec_sum.json",
+}
+"""Multi-turn class -> its function-doc file in ``multi_turn_func_doc/`` (BFCL's ``MULTI_TURN_FUNC_DOC_FILE_MAPPING``)."""
+
+
+def _category(path: Path) -> str:
+    match = _QUESTION_FILE.fullmatch(path.name)
+    if match is None:
+        raise InputFileError(path, None, "not a BFCL file name (BFCL_v4_<category>.json).", "keep BFCL's file names.")
+    return match["category"]
+
+
+def _lines(path: Path, digest: Any, report: ImportReport) -> list[tuple[str, dict[str, Any]]]:
+    """``(where, record)`` of every readable line; unreadable ones are counted as skipped."""
+    out = []
+    for line in iter_source_lines([path], digest):
+        if line.error == "blank":
+            continue
+        if line.error is not None or not isinstance(line.value, dict) or "id" not in line.value:
+            report.read += 1
+            report.skip(line.error or "not an object with an id", line.where)
+            continue
+        out.append((line.where, line.value))
+    return out
+
+
+def _json_lines(path: Path) -> list[Any]:
+    """A small JSON-lines file (function docs, possible answers), read whole."""
+    values = []
+    for line in iter_source_lines([path]):
+        if line.error == "blank":
+            continue
+        if line.error is not None:
+            raise InputFileError(path, line.line, f"{line.error}.", "repair or re-download the file.")
+        values.append(line.value)
+    return values
+
+
+class _Category:
+    """One category being converted: cases, tool docs, notes."""
+
+    def __init__(self, root: Path, category: str, report: ImportReport) -> None:
+        self.root, self.category, self.report = root, category, report
+        self.docs: dict[str, set[str]] = defaultdict(set)
+        self.specs: dict[str, dict[str, Any]] = {}
+        self.merged = 0
+        self.multi_docs: dict[Path, dict[str, Any]] = {}
+
+    def add_docs(self, docs: list[dict[str, Any]]) -> None:
+        for doc in docs:
+            spec = tool_spec(doc)
+            self.docs[spec["name"]].add(canonical_json(spec))
+            self.specs.setdefault(spec["name"], spec)
+
+    def tools(self) -> list[dict[str, Any]]:
+        clashes = sorted(name for name, docs in self.docs.items() if len(docs) > 1)
+        if clashes:
+            self.report.notes.append(
+                f"{self.category}: {len(clashes)} tool names documented differently by two questions are not in "
+                "tools.json (each case keeps its own docs in metadata.functions)."
+            )
+        return [self.specs[name] for name in sorted(self.specs) if name not in clashes]
+
+    def multi_turn_docs(self, classes: list[str]) -> dict[str, dict[str, Any]]:
+        docs = {}
+        for cls in classes:
+            path = self.root / "multi_turn_func_doc" / MULTI_TURN_DOCS.get(cls, f"{cls}.json")
+            if path not in self.multi_docs:
+                if not path.is_file():
+                    raise SkipLine(f"no function docs for class {cls}")
+                self.multi_docs[path] = {doc["name"]: doc for doc in _json_lines(path)}
+            docs.update(self.multi_docs[path])
+        return docs
+
+    def cases(self, question: dict[str, Any], answer: dict[str, Any] | None) -> list[dict[str, Any]]:
+        meta = {k: v for k, v in question.items() if k not in ("id", "question", "function")}
+        meta["category"] = self.category
+        turns = question.get("question") or []
+        if "multi_turn" in self.category:
+            return self._multi_turn(question, answer, turns, meta)
+        if "irrelevance" in self.category:
+            calls, rules = [], {}
+        elif answer is None:
+            raise SkipLine("no possible answer")
+        else:
+            calls, rules, merged = answer_calls(answer["ground_truth"])
+            self.merged += bool(merged)
+            meta["possible_answer"] = answer["ground_truth"]
+        self.add_docs(question.get("function") or [])
+        meta["functions"] = question.get("function") or []
+        case = {"case_id": str(question["id"]), "input": [m for turn in turns for m in turn],
+                "expected_calls": calls, "slice": self.category, "metadata": meta}
+        if rules:
+            case["argument_rules"] = rules
+        return [case]
+
+    def _multi_turn(self, question, answer, turns, meta) -> list[dict[str, Any]]:
+        if answer is None:
+            raise SkipLine("no possible answer")
+        docs = self.multi_turn_docs(question.get("involved_classes") or [])
+        self.add_docs(list(docs.values()))
+        cases = []
+        for turn, (messages, truth) in enumerate(zip(turns, answer["ground_truth"])):
+            try:
+                calls = [parse_call_string(text, docs) for text in truth]
+            except (ValueError, SyntaxError) as exc:
+                raise SkipLine(f"ground truth call not parseable ({exc})") from exc
+            cases.append({
+                "case_id": f"{question['id']}/turn-{turn}", "input": messages, "expected_calls": calls,
+                "slice": self.category,
+                "metadata": {**meta, "conversation_id": str(question["id"]), "turn": turn, "ground_truth": truth},
+            })
+        return cases
+
+
+def _assistant(step: Any) -> dict[str, Any]:
+    """One model output (a list of ``{"<func>": <args>}``, or text) as an assistant message."""
+    if not isinstance(step, list):
+        return {"role": "assistant", "content": step if isinstance(step, str) else json.dumps(step)}
+    calls = []
+    for index, item in enumerate(step):
+        if not isinstance(item, dict) or len(item) != 1:
+            raise SkipLine("a result call is not a one-key object {func: args}")
+        (name, args), = item.items()
+        calls.append({"id": f"call_{index}", "type": "function", "function": {"name": name, "arguments": args}})
+    return {"role": "assistant", "content": None, "tool_calls": calls}
+
+
+def _result_traces(record: dict[str, Any], inputs: dict[str, Any], agent: str, multi_turn: bool) -> list[dict]:
+    """Recorded traces of one result line (one per turn for multi-turn)."""
+    result = record.get("result")
+    base = str(record["id"])
+    if not multi_turn:
+        if base not in inputs:
+            raise SkipLine("result id not among the questions")
+        return [_trace(base, [*inputs[base], _assistant(result)], agent)]
+    if not isinstance(result, list):
+        raise SkipLine("a multi-turn result is not a list of turns")
+    traces = []
+    for turn, steps in enumerate(result):
+        case_id = f"{base}/turn-{turn}"
+        if case_id not in inputs:
+            raise SkipLine("result turn not among the questions' turns")
+        replies = [_assistant(step) for step in (steps if isinstance(steps, list) else [steps])]
+        traces.append(_trace(case_id, [*inputs[case_id], *replies], agent))
+    return traces
+
+
+def _trace(case_id: str, messages: list[dict[str, Any]], agent: str) -> dict[str, Any]:
+    return {"case_id": case_id, "trial": 0, "agent": {"name": agent}, "messages": messages,
+            "metadata": {"source": "bfcl"}}
+
+
+def _question_files(src: Path) -> tuple[Path, list[Path], bool]:
+    """``(data root, question files, single)``."""
+    if src.is_file():
+        return src.parent, [src], True
+    if not src.is_dir():
+        raise InputFileError(src, None, "source not found.", "pass BFCL's data folder or one question file.")
+    files = sorted(p for p in src.glob("BFCL_v*_*.json") if not p.name.endswith("_result.json"))
+    if not files:
+        raise InputFileError(src, None, "no BFCL_v*_<category>.json question file.", "pass BFCL's data folder.")
+    return src, files, False
+
+
+def _result_files(results: list[Path]) -> dict[str, list[Path]]:
+    by_category: dict[str, list[Path]] = defaultdict(list)
+    for path in results:
+        path = Path(path)
+        found = sorted(path.rglob("BFCL_v*_*_result.json")) if path.is_dir() else [path]
+        if not found or not all(p.is_file() for p in found):
+            raise InputFileError(path, None, "no BFCL result file here.", "pass BFCL_v4_<category>_result.json files.")
+        for file in found:
+            by_category[_category(file)].append(file)
+    return by_category
+
+
+def import_bfcl(
+    src: Path,
+    out: Path,
+    *,
+    name: str | None = None,
+    revision: str | None = None,
+    results: list[Path] | None = None,
+    agent: str | None = None,
+) -> ImportReport:
+    """Import BFCL question and possible-answer files (and result files) as datasets, one per category.
+
+    Args:
+        src: BFCL's data folder (question files, ``possible_answer/``, ``multi_turn_func_doc/``), or one question
+            file (its answers and docs are looked up beside it).
+        out: ``out/<category>/`` per category for a folder; ``out`` itself for one question file.
+        name: Dataset name (prefix ``<name>-<category>`` for a folder); default: the folder name.
+        revision: Revision of every dataset; default ``"src-"`` + 12 hex digits of the SHA-256 of the category's
+            question and answer files.
+        results: BFCL result files or folders holding them (``BFCL_v4_<category>_result.json``).
+        agent: Agent name of the result files; default: each result file's folder name.
+
+    Returns:
+        The counts: questions and result lines read, converted and skipped (with reasons), and notes.
+
+    Raises:
+        UnsafeRevisionError: ``revision`` is unsafe.
+        InputFileError: the source is missing, a file name is not BFCL's, a possible-answer or doc file is not
+            JSON lines, or results name a category that is not imported.
+    """
+    if revision is not None:
+        check_revision(revision)
+    report = ImportReport()
+    root, files, single = _question_files(Path(src))
+    by_category = _result_files(results or [])
+    categories = {_category(path): path for path in files}
+    unknown = sorted(set(by_category) - set(categories))
+    if unknown:
+        raise InputFileError(by_category[unknown[0]][0], None, f"results of category {unknown[0]!r}, whose questions "
+                             "are not imported.", "pass the BFCL data folder that holds its question file.")
+    for category, path in categories.items():
+        target = Path(out) if single else Path(out) / category
+        dataset_name = name if single and name else (f"{name}-{category}" if name else category)
+        report.datasets.append(_write_category(root, path, category, target, dataset_name, revision,
+                                               by_category.get(category, []), agent, report))
+    return report
+
+
+def _write_category(root, path, category, out, name, revision, result_files, agent, report) -> Path:
+    converter = _Category(root, category, report)
+    digest = hashlib.sha256()
+    answer_path = root / "possible_answer" / path.name
+    answers = {str(a["id"]): a for a in _json_lines(answer_path)} if answer_path.is_file() else {}
+    if answer_path.is_file():
+        digest.update(answer_path.read_bytes())
+    inputs: dict[str, Any] = {}
+    with DatasetStage(out) as stage:
+        cases = stage.jsonl("cases.jsonl")
+        for where, question in _lines(path, digest, report):
+            report.read += 1
+            try:
+                built = converter.cases(question, answers.get(str(question["id"])))
+            except SkipLine as skip:
+                report.skip(skip.reason, where)
+                continue
+            for case in built:
+                cases.write(case)
+                inputs[case["case_id"]] = case["input"]
+            report.converted += 1
+        if converter.merged:
+            report.notes.append(f"{category}: {converter.merged} cases call one tool several times with "
+                                "alternative or optional values; their rules were merged per tool.")
+        for file in result_files:
+            traces = stage.jsonl(f"traces/{agent or file.parent.name}.jsonl.gz")
+            for where, record in _lines(file, None, report):
+                report.read += 1
+                try:
+                    written = _result_traces(record, inputs, agent or file.parent.name, "multi_turn" in category)
+                except SkipLine as skip:
+                    report.skip(skip.reason, where)
+                    continue
+                for trace in written:
+                    traces.write(trace)
+                    calls = calls_from_messages(trace["messages"])
+                    report.calls += len(calls)
+                    report.malformed_calls += sum(call.malformed for call in calls)
+                report.converted += 1
+        stage.write_bytes("tools.json", json_bytes(converter.tools()))
+        manifest = {
+            "name": name, "revision": revision or "src-" + digest.hexdigest()[:12], "schema_version": 1,
+            "description": f"BFCL {category}: {len(inputs)} cases"
+                           + (" expecting no call (irrelevance)." if "irrelevance" in category else "."),
+            "license": LICENSE,
+            "source": f"ShishirPatil/gorilla berkeley-function-call-leaderboard bfcl_eval/data/{path.name}",
+        }
+        stage.write_bytes("dataset.json", json_bytes(manifest))
+        return stage.commit()

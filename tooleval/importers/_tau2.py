@@ -1,0 +1,276 @@
+"""Import tau2-bench results files (sierra-research/tau2-bench, MIT) as tooleval datasets.
+
+Source: ``results/*.json``, one JSON document per run of one agent on one domain: ``{timestamp, info, tasks,
+simulations}`` (``../shared/data/README.md`` "tau2-bench"). ``info.environment_info.domain_name`` names the
+domain; the mode is ``no-user`` when the agent ran solo (``info.agent_info.implementation ==
+"llm_agent_solo"`` or ``info.user_info.implementation == "dummy_user"``), else ``default``.
+
+Decisions:
+
+* One dataset per (domain, mode): ``DIR/<domain>/`` and ``DIR/<domain>-no-user/``; ``case_id`` = tau2's task
+  id; one recorded-traces file per results file, ``traces/<results file stem>.jsonl.gz`` (one agent each).
+* References are ``evaluation_criteria.actions``. With a simulated user, the user makes the actions whose
+  ``requestor`` is ``user`` (in telecom, on the user's own device): those are not the agent's to make, so
+  ``expected_calls`` holds the assistant's actions and ``metadata.user_actions`` the user's. In ``no-user`` mode
+  there is no user: every action is the agent's, so all are expected. ``metadata.reference_action_ids`` lists
+  the expected calls' ``action_id`` in order.
+* An agent action identical to an earlier one (name, arguments and ``compare_args``) is not a second expected
+  call: tau2 checks each reference against *any* call, so it never asks for the repeat (retail task 32 reads
+  ``#W9373487`` as ``32_3`` and again as ``32_7``). ``metadata.repeated_reference_actions`` maps each dropped
+  ``action_id`` to the one kept (9 of the 894 agent references in the shared files).
+* ``compare_args`` becomes argument rules: ``null`` compares all arguments (no rule), ``[]`` compares the
+  name only (``"*": "ignore"``), a list compares those arguments only (``"*": "ignore"`` plus a plain rule on
+  each listed name, which wins as the more specific pattern). Rules are per tool in a case; if two actions of
+  one tool in one task compared different arguments, the tool gets no rule (all arguments) and the import says
+  so in its notes.
+* Messages become OpenAI chat messages: each ``tool_calls`` entry ``{id, name, arguments: {...}, requestor}``
+  becomes ``{id, type: "function", function: {name, arguments: "<JSON text>"}, requestor}``; tool messages gain
+  ``tool_call_id``. Every other key is kept. The user's calls stay in ``role: "user"`` messages: kept in the
+  trace, not scored as the agent's (the scorer reads assistant calls only).
+* tau2's ``reward_info`` (``reward``, ``action_checks``...) is kept in the trace's ``metadata``; ``reward`` is
+  the row's ``recorded_reward``.
+* Two results files of one (domain, mode) that disagree on a task's reference actions stop the import with an
+  error naming both files and the task.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+from tooleval.canonical import canonical_json
+from tooleval.errors import InputFileError
+from tooleval.importers._common import check_revision, json_bytes, load_json
+from tooleval.importers._stream import DatasetStage, ImportReport
+
+__all__ = ["import_tau2", "compare_args_rules"]
+
+LICENSE = "MIT"
+
+
+def _mode(info: dict[str, Any]) -> str:
+    agent = (info.get("agent_info") or {}).get("implementation")
+    user = (info.get("user_info") or {}).get("implementation")
+    return "no-user" if agent == "llm_agent_solo" or user == "dummy_user" else "default"
+
+
+def compare_args_rules(actions: list[dict[str, Any]]) -> tuple[dict[str, dict[str, Any]], list[str]]:
+    """Argument rules for a case's reference actions, from tau2's ``compare_args``.
+
+    Args:
+        actions: tau2 actions ``{name, arguments, compare_args}``.
+
+    Returns:
+        ``({tool: {path: rule}}, conflicting tool names)``; tools whose actions all compare every argument get
+        no entry.
+    """
+    by_tool: dict[str, set[str]] = defaultdict(set)
+    for action in actions:
+        by_tool[action["name"]].add(json.dumps(action.get("compare_args")))
+    rules: dict[str, dict[str, Any]] = {}
+    conflicts = sorted(name for name, kinds in by_tool.items() if len(kinds) > 1)
+    for name, kinds in sorted(by_tool.items()):
+        compare = json.loads(next(iter(kinds)))
+        if len(kinds) > 1 or compare is None:
+            continue
+        rules[name] = {"*": "ignore", **{arg: {} for arg in compare}}
+    return rules, conflicts
+
+
+def _collapse_repeats(actions: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], dict[str, str]]:
+    """Drop an action identical (name, arguments, compare_args) to an earlier one; map its id to the kept id.
+
+    tau2 checks each reference on its own against *any* call, so a repeated identical reference never asks for
+    a second call; kept as two expected calls it would (multiset matching), which is not what tau2 meant.
+    """
+    kept: dict[str, dict[str, Any]] = {}
+    repeats: dict[str, str] = {}
+    for action in actions:
+        key = canonical_json([action["name"], action.get("arguments") or {}, action.get("compare_args")])
+        if key in kept:
+            repeats[str(action.get("action_id"))] = str(kept[key].get("action_id"))
+        else:
+            kept[key] = action
+    return list(kept.values()), repeats
+
+
+def _call(call: dict[str, Any]) -> dict[str, Any]:
+    out = {k: v for k, v in call.items() if k not in ("name", "arguments")}
+    arguments = call.get("arguments")
+    text = arguments if isinstance(arguments, str) or arguments is None else json.dumps(arguments, ensure_ascii=False)
+    out.update({"type": "function", "function": {"name": call.get("name"), "arguments": text}})
+    return out
+
+
+def _messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    converted = []
+    for message in messages:
+        message = dict(message)
+        if message.get("tool_calls"):
+            message["tool_calls"] = [_call(call) for call in message["tool_calls"]]
+        if message.get("role") == "tool" and "tool_call_id" not in message:
+            message["tool_call_id"] = message.get("id")
+        converted.append(message)
+    return converted
+
+
+def _case(task: dict[str, Any], domain: str, mode: str, notes: list[str]) -> dict[str, Any]:
+    actions = (task.get("evaluation_criteria") or {}).get("actions") or []
+    agent, repeats = _collapse_repeats(actions if mode == "no-user" else [a for a in actions if a.get("requestor") != "user"])
+    rules, conflicts = compare_args_rules(agent)
+    for name in conflicts:
+        notes.append(f"{domain}/{task['id']}: actions of {name} compare different arguments; all are compared.")
+    opening = task.get("ticket") if mode == "no-user" else (task.get("user_scenario") or {}).get("instructions")
+    metadata = {k: v for k, v in task.items() if k not in ("id", "evaluation_criteria")}
+    metadata["evaluation_criteria"] = {
+        k: v for k, v in (task.get("evaluation_criteria") or {}).items() if k != "actions"
+    }
+    metadata["reference_action_ids"] = [a.get("action_id") for a in agent]
+    if repeats:
+        metadata["repeated_reference_actions"] = repeats
+    if mode != "no-user":
+        metadata["user_actions"] = [a for a in actions if a.get("requestor") == "user"]
+    case = {
+        "case_id": str(task["id"]),
+        "input": opening if isinstance(opening, str) else json.dumps(opening, ensure_ascii=False),
+        "expected_calls": [{"name": a["name"], "args": a.get("arguments") or {}} for a in agent],
+        "slice": domain,
+        "metadata": metadata,
+    }
+    if rules:
+        case["argument_rules"] = rules
+    return case
+
+
+def _trace(simulation: dict[str, Any], agent: dict[str, Any]) -> dict[str, Any]:
+    reward_info = simulation.get("reward_info")
+    metadata = {k: v for k, v in simulation.items() if k not in ("messages", "task_id", "trial")}
+    if isinstance(reward_info, dict) and reward_info.get("reward") is not None:
+        metadata["reward"] = reward_info["reward"]
+    metadata["source"] = "tau2-bench"
+    return {
+        "case_id": str(simulation["task_id"]),
+        "trial": simulation.get("trial") or 0,
+        "agent": agent,
+        "messages": _messages(simulation.get("messages") or []),
+        "metadata": metadata,
+    }
+
+
+def _source_files(src: Path) -> list[Path]:
+    if src.is_file():
+        return [src]
+    if not src.is_dir():
+        raise InputFileError(src, None, "source not found.", "pass a tau2-bench results file or folder.")
+    found = sorted({*src.glob("*.json"), *(src / "results").glob("*.json")})
+    if not found:
+        raise InputFileError(src, None, "no *.json results file here or in results/.", "pass the results folder.")
+    return found
+
+
+def _check_results(path: Path, data: Any) -> tuple[str, str]:
+    if not isinstance(data, dict) or not all(k in data for k in ("info", "tasks", "simulations")):
+        raise InputFileError(path, None, "not a tau2-bench results file ({info, tasks, simulations}).",
+                             "pass the JSON written by `tau2 run`.")
+    domain = ((data["info"].get("environment_info") or {}).get("domain_name"))
+    if not isinstance(domain, str) or not domain:
+        raise InputFileError(path, None, "info.environment_info.domain_name is missing.", "pass an unmodified file.")
+    return domain, _mode(data["info"])
+
+
+def import_tau2(src: Path, out: Path, *, name: str | None = None, revision: str | None = None) -> ImportReport:
+    """Import tau2-bench results files: one dataset per (domain, mode) under ``out``.
+
+    Args:
+        src: A results file, or a folder holding them (directly or under ``results/``).
+        out: Parent folder: datasets go to ``out/<domain>/`` and ``out/<domain>-no-user/``.
+        name: Dataset name prefix (``<name>-<domain>``); default: just the folder name (``airline``).
+        revision: Revision of every dataset; default ``"src-"`` + 12 hex digits of the SHA-256 of the group's
+            results files.
+
+    Returns:
+        The counts: simulations read and converted, tool calls (the agent's) written, notes.
+
+    Raises:
+        UnsafeRevisionError: ``revision`` is unsafe.
+        InputFileError: a file is not valid JSON or not a results file, or two files disagree on a task's
+            reference actions.
+    """
+    if revision is not None:
+        check_revision(revision)
+    report = ImportReport()
+    groups: dict[tuple[str, str], list[tuple[Path, dict[str, Any], bytes]]] = defaultdict(list)
+    for path in _source_files(Path(src)):
+        data, raw = load_json(path)
+        groups[_check_results(path, data)].append((path, data, raw))
+    planned = {key: _group_cases(key, members, report.notes) for key, members in sorted(groups.items())}
+    for (domain, mode), members in sorted(groups.items()):
+        folder = domain if mode == "default" else f"{domain}-{mode}"
+        report.datasets.append(_write_group(Path(out) / folder, folder, domain, mode, members,
+                                            planned[domain, mode], name, revision, report))
+    return report
+
+
+def _group_cases(key: tuple[str, str], members, notes: list[str]) -> dict[str, dict[str, Any]]:
+    """The cases of one (domain, mode), checking that its files agree on every task's reference actions."""
+    domain, mode = key
+    cases: dict[str, dict[str, Any]] = {}
+    first: dict[str, tuple[Path, str]] = {}
+    for path, data, _ in members:
+        for task in data["tasks"]:
+            actions = json.dumps((task.get("evaluation_criteria") or {}).get("actions"), sort_keys=True)
+            task_id = str(task["id"])
+            if task_id in first and first[task_id][1] != actions:
+                raise InputFileError(
+                    path, None,
+                    f"task {task_id!r} has other reference actions than in {first[task_id][0].name}.",
+                    "import the two results files separately (different --out); they are not one dataset.",
+                )
+            if task_id not in first:
+                first[task_id] = (path, actions)
+                cases[task_id] = _case(task, domain, mode, notes)
+    return cases
+
+
+def _write_group(out, folder, domain, mode, members, cases, name, revision, report: ImportReport) -> Path:
+    digest = hashlib.sha256()
+    with DatasetStage(out) as stage:
+        for path, data, raw in members:
+            digest.update(path.name.encode() + b"\0" + raw)
+            info = data["info"]
+            agent = {"name": path.stem, "version": str(info.get("git_commit") or "")[:8] or None,
+                     "model": (info.get("agent_info") or {}).get("llm")}
+            traces = stage.jsonl(f"traces/{path.stem}.jsonl.gz")
+            seen: set[tuple[str, Any]] = set()
+            for simulation in data["simulations"]:
+                report.read += 1
+                key = (str(simulation.get("task_id")), simulation.get("trial"))
+                if key[0] not in cases or key in seen:
+                    reason = "repeats a (task, trial)" if key in seen else "simulation of a task not in the file"
+                    report.skip(reason, f"{path.name}:{simulation.get('id')}")
+                    continue
+                seen.add(key)
+                trace = _trace(simulation, agent)
+                traces.write(trace)
+                report.converted += 1
+                report.calls += sum(len(m.get("tool_calls") or []) for m in trace["messages"]
+                                    if m.get("role") == "assistant")
+        lines = stage.jsonl("cases.jsonl")
+        for case in cases.values():
+            lines.write(case)
+        manifest = {
+            "name": f"{name}-{folder}" if name else folder,
+            "revision": revision or "src-" + digest.hexdigest()[:12],
+            "schema_version": 1,
+            "description": (
+                f"tau2-bench {domain} ({'no user: the agent makes every call' if mode == 'no-user' else 'simulated user'}"
+                f"): {len(cases)} tasks, traces of {len(members)} results file(s)."
+            ),
+            "license": LICENSE,
+            "source": "sierra-research/tau2-bench results/" + ", ".join(p.name for p, _, _ in members),
+        }
+        stage.write_bytes("dataset.json", json_bytes(manifest))
+        return stage.commit()

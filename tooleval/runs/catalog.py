@@ -1,0 +1,183 @@
+"""The runs under a results folder: list them, delete one, and collect the stage files and Prefect stored
+results that no kept run needs (``tooleval runs``, ``tooleval runs --delete R``, ``tooleval gc``).
+
+Which stage files a run needs is recorded at publication in ``runs/<run>/stages.json`` (the digests of its
+generation, capture and scoring stage files). ``gc`` keeps those, and the Prefect result records that point at
+them, so a cached rerun of a kept run stays cached; a kept run published before that file existed makes ``gc``
+keep every stage file (it cannot know which ones the run needs).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tooleval.dataset import check_name
+from tooleval.errors import InputFileError
+
+__all__ = ["RunInfo", "GcReport", "STAGES_FILE", "LATEST", "list_runs", "delete_run", "collect_garbage", "prefect_home",
+           "resolve_run_id"]
+
+STAGES_FILE = "stages.json"
+_KINDS = ("traces", "rows", "legacy")
+
+
+@dataclass(frozen=True)
+class RunInfo:
+    """One published run, as ``tooleval runs`` lists it."""
+
+    run_id: str
+    dataset_revision: str
+    completed_at: str | None
+    rows: int | None
+    mean_f1: float | None
+    gate: str | None
+    """``PASS`` | ``FAIL`` | ``None`` (a legacy-only run has no gate)."""
+    drift: str | None
+    """The drift check's verdict (``ok`` | ``drift``) or ``None``."""
+
+
+@dataclass
+class GcReport:
+    """What ``gc`` removed: runs, stage files, Prefect result records, and the bytes freed."""
+
+    deleted_runs: list[str] = field(default_factory=list)
+    stage_files: int = 0
+    result_records: int = 0
+    bytes_freed: int = 0
+    kept_all_stage_files: bool = False
+    """True when a kept run has no ``stages.json`` (published before it existed): nothing was collected."""
+
+
+def prefect_home(out: Path) -> Path:
+    """Prefect's home for runs into ``out``: ``$TOOLEVAL_PREFECT_HOME`` or ``<out>/.tooleval/prefect`` (as the CLI
+    sets it)."""
+    return Path(os.environ.get("TOOLEVAL_PREFECT_HOME") or Path(out).resolve() / ".tooleval" / "prefect")
+
+
+def _summary(path: Path) -> dict[str, Any] | None:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def list_runs(out: str | Path) -> list[RunInfo]:
+    """Every run under ``out/runs/`` with a readable ``summary.json``, newest first (by ``completed_at``)."""
+    infos = []
+    for path in Path(out).glob("runs/*/summary.json"):
+        s = _summary(path)
+        if s is None:
+            continue
+        gate = s.get("gate")
+        infos.append(RunInfo(
+            run_id=path.parent.name, dataset_revision=s.get("dataset_revision", ""),
+            completed_at=s.get("completed_at"), rows=s.get("rows"), mean_f1=s.get("mean_f1"),
+            gate=None if not gate else ("PASS" if gate.get("passed") else "FAIL"),
+            drift=(s.get("drift") or {}).get("verdict")))
+    return sorted(infos, key=lambda r: (r.completed_at or "", r.run_id), reverse=True)
+
+
+def _size(path: Path) -> int:
+    if path.is_file():
+        return path.stat().st_size
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+
+
+def delete_run(out: str | Path, run_id: str) -> int:
+    """Remove one run: its ``traces``, ``rows`` and ``legacy`` partitions and ``runs/<run>/``; nothing else.
+
+    Returns:
+        Bytes freed.
+
+    Raises:
+        InputFileError: no such run (or an unsafe run id).
+    """
+    out = Path(out)
+    check_name(run_id, what="run id")
+    run_dir = out / "runs" / run_id
+    s = _summary(run_dir / "summary.json")
+    if s is None:
+        raise InputFileError(run_dir, None, f"no run {run_id!r} under {out}.", "tooleval runs lists the runs.")
+    targets = [out / kind / f"dataset_revision={s['dataset_revision']}" / f"run_id={run_id}" for kind in _KINDS]
+    freed = 0
+    for target in [*targets, run_dir]:
+        if target.exists():
+            freed += _size(target)
+            shutil.rmtree(target)
+    return freed
+
+
+def _record_mentions(record: Path, paths: set[str]) -> bool:
+    """True when a Prefect result record points at one of ``paths`` (its pickled StageRef holds the file's
+    absolute path, so a record of another results folder holding the same content is not touched)."""
+    try:
+        data = json.loads(record.read_text())
+        payload = base64.b64decode(data.get("result") or "")
+    except (OSError, ValueError):
+        return False
+    return any(path.encode() in payload for path in paths)
+
+
+def collect_garbage(out: str | Path, keep: int | None = None) -> GcReport:
+    """Delete the runs past the ``keep`` newest (all kept when ``None``), then the stage files no kept run
+    needs and the Prefect result records that point at them.
+
+    Raises:
+        ValueError: ``keep`` < 0.
+    """
+    if keep is not None and keep < 0:
+        raise ValueError("--keep must be >= 0")
+    out = Path(out)
+    report = GcReport()
+    runs = list_runs(out)
+    kept = runs if keep is None else runs[:keep]
+    for run in ([] if keep is None else runs[keep:]):
+        report.bytes_freed += delete_run(out, run.run_id)
+        report.deleted_runs.append(run.run_id)
+    needed: set[str] = set()
+    for run in kept:
+        manifest = out / "runs" / run.run_id / STAGES_FILE
+        if not manifest.is_file():
+            report.kept_all_stage_files = True
+            return report
+        needed.update(json.loads(manifest.read_text())["digests"])
+    removed: set[str] = set()
+    for path in sorted((out / ".tooleval" / "stages").glob("*/*.parquet")):
+        if path.stem not in needed:
+            report.bytes_freed += path.stat().st_size
+            removed.add(str(path.resolve()))
+            path.unlink()
+            report.stage_files += 1
+    storage = prefect_home(out) / "storage"
+    if removed and storage.is_dir():
+        for record in sorted(p for p in storage.iterdir() if p.is_file()):
+            if _record_mentions(record, removed):
+                report.bytes_freed += record.stat().st_size
+                record.unlink()
+                report.result_records += 1
+    return report
+
+
+LATEST = "latest"
+"""A run id that names the newest run with rows (for scheduled deployments: drift and rescore)."""
+
+
+def resolve_run_id(out: str | Path, run_id: str) -> str:
+    """``run_id`` itself, or for :data:`LATEST` the newest run under ``out`` that has rows.
+
+    Raises:
+        InputFileError: ``latest`` with no run that has rows.
+    """
+    if run_id != LATEST:
+        return run_id
+    for run in list_runs(out):
+        if run.rows:
+            return run.run_id
+    raise InputFileError(Path(out) / "runs", None, "no run with rows to take as 'latest'.",
+                         "run `tooleval run` first, or pass a run id.")

@@ -1,0 +1,172 @@
+"""Compare two runs row by row: metric deltas (overall, per slice, per tool family) with 95 % bootstrap intervals
+over cases, the rows whose verdict or F1 changed, and the rules that newly fail (``tooleval compare BASE HEAD``).
+
+Rows are paired by ``(case_id, trial)``; a delta is ``mean(HEAD) - mean(BASE)`` over the pairs where both rows
+have the metric, and its interval resamples **cases** (a case's trials move together:
+:func:`tooleval.runs.bootstrap.cluster_mean_ci`). All four metrics are "higher is better".
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tooleval.dataset import check_name
+from tooleval.errors import InputFileError
+from tooleval.runs.bootstrap import cluster_mean_ci
+
+__all__ = ["METRICS", "FailOn", "parse_fail_on", "compare_runs", "failed_thresholds"]
+
+METRICS = {
+    "f1": "f1",
+    "ragas_f1": "ragas_tool_call_f1",
+    "exact_match": "CAST(exact_match AS DOUBLE)",
+    "pass_rate": "CASE WHEN error IS NOT NULL THEN NULL WHEN coalesce(blocking, false) THEN CAST(0 AS DOUBLE) ELSE CAST(1 AS DOUBLE) END",
+}
+"""Metric name -> SQL over one row (null when the row has no value: an error row has no F1 and no verdict)."""
+
+_CHANGED_LIMIT = 1000
+
+_PAIRS = """
+CREATE TEMP TABLE pairs AS
+WITH b AS (SELECT * FROM rows WHERE run_id = $base), h AS (SELECT * FROM rows WHERE run_id = $head)
+SELECT coalesce(h.case_id, b.case_id) AS case_id, coalesce(h.trial, b.trial) AS trial,
+       coalesce(h.slice, b.slice) AS slice,
+       list_distinct(list_concat(coalesce(b.tool_families, []), coalesce(h.tool_families, []))) AS families,
+       b.case_id IS NOT NULL AS in_base, h.case_id IS NOT NULL AS in_head,
+       {columns},
+       {verdicts},
+       list_distinct([v.rule FOR v IN coalesce(b.violations, []) IF v.severity = 'blocking']) AS base_rules,
+       list_distinct([v.rule FOR v IN coalesce(h.violations, []) IF v.severity = 'blocking']) AS head_rules
+FROM b FULL OUTER JOIN h ON b.case_id = h.case_id AND b.trial = h.trial
+"""
+
+_VERDICT = ("CASE WHEN {t}.case_id IS NULL THEN NULL WHEN {t}.error IS NOT NULL THEN 'error' "
+            "WHEN coalesce({t}.blocking, false) THEN 'blocking' ELSE 'pass' END AS {t}_verdict")
+
+
+@dataclass(frozen=True)
+class FailOn:
+    """``--fail-on METRIC:THRESHOLD``: fail when HEAD is worse by at least ``threshold`` and the interval of the
+    difference excludes 0."""
+
+    metric: str
+    threshold: float
+
+
+def parse_fail_on(spec: str) -> list[FailOn]:
+    """Parse ``f1:0.02`` (several comma-separated).
+
+    Raises:
+        ValueError: an unknown metric or a threshold that is not a number >= 0, naming the accepted forms.
+    """
+    result = []
+    for part in filter(None, (p.strip() for p in spec.split(","))):
+        match = re.fullmatch(r"([a-z_0-9]+):(\d+(?:\.\d*)?|\.\d+)", part)
+        if not match or match.group(1) not in METRICS:
+            raise ValueError(f"bad --fail-on {part!r}: use METRIC:THRESHOLD with METRIC one of "
+                             f"{', '.join(METRICS)} and THRESHOLD >= 0 (e.g. f1:0.02).")
+        result.append(FailOn(match.group(1), float(match.group(2))))
+    return result
+
+
+def _delta(con, where: str, metric: str, params: dict) -> dict[str, Any]:
+    sql = (f"SELECT case_id, sum(h_{metric} - b_{metric}), count(*), sum(b_{metric}), sum(h_{metric}) FROM pairs "
+           f"WHERE b_{metric} IS NOT NULL AND h_{metric} IS NOT NULL AND {where} GROUP BY case_id ORDER BY case_id")
+    per_case = con.execute(sql, params).fetchall()
+    n = sum(r[2] for r in per_case)
+    if not n:
+        return {"base": None, "head": None, "delta": None, "ci95": None, "rows": 0, "cases": 0}
+    ci = cluster_mean_ci([r[1] for r in per_case], [r[2] for r in per_case])
+    return {"base": sum(r[3] for r in per_case) / n, "head": sum(r[4] for r in per_case) / n,
+            "delta": sum(r[1] for r in per_case) / n, "ci95": list(ci), "rows": n, "cases": len(per_case)}
+
+
+def _group(con, where: str, params: dict) -> dict[str, Any]:
+    return {metric: _delta(con, where, metric, params) for metric in METRICS}
+
+
+def compare_runs(out: str | Path, base: str, head: str) -> dict[str, Any]:
+    """Compare run ``head`` against run ``base`` under ``out``.
+
+    Returns:
+        ``{base, head, pairs, only_base, only_head, overall, by_slice, by_family, changed_rows, changed_count,
+        new_failing_rules}``: ``overall`` / ``by_slice[name]`` / ``by_family[name]`` map each metric of
+        :data:`METRICS` to ``{base, head, delta, ci95: [low, high], rows, cases}`` (floats unrounded);
+        ``changed_rows`` (at most 1,000, ``changed_count`` counts all) lists ``{case_id, trial, base_f1,
+        head_f1, base_verdict, head_verdict}`` for pairs whose F1 or verdict differ or that are in one run only;
+        ``new_failing_rules`` maps a blocking rule to the ``[case_id, trial]`` pairs it fails in HEAD but not in
+        BASE.
+
+    Raises:
+        InputFileError: a run that is not under ``out`` or has no rows.
+    """
+    from tooleval.storage import connect
+
+    out = Path(out)
+    for run in (base, head):
+        check_name(run, what="run id")
+        if not (out / "runs" / run / "summary.json").is_file():
+            raise InputFileError(out / "runs" / run, None, f"no run {run!r} under {out}.",
+                                 "tooleval runs lists the runs; pass --out with their results folder.")
+    con = connect(out)
+    params = {"base": base, "head": head}
+    for run in (base, head):
+        if not con.execute("SELECT count(*) FROM rows WHERE run_id = $r", {"r": run}).fetchone()[0]:
+            raise InputFileError(out / "rows", None, f"run {run!r} has no rows (a legacy-only run?).",
+                                 "compare runs of the row-level path.")
+    columns = ", ".join(f"{_qualify(sql, 'b')} AS b_{m}, {_qualify(sql, 'h')} AS h_{m}" for m, sql in METRICS.items())
+    verdicts = ", ".join(_VERDICT.format(t=t) for t in ("b", "h"))
+    con.execute(_PAIRS.format(columns=columns, verdicts=verdicts), params)
+    keys = "SELECT case_id, trial FROM pairs WHERE {} ORDER BY case_id, trial"
+    result: dict[str, Any] = {
+        "base": base, "head": head,
+        "pairs": con.execute("SELECT count(*) FROM pairs WHERE in_base AND in_head").fetchone()[0],
+        "only_base": [list(k) for k in con.execute(keys.format("NOT in_head")).fetchall()],
+        "only_head": [list(k) for k in con.execute(keys.format("NOT in_base")).fetchall()],
+        "overall": _group(con, "true", {}),
+    }
+    slices = [r[0] for r in con.execute("SELECT DISTINCT slice FROM pairs WHERE slice IS NOT NULL ORDER BY 1").fetchall()]
+    result["by_slice"] = {s: _group(con, "slice = $s", {"s": s}) for s in slices}
+    families = [r[0] for r in con.execute("SELECT DISTINCT unnest(families) FROM pairs ORDER BY 1").fetchall()]
+    result["by_family"] = {f: _group(con, "list_contains(families, $f)", {"f": f}) for f in families}
+    changed = ("FROM pairs WHERE NOT (in_base AND in_head) OR b_verdict IS DISTINCT FROM h_verdict "
+               "OR b_f1 IS DISTINCT FROM h_f1")
+    result["changed_count"] = con.execute(f"SELECT count(*) {changed}").fetchone()[0]
+    cursor = con.execute(f"SELECT case_id, trial, b_f1 AS base_f1, h_f1 AS head_f1, b_verdict AS base_verdict, "
+                         f"h_verdict AS head_verdict {changed} ORDER BY case_id, trial LIMIT {_CHANGED_LIMIT}")
+    names = [d[0] for d in cursor.description]
+    result["changed_rows"] = [dict(zip(names, r)) for r in cursor.fetchall()]
+    new_rules: dict[str, list] = {}
+    for rule, case_id, trial in con.execute(
+            "SELECT rule, case_id, trial FROM (SELECT unnest(list_filter(head_rules, lambda r: NOT list_contains("
+            "base_rules, r))) AS rule, case_id, trial FROM pairs WHERE in_base AND in_head) ORDER BY ALL").fetchall():
+        new_rules.setdefault(rule, []).append([case_id, trial])
+    result["new_failing_rules"] = new_rules
+    return result
+
+
+def _qualify(sql: str, alias: str) -> str:
+    """Prefix the row columns a metric's SQL reads with the join alias (``f1`` -> ``b.f1``)."""
+    return re.sub(r"\b(f1|ragas_tool_call_f1|exact_match|error|blocking)\b", rf"{alias}.\1", sql)
+
+
+def failed_thresholds(comparison: dict[str, Any], fail_on: list[FailOn]) -> list[str]:
+    """The ``--fail-on`` conditions that hold: HEAD worse by at least the threshold on the overall delta and
+    the 95 % interval of the difference entirely below 0.
+
+    Returns:
+        One message per failed condition (empty when none failed).
+    """
+    messages = []
+    for condition in fail_on:
+        figure = comparison["overall"][condition.metric]
+        if figure["delta"] is None:
+            continue
+        low, high = figure["ci95"]
+        if figure["delta"] <= -condition.threshold and high < 0:
+            messages.append(f"{condition.metric} fell by {-figure['delta']:.4f} (>= {condition.threshold}) and "
+                            f"its 95 % interval [{low:.4f}, {high:.4f}] excludes 0")
+    return messages

@@ -1,0 +1,107 @@
+"""``runs/<run>/report.html``: one self-contained page per run (headline counts, slice and tool-family tables,
+the worst failing rows with their evidence, and Vega-Lite plots built with Altair, their JavaScript inlined).
+
+:func:`build_report` is what publication calls with the staged rows; :func:`report_for_run` rebuilds the page
+of a published run (``tooleval report --run-id R``).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import duckdb
+
+from tooleval.runs.report import _charts, _data
+from tooleval.runs.report._data import CASE_LIMIT, WORST_ROWS
+from tooleval.runs.report._page import render_page
+
+__all__ = ["WORST_ROWS", "CASE_LIMIT", "build_report", "report_for_run"]
+
+_HEADLINE = [
+    ("rows", "rows"), ("exact-match rows", "exact_match_rows"), ("false positive calls (fp)", "fp"),
+    ("false negative calls (fn)", "fn"), ("blocking rows", "blocking_rows"), ("waived rows", "waived_rows"),
+    ("quarantined rows", "quarantined_rows"), ("rows with errors", "rows_with_errors"),
+    ("mean f1", "mean_f1"), ("mean ragas_tool_call_f1", "mean_ragas_tool_call_f1"),
+]
+
+
+def _row_view(row: dict[str, Any]) -> dict[str, Any]:
+    calls = [*(row["missing_calls"] or []), *(row["extra_calls"] or []), *(row["wrong_args"] or [])]
+    violations = row["violations"] or []
+    return {**row, "tools": sorted({c["name"] for c in calls} | {v["tool"] for v in violations if v["tool"]}),
+            "categories": list(row["mismatch_categories"] or []) + (["error"] if row["error"] else []),
+            "blocking_rules": sorted({v["rule"] for v in violations if v["severity"] == "blocking"}),
+            "violations": violations}
+
+
+def build_report(rows_source: str, summary: dict[str, Any], drift: dict[str, Any] | None, out: str | Path,
+                 *, limit: int = WORST_ROWS) -> str:
+    """The report page of one run.
+
+    Args:
+        rows_source: DuckDB table expression over the run's rows (:func:`tooleval.storage.scan_parquet_sql`);
+            read with aggregates and ``LIMIT`` only.
+        summary: The run's ``summary.json`` content.
+        drift: The run's ``drift.json`` content, or ``None`` (a legacy-only run).
+        out: Results folder (the trend panel reads the other runs' summaries there).
+        limit: Failing rows listed (the worst first).
+
+    Returns:
+        The HTML text (UTF-8; ~1 MB, most of it the inlined vega-embed bundle).
+    """
+    con = duckdb.connect()
+    rows, failing = _data.worst_rows(con, rows_source, limit)
+    views = [_row_view(r) for r in rows]
+    gate = summary.get("gate") or {}
+    counts = gate.get("counts") or {}
+    specs = {
+        "f1": _charts.f1_distribution(_data.f1_histogram(con, rows_source)),
+        "families": _charts.failures_by_family(counts.get("failures_by_tool_family") or {}),
+        "tools": _charts.failures_by_tool(summary.get("failures_by_tool") or {}),
+    }
+    if summary.get("variability"):
+        specs["variability"] = _charts.variability(summary["variability"])
+    specs["cases"] = _charts.case_outcomes(_data.case_trials(con, rows_source))
+    specs["trend"] = _charts.trend(_data.run_history(Path(out), summary))
+    if drift is not None:
+        specs["drift"] = _charts.drift_panel(drift)
+    provenance = summary.get("provenance") or {}
+    headline = [(label, summary.get(key, counts.get(key))) for label, key in _HEADLINE]
+    headline.append(("provenance missing", provenance.get("missing")))
+    return render_page(
+        run_id=summary["run_id"], summary=summary, headline=headline, charts=list(specs), specs=specs,
+        groups=gate.get("slices") or [], rows=views, failing=failing,
+        tools=sorted({t for v in views for t in v["tools"]}),
+        slices=sorted({v["slice"] for v in views if v["slice"] is not None}),
+        categories=sorted({c for v in views for c in v["categories"]}),
+        gate_label="-" if not gate else ("PASS" if gate.get("passed") else "FAIL"),
+        drift_label="-" if drift is None else drift["verdict"], drift=drift,
+    )
+
+
+def report_for_run(out: str | Path, run_id: str, *, limit: int = WORST_ROWS) -> str:
+    """Rebuild the report page of a published run from its summary, drift file and rows partition.
+
+    Raises:
+        tooleval.errors.InputFileError: no such run, or a run without rows (a legacy-only run).
+    """
+    from tooleval.dataset import check_name
+    from tooleval.errors import InputFileError
+    from tooleval.storage import partition_dir, scan_parquet_sql
+
+    out = Path(out).resolve()
+    check_name(run_id, what="run id")
+    run_dir = out / "runs" / run_id
+    if not (run_dir / "summary.json").is_file():
+        raise InputFileError(run_dir / "summary.json", None, f"no run {run_id!r} under {out}.",
+                             "check --run-id and --out (tooleval runs lists them).")
+    summary = json.loads((run_dir / "summary.json").read_text())
+    files = sorted(partition_dir(out, "rows", summary["dataset_revision"], run_id).glob("*.parquet"))
+    if not files:
+        raise InputFileError(out / "rows", None, f"run {run_id!r} has no rows (a legacy-only run).",
+                             "run the row-level path first (tooleval run without --legacy-only).")
+    drift_path = run_dir / "drift.json"
+    drift = json.loads(drift_path.read_text()) if drift_path.is_file() else None
+    return build_report(scan_parquet_sql(files), summary, drift, out, limit=limit)

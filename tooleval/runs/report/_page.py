@@ -1,0 +1,184 @@
+"""The report page: one HTML file with the vega-embed bundle inlined (vl-convert ships Vega, Vega-Lite and
+vega-embed as one script), the plots' specs inlined, and the tables rendered by Jinja2. It makes no network
+request: no CDN, no font, no image URL; the embed menu's "open in editor" link is switched off."""
+
+from __future__ import annotations
+
+import json
+from functools import lru_cache
+from typing import Any
+
+import jinja2
+
+__all__ = ["render_page", "javascript_bundle"]
+
+
+@lru_cache(maxsize=1)
+def javascript_bundle() -> str:
+    """vega-embed with Vega and Vega-Lite, as one script (vl-convert's offline copy; ~0.9 MB)."""
+    import vl_convert
+    from altair.utils._importers import vl_version_for_vl_convert
+
+    return vl_convert.javascript_bundle(vl_version=vl_version_for_vl_convert())
+
+
+def _script_json(value: Any) -> str:
+    """JSON safe inside a ``<script>`` element (``</`` cannot close it)."""
+    return json.dumps(value, ensure_ascii=False, default=str).replace("</", "<\\/")
+
+
+def _call(call: dict) -> str:
+    if call.get("args_json") is None and call.get("args_raw") is not None:
+        return f"{call['name']}({call['args_raw']}) [malformed: {call.get('parse_error')}]"
+    return f"{call['name']}({call.get('args_json') or ''})"
+
+
+def _fmt(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.4f}"
+    return "-" if value is None else str(value)
+
+
+_ENV = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+_ENV.filters["fmt"] = _fmt
+_ENV.filters["call"] = _call
+_ENV.filters["script_json"] = _script_json
+
+_TEMPLATE = _ENV.from_string("""<!DOCTYPE html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta http-equiv="Content-Security-Policy" content="default-src 'none'; script-src 'unsafe-inline' 'unsafe-eval'; style-src 'unsafe-inline'; img-src data: blob:">
+<title>tooleval report: run {{ run_id }}</title>
+<style>
+body { font-family: system-ui, sans-serif; margin: 1.5em; color: #222; }
+table { border-collapse: collapse; margin: 0.5em 0 1.5em; }
+th, td { border: 1px solid #ccc; padding: 0.2em 0.5em; text-align: left; vertical-align: top; }
+td.num { text-align: right; font-variant-numeric: tabular-nums; }
+.headline td:first-child { font-weight: 600; }
+.plots { display: flex; flex-wrap: wrap; gap: 1.5em; }
+.plot { border: 1px solid #eee; padding: 0.5em; }
+code, pre { font-size: 0.85em; white-space: pre-wrap; word-break: break-all; }
+.blocking { color: #b00; font-weight: 600; }
+</style>
+<script>{{ bundle | safe }}</script>
+</head>
+<body>
+<h1>Run {{ run_id }}</h1>
+<p>dataset revision <code>{{ summary.dataset_revision }}</code>; completed {{ summary.completed_at | fmt }};
+tooleval {{ summary.versions.tooleval }}, ragas {{ summary.versions.ragas }}; gate:
+<strong id="gate-verdict">{{ gate_label }}</strong>; drift check: <strong>{{ drift_label }}</strong></p>
+
+<h2>Headline</h2>
+<table class="headline" id="headline">
+{% for label, value in headline %}
+<tr><td>{{ label }}</td><td class="num">{{ value | fmt }}</td></tr>
+{% endfor %}
+</table>
+
+<h2>Plots</h2>
+<div class="plots">
+{% for name in charts %}
+<div class="plot" id="plot-{{ name }}"></div>
+{% endfor %}
+</div>
+
+{% for title, kind in (("Slices", "slice"), ("Tool families", "family")) %}
+<h2>{{ title }}</h2>
+<table id="table-{{ kind }}">
+<tr><th>{{ kind }}</th><th>rows</th><th>quarantined</th><th>exact match</th><th>mean f1</th><th>min f1</th>
+<th>fp</th><th>fn</th><th>failing rows</th><th>passed</th></tr>
+{% for s in groups if s.kind == kind %}
+<tr><td>{{ s.name }}</td><td class="num">{{ s.rows }}</td><td class="num">{{ s.quarantined_rows }}</td>
+<td class="num">{{ s.exact_match_rows }}</td><td class="num">{{ s.mean_f1 | fmt }}</td>
+<td class="num">{{ s.min_f1 | fmt }}</td><td class="num">{{ s.fp }}</td><td class="num">{{ s.fn }}</td>
+<td class="num">{{ s.failing_rows }}</td><td>{{ "yes" if s.passed else "NO" }}</td></tr>
+{% endfor %}
+</table>
+{% endfor %}
+
+<h2>Failing rows</h2>
+<p id="failing-note">{{ failing }} failing row(s) (an error, blocking, or not an exact match); {{ rows | length }}
+shown, the worst first.</p>
+<p>
+<label>tool <select id="filter-tool"><option value="">(all)</option>
+{% for t in tools %}<option>{{ t }}</option>{% endfor %}</select></label>
+<label>slice <select id="filter-slice"><option value="">(all)</option>
+{% for s in slices %}<option>{{ s }}</option>{% endfor %}</select></label>
+<label>category <select id="filter-category"><option value="">(all)</option>
+{% for c in categories %}<option>{{ c }}</option>{% endfor %}</select></label>
+<span id="shown-count"></span>
+</p>
+<table id="failing-rows">
+<thead><tr><th>case</th><th>trial</th><th>slice</th><th>f1</th><th>ragas f1</th><th>categories</th>
+<th>blocking rules</th><th>evidence</th></tr></thead>
+<tbody>
+{% for r in rows %}
+<tr data-case="{{ r.case_id }}" data-trial="{{ r.trial }}" data-slice="{{ r.slice or '' }}"
+ data-tools="{{ r.tools | join('|') }}" data-categories="{{ r.categories | join('|') }}">
+<td>{{ r.case_id }}</td><td class="num">{{ r.trial }}</td><td>{{ r.slice | fmt }}</td>
+<td class="num">{{ r.f1 | fmt }}</td><td class="num">{{ r.ragas_tool_call_f1 | fmt }}</td>
+<td>{{ r.categories | join(", ") }}</td>
+<td class="{{ 'blocking' if r.blocking else '' }}">{{ r.blocking_rules | join(", ") }}</td>
+<td><a href="#evidence-{{ loop.index }}">evidence</a></td></tr>
+{% endfor %}
+</tbody>
+</table>
+
+<h2>Evidence</h2>
+{% for r in rows %}
+<details id="evidence-{{ loop.index }}">
+<summary>{{ r.case_id }} #{{ r.trial }}: {{ r.categories | join(", ") or "ok" }}</summary>
+{% if r.error %}<p>error: <code>{{ r.error }}</code></p>{% endif %}
+{% if r.missing_calls %}<p>missing calls:</p><ul>{% for c in r.missing_calls %}<li><code>{{ c | call }}</code></li>{% endfor %}</ul>{% endif %}
+{% if r.extra_calls %}<p>extra calls:</p><ul>{% for c in r.extra_calls %}<li><code>{{ c | call }}</code></li>{% endfor %}</ul>{% endif %}
+{% if r.wrong_args %}<p>wrong arguments:</p><ul>{% for w in r.wrong_args %}<li><code>{{ w.name }}</code> differs at
+<code>{{ (w.paths or []) | join(", ") }}</code>: expected <code>{{ w.expected_args_json }}</code>, observed
+<code>{{ w.observed_args_json }}</code></li>{% endfor %}</ul>{% endif %}
+{% if r.violations %}<p>violations:</p><ul>{% for v in r.violations %}<li>{{ v.severity }} <code>{{ v.rule }}</code>
+{{ v.tool | fmt }}: {{ v.detail }}</li>{% endfor %}</ul>{% endif %}
+<p>trace digest <code>{{ r.trace_digest | fmt }}</code>; hand it to its owner:
+<code>tooleval handoff --run-id {{ run_id }} --case {{ r.case_id }} --trial {{ r.trial }}</code></p>
+</details>
+{% endfor %}
+
+{% if drift %}
+<h2>Drift check</h2>
+<p>{{ drift.verdict }}: legacy {{ drift.legacy.value | fmt }} over {{ drift.legacy.rows }} rows, row-level
+{{ drift.new.value | fmt }} over {{ drift.new.rows }} rows; {{ drift.rows_differing | length }} row(s) differ.</p>
+{% for reason in drift.reasons %}<p>{{ reason }}</p>{% endfor %}
+{% endif %}
+
+<script>
+const specs = {{ specs | script_json | safe }};
+const pending = Object.entries(specs).map(([name, spec]) =>
+  vegaEmbed("#plot-" + name, spec, {actions: false, renderer: "svg"}));
+Promise.all(pending).then(() => { document.body.dataset.plotsReady = "yes"; })
+  .catch((error) => { console.error(error); document.body.dataset.plotsReady = "failed"; });
+function applyFilters() {
+  const tool = document.getElementById("filter-tool").value;
+  const slice = document.getElementById("filter-slice").value;
+  const category = document.getElementById("filter-category").value;
+  let shown = 0;
+  for (const row of document.querySelectorAll("#failing-rows tbody tr")) {
+    const ok = (!tool || row.dataset.tools.split("|").includes(tool))
+      && (!slice || row.dataset.slice === slice)
+      && (!category || row.dataset.categories.split("|").includes(category));
+    row.hidden = !ok;
+    if (ok) shown += 1;
+  }
+  document.getElementById("shown-count").textContent = shown + " row(s) shown";
+}
+for (const id of ["filter-tool", "filter-slice", "filter-category"]) {
+  document.getElementById(id).addEventListener("change", applyFilters);
+}
+applyFilters();
+</script>
+</body>
+</html>
+""")
+
+
+def render_page(**context: Any) -> str:
+    """Render the report page; ``context`` is what :func:`tooleval.runs.report.build_report` assembles."""
+    return _TEMPLATE.render(bundle=javascript_bundle(), **context)
