@@ -133,7 +133,8 @@ def _runs(data: Path, root: Path, workers: int | None, shard_size: int | None, l
     def startup() -> None:
         """Starts Prefect's temporary API server (paid once per process)."""
 
-    rows = sum(1 for _ in (data / "traces.jsonl").open("rb"))
+    with (data / "traces.jsonl").open("rb") as handle:
+        rows = sum(1 for _ in handle)
     common = dict(dataset=str(data), workers=workers or os.cpu_count() or 1, shard_size=shard_size, progress=False,
                   rows_hint=rows)
     with temporary_settings(updates={PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None}):

@@ -36,7 +36,8 @@ _TASKS_PER_WORKER = 8
 """Default shards per worker: enough for load balance and progress, few enough that Prefect's per-task cost
 (tens of ms, PREFECT.md; ``tooleval bench`` reports the share) stays small."""
 _MAX_RUN = 4
-"""A shard is cut after this many shard sizes of rows even without a content boundary."""
+"""A shard is cut after ``4 K`` cases even without a content boundary (``K`` is stable as the corpus grows, so
+this cut does not move when cases are added elsewhere)."""
 
 
 def is_boundary(case_id: str, cases_per: int) -> bool:
@@ -113,14 +114,14 @@ class ShardIndex:
         case_count = len({k[0] for k in keys})
         per = cases_per_shard(len(keys), case_count, shard_size)
         shards: list[int] = []
-        shard, in_shard, previous = -1, 0, None
+        shard, cases_in_shard, previous = -1, 0, None
         for case_id, _ in keys:
             if case_id != previous:
-                if shard < 0 or is_boundary(case_id, per) or in_shard >= _MAX_RUN * shard_size:
-                    shard, in_shard = shard + 1, 0
+                if shard < 0 or is_boundary(case_id, per) or cases_in_shard >= _MAX_RUN * per:
+                    shard, cases_in_shard = shard + 1, 0
                 previous = case_id
+                cases_in_shard += 1
             shards.append(shard)
-            in_shard += 1
         table = pa.table({
             "case_id": pa.array([k[0] for k in keys], pa.string()),
             "trial": pa.array([k[1] for k in keys], pa.int32()),
