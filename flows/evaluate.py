@@ -136,7 +136,15 @@ def _run_shards(plan: RunPlan, context: ShardContext, workers: int, progress: bo
     pending: dict[Any, int] = {}
     stages = (["generation", "trace-capture"] + ([] if context.legacy_only else ["scoring"])
               + (["legacy-scalar"] if context.legacy_pass else []))
+    inline = _effective_workers(workers) == 1  # one worker: no task run per shard, only the stage tasks
     with StageProgress(stages, plan.index.rows, enabled=progress) as bar:
+        if inline:
+            for index, shard in enumerate(shards):
+                items, offsets = plan.shard_items(shard)
+                outcomes[index] = run_shard.fn(context, items, offsets, scoring_key(context.scoring_scope, items))
+                for stage in outcomes[index].states:
+                    bar.advance(stage, shard.num_rows)
+            return [outcomes[i] for i in range(len(shards))]
         position = 0
         while position < len(shards) or pending:
             while position < len(shards) and len(pending) < 2 * workers:

@@ -63,16 +63,16 @@ class TestBundledRun:
     def test_rows_partition_and_duckdb(self, bundled_runs):
         out, first, _ = bundled_runs
         part = out / "rows" / f"dataset_revision={first.dataset_revision}" / "run_id=first"
-        # one part file per shard. 200 rows at the default shard size for 2 workers (200 / 16 -> the 25-row
-        # floor): 25 rows / 4 trials per case = 6.25 cases per shard -> K = 8; a shard starts at the first case
-        # and at every case id whose sha256's first 8 bytes are 0 mod 8 (content-defined, tooleval.runs.shards)
+        # one part file per shard. 200 rows at the default shard size for 2 workers (200 / 16 -> the 100-row
+        # floor): 100 rows / 4 trials per case = 25 cases per shard -> K = 32; a shard starts at the first case
+        # and at every case id whose sha256's first 8 bytes are 0 mod 32 (content-defined, tooleval.runs.shards)
         import hashlib
 
         case_ids = sorted({str(c) for c in range(50)})
-        starts = 1 + sum(int.from_bytes(hashlib.sha256(c.encode()).digest()[:8], "big") % 8 == 0
+        starts = 1 + sum(int.from_bytes(hashlib.sha256(c.encode()).digest()[:8], "big") % 32 == 0
                          for c in case_ids[1:])
         shards = first.summary["timing"]["shards"]
-        assert shards == starts and shards > 1
+        assert shards == starts == 4
         assert sorted(p.name for p in part.iterdir()) == sorted(f"part-{i}.parquet" for i in range(shards))
         con = connect(out)
         count, revisions = con.execute(

@@ -66,7 +66,7 @@ def test_removing_a_case_changes_only_its_shard():
 
 
 def test_default_shard_size():
-    assert default_shard_size(200, 2) == MIN_SHARD  # 200 / 16 = 12.5 -> the floor
+    assert default_shard_size(200, 2) == MIN_SHARD == 100  # 200 / 16 = 12.5 -> the floor
     assert default_shard_size(100_000, 2) == 6_250  # 100,000 / (2 workers x 8)
     assert default_shard_size(10_000_000, 2) == MAX_SHARD
 

@@ -20,7 +20,7 @@ def run(
     out: OutOption = Path("results"),
     run_id: Annotated[Optional[str], typer.Option("--run-id", help="Run id (default: a new one).")] = None,
     shard_size: Annotated[Optional[int], typer.Option(
-        min=1, help="Rows per shard (content-hashed buckets; default: about 8 shards per worker, 25-20,000 rows).")]
+        min=1, help="Rows per shard (content-hashed buckets; default: about 8 shards per worker, 100-20,000 rows).")]
     = None,
     workers: Annotated[Optional[int], typer.Option(min=1, help="Parallel shard workers (default: the cores).")]
     = None,
