@@ -35,6 +35,8 @@ def test_rows_identical_with_one_worker_and_a_process_pool(tmp_path):
     revision = one.dataset_revision
     first, second = _rows(out, "one", revision), _rows(tmp_path / "out2", "two", revision)
     assert len(first) == 700
+    differing = sorted({k for a, b in zip(first, second) for k in a if a[k] != b[k]})
+    assert differing == []
     assert first == second
 
 
