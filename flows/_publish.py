@@ -110,6 +110,22 @@ def _gate_records(refs: list[StageRef], run_id: str) -> list[dict]:
     return records
 
 
+SUMMARY_ROWS = 100
+"""Rows listed in ``summary.json`` per gate list (failing, waived, quarantined): the worst first (lowest F1,
+unscored rows first); the rest are counted (``<list>_count``, and per rule and slice in ``gate.counts``)."""
+
+
+def _listed_worst(gate: dict[str, Any]) -> dict[str, Any]:
+    for key in ("failing_rows", "waived", "quarantined"):
+        rows = gate[key]
+        gate[f"{key}_count"] = len(rows)
+        if len(rows) > SUMMARY_ROWS:
+            worst = sorted(rows, key=lambda r: (r.get("f1") is not None, r.get("f1") or 0.0,
+                                                str(r.get("case_id")), r.get("trial") or 0))
+            gate[key] = worst[:SUMMARY_ROWS]
+    return gate
+
+
 def _drift(legacy: LegacyResult, row_refs: list[StageRef], partials: list[dict] | None) -> dict[str, Any]:
     if partials is not None:
         return drift_report(partials, legacy)
@@ -191,7 +207,7 @@ def publish_run(
             summary["variability"] = variability_summary(records, outcome_from_spec(outcome))
             judged = gate_rows(records, scope, errors)
             verdict = run_gate(judged, gate_config_for(dataset.path, gate_config))
-            summary["gate"] = verdict.to_dict()
+            summary["gate"] = _listed_worst(verdict.to_dict())
             summary.update({k: v for k, v in verdict.counts.items() if k not in summary})
             junit = publication.add_text(f"runs/{run_id}/junit.xml", "")
             write_junit(verdict, judged, junit, suite_name=revision)

@@ -36,8 +36,8 @@ MAX_SHARD = 20_000
 _TASKS_PER_WORKER = 8
 """Default shards per worker: enough for load balance and progress, few enough that Prefect's per-task cost
 (tens of ms, PREFECT.md; ``tooleval bench`` reports the share) stays small."""
-_MAX_RUN = 4
-"""A shard is cut after ``4 K`` cases even without a content boundary (``K`` is stable as the corpus grows, so
+_MAX_RUN = 2
+"""A shard is cut after ``2 K`` cases even without a content boundary (``K`` is stable as the corpus grows, so
 this cut does not move when cases are added elsewhere)."""
 
 
