@@ -169,3 +169,36 @@ def test_multi_turn_results_give_one_trace_per_turn(tmp_path: Path) -> None:
     assert len(rows) == 4 and report.calls == 4
     assert rows["multi_turn_base_0/turn-0"]["exact_match"] is True  # cd, mkdir, mv over three steps
     assert (rows["multi_turn_base_0/turn-1"]["tp"], rows["multi_turn_base_0/turn-1"]["fn"]) == (1, 1)  # no grep
+
+
+def test_schema_findings_on_the_hand_written_results(verdict_rows) -> None:
+    """Issue 13 item 6 on BFCL: the hand-written calls checked against each question's own function docs."""
+    from collections import Counter
+
+    from tooleval.importers._bfcl_answers import tool_spec
+    from tooleval.models import Call, ToolSpec
+    from tooleval.rules._schema import schema_findings
+
+    found = Counter()
+    for index, (category, qid, _, _, _) in enumerate(VERDICTS):
+        question = next(q for q in _source_lines(BFCL / f"BFCL_v4_{category}.json") if q["id"] == qid)
+        tools = {spec["name"]: ToolSpec.model_validate(spec) for spec in map(tool_spec, question["function"])}
+        calls = [Call.from_record(c) for c in verdict_rows[index]["observed_calls"] or []]
+        found.update(f"{qid}:{f.kind}:{f.path}" for f in schema_findings(calls, tools))
+    # By hand: the only departures from the docs are the extra parameter "d" of simple_python_4 and of the first
+    # call of simple_python_6; the malformed call (simple_python_1) is not checked; irrelevance_0's call of
+    # determine_body_mass_index is declared, with numbers where floats are expected.
+    assert found == {"simple_python_4:unknown_parameter:d": 1, "simple_python_6:unknown_parameter:d": 1}
+
+
+def test_unreadable_answers_are_skipped_with_their_reason(tmp_path: Path) -> None:
+    name = "BFCL_v4_simple_python.json"
+    (tmp_path / "possible_answer").mkdir()
+    write_lines(tmp_path / name, _source_lines(BFCL / name)[:3])
+    answers = _source_lines(BFCL / "possible_answer" / name)[:3]
+    answers[1]["ground_truth"] = ["calculate(x=1)"]  # not {func: {param: [values]}}
+    write_lines(tmp_path / "possible_answer" / name, answers[:2])  # the third question has no answer
+    report = import_bfcl(tmp_path / name, tmp_path / "out")
+    assert (report.read, report.converted) == (3, 1)
+    assert report.skipped == {"possible answer is not [{func: {param: [values]}}]": 1, "no possible answer": 1}
+    assert report.examples["no possible answer"] == [f"{name}:3"]

@@ -59,6 +59,10 @@ def test_tau2_folder_exit_0(tmp_path: Path) -> None:
                                  "--revision", "r1"], env={"COLUMNS": "200"})
     assert result.exit_code == 0, result.output
     assert "read 280, converted 280, skipped 0; 2964 tool calls written" in result.output
+    # Per dataset: 122 + 372 + 76 + 324 = 894 agent references checked by tau2, 82 + 325 + 57 + 283 = 747 matched.
+    assert ("telecom: tau2 checked 76 of the agent's reference calls (matched 57); tooleval agrees on 76; 217 "
+            "user-side checks are not scored.") in result.output
+    assert "retail: tau2 checked 372 of the agent's reference calls (matched 325); tooleval agrees on 372" in result.output
     assert sorted(p.name for p in (tmp_path / "t").iterdir()) == ["airline", "retail", "telecom", "telecom-no-user"]
 
 

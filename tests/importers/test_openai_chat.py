@@ -151,3 +151,14 @@ class TestCasesAndCounts:
         with pytest.raises(UnsafeRevisionError):
             import_openai_chat(src, tmp_path / "out", revision="../x")
         assert not (tmp_path / "out").exists()
+
+
+def test_later_records_may_repeat_some_case_fields_but_not_change_them(tmp_path: Path) -> None:
+    src = write_lines(tmp_path / "c.jsonl", [
+        _record("A", [], expected_calls=[ORDER], slice="orders"),
+        _record("A", [], expected_calls=[ORDER]),  # repeats one field, same value: fine
+        _record("A", [], slice="refunds"),  # changes one
+        _record("A", [], risk="high"),  # adds one the case does not have
+    ])
+    report = import_openai_chat(src, tmp_path / "out")
+    assert (report.converted, report.skipped) == (2, {"case fields differ from the case's first record": 2})

@@ -133,3 +133,8 @@ def test_omitted_argument_disagreement_is_explained(tmp_path: Path) -> None:
     (verdict,) = compare_action_checks(report.datasets[0], next((report.datasets[0] / "traces").iterdir()))
     assert (verdict.tau2_match, verdict.tooleval_match) == (True, False)
     assert verdict.reason.startswith("the agent omitted verbose")
+    assert report.notes == [
+        "airline: tau2 checked 1 of the agent's reference calls (matched 1); tooleval agrees on 0; 0 user-side checks "
+        "are not scored.",
+        f"airline: task {verdict.case_id} action x_0: tau2 matched, tooleval did not: {verdict.reason}.",
+    ]

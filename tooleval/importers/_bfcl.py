@@ -131,7 +131,10 @@ class _Category:
         elif answer is None:
             raise SkipLine("no possible answer")
         else:
-            calls, rules, merged = answer_calls(answer["ground_truth"])
+            try:
+                calls, rules, merged = answer_calls(answer["ground_truth"])
+            except (ValueError, TypeError, AttributeError, KeyError) as exc:
+                raise SkipLine("possible answer is not [{func: {param: [values]}}]") from exc
             self.merged += bool(merged)
             meta["possible_answer"] = answer["ground_truth"]
         self.add_docs(question.get("function") or [])
@@ -147,11 +150,14 @@ class _Category:
             raise SkipLine("no possible answer")
         docs = self.multi_turn_docs(question.get("involved_classes") or [])
         self.add_docs(list(docs.values()))
+        truths = answer.get("ground_truth")
+        if not isinstance(truths, list) or len(truths) != len(turns):
+            raise SkipLine("question and ground truth have different numbers of turns")
         cases = []
-        for turn, (messages, truth) in enumerate(zip(turns, answer["ground_truth"])):
+        for turn, (messages, truth) in enumerate(zip(turns, truths)):
             try:
                 calls = [parse_call_string(text, docs) for text in truth]
-            except (ValueError, SyntaxError) as exc:
+            except (ValueError, SyntaxError, TypeError) as exc:
                 raise SkipLine(f"ground truth call not parseable ({exc})") from exc
             cases.append({
                 "case_id": f"{question['id']}/turn-{turn}", "input": messages, "expected_calls": calls,

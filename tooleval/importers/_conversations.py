@@ -103,10 +103,14 @@ def _valid_case(value: Any, default_input: Any) -> dict[str, Any] | str:
     return case
 
 
-def _case_identity(case: dict[str, Any]) -> str:
-    """A digest of the case without its ``input`` (trials of one case may open differently)."""
-    text = canonical_json({k: v for k, v in case.items() if k != "input"})
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+def _digests(case: dict[str, Any]) -> dict[str, str]:
+    """A digest of each case field but ``input`` (trials of one case may open differently)."""
+    return {k: hashlib.sha256(canonical_json(v).encode("utf-8")).hexdigest() for k, v in case.items() if k != "input"}
+
+
+def _differs(carried: dict[str, Any], first: dict[str, str]) -> bool:
+    """Whether a record repeats a case field with another value than the case has (or one it lacks)."""
+    return any(first.get(k) != digest for k, digest in _digests(carried).items())
 
 
 class _Writer:
@@ -117,7 +121,7 @@ class _Writer:
         self.agent = agent
         self.cases = stage.jsonl("cases.jsonl") if references is None else None
         self.traces = stage.jsonl(TRACES_FILE)
-        self.identity: dict[str, str] = {}  # case_id -> digest of its first record's case fields
+        self.identity: dict[str, dict[str, str]] = {}  # case_id -> field -> digest, from the case's first record
         self.trials: dict[str, int] = {}
         self.seen: set[tuple[str, int]] = set()
         self.inputs: dict[str, Any] = {}
@@ -157,28 +161,26 @@ class _Writer:
             reference = self.references.get(case_id)
             if reference is None:
                 raise SkipLine("case_id not in --references")
-            if carried and _case_identity({**carried, "case_id": case_id}) != _case_identity(
-                {k: v for k, v in reference.items() if k in carried or k == "case_id"}
-            ):
+            if _differs(carried, _digests(reference)):
                 raise SkipLine("case fields differ from --references")
             self.inputs.setdefault(case_id, fields.get("input", _first_reply(messages)))
             return None
         if case_id in self.identity:
-            if carried:
-                case = _valid_case({**carried, "case_id": case_id}, None)
-                if isinstance(case, str) or _case_identity(case) != self.identity[case_id]:
-                    raise SkipLine("case fields differ from the case's first record")
+            if _differs(carried, self.identity[case_id]):
+                raise SkipLine("case fields differ from the case's first record")
             return None
         if "expected_calls" not in carried:
             raise SkipLine("no reference (no expected_calls and no --references)")
         case = _valid_case({**carried, "case_id": case_id}, fields.get("input", _first_reply(messages)))
         if isinstance(case, str):
             raise SkipLine(case)
-        self.identity[case_id] = _case_identity(case)
+        self.identity[case_id] = _digests(case)
         return case
 
     def _trace(self, case_id: str, trial: int, converted: Converted, where: str) -> dict[str, Any]:
         fields = converted.fields
+        if not isinstance(fields.get("trace_metadata") or {}, dict):
+            raise SkipLine("trace_metadata is not a JSON object")
         metadata = dict(fields.get("trace_metadata") or {})
         metadata.update(converted.metadata)
         metadata.update({k: v for k, v in fields.items() if k not in CASE_FIELDS and k not in TRACE_FIELDS})

@@ -192,7 +192,9 @@ def import_tau2(src: Path, out: Path, *, name: str | None = None, revision: str 
             results files.
 
     Returns:
-        The counts: simulations read and converted, tool calls (the agent's) written, notes.
+        The counts: simulations read and converted, tool calls (the agent's) written, and notes: per dataset,
+        how many of the agent's reference calls tau2 checked and matched and on how many tooleval's verdict agrees,
+        then every disagreement with its reason.
 
     Raises:
         UnsafeRevisionError: ``revision`` is unsafe.
@@ -211,7 +213,25 @@ def import_tau2(src: Path, out: Path, *, name: str | None = None, revision: str 
         folder = domain if mode == "default" else f"{domain}-{mode}"
         report.datasets.append(_write_group(Path(out) / folder, folder, domain, mode, members,
                                             planned[domain, mode], name, revision, report))
+    for dataset in report.datasets:
+        report.notes += _cross_check(dataset)
     return report
+
+
+def _cross_check(dataset: Path) -> list[str]:
+    """One note per dataset comparing tau2's ``action_checks`` with tooleval's verdicts, and one per
+    disagreement with its reason (:func:`tooleval.importers._tau2_checks.compare_action_checks`)."""
+    from tooleval.importers._tau2_checks import compare_action_checks
+
+    verdicts = [v for traces in sorted((dataset / "traces").glob("*.jsonl.gz"))
+                for v in compare_action_checks(dataset, traces)]
+    agent = [v for v in verdicts if v.side == "agent"]
+    differ = [v for v in agent if v.tau2_match != v.tooleval_match]
+    notes = [f"{dataset.name}: tau2 checked {len(agent)} of the agent's reference calls (matched {sum(v.tau2_match for v in agent)}); "
+             f"tooleval agrees on {len(agent) - len(differ)}; {len(verdicts) - len(agent)} user-side checks are not scored."]
+    notes += [f"{dataset.name}: task {v.case_id} action {v.action_id}: tau2 {'matched' if v.tau2_match else 'did not match'}, "
+              f"tooleval {'did' if v.tooleval_match else 'did not'}: {v.reason}." for v in differ]
+    return notes
 
 
 def _group_cases(key: tuple[str, str], members, notes: list[str]) -> dict[str, dict[str, Any]]:
