@@ -105,7 +105,8 @@ def import_(
 @app.command()
 def sql(
     query: Annotated[str, typer.Argument(help="SQL over the views rows, traces and legacy_scalars.")],
-    out: OutOption = Path("results"),
+    out: Annotated[str, typer.Option("--out", help="Results folder, or an fsspec URL (s3://bucket/prefix).")]
+    = "results",
     format_: Annotated[str, typer.Option("--format", help="table (rounded for reading), csv or jsonl (exact).")]
     = "table",
 ) -> None:
@@ -117,18 +118,25 @@ def sql(
 
     import duckdb
 
-    from tooleval.storage import connect
+    from tooleval.storage import as_location, connect
 
     if format_ not in ("table", "csv", "jsonl"):
         err_console.print(f"[bold red]error:[/] unknown --format {format_!r}; use table, csv or jsonl.")
         raise typer.Exit(2)
-    if not out.is_dir():
-        fail(InputFileError(out, None, "no results folder here.", "pass --out with the folder `tooleval run` wrote."))
+    location = as_location(out)
+    if isinstance(location, Path) and not location.is_dir():
+        fail(InputFileError(location, None, "no results folder here.",
+                            "pass --out with the folder `tooleval run` wrote."))
     try:
-        open_results(out)
-        con = connect(out)
+        if isinstance(location, Path):
+            open_results(location)  # a remote --out is read as its commit markers say, never repaired by a reader
+        con = connect(location)
     except InputFileError as exc:
         fail(exc)
+    except (OSError, ImportError, ValueError) as exc:  # no bucket, no credentials, no s3fs
+        fail(InputFileError(None, None, f"cannot read {out} ({type(exc).__name__}: {exc}).",
+                            "check the URL, the credentials in the environment (AWS_ACCESS_KEY_ID, ...), and that "
+                            "the [dask] extra (s3fs) is installed."))
     try:
         cursor = con.execute(query)
     except duckdb.Error as exc:

@@ -41,7 +41,14 @@ def run(
     traces: Annotated[Optional[Path], typer.Option(help="Recorded traces file for the replay agent.")] = None,
     out: OutOption = Path("results"),
     run_id: Annotated[Optional[str], typer.Option("--run-id", help="Run id (default: a new one).")] = None,
-    shard_size: Annotated[int, typer.Option(min=1, help="Rows per shard task.")] = 50,
+    shard_size: Annotated[Optional[int], typer.Option(
+        min=1, help="Rows per shard (content-hashed buckets; default: about 8 shards per worker, 100-20,000 rows).")]
+    = None,
+    workers: Annotated[Optional[int], typer.Option(min=1, help="Parallel shard workers (default: the cores).")]
+    = None,
+    dask_address: Annotated[Optional[str], typer.Option(
+        "--dask-address", help="Run the shards on the existing Dask cluster at tcp://HOST:PORT (README \"Running on "
+        "a cluster\"); workers read the redaction key from their own TOOLEVAL_REDACTION_KEY(_FILE).")] = None,
     slices: Annotated[Optional[str], typer.Option(help="Comma-separated slices: evaluate only their cases.")] = None,
     legacy_only: Annotated[bool, typer.Option("--legacy-only", help="Publish traces and the legacy scalar only.")] = False,
     agent: Annotated[str, typer.Option(help="replay (recorded traces) or openai (a live OpenAI-compatible server).")]
@@ -97,6 +104,10 @@ def run(
             raise InputFileError(None, None, f"unknown agent {agent!r}.", "use --agent replay or --agent openai.")
         else:
             _check_replay_options(ctx)
+        if dask_address is not None:
+            from flows._dask import parse_address
+
+            parse_address(dask_address)
         open_results(out)
         plan = plan_run(dataset, traces, out, run_id, slices=slice_list, agent=live, repeats=repeats,
                         tool_results=tool_results, redact_fields=redact_field, redaction=not no_redaction,
@@ -122,11 +133,13 @@ def run(
             from flows.evaluate import run_evaluate
 
             result, drifted = run_evaluate(
+                rows_hint=plan.index.rows, dask_address=dask_address,
                 dataset=str(dataset), traces=None if traces is None else str(traces), out=str(out),
                 run_id=plan.run_id, shard_size=shard_size, slices=slice_list, legacy_only=legacy_only,
                 agent=live, repeats=repeats, tool_results=None if tool_results is None else str(tool_results),
                 outcome=outcome, redact_fields=redact_field, redaction=not no_redaction,
                 gate_config=None if gate_config is None else str(gate_config), new_redaction_key=new_redaction_key,
+                workers=workers, progress=True,
             )
             expected.append(sum(sum(states.values()) for states in result.stage_states.values()))
     except InputFileError as exc:

@@ -12,6 +12,7 @@ from tooleval.storage._partition import (
     write_partition,
 )
 from tooleval.storage._commit import MARKER, committed_files, document_path, read_marker, recover
+from tooleval.storage._fs import as_location, is_remote
 from tooleval.storage._lease import LeaseHeldError, RunLease, hold_run
 from tooleval.storage._paths import OutFolderError, check_out_folder, encode_name, ensure_dir, write_bytes
 from tooleval.storage._query import PARTITION_TYPES, PARTITIONING, connect, read_table, scan_parquet_sql
@@ -73,4 +74,6 @@ __all__ = [
     "connect",
     "scan_parquet_sql",
     "read_table",
+    "as_location",
+    "is_remote",
 ]

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from tooleval.errors import InputFileError
+from tooleval.storage._fs import Location, tree_of
 from tooleval.storage._lease import RunLease, holder_alive
 from tooleval.storage._paths import OutFolderError, write_bytes
 from tooleval.storage._schema import SCHEMAS
@@ -54,9 +55,10 @@ def read_marker(out: str | Path, run_id: str) -> dict | None:
     Raises:
         InputFileError: the marker exists but is not a marker this tooleval reads.
     """
-    path = marker_path(Path(out), run_id)
+    tree = tree_of(out)
+    path = tree.location(f"runs/{run_id}/{MARKER}")
     try:
-        marker = json.loads(path.read_bytes())
+        marker = json.loads(tree.read_bytes(f"runs/{run_id}/{MARKER}"))
     except FileNotFoundError:
         return None
     except (OSError, ValueError) as exc:
@@ -85,30 +87,37 @@ def unmarked_files(folder: Path) -> list[Path]:
     return sorted(f for f in folder.glob("*.parquet") if not VERSIONED.fullmatch(f.name) and f.is_file())
 
 
-def committed_files(out: str | Path, kind: str, revision: str | None = None, run_id: str | None = None) -> list[Path]:
+def committed_files(out: str | Path, kind: str, revision: str | None = None,
+                    run_id: str | None = None) -> list[Location]:
     """The committed Parquet files of ``kind`` (optionally one revision and/or run), sorted by path.
+
+    Args:
+        out: The results folder, or an fsspec URL (``s3://bucket/prefix``: :mod:`tooleval.storage._fs`).
+
+    Returns:
+        Local paths for a folder, URLs for a remote ``out``.
 
     Raises:
         InputFileError: a run's commit marker is unreadable.
     """
-    out = Path(out)
+    tree = tree_of(out)
     revision_glob = "*" if revision is None else f"dataset_revision={revision}"
     run_glob = "*" if run_id is None else f"run_id={run_id}"
-    files: list[Path] = []
+    files: list[str] = []
     markers: dict[str, dict | None] = {}
-    for folder in sorted((out / kind).glob(f"{revision_glob}/{run_glob}")):
-        if not folder.name.startswith("run_id=") or not folder.is_dir():
+    for folder in tree.folders(f"{kind}/{revision_glob}/{run_glob}"):
+        name = folder.rsplit("/", 1)[-1]
+        if not name.startswith("run_id="):
             continue
-        run = folder.name[len("run_id="):]
+        run = name[len("run_id="):]
         if run not in markers:
             markers[run] = read_marker(out, run)
         marker = markers[run]
         if marker is None:
-            files += unmarked_files(folder)
+            files += [f for f in tree.files(f"{folder}/*.parquet") if not VERSIONED.fullmatch(f.rsplit("/", 1)[-1])]
         else:
-            key = folder.relative_to(out).as_posix()
-            files += [out / name for name in marker.get("partitions", {}).get(key, [])]
-    return sorted(files)
+            files += marker.get("partitions", {}).get(folder, [])
+    return sorted(tree.location(name) for name in files)
 
 
 def _run_of(relpath: str) -> str | None:

@@ -19,6 +19,7 @@ import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
 from tooleval.storage._commit import committed_files
+from tooleval.storage._fs import RemoteTree, is_remote, tree_of
 from tooleval.storage._partition import _check_kind, validate_partition_value
 from tooleval.storage._schema import SCHEMAS, VIEW_NAMES
 
@@ -44,12 +45,13 @@ def scan_parquet_sql(paths_or_glob: str | Path | Sequence[str | Path]) -> str:
 
     Returns:
         SQL text such as ``read_parquet(['/r/rows/*/*/*.parquet'], hive_partitioning=true, ...)``, usable after
-        ``FROM``. Paths are made absolute so the SQL does not depend on the working directory.
+        ``FROM``. Paths are made absolute so the SQL does not depend on the working directory; URLs
+        (``s3://…``) stay as they are (read through the filesystem :func:`connect` registers).
     """
     items = [paths_or_glob] if isinstance(paths_or_glob, (str, Path)) else list(paths_or_glob)
     if not items:
         raise ValueError("scan_parquet_sql needs at least one path or glob")
-    files = ", ".join(_quote(str(Path(item).absolute())) for item in items)
+    files = ", ".join(_quote(item if is_remote(item) else str(Path(item).absolute())) for item in items)
     types = ", ".join(f"{_quote(name)}: {_quote(type_)}" for name, type_ in PARTITION_TYPES.items())
     return f"read_parquet([{files}], hive_partitioning=true, union_by_name=true, hive_types={{{types}}})"
 
@@ -63,7 +65,7 @@ def _empty_select_sql(con: duckdb.DuckDBPyConnection, schema: pa.Schema) -> str:
     return f"SELECT {columns} WHERE false"
 
 
-def connect(out: Path, database: str = ":memory:") -> duckdb.DuckDBPyConnection:
+def connect(out: str | Path, database: str = ":memory:") -> duckdb.DuckDBPyConnection:
     """Open DuckDB with the views ``rows``, ``traces`` and ``legacy_scalars`` over ``out``.
 
     Each view is the current schema's columns (zero rows, in schema order) ``UNION ALL BY NAME`` the committed
@@ -72,7 +74,7 @@ def connect(out: Path, database: str = ":memory:") -> duckdb.DuckDBPyConnection:
     Filters on the partition columns still prune files.
 
     Args:
-        out: The results folder (``--out``). It need not exist.
+        out: The results folder (``--out``), or an fsspec URL such as ``s3://bucket/prefix``. It need not exist.
         database: DuckDB database path; ``":memory:"`` by default.
 
     Returns:
@@ -82,6 +84,11 @@ def connect(out: Path, database: str = ":memory:") -> duckdb.DuckDBPyConnection:
         InputFileError: a run's commit marker is unreadable.
     """
     con = duckdb.connect(database)
+    tree = tree_of(out)
+    if isinstance(tree, RemoteTree):
+        # DuckDB's own s3/gcs support is the httpfs extension, which it downloads from a server these machines
+        # cannot reach; an fsspec filesystem registered with DuckDB serves the URLs instead (issue 10).
+        con.register_filesystem(tree.fs)
     for kind, schema in SCHEMAS.items():
         sql = _empty_select_sql(con, schema)
         files = committed_files(out, kind)
