@@ -3,7 +3,9 @@
 Where the key comes from, in order:
 
 1. ``$TOOLEVAL_REDACTION_KEY`` (its text): what workers of a distributed run and CI secrets use;
-2. ``<out>/redaction.key``, created once per results folder (mode 0600).
+2. ``$TOOLEVAL_REDACTION_KEY_FILE``: a key file each machine can read (its bytes, surrounding whitespace
+   stripped, so ``openssl rand -hex 32 > key`` works); the key itself never travels with a flow or task (issue 10);
+3. ``<out>/redaction.key``, created once per results folder (mode 0600).
 
 A run is redacted with one key, and only that key can rescore it, gate it or check its drift (the key's sha256
 is in ``summary.json``). So a *new* key — no key file yet, or an environment key — is refused where runs made
@@ -23,9 +25,36 @@ from pathlib import Path
 
 from tooleval.errors import InputFileError
 
-__all__ = ["KEY_ENV", "PlannedKey", "plan_key", "persist_key", "recorded_key_digests"]
+__all__ = ["KEY_ENV", "KEY_FILE_ENV", "PlannedKey", "environment_key", "plan_key", "persist_key",
+           "recorded_key_digests"]
 
 KEY_ENV = "TOOLEVAL_REDACTION_KEY"
+KEY_FILE_ENV = "TOOLEVAL_REDACTION_KEY_FILE"
+
+
+def environment_key() -> bytes | None:
+    """The key this process's environment names: ``$TOOLEVAL_REDACTION_KEY``'s text, else the bytes of the file
+    ``$TOOLEVAL_REDACTION_KEY_FILE`` names (surrounding whitespace stripped), else ``None``.
+
+    Raises:
+        InputFileError: the key file is unreadable or empty.
+    """
+    text = os.environ.get(KEY_ENV)
+    if text:
+        return text.encode()
+    name = os.environ.get(KEY_FILE_ENV)
+    if not name:
+        return None
+    path = Path(name)
+    try:
+        key = path.read_bytes().strip()
+    except OSError as exc:
+        raise InputFileError(path, None, f"cannot read the redaction key file named by ${KEY_FILE_ENV} "
+                             f"({exc.strerror or exc}).", "fix the path or its permissions on this machine.") from None
+    if not key:
+        raise InputFileError(path, None, f"the redaction key file named by ${KEY_FILE_ENV} is empty.",
+                             "write the key into it (e.g. openssl rand -hex 32 > FILE).")
+    return key
 
 
 @dataclass(frozen=True)
@@ -70,9 +99,9 @@ def plan_key(out: str | Path, *, new_key: bool = False) -> PlannedKey:
     """
     out = Path(out).absolute()
     path = out / "redaction.key"
-    env = os.environ.get(KEY_ENV)
+    env = environment_key()
     if env:
-        planned = PlannedKey(env.encode(), "env")
+        planned = PlannedKey(env, "env")
     elif path.is_file():
         try:
             return PlannedKey(path.read_bytes(), "file")

@@ -61,15 +61,18 @@ def key_path(out: str | Path) -> Path:
 
 
 def load_key(out: str | Path, *, create: bool = True) -> bytes:
-    """The redaction key: ``$TOOLEVAL_REDACTION_KEY`` (text) or ``<out>/redaction.key`` (created when missing
-    and ``create``).
+    """The redaction key: ``$TOOLEVAL_REDACTION_KEY`` (text), the file ``$TOOLEVAL_REDACTION_KEY_FILE`` names
+    (:func:`tooleval.capture.keys.environment_key`: how Dask workers get it) or ``<out>/redaction.key`` (created
+    when missing and ``create``).
 
     Raises:
         InputFileError: the key file is missing and ``create`` is false.
     """
-    env = os.environ.get("TOOLEVAL_REDACTION_KEY")
+    from tooleval.capture.keys import environment_key
+
+    env = environment_key()
     if env:
-        return env.encode()
+        return env
     path = key_path(out)
     if not path.exists() and not create:
         raise InputFileError(path, None, "the redaction key of these results is missing.",

@@ -34,6 +34,18 @@ def _check_replay_options(ctx: typer.Context) -> None:
                              "drop those options, or pass --agent openai for a live agent.")
 
 
+def _check_cluster_key(no_redaction: bool) -> None:
+    """A cluster run's workers redact with the key of their own environment: the client must have one too (the
+    key never travels as a parameter, and never lands next to the results: issue 10)."""
+    from tooleval.capture.keys import KEY_ENV, KEY_FILE_ENV, environment_key
+
+    if not no_redaction and environment_key() is None:
+        raise InputFileError(None, None, f"--dask-address needs the redaction key in the environment: the workers "
+                             f"read it from their own ${KEY_ENV} or ${KEY_FILE_ENV}, never from the flow.",
+                             f"set {KEY_ENV} (or {KEY_FILE_ENV}=PATH) here and on every Dask worker, "
+                             "or pass --no-redaction.")
+
+
 @app.command()
 def run(
     ctx: typer.Context,
@@ -108,6 +120,7 @@ def run(
             from flows._dask import parse_address
 
             parse_address(dask_address)
+            _check_cluster_key(no_redaction)
         open_results(out)
         plan = plan_run(dataset, traces, out, run_id, slices=slice_list, agent=live, repeats=repeats,
                         tool_results=tool_results, redact_fields=redact_field, redaction=not no_redaction,
