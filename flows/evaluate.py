@@ -3,7 +3,7 @@ legacy scalar path and the drift check beside them.
 
 Each stage is a separate cached task (``tasks/``); the flow plans the run (every file or usage error is raised
 here, before anything is written), runs the stages shard by shard, then publishes the run's partitions and run
-files together (:class:`tooleval.storage.Publication`: staged, then swapped into place). On drift between the
+files together (:class:`tooleval.storage.Publication`: committed at once by the run's marker). On drift between the
 legacy scalar and the row-level path the flow run ends ``Failed`` (its data is still the :class:`RunResult`).
 """
 

@@ -265,3 +265,11 @@ class TestAfterThePlan:
             assert list(elsewhere.iterdir()) == []
         finally:
             shutil.rmtree(elsewhere)
+
+
+def test_the_console_entry_point_exits_2_on_a_usage_error_without_traceback():
+    """``tooleval`` is :func:`tooleval.cli.main` (exit 130 on Ctrl-C): a usage error still prints click's message
+    and exits 2."""
+    done = subprocess.run([sys.executable, "-m", "tooleval.cli", "nosuch"], capture_output=True, text=True,
+                          cwd=REPO, timeout=120)
+    assert done.returncode == 2 and "No such command 'nosuch'" in done.stderr and "Traceback" not in done.stderr

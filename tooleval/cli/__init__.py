@@ -20,14 +20,16 @@ def main() -> None:
     line instead of click's "Aborted!" (exit 1) or a traceback."""
     import sys
 
-    import click
+    import typer
 
     try:
         code = app(standalone_mode=False)
-    except (click.exceptions.Abort, KeyboardInterrupt):
+    except (typer.Abort, KeyboardInterrupt):
         sys.stderr.write("interrupted.\n")
         code = 130
-    except click.exceptions.ClickException as exc:
+    except typer.TyperException as exc:  # usage errors (typer's own click): their message, exit 2
+        if not hasattr(exc, "show"):
+            raise
         exc.show()
-        code = exc.exit_code
+        code = getattr(exc, "exit_code", 2)
     sys.exit(code or 0)
