@@ -19,7 +19,7 @@ from tooleval.runs.plan import DatasetRef
 from tooleval.capture.redaction import RedactionConfig
 from tasks._shared import cached_redactor
 
-_COLUMNS = ["case_id", "trial", "messages_json", "error"]
+_COLUMNS = ["case_id", "trial", "messages_json", "metadata_json", "error"]
 
 
 def _read(files: list[str]) -> list[dict]:
