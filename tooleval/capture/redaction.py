@@ -270,6 +270,11 @@ class Redactor:
             self._collect(value, found)
         self._base = found
 
+    def seed_digest(self) -> str:
+        """sha256 of the base secrets (sorted): what redaction of every trace and reference depends on besides
+        the trace itself (part of the shard cache keys, issue 9)."""
+        return hashlib.sha256(canonical_json(sorted(self._base.items())).encode()).hexdigest()
+
 
 _STRUCTURAL = frozenset(
     f"{prefix}{part}"
@@ -340,11 +345,6 @@ def _form_kind(form: str, token: str, redactor: Redactor) -> str:
     """How a form relates to its secret: ``s`` the string itself, ``n`` a number's JSON, ``e`` an escaped
     string."""
     return next(kind for kind in ("s", "n", "e") if _form_token(kind, form, redactor) == token)
-
-    def seed_digest(self) -> str:
-        """sha256 of the seeded values (raw string -> token, sorted): what free-text redaction of every trace depends
-        on besides the trace itself (part of the shard cache keys, issue 9)."""
-        return hashlib.sha256(canonical_json(sorted(self._base_seen.items())).encode()).hexdigest()
 
 
 def build_redactor(out: str | Path, config: RedactionConfig | None, cases: dict[str, Any]) -> Redactor | None:
