@@ -20,6 +20,7 @@ from prefect import task
 from prefect.cache_policies import NO_CACHE
 from pydantic import BaseModel
 
+from flows._publish import run_stage
 from tasks import capture_shard, generate_shard, legacy_scalar, score_shard
 from tooleval.agents import WorkItem
 from tooleval.runs.drift import drift_partial
@@ -68,24 +69,14 @@ class ShardOutcome(BaseModel):
     drift: dict[str, Any] | None
 
 
-def _has_errors(ref: StageRef) -> bool:
-    table = pq.read_table(ref.path, columns=["error"])
-    return table.num_rows > table.column("error").null_count
-
-
 def _stage(task_: Any, name: str, states: dict[str, str], timing: list[float], *args: Any,
            retry_errors: bool = False, **kwargs: Any) -> Any:
-    """Run one stage task; a cached ref whose file is gone (or, with ``retry_errors``, a cached generation file
-    holding failed items) is recomputed with ``refresh_cache``."""
-    state = task_(*args, return_state=True, **kwargs)
-    ref = state.result()
-    stale = isinstance(ref, StageRef) and not ref.exists()
-    failed = retry_errors and state.name == "Cached" and isinstance(ref, StageRef) and not stale and _has_errors(ref)
-    if stale or failed:
-        state = task_.with_options(refresh_cache=True)(*args, return_state=True, **kwargs)
-        ref = state.result()
-    states[name] = state.name
-    if state.name != "Cached":
+    """Run one stage task (:func:`flows._publish.run_stage`: a stale cached ref is recomputed); record its final
+    state name and, when its body ran, the body's seconds."""
+    counter: Counter = Counter()
+    ref = run_stage(task_, counter, *args, retry_errors=retry_errors, **kwargs)
+    states[name] = next(iter(counter))
+    if states[name] != "Cached":
         timing.append(getattr(ref, "elapsed_s", 0.0))
     return ref
 

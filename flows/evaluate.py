@@ -2,8 +2,10 @@
 legacy scalar path and the drift check beside them.
 
 Each stage is a separate cached task (``tasks/``); the flow plans the run (every file or usage error is raised
-here, before anything is written), runs the stages shard by shard, then publishes the run's partitions and run
-files together (:class:`tooleval.storage.Publication`: committed at once by the run's marker). On drift between the
+here, before anything is written; the plan holds a compact index of keys in content-defined shards,
+:mod:`tooleval.runs.shards`), runs each shard through its stages on the task runner (:mod:`flows._shards`: a
+process pool uses every core), then publishes the run's partitions and run files together
+(:class:`tooleval.storage.Publication`: committed at once by the run's marker). On drift between the
 legacy scalar and the row-level path the flow run ends ``Failed`` (its data is still the :class:`RunResult`).
 """
 

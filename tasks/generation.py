@@ -77,7 +77,10 @@ def generate_shard(
         return dict(record, payload_json=json.dumps(trace, ensure_ascii=False))
 
     if agent.kind == "replay":
-        records = replay_generate(agent, items, offsets, transform=redactor.redact_trace if redactor else None)
+        def redact_line(trace: dict) -> dict:  # the parsed line, redacted before it is serialised once
+            return redactor.redact_trace(trace, loaded.cases.get(str(trace.get("case_id"))))
+
+        records = replay_generate(agent, items, offsets, transform=redact_line if redactor else None)
     else:
         store = GenerationStore(Path(out) / ".tooleval" / "generations")
         records = openai_generate(agent, items, loaded.cases, loaded.tools, executor=_executor(executor),
