@@ -102,3 +102,9 @@ class TestRunOption:
                                      f"tcp://127.0.0.1:{port}"], env=WIDE)
         assert result.exit_code == 2 and f"cannot reach the Dask scheduler at tcp://127.0.0.1:{port}" in result.output
         assert not (out / "rows").exists() and not (out / "runs").exists()
+
+    def test_run_refuses_an_object_storage_out_and_writes_no_local_folder(self, tmp_path, monkeypatch):
+        monkeypatch.chdir(tmp_path)
+        result = runner.invoke(app, ["run", "--out", "s3://bucket/nightly"], env=WIDE)
+        assert result.exit_code == 2 and "only `tooleval sql` reads results on object storage" in result.output
+        assert list(tmp_path.iterdir()) == []

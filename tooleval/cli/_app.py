@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Iterator
@@ -161,9 +162,20 @@ def interrupted() -> None:
 
 def open_results(out: Path) -> None:
     """What every command that reads or writes results does first: finish or discard a publication that an
-    earlier, killed command left half-done, and remove stale staging (:func:`tooleval.storage.recover`)."""
+    earlier, killed command left half-done, and remove stale staging (:func:`tooleval.storage.recover`).
+
+    Raises:
+        InputFileError: ``out`` is a URL (``s3://…``, seen as ``s3:/…`` once made a path): only ``tooleval sql``
+            reads results there; the other commands would write a local folder named ``s3:``.
+    """
     from tooleval.storage import recover
 
+    if re.match(r"[A-Za-z][A-Za-z0-9+.-]+:/", str(out)):
+        raise InputFileError(None, None, f"--out {str(out).replace(':/', '://', 1)}: this command reads and writes a "
+                             "results folder; only `tooleval sql` reads results on object storage so far.",
+                             "run with --out on a folder every Dask worker sees (README \"Running on a cluster\"), "
+                             "copy the published run to the bucket, and query it with `tooleval sql --out URL` "
+                             "(for file://, pass the path itself).")
     if out.is_dir():
         recover(out)
 
