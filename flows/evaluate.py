@@ -148,8 +148,7 @@ def _run_shards(plan: RunPlan, context: ShardContext, workers: int, progress: bo
             for index, shard in enumerate(shards):
                 items, offsets = plan.shard_items(shard)
                 outcomes[index] = run_shard.fn(context, items, offsets, scoring_key(context.scoring_scope, items))
-                for stage in outcomes[index].states:
-                    bar.advance(stage, shard.num_rows)
+                bar.advance(list(outcomes[index].states), shard.num_rows)
             return [outcomes[i] for i in range(len(shards))]
         position, submit = 0, shard_task(run_shard)
         while position < len(shards) or pending:
@@ -162,8 +161,7 @@ def _run_shards(plan: RunPlan, context: ShardContext, workers: int, progress: bo
             index = pending.pop(done)
             outcome = done.result()
             outcomes[index] = outcome
-            for stage in outcome.states:
-                bar.advance(stage, shards[index].num_rows)
+            bar.advance(list(outcome.states), shards[index].num_rows)
     return [outcomes[i] for i in range(len(shards))]
 
 

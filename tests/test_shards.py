@@ -83,10 +83,11 @@ def test_progress_without_a_terminal_prints_plain_lines():
     stream = io.StringIO()
     with StageProgress(["generation", "scoring"], 100, stream=stream, interval=0.0) as bar:
         bar.advance("generation", 60)
-        bar.advance("scoring", 40)
+        bar.advance(["generation", "scoring"], 40)
     lines = stream.getvalue().splitlines()
     assert lines[0].startswith("progress: generation 60/100")
-    assert lines[-1].startswith("done: generation 60/100") and "scoring 40/100" in lines[-1]
+    assert lines[1].startswith("progress: generation 100/100") and "scoring 40/100" in lines[1]
+    assert lines[-1].startswith("done: generation 100/100") and "scoring 40/100" in lines[-1]
     silent = io.StringIO()
     with StageProgress(["generation"], 1, stream=silent, enabled=False) as bar:
         bar.advance("generation", 1)

@@ -57,12 +57,15 @@ class StageProgress:
         """Rows per second of ``stage`` since the start."""
         return self.done[stage] / max(time.monotonic() - self._started, 1e-9)
 
-    def advance(self, stage: str, rows: int) -> None:
-        """Record ``rows`` more rows done in ``stage``."""
-        self.done[stage] += rows
-        if self._rich is not None:
-            self._rich.update(self._tasks[stage], completed=self.done[stage], rate=f"{self.rate(stage):,.0f} rows/s")
-        elif self.enabled and time.monotonic() - self._last_line >= self.interval:
+    def advance(self, stages: str | list[str], rows: int) -> None:
+        """Record ``rows`` more rows done in each of ``stages`` (one name or several: a shard finishes all its
+        stages at once, and a plain line shows them together)."""
+        for stage in [stages] if isinstance(stages, str) else stages:
+            self.done[stage] += rows
+            if self._rich is not None:
+                self._rich.update(self._tasks[stage], completed=self.done[stage],
+                                  rate=f"{self.rate(stage):,.0f} rows/s")
+        if self._rich is None and self.enabled and time.monotonic() - self._last_line >= self.interval:
             self._line()
 
     def _line(self, final: bool = False) -> None:
