@@ -62,7 +62,7 @@ def generate_shard(
     def redact(record: dict) -> dict:
         if redactor is None or record["payload_json"] is None:
             return record
-        trace = redactor.redact_trace(json.loads(record["payload_json"]))
+        trace = redactor.redact_trace(json.loads(record["payload_json"]), loaded.cases.get(record["case_id"]))
         return dict(record, payload_json=json.dumps(trace, ensure_ascii=False))
 
     if agent.kind == "replay":

@@ -16,7 +16,7 @@ from tooleval.runs.legacy import LegacyResult, legacy_score
 from tooleval.runs.plan import DatasetRef
 from tooleval.capture.redaction import RedactionConfig, build_redactor
 
-_COLUMNS = ["case_id", "trial", "messages_json", "error"]
+_COLUMNS = ["case_id", "trial", "messages_json", "metadata_json", "error"]
 
 
 def _read(files: list[str]) -> list[dict]:

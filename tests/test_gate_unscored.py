@@ -12,7 +12,8 @@ from typer.testing import CliRunner
 from conftest import TINY_CASES, TINY_TRACES, write_dataset
 from tooleval.cli import app
 from tooleval.rules import GateConfig, evaluate_gate
-from tooleval.runs.gate import gate_rows
+from tooleval.models import Case
+from tooleval.runs.gate import gate_rows, gate_scope
 
 runner = CliRunner()
 TODAY = date(2026, 1, 1)
@@ -55,6 +56,14 @@ class TestUnscoredRows:
         verdict = evaluate_gate(gate_rows([_scored("A")], SCOPE), config, today=TODAY)
         assert verdict.passed, verdict.reasons
         assert [o.case_id for o in verdict.waived] == ["B"] and [o.case_id for o in verdict.quarantined] == ["C"]
+
+    def test_scope_is_the_dataset_or_the_slices_asked_for(self):
+        cases = {case_id: Case.model_validate({"case_id": case_id, "input": "x", "expected_calls": [], "slice": s})
+                 for case_id, s in SCOPE.items()}
+        assert gate_scope(cases) == SCOPE
+        assert gate_scope(cases, ["refunds"]) == {"A": "refunds"}
+        # a --slices run without a row for its one case fails it; cases of other slices are not its business
+        assert [r["case_id"] for r in gate_rows([], gate_scope(cases, ["refunds"]))] == ["A"]
 
     def test_a_diagnostic_subset_judges_only_its_own_rows(self):
         assert gate_rows([_scored("A")], None) == [_scored("A")]

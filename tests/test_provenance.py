@@ -158,10 +158,10 @@ class TestVersions:
             assert envelopes.column("adapter_calls").null_count == 4  # never invented
             assert rows.column("provenance_status").null_count == 4
 
-    @pytest.mark.parametrize("kind,column,name", [("traces", "envelope_version", "envelope"),
-                                                  ("rows", "row_schema_version", "rows")])
-    def test_newer_version_is_refused_by_name(self, tmp_path, kind, column, name):
-        table = pq.read_table(GOLDEN / f"{name}_v2.parquet")
+    @pytest.mark.parametrize("kind,column,name,current", [("traces", "envelope_version", "envelope", 2),
+                                                          ("rows", "row_schema_version", "rows", 3)])
+    def test_newer_version_is_refused_by_name(self, tmp_path, kind, column, name, current):
+        table = pq.read_table(GOLDEN / f"{name}_v{current}.parquet")
         index = table.schema.get_field_index(column)
         newer = table.set_column(index, column, pc.add(table[column], 1))
         path = tmp_path / "newer.parquet"
@@ -169,7 +169,7 @@ class TestVersions:
         with pytest.raises(InputFileError) as info:
             read_versioned(path, kind)
         message = str(info.value)
-        assert f"{column} 3" in message and str(path) in message and "upgrade tooleval" in message
+        assert f"{column} {current + 1}" in message and str(path) in message and "upgrade tooleval" in message
 
 
 SECRET_CASES = [

@@ -189,6 +189,10 @@ def test_schema_findings_on_the_hand_written_results(verdict_rows) -> None:
     # call of simple_python_6; the malformed call (simple_python_1) is not checked; irrelevance_0's call of
     # determine_body_mass_index is declared, with numbers where floats are expected.
     assert found == {"simple_python_4:unknown_parameter:d": 1, "simple_python_6:unknown_parameter:d": 1}
+    # the scored rows carry the same findings (checked against the imported tools.json while scoring)
+    stored = Counter(f"{row['case_id']}:{f['kind']}:{f['path']}" for row in verdict_rows.values()
+                     for f in row["schema_findings"] or [])
+    assert stored == found
 
 
 def test_unreadable_answers_are_skipped_with_their_reason(tmp_path: Path) -> None:

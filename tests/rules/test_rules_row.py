@@ -39,7 +39,12 @@ def test_columns_fit_the_proposed_arrow_types():
     table = pa.Table.from_pylist([{k: columns[k] for k in PROPOSED.names}], schema=PROPOSED)
     assert table.num_rows == 1
     assert columns["chosen_plan"] == 0 and columns["f1"] == 1.0 and columns["tool_families"] == ["orders", "payments"]
-    assert columns["blocking"] and [v["rule"] for v in columns["violations"]] == ["forbidden_tool"]
+    # the schema is checked on the arguments as sent: "100" is a string for an integer parameter, although the
+    # declared coercion makes it match the reference (an advisory tool_schema violation; f1 stays 1.0)
+    assert [(v["rule"], v["severity"]) for v in columns["violations"]] == [("forbidden_tool", "blocking"),
+                                                                           ("tool_schema", "advisory")]
+    assert columns["blocking"] and columns["mismatch_categories"] == ["schema"]
+    assert [(f["kind"], f["path"]) for f in columns["schema_findings"]] == [("wrong_type", "cents")]
     assert columns["coercions"][0]["to_value"] == "100"
 
 

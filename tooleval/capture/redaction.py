@@ -20,22 +20,22 @@ import hashlib
 import hmac
 import json
 import os
-import re
 import secrets
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, field_validator
 
-from tooleval.canonical import canonical_json
+from tooleval.canonical import canonical_json, strict_json_loads
+from tooleval.capture._secret_text import Replacer, secret_forms, text_pairs
 from tooleval.errors import InputFileError
 
-__all__ = ["DEFAULT_FIELDS", "RedactionConfig", "Redactor", "build_redactor", "key_path", "load_key"]
+__all__ = ["DEFAULT_FIELDS", "MARKER_KEY", "RedactionConfig", "Redactor", "build_redactor", "case_reference_values",
+           "key_path", "load_key"]
 
 DEFAULT_FIELDS = ("api_key", "card_number", "email", "phone")
 """Field names redacted by default (compared case-insensitively)."""
 
-_MIN_TEXT = 4  # shorter raw values are not replaced in free text (too many accidental hits)
 
 
 class RedactionConfig(BaseModel):
@@ -84,15 +84,26 @@ def load_key(out: str | Path, *, create: bool = True) -> bytes:
 
 
 class Redactor:
-    """Applies a :class:`RedactionConfig` with a key. Not thread-safe while :meth:`redact_trace` runs."""
+    """Applies a :class:`RedactionConfig` with a key: one transformation for traces and references alike.
+
+    A **secret** is a value found under a redacted field name (or configured path): in a JSON object at any depth,
+    in JSON text inside a string (argument text, a tool result), or in a ``key: value`` pair of text that is not
+    JSON (:mod:`tooleval.capture._secret_text`). The transformation, given a set of secrets: a value under a
+    redacted field becomes its token; a string holding a secret's text form has it replaced by the secret's
+    token; a number equal to a numeric secret becomes that number's token. Traces are redacted with the run's
+    base secrets (:meth:`seed`: those of the dataset) plus their own; references (expected calls, accepted
+    plans, expected outputs, the case input) with the base secrets plus those of their trace's own secrets that
+    occur in them, which the trace carries as *markers* (kind, length, token: never the value) under
+    ``metadata["tooleval.redaction"]``. So each value gets the same transformation everywhere (DESIGN.md "Trust
+    rules": redaction never changes a score).
+    """
 
     def __init__(self, config: RedactionConfig, key: bytes) -> None:
         self.config = config
         self._key = key
         self._fields = set(config.fields)
         self._paths = set(config.paths)
-        self._seen: dict[str, str] = {}
-        self._base_seen: dict[str, str] = {}
+        self._base: dict[str, str] = {}
         self.redacted_fields: set[str] = set()
 
     @classmethod
@@ -111,166 +122,224 @@ class Redactor:
         digest = hmac.new(self._key, canonical_json(value).encode(), hashlib.sha256).hexdigest()[:16]
         return f"redacted:{digest}"
 
-    def _remember(self, value: Any, token: str) -> None:
-        if isinstance(value, (dict, list)):
-            for item in (value.values() if isinstance(value, dict) else value):
-                self._remember(item, self.token(item))
-            return
-        # Only strings are replaced in free text: a number's digits can sit inside other numbers.
-        if isinstance(value, str) and len(value) >= _MIN_TEXT:
-            self._seen[value] = token
+    def _is_redacted(self, key: str, path: str) -> bool:
+        return key.lower() in self._fields or path.lower() in self._paths
 
-    def redact_json(self, value: Any, path: str = "") -> Any:
-        """Redact a parsed JSON value: redacted fields (at any depth) and configured paths become tokens."""
+    # -- finding secrets -------------------------------------------------------------------------------------
+
+    def _add_secret(self, value: Any, found: dict[str, str]) -> None:
+        for form, leaf in secret_forms(value):
+            found.setdefault(form, self.token(leaf))
+
+    def _collect(self, value: Any, found: dict[str, str], path: str = "") -> None:
+        stack: list[tuple[Any, str]] = [(value, path)]
+        while stack:
+            item, where = stack.pop()
+            if isinstance(item, dict):
+                for key, child in item.items():
+                    child_path = f"{where}.{key}" if where else str(key)
+                    if self._is_redacted(str(key), child_path):
+                        self._add_secret(child, found)
+                    else:
+                        stack.append((child, child_path))
+            elif isinstance(item, list):
+                stack.extend((child, where) for child in item)
+            elif isinstance(item, str):
+                embedded = _embedded_json(item)
+                if embedded is not None:
+                    stack.append((embedded, ""))
+                else:
+                    for _, _, secret, _ in text_pairs(item, lambda k: k in self._fields):
+                        self._add_secret(secret, found)
+
+    # -- the transformation ----------------------------------------------------------------------------------
+
+    def _transform(self, value: Any, replacer: Replacer, path: str = "") -> Any:
         if isinstance(value, dict):
             out = {}
-            for key, item in value.items():
-                child = f"{path}.{key}" if path else str(key)
-                if str(key).lower() in self._fields or child.lower() in self._paths:
-                    self.redacted_fields.add(child)
-                    out[key] = self.token(item)
-                    self._remember(item, out[key])
+            for key, child in value.items():
+                child_path = f"{path}.{key}" if path else str(key)
+                if child_path in _STRUCTURAL:
+                    out[key] = child  # roles, tool names and ids are not data (references' names stay raw too)
+                elif self._is_redacted(str(key), child_path):
+                    self.redacted_fields.add(child_path)
+                    out[key] = self.token(child)
                 else:
-                    out[key] = self.redact_json(item, child)
+                    out[key] = self._transform(child, replacer, child_path)
             return out
         if isinstance(value, list):
-            return [self.redact_json(item, path) for item in value]
+            return [self._transform(child, replacer, path) for child in value]
+        if isinstance(value, str):
+            return self._transform_text(value, replacer)
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            try:
+                form = canonical_json(value)
+            except ValueError:
+                return value
+            return self.token(value) if replacer.holds(form) else value
         return value
 
-    def redact_text(self, text: str) -> str:
-        """Replace every raw string value seen so far wherever it appears verbatim in ``text``."""
-        for raw in sorted(self._seen, key=len, reverse=True):
-            text = text.replace(raw, self._seen[raw])
-        return text
+    def _transform_text(self, text: str, replacer: Replacer) -> str:
+        embedded = _embedded_json(text)
+        if embedded is not None:
+            redacted = self._transform(embedded, replacer)
+            return text if redacted == embedded else json.dumps(redacted, ensure_ascii=False)
+        pieces, last = [], 0
+        for start, end, secret, _ in text_pairs(text, lambda k: k in self._fields):
+            if start < last:
+                continue
+            pieces += [replacer.text(text[last:start]), json.dumps(self.token(secret))]
+            last = end
+        return "".join(pieces) + replacer.text(text[last:])
 
-    def redact_field_pairs(self, text: str) -> str:
-        """Replace ``"field": value`` pairs of redacted fields in text that is not valid JSON (malformed
-        argument text, a truncated tool result)."""
-        if self._fields:
-            names = "|".join(re.escape(f) for f in sorted(self._fields))
-            pattern = re.compile(r'("(?:' + names + r')"\s*:\s*)("(?:[^"\\]|\\.)*"|[-0-9.eE+]+)', re.IGNORECASE)
-            text = pattern.sub(lambda m: m.group(1) + json.dumps(self._token_of_literal(m.group(2))), text)
-        return text
+    def _replacer(self, extra: dict[str, str] | None = None) -> Replacer:
+        return Replacer({**self._base, **(extra or {})})
 
-    def _token_of_literal(self, literal: str) -> str:
-        try:
-            return self.token(json.loads(literal))
-        except ValueError:
-            return self.token(literal)
+    # -- traces ----------------------------------------------------------------------------------------------
 
-    def _redact_argument_text(self, raw: Any) -> Any:
-        if isinstance(raw, dict):
-            return self.redact_json(raw)
-        if not isinstance(raw, str) or not raw.strip():
-            return raw
-        try:
-            parsed = json.loads(raw)
-        except ValueError:
-            return self.redact_field_pairs(raw)  # malformed: kept raw, but not its secrets
-        if not isinstance(parsed, dict):
-            return self.redact_field_pairs(raw)
-        redacted = self.redact_json(parsed)
-        return raw if redacted == parsed else json.dumps(redacted, ensure_ascii=False)
+    def redact_trace(self, trace: dict[str, Any], case: Any = None) -> dict[str, Any]:
+        """Redact a recorded-trace dict (every part of it but ``case_id``, ``trial`` and ``agent``) and record the
+        redacted field paths under ``redacted_fields``.
 
-    def _redact_message(self, message: Any) -> Any:
-        if not isinstance(message, dict):
-            return message
-        message = dict(message)
-        calls = []
-        for call in message.get("tool_calls") or []:
-            call = dict(call)
-            body = dict(call.get("function", call))
-            for key in ("arguments", "args"):
-                if key in body:
-                    body[key] = self._redact_argument_text(body[key])
-            if "function" in call:
-                call["function"] = body
-            else:
-                call = body
-            calls.append(call)
-        if message.get("tool_calls"):
-            message["tool_calls"] = calls
-        content = message.get("content")
-        if isinstance(content, str):
-            try:
-                parsed = json.loads(content) if content.strip()[:1] in ("{", "[") else None
-            except ValueError:
-                parsed = None
-            if isinstance(parsed, (dict, list)):
-                redacted = self.redact_json(parsed)
-                if redacted != parsed:
-                    message["content"] = json.dumps(redacted, ensure_ascii=False)
-            else:
-                message["content"] = self.redact_field_pairs(content)
-        return message
-
-    def _redact_boundary_call(self, call: Any) -> Any:
-        """An adapter or executor record: its arguments (object or text) and its tool result."""
-        if not isinstance(call, dict):
-            return call
-        call = dict(call)
-        for key in ("args", "arguments"):
-            if key in call:
-                call[key] = self._redact_argument_text(call[key])
-        result = call.get("result")
-        if isinstance(result, (dict, list)):
-            call["result"] = self.redact_json(result)
-        elif isinstance(result, str):
-            call["result"] = self._redact_message({"role": "tool", "content": result})["content"]
-        return call
-
-    def redact_messages(self, messages: Any) -> Any:
-        """Redact a conversation (a case input) as :meth:`redact_trace` redacts a request's messages, with only the
-        seeded values for free text: used to compare a redacted request with its case's input."""
-        if isinstance(messages, str):
-            return self.redact_field_pairs(self.redact_text_with(self._base_seen, messages))
-        if not isinstance(messages, list):
-            return messages
-        saved, self._seen = self._seen, dict(self._base_seen)
-        try:
-            redacted = [self._redact_message(m) for m in messages]
-            return json.loads(self.redact_text_with(self._base_seen, json.dumps(redacted, ensure_ascii=False)))
-        finally:
-            self._seen = saved
-
-    @staticmethod
-    def redact_text_with(seen: dict[str, str], text: str) -> str:
-        for raw in sorted(seen, key=len, reverse=True):
-            text = text.replace(raw, seen[raw])
-        return text
-
-    def redact_trace(self, trace: dict[str, Any]) -> dict[str, Any]:
-        """Redact a recorded-trace dict (messages, request, adapter/executor calls, metadata) and record the
-        redacted field paths under ``redacted_fields``. Two passes: structured fields, then free text."""
+        Args:
+            trace: The recorded trace.
+            case: Its :class:`tooleval.models.Case`: the trace's own secrets that occur in the case's references
+                are recorded as markers (see the class docstring) so that scoring redacts the references alike.
+        """
         self.redacted_fields = set()
-        self._seen = dict(self._base_seen)
-        out = dict(trace)
-        out["messages"] = [self._redact_message(m) for m in trace.get("messages") or []]
-        if isinstance(trace.get("request"), dict):
-            request = dict(trace["request"])
-            request["messages"] = [self._redact_message(m) for m in request.get("messages") or []]
-            out["request"] = request
-        for key in ("adapter_calls", "executor_calls"):
-            if isinstance(trace.get(key), list):
-                out[key] = [self._redact_boundary_call(call) for call in trace[key]]
-        if isinstance(trace.get("metadata"), dict):
-            out["metadata"] = self.redact_json(trace["metadata"])
-        text = self.redact_text(json.dumps(out, ensure_ascii=False))
-        result = json.loads(text)
+        keep = {key: trace[key] for key in ("case_id", "trial", "agent") if key in trace}
+        body = {key: value for key, value in trace.items() if key not in keep}
+        own: dict[str, str] = {}
+        self._collect(body, own)
+        own = {form: token for form, token in own.items() if form not in self._base}
+        result = {**keep, **self._transform(body, self._replacer(own))}
+        markers = self._markers(own, case) if case is not None else []
+        if markers:
+            metadata = result.get("metadata") if isinstance(result.get("metadata"), dict) else {}
+            result["metadata"] = {**metadata, MARKER_KEY: {"reference_secrets": markers}}
         result["redacted_fields"] = sorted(self.redacted_fields)
         return result
 
-    def redact_args(self, args: dict[str, Any]) -> dict[str, Any]:
-        """Redact one argument object (reference calls of the dataset)."""
-        return self.redact_json(args)
+    def _markers(self, own: dict[str, str], case: Any) -> list[list[Any]]:
+        texts = _case_texts(case)
+        markers = set()
+        for form, token in own.items():
+            if any(form in text for text in texts):
+                markers.add((_form_kind(form, token, self), len(form), token))
+        return sorted(list(m) for m in markers)
+
+    # -- references ------------------------------------------------------------------------------------------
+
+    def reference_secrets(self, case: Any, markers: Any) -> dict[str, str]:
+        """The trace's own secrets that occur in ``case``'s references, found again from the trace's markers
+        (each substring of the case's texts of a marker's length whose token is the marker's)."""
+        found: dict[str, str] = {}
+        if not isinstance(markers, list) or not markers:
+            return found
+        texts = _case_texts(case)
+        for kind, length, token in markers:
+            for text in texts:
+                for i in range(len(text) - length + 1):
+                    form = text[i:i + length]
+                    if form not in found and _form_token(kind, form, self) == token:
+                        found[form] = token
+        return found
+
+    def redact_reference(self, value: Any, extra: dict[str, str] | None = None) -> Any:
+        """Redact a reference value (argument object, expected output, case input) with the base secrets plus
+        ``extra`` (:meth:`reference_secrets`)."""
+        return self._transform(value, self._replacer(extra))
+
+    def redact_args(self, args: dict[str, Any], extra: dict[str, str] | None = None) -> dict[str, Any]:
+        """Redact one reference argument object (see :meth:`redact_reference`)."""
+        return self.redact_reference(args, extra)
+
+    def redact_json(self, value: Any) -> Any:
+        """Redact a JSON value with the base secrets (:meth:`redact_reference` without a trace's own)."""
+        return self.redact_reference(value)
+
+    def redact_messages(self, messages: Any, extra: dict[str, str] | None = None) -> Any:
+        """Redact a conversation (a case input) as its request is redacted in a trace."""
+        return self.redact_reference(messages, extra)
 
     def seed(self, values: list[Any]) -> None:
-        """Redact these JSON values (e.g. every case's reference arguments and input) once and remember their
-        raw strings, so free text of *every* trace is redacted alike, whichever shard it falls in."""
-        self._seen = {}
+        """Find the secrets of these JSON values (every case's references and input): the base secrets, redacted
+        in *every* trace and reference alike, whichever shard it falls in."""
+        found: dict[str, str] = {}
         for value in values:
-            self.redact_json(value)
-        self._base_seen = dict(self._seen)
+            self._collect(value, found)
+        self._base = found
+
+
+_STRUCTURAL = frozenset(
+    f"{prefix}{part}"
+    for prefix in ("messages.", "request.messages.")
+    for part in ("role", "name", "tool_call_id", "tool_calls.id", "tool_calls.type", "tool_calls.function.name",
+                 "tool_calls.name")
+) | {"adapter_calls.name", "executor_calls.name"}
+"""Trace paths whose strings are structure, never transformed."""
+
+MARKER_KEY = "tooleval.redaction"
+"""Key under a redacted trace's ``metadata`` holding ``{"reference_secrets": [[kind, length, token], ...]}``."""
+
+
+def _embedded_json(text: str) -> Any:
+    """The object or list a string holds as JSON text (argument text, a tool result), else ``None``. Text with a
+    repeated key, ``NaN`` or too deep is not read as JSON: it is kept as text (and stays malformed)."""
+    head = text.lstrip()[:1]
+    if head not in ("{", "["):
+        return None
+    try:
+        value = strict_json_loads(text, unique_keys=True)
+    except (ValueError, RecursionError):
+        return None
+    return value if isinstance(value, (dict, list)) else None
+
+
+def case_reference_values(case: Any) -> list[Any]:
+    """The reference values of a case that redaction must treat like its traces: expected call arguments,
+    accepted plans' arguments, expected outputs and the input."""
+    values: list[Any] = [call.args or {} for plan in case.plans for call in plan]
+    values += list(case.expected_outputs or [])
+    values.append(case.input)
+    return values
+
+
+def _case_texts(case: Any) -> list[str]:
+    texts: list[str] = []
+    stack = case_reference_values(case)
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+        elif isinstance(item, str):
+            texts.append(item)
+        elif isinstance(item, (int, float)) and not isinstance(item, bool):
+            try:
+                texts.append(canonical_json(item))
+            except ValueError:
+                pass
+    return texts
+
+
+def _form_token(kind: str, form: str, redactor: Redactor) -> str | None:
+    try:
+        if kind == "s":
+            return redactor.token(form)
+        if kind == "n":
+            value = json.loads(form)
+            return redactor.token(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+        return redactor.token(json.loads('"' + form + '"'))
+    except ValueError:
+        return None
+
+
+def _form_kind(form: str, token: str, redactor: Redactor) -> str:
+    """How a form relates to its secret: ``s`` the string itself, ``n`` a number's JSON, ``e`` an escaped
+    string."""
+    return next(kind for kind in ("s", "n", "e") if _form_token(kind, form, redactor) == token)
 
 
 def build_redactor(out: str | Path, config: RedactionConfig | None, cases: dict[str, Any]) -> Redactor | None:
@@ -290,9 +359,5 @@ def build_redactor(out: str | Path, config: RedactionConfig | None, cases: dict[
             "restore the results folder's redaction.key, or set TOOLEVAL_REDACTION_KEY to the key the run used.",
         )
     redactor = Redactor(config, key)
-    values: list[Any] = []
-    for case in cases.values():
-        values += [call.args or {} for call in case.expected_calls]
-        values.append(case.input)
-    redactor.seed(values)
+    redactor.seed([value for case in cases.values() for value in case_reference_values(case)])
     return redactor

@@ -69,6 +69,7 @@ def _print_figures(result, s: dict) -> None:
         ("rows with extra calls", "rows_with_extra"), ("rows with duplicates", "rows_with_duplicates"),
         ("rows with malformed calls", "rows_with_malformed"), ("rows without calls", "rows_without_calls"),
         ("mean f1", "mean_f1"), ("mean ragas_tool_call_f1", "mean_ragas_tool_call_f1"), ("errors", "errors"),
+        ("tool schema findings (advisory unless gate.toml blocks the tool)", "schema_findings"),
     ]:
         summary.add_row(label, fmt(s.get(key)))
     provenance = s.get("provenance") or {}

@@ -4,6 +4,9 @@
   (:class:`ArgumentRules`, :class:`RuleMatch`, :class:`Coercion`).
 * Policy checks of one row: :func:`check_policies` -> :class:`Violation` records (13 rules, :data:`RULE_NAMES`),
   with a configurable :class:`ConfirmationDetector` (default :class:`KeywordConfirmation`).
+* Tool schema checks: :func:`schema_findings` -> :class:`SchemaFinding` records (row column ``schema_findings``,
+  mismatch category ``schema``) and rule ``tool_schema``, advisory unless gate.toml's ``[tool_schema]
+  blocking_tools`` names the tool.
 * Both at once for the scoring stage: :func:`evaluate_row` -> :class:`RowRules` (``.columns()``).
 * The gate: :class:`GateConfig` (gate.toml, :func:`load_gate_config`, :func:`load_policy`),
   :func:`evaluate_gate` -> :class:`GateVerdict`, :func:`write_junit`.
@@ -20,6 +23,7 @@ from tooleval.rules._gate_config import (
     Floor,
     GateConfig,
     QuarantineEntry,
+    ToolSchemaGate,
     Waiver,
     load_gate_config,
     load_policy,
@@ -27,6 +31,7 @@ from tooleval.rules._gate_config import (
 from tooleval.rules._junit import write_junit
 from tooleval.rules._match import Coercion, RuleMatch, match_plans, match_with_rules
 from tooleval.rules._policy import RULE_NAMES, PolicyConfig, Violation, check_policies
+from tooleval.rules._schema import FINDING_KINDS, SCHEMA_RULE, SchemaFinding, schema_findings
 from tooleval.rules._row import RowRules, evaluate_row, tool_families
 from tooleval.rules._trajectory import Step, trajectory
 from tooleval.rules._verdict import GateVerdict, RowOutcome, SliceResult
@@ -47,6 +52,11 @@ __all__ = [
     "KeywordConfirmation",
     "Step",
     "trajectory",
+    "FINDING_KINDS",
+    "SCHEMA_RULE",
+    "SchemaFinding",
+    "schema_findings",
+    "ToolSchemaGate",
     "RowRules",
     "evaluate_row",
     "tool_families",

@@ -7,22 +7,37 @@ message carries text was proposed and executed in one breath, so nothing can con
 last user message after that proposal and before the call; there is none when the agent proposed and acted
 without waiting.
 
-The default detector (:class:`KeywordConfirmation`) reads that reply: it is a confirmation when it holds an
-affirmative word or phrase ("yes", "go ahead", "proceed", ...) as whole words, case-insensitively, that is not
-negated (no negation such as "no", "not", "don't" among the three words before it: "not sure", "don't proceed")
-and not part of a non-affirmative phrase ("make sure"). tau-bench's airline policy asks for an explicit "yes"
-before any write (``../shared/data/README.md``). Every word list is configurable in gate.toml
-(``[policy.confirmation]``, see :class:`ConfirmationConfig`), and any callable with the
-:class:`ConfirmationDetector` signature can replace the detector.
+A **structured signal beats words** where the trace has one (issue 11), declared in gate.toml's
+``[policy.confirmation]``: ``signal_tool`` names a tool whose successful call since the last proposal confirms
+(a confirmation dialog, a "confirm" button wired as a tool); ``signal_metadata`` names a key that, on the user's
+reply (top level of the message or under its ``metadata``), holds ``true`` (confirmed) or ``false`` (refused).
+
+Otherwise the default detector (:class:`KeywordConfirmation`) reads the reply with
+:func:`tooleval.rules._replies.read_reply`: clause by clause, the last affirmative decides unless a refusal or a
+deferral follows it; an ambiguous reply is ``unclear`` (a ``missing_confirmation`` whose detail says so).
+tau-bench's airline policy asks for an explicit "yes" before any write (``../shared/data/README.md``). Every word
+list is configurable (:class:`ConfirmationConfig`), and any callable with the :class:`ConfirmationDetector`
+signature can replace the detector.
 """
 
 from __future__ import annotations
 
-import re
 from typing import Any, Protocol
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from tooleval.rules._replies import (
+    DEFAULT_AFFIRMATIVES,
+    DEFAULT_CONDITIONS,
+    DEFAULT_DEFERRALS,
+    DEFAULT_HEDGES,
+    DEFAULT_NEGATIONS,
+    DEFAULT_NOT_AFFIRMATIVE,
+    DEFAULT_REFUSALS,
+    ReplyVerdict,
+    read_reply,
+    words,
+)
 from tooleval.rules._trajectory import message_text
 
 __all__ = [
@@ -30,87 +45,142 @@ __all__ = [
     "ConfirmationConfig",
     "KeywordConfirmation",
     "user_reply_since_proposal",
+    "confirmation_verdict",
     "DEFAULT_AFFIRMATIVES",
     "DEFAULT_NEGATIONS",
     "DEFAULT_NOT_AFFIRMATIVE",
+    "words",
 ]
 
-DEFAULT_AFFIRMATIVES = (
-    "yes", "yeah", "yep", "yup", "confirm", "confirmed", "go ahead", "proceed", "sure", "correct",
-    "please do", "ok", "okay", "absolutely", "sounds good", "do it",
+NEGATION_WINDOW_GONE = (
+    "negation_window was removed (issue 11): a negation now cancels an affirmative anywhere before it in the same "
+    "clause, and never across a clause break (docs/rules.md 'Confirmation'); delete the key."
 )
-DEFAULT_NEGATIONS = ("no", "not", "don't", "dont", "never", "nope", "cannot", "can't", "won't", "isn't", "doesn't")
-DEFAULT_NOT_AFFIRMATIVE = ("make sure", "making sure", "be sure")
-
-_WORD = re.compile(r"[a-z0-9]+(?:'[a-z]+)?")
 
 
-def words(text: str) -> list[str]:
-    """Lower-case word tokens; typographic apostrophes are read as ``'`` (``Don’t`` -> ``don't``)."""
-    return _WORD.findall(text.casefold().replace("\u2019", "'"))
+def _lists(value: tuple[str, ...]):
+    return Field(default_factory=lambda: list(value))
 
 
 class ConfirmationConfig(BaseModel):
-    """``[policy.confirmation]`` in gate.toml: the default detector's word lists."""
+    """``[policy.confirmation]`` in gate.toml: the structured signals and the default detector's word lists."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    affirmatives: list[str] = Field(default_factory=lambda: list(DEFAULT_AFFIRMATIVES))
-    negations: list[str] = Field(default_factory=lambda: list(DEFAULT_NEGATIONS))
-    not_affirmative: list[str] = Field(default_factory=lambda: list(DEFAULT_NOT_AFFIRMATIVE))
-    negation_window: int = Field(default=3, ge=0)
-    """How many words before an affirmative a negation cancels it."""
+    affirmatives: list[str] = _lists(DEFAULT_AFFIRMATIVES)
+    negations: list[str] = _lists(DEFAULT_NEGATIONS)
+    not_affirmative: list[str] = _lists(DEFAULT_NOT_AFFIRMATIVE)
+    deferrals: list[str] = _lists(DEFAULT_DEFERRALS)
+    refusals: list[str] = _lists(DEFAULT_REFUSALS)
+    hedges: list[str] = _lists(DEFAULT_HEDGES)
+    conditions: list[str] = _lists(DEFAULT_CONDITIONS)
+    signal_tool: str | None = None
+    """A tool whose call since the agent's last proposal (with a result not starting ``Error:``) confirms."""
+    signal_metadata: str | None = None
+    """A key of the user's reply (top level or under ``metadata``): ``true`` confirms, ``false`` refuses."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_negation_window(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "negation_window" in data:
+            raise ValueError(NEGATION_WINDOW_GONE)
+        return data
+
+    def word_lists(self) -> dict[str, tuple[str, ...]]:
+        """The lists by name, as :func:`tooleval.rules._replies.read_reply` takes them."""
+        names = ("affirmatives", "negations", "not_affirmative", "deferrals", "refusals", "hedges", "conditions")
+        return {name: tuple(getattr(self, name)) for name in names}
 
 
 class ConfirmationDetector(Protocol):
-    """Decides whether the call made by ``messages[call_message_index]`` was confirmed by the user."""
+    """Decides whether the call made by ``messages[call_message_index]`` was confirmed by the user: ``True`` /
+    ``False``, or a verdict (``"confirmed"``, ``"refused"``, ``"unclear"``, ``"silent"``)."""
 
-    def __call__(self, messages: list[dict[str, Any]], call_message_index: int) -> bool: ...
+    def __call__(self, messages: list[dict[str, Any]], call_message_index: int) -> bool | str: ...
+
+
+def _last_proposal(messages: list[dict[str, Any]], call_message_index: int) -> int:
+    for i in range(call_message_index, -1, -1):
+        m = messages[i]
+        if isinstance(m, dict) and m.get("role") == "assistant" and message_text(m).strip():
+            return i
+    return -1
+
+
+def _user_reply(messages: list[dict[str, Any]], call_message_index: int) -> int | None:
+    for i in range(call_message_index - 1, _last_proposal(messages, call_message_index), -1):
+        m = messages[i]
+        if isinstance(m, dict) and m.get("role") == "user":
+            return i
+    return None
 
 
 def user_reply_since_proposal(messages: list[dict[str, Any]], call_message_index: int) -> tuple[int, str] | None:
     """``(index, text)`` of the user's last message since the agent's last proposal before a call, or ``None``."""
-    proposal = -1
-    for i in range(call_message_index, -1, -1):
+    index = _user_reply(messages, call_message_index)
+    return None if index is None else (index, message_text(messages[index]))
+
+
+def _signal_tool_called(messages: list[dict[str, Any]], call_message_index: int, tool: str) -> bool:
+    start = _last_proposal(messages, call_message_index)
+    for i in range(max(start, 0), call_message_index):
         m = messages[i]
-        if isinstance(m, dict) and m.get("role") == "assistant" and message_text(m).strip():
-            proposal = i
-            break
-    for i in range(call_message_index - 1, proposal, -1):
-        m = messages[i]
-        if isinstance(m, dict) and m.get("role") == "user":
-            return i, message_text(m)
+        if not isinstance(m, dict) or m.get("role") != "assistant":
+            continue
+        calls = [c for c in m.get("tool_calls") or [] if isinstance(c, dict)]
+        results = messages[i + 1:i + 1 + len(calls)]  # tool replies follow in order (ids repeat: use positions)
+        for position, call in enumerate(calls):
+            name = (call.get("function") or call).get("name")
+            result = results[position] if position < len(results) else {}
+            failed = isinstance(result, dict) and message_text(result).startswith("Error:")
+            if name == tool and not failed:
+                return True
+    return False
+
+
+def _metadata_signal(message: dict[str, Any], key: str) -> bool | None:
+    for holder in (message, message.get("metadata")):
+        if isinstance(holder, dict) and isinstance(holder.get(key), bool):
+            return holder[key]
     return None
 
 
-def _spans(tokens: list[str], phrase: str) -> list[int]:
-    parts = words(phrase)
-    return [i for i in range(len(tokens) - len(parts) + 1) if parts and tokens[i:i + len(parts)] == parts]
-
-
 class KeywordConfirmation:
-    """The default detector: an un-negated affirmative in the user's reply since the agent's last proposal."""
+    """The default detector: structured signals first, then the words of the user's reply since the agent's
+    last proposal."""
 
     def __init__(self, config: ConfirmationConfig | None = None) -> None:
         self.config = config or ConfirmationConfig()
+        self._lists = self.config.word_lists()
+
+    def read(self, text: str) -> ReplyVerdict:
+        """The verdict of one user message's words (:func:`tooleval.rules._replies.read_reply`)."""
+        return read_reply(text, self._lists)
 
     def is_affirmative(self, text: str) -> bool:
-        """Whether one user message confirms (see the module docstring)."""
-        cfg = self.config
-        tokens = words(text)
-        blocked: set[int] = set()
-        for phrase in cfg.not_affirmative:
-            for start in _spans(tokens, phrase):
-                blocked.update(range(start, start + len(words(phrase))))
-        negations = {n for n in (" ".join(words(x)) for x in cfg.negations) if n}
-        for phrase in cfg.affirmatives:
-            for start in _spans(tokens, phrase):
-                if start in blocked:
-                    continue
-                if not negations.intersection(tokens[max(0, start - cfg.negation_window):start]):
-                    return True
-        return False
+        """Whether one user message confirms by its words."""
+        return self.read(text) == "confirmed"
 
-    def __call__(self, messages: list[dict[str, Any]], call_message_index: int) -> bool:
-        reply = user_reply_since_proposal(messages, call_message_index)
-        return reply is not None and self.is_affirmative(reply[1])
+    def __call__(self, messages: list[dict[str, Any]], call_message_index: int) -> ReplyVerdict:
+        cfg = self.config
+        if cfg.signal_tool and _signal_tool_called(messages, call_message_index, cfg.signal_tool):
+            return "confirmed"
+        index = _user_reply(messages, call_message_index)
+        if index is None:
+            return "silent"
+        if cfg.signal_metadata:
+            signal = _metadata_signal(messages[index], cfg.signal_metadata)
+            if signal is not None:
+                return "confirmed" if signal else "refused"
+        return self.read(message_text(messages[index]))
+
+
+def confirmation_verdict(detector: ConfirmationDetector, messages: list[dict[str, Any]],
+                         call_message_index: int) -> ReplyVerdict:
+    """A detector's answer as a verdict (``True`` -> ``"confirmed"``, ``False`` -> ``"refused"``)."""
+    answer = detector(messages, call_message_index)
+    if answer is True:
+        return "confirmed"
+    if answer is False:
+        return "refused"
+    return answer  # type: ignore[return-value]

@@ -3,7 +3,8 @@
 Decisions (docs/rules.md "Gate"):
 
 * A row **fails** when it has a blocking violation — severity as recorded on the row unless ``[severity]``
-  re-grades the rule — that no active waiver covers, or (``row_errors_block``) when it could not be scored
+  re-grades the rule, and a ``tool_schema`` violation of a tool named in ``[tool_schema] blocking_tools`` is
+  blocking — that no active waiver covers, or (``row_errors_block``) when it could not be scored
   (rule ``row_error``). Advisory violations never fail; they are counted and reported.
 * **Nothing unscored passes** (DESIGN.md "Trust rules", issue 11): the caller adds one placeholder row
   (:func:`tooleval.runs.gate.unscored_rows`, ``unscored: true``) per case in the run's scope that has no row and per
@@ -25,6 +26,7 @@ from datetime import date
 from typing import Any
 
 from tooleval.rules._gate_config import Floor, GateConfig, Waiver
+from tooleval.rules._schema import SCHEMA_RULE
 from tooleval.rules._verdict import NO_SLICE, GateVerdict, RowOutcome, SliceResult
 
 __all__ = ["evaluate_gate"]
@@ -34,9 +36,16 @@ def _rule_label(rule: str | None) -> str:
     return "all rules" if rule is None else f"rule {rule!r}"
 
 
+def _severity(violation: dict, config: GateConfig) -> str:
+    """The gate's severity of a recorded violation: a schema finding of a blocking tool, else ``[severity]``."""
+    if violation["rule"] == SCHEMA_RULE and violation["tool"] in config.tool_schema.blocking_tools:
+        return "blocking"
+    return config.severity.get(violation["rule"], violation["severity"])
+
+
 def _outcome(row: dict, config: GateConfig, active: list[Waiver], quarantine: dict) -> RowOutcome:
     case_id = str(row["case_id"])
-    violations = [dict(v, severity=config.severity.get(v["rule"], v["severity"])) for v in row.get("violations") or []]
+    violations = [dict(v, severity=_severity(v, config)) for v in row.get("violations") or []]
     if row.get("error") and config.row_errors_block:
         rule = "unscored" if row.get("unscored") else "row_error"
         violations.append({"rule": rule, "severity": "blocking", "tool": None, "detail": str(row["error"])})

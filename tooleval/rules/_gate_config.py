@@ -4,7 +4,8 @@ A dataset ships its own gate.toml; ``tooleval gate --config FILE`` may name anot
 
 * ``[policy]`` — how rows are *checked* (:class:`~tooleval.rules.PolicyConfig`); read from the dataset's own
   gate.toml when the rows are scored.
-* everything else — how the gate *judges* rows: ``[severity]`` per rule, advisory ``[f1]`` thresholds, per-slice
+* everything else — how the gate *judges* rows: ``[severity]`` per rule, ``[tool_schema]`` (the tools whose
+  schema findings block), advisory ``[f1]`` thresholds, per-slice
   floors ``[slices.<slice>]`` and per-tool-family floors ``[families.<family>]``, ``[[waivers]]`` and
   ``[[quarantine]]``.
 
@@ -25,11 +26,11 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from tooleval.errors import InputFileError
 from tooleval.rules._policy import RULE_NAMES, PolicyConfig, Severity
 
-__all__ = ["GATE_RULES", "Floor", "F1Advisory", "Waiver", "QuarantineEntry", "GateConfig", "load_gate_config",
+__all__ = ["GATE_RULES", "Floor", "ToolSchemaGate", "F1Advisory", "Waiver", "QuarantineEntry", "GateConfig", "load_gate_config",
            "load_policy"]
 
 GATE_RULES = RULE_NAMES + ("row_error", "unscored")
-"""Rules the gate knows: the 13 violation rules, ``row_error`` (a row that could not be scored) and ``unscored``
+"""Rules the gate knows: the 14 violation rules (``tool_schema`` included), ``row_error`` (a row that could not be scored) and ``unscored``
 (a case in the run's scope with no row at all, or a trace that made no row: issue 11)."""
 
 
@@ -109,6 +110,21 @@ class QuarantineEntry(BaseModel):
         return {"case": self.case, "owner": self.owner, "reason": self.reason}
 
 
+class ToolSchemaGate(BaseModel):
+    """``[tool_schema]``: schema findings (rule ``tool_schema``) are advisory except for the tools named here."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    blocking_tools: list[str] = Field(default_factory=list)
+    """Tools whose calls block when they depart from their tools.json schema (an undeclared tool: its call's
+    name). ``[severity] tool_schema = "blocking"`` makes every tool's findings block."""
+
+    @field_validator("blocking_tools")
+    @classmethod
+    def _sorted(cls, value: list[str]) -> list[str]:
+        return sorted(set(value))
+
+
 class GateConfig(BaseModel):
     """A whole gate.toml. ``GateConfig()`` is the default gate: every violation blocks, no floors."""
 
@@ -118,6 +134,7 @@ class GateConfig(BaseModel):
     policy: PolicyConfig = Field(default_factory=PolicyConfig)
     severity: dict[str, Severity] = Field(default_factory=dict)
     """Rule -> ``blocking``/``advisory``, overriding the severity recorded on the rows."""
+    tool_schema: ToolSchemaGate = Field(default_factory=ToolSchemaGate)
     row_errors_block: bool = True
     """A row that could not be scored (``error`` set) fails as rule ``row_error``, and a case in scope without a
     row (or a trace that made none) as rule ``unscored``. ``false`` is an explicit opt-out (never the default);

@@ -25,6 +25,7 @@ from tooleval.rules._confirmation import (
     ConfirmationConfig,
     ConfirmationDetector,
     KeywordConfirmation,
+    confirmation_verdict,
     user_reply_since_proposal,
 )
 from tooleval.rules._content import leaked_values, missing_outputs
@@ -36,9 +37,11 @@ __all__ = ["RULE_NAMES", "Severity", "Violation", "PolicyConfig", "check_policie
 RULE_NAMES = (
     "forbidden_tool", "unexpected_tool", "repeated_call", "missing_write", "wrong_write_arguments",
     "f1_below_floor", "required_order", "missing_confirmation", "repeated_side_effect", "call_budget",
-    "required_argument", "missing_output", "leaked_field",
+    "required_argument", "missing_output", "leaked_field", "tool_schema",
 )
-"""Every violation rule, in the order :func:`check_policies` reports them."""
+"""Every violation rule, in the order they are reported: :func:`check_policies` reports the first 13;
+``tool_schema`` (a call departing from its tools.json schema, advisory) comes from
+:func:`tooleval.rules._schema.schema_violations`."""
 
 Severity = Literal["blocking", "advisory"]
 
@@ -191,11 +194,17 @@ def check_policies(
                 done = True
     for s in steps:
         tool = spec(s.call.name)
-        if tool is not None and tool.requires_confirmation and not detect(messages, s.message_index):
+        if tool is None or not tool.requires_confirmation:
+            continue
+        verdict = confirmation_verdict(detect, messages, s.message_index)
+        if verdict != "confirmed":
             reply = user_reply_since_proposal(messages, s.message_index)
             said = "no user reply since the agent's last proposal" if reply is None else \
                 f"the user's reply since the agent's last proposal was {reply[1][:120]!r}"
-            add("missing_confirmation", s.call.name, f"{describe_call(s)} without an explicit confirmation: {said}")
+            why = {"unclear": "unclear: the reply is ambiguous (a person should look)",
+                   "refused": "refused or deferred", "silent": "no confirmation"}.get(verdict, str(verdict))
+            add("missing_confirmation", s.call.name,
+                f"{why}: {describe_call(s)} without an explicit confirmation: {said}")
     succeeded: dict[tuple, int] = {}
     for s in steps:
         tool = spec(s.call.name)

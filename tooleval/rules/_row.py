@@ -14,6 +14,7 @@ from tooleval.rules._arguments import ArgumentRules
 from tooleval.rules._confirmation import ConfirmationDetector
 from tooleval.rules._match import RuleMatch, match_plans
 from tooleval.rules._policy import PolicyConfig, Violation, check_policies
+from tooleval.rules._schema import SchemaFinding, schema_findings, schema_violations
 
 __all__ = ["RowRules", "evaluate_row", "tool_families"]
 
@@ -32,6 +33,9 @@ class RowRules:
     reference_calls: list[Call]
     """The chosen plan's calls (``expected_calls`` unless an accepted plan scored higher)."""
     tool_families: list[str]
+    schema_findings: list[SchemaFinding] | None = None
+    """Observed calls against their tools.json schemas (issue 13): evidence only, never an f1 change; ``None``
+    when the dataset declares no tools (nothing to check against)."""
 
     @property
     def blocking(self) -> bool:
@@ -40,7 +44,8 @@ class RowRules:
 
     def columns(self) -> dict[str, Any]:
         """Row columns: the rule-aware metric columns (same names and shapes as today) plus ``violations``,
-        ``blocking``, ``coercions``, ``chosen_plan``, ``reference_calls`` and ``tool_families``."""
+        ``blocking``, ``coercions``, ``chosen_plan``, ``reference_calls``, ``tool_families`` and
+        ``schema_findings``; ``mismatch_categories`` gains ``schema`` when a call departs from its schema."""
         m = self.match
         return {
             "missing_calls": [c.to_record() for c in m.missing_calls],
@@ -55,13 +60,14 @@ class RowRules:
             "recall": m.recall,
             "f1": m.f1,
             "exact_match": m.exact_match,
-            "mismatch_categories": list(m.mismatch_categories),
+            "mismatch_categories": list(m.mismatch_categories) + (["schema"] if self.schema_findings else []),
             "violations": [v.to_record() for v in self.violations],
             "blocking": self.blocking,
             "coercions": [c.to_record() for c in m.coercions],
             "chosen_plan": m.chosen_plan,
             "reference_calls": [c.to_record() for c in self.reference_calls],
             "tool_families": list(self.tool_families),
+            "schema_findings": None if self.schema_findings is None else [f.to_record() for f in self.schema_findings],
         }
 
 
@@ -88,12 +94,15 @@ def evaluate_row(
             passes them redacted with the traces' key, plan 0 first).
 
     Raises:
-        ValueError: when ``observed`` is not the call sequence of ``messages`` (score the row as an error).
+        ValueError: when ``observed`` is not the call sequence of ``messages``, or a tool's ``parameters`` is not a
+            valid JSON Schema (score the row as an error).
     """
     rules = ArgumentRules.for_case(case, tools)
     plans = case.plans if plans is None else plans
     match, chosen = match_plans(plans, observed, rules)
     violations = check_policies(case, tools, messages, observed, match, policy=policy, confirmation=confirmation,
                                 plans=plans)
+    findings = schema_findings(observed, tools) if tools else None
+    violations += schema_violations(findings or [], observed)
     families = tool_families([*plans[chosen], *observed], tools)
-    return RowRules(match, violations, list(plans[chosen]), families)
+    return RowRules(match, violations, list(plans[chosen]), families, findings)

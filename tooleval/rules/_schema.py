@@ -9,24 +9,36 @@ canonical arguments; required and unknown parameters are checked here, at every 
 is still an error for BFCL. Malformed calls (argument text that is not a JSON object) are not checked: they are
 already ``malformed``. A dataset without tools.json has nothing to check against: no findings.
 
-Pure functions; the scoring stage decides where the findings go.
+Where the findings go (wired by :func:`tooleval.rules.evaluate_row`): the row column ``schema_findings``, the
+mismatch category ``schema`` (never an f1 or exact-match change: the call is still matched as made), and one
+``tool_schema`` violation per call with findings — advisory unless gate.toml's ``[tool_schema] blocking_tools``
+names the tool (docs/rules.md).
+
+Cost: a validator is compiled once per tool schema per process (:func:`validator_for`), not per call or per row.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from jsonschema import Draft202012Validator
+from jsonschema.exceptions import SchemaError
 
 from tooleval.canonical import _key_path
 from tooleval.models import Call, ToolSpec
+from tooleval.rules._policy import Violation, describe_call
 
-__all__ = ["FINDING_KINDS", "SchemaFinding", "schema_findings"]
+__all__ = ["FINDING_KINDS", "SCHEMA_RULE", "SchemaFinding", "schema_findings", "schema_violations", "validator_for"]
 
 FindingKind = Literal["undeclared_tool", "missing_required", "unknown_parameter", "wrong_type"]
 FINDING_KINDS: tuple[str, ...] = ("undeclared_tool", "missing_required", "unknown_parameter", "wrong_type")
+SCHEMA_RULE = "tool_schema"
+"""The violation rule of a call with schema findings (advisory by default)."""
+_KIND_LABELS = {"undeclared_tool": "undeclared tool", "missing_required": "missing required parameter",
+                "unknown_parameter": "unknown parameter", "wrong_type": "wrong type"}
 
 
 @dataclass(frozen=True)
@@ -80,6 +92,39 @@ def _types(args: dict[str, Any], validator: Draft202012Validator) -> list[tuple[
             for error in validator.iter_errors(args) if error.validator == "type"]
 
 
+_COMPILED: dict[str, Draft202012Validator] = {}
+"""Validators by canonical schema text: a tools.json loaded again (another shard) reuses the compiled one."""
+_BY_SPEC: dict[int, tuple[ToolSpec, Draft202012Validator]] = {}
+"""Validators by ``id(spec)`` (the spec is held, so its id is not reused): no schema serialisation per call."""
+_CACHE_LIMIT = 4096
+
+
+def validator_for(spec: ToolSpec) -> Draft202012Validator:
+    """The compiled validator of ``spec.parameters``, built once per tool schema per process.
+
+    Raises:
+        ValueError: ``parameters`` is not a valid JSON Schema (names the tool; the row is scored as an error).
+    """
+    hit = _BY_SPEC.get(id(spec))
+    if hit is not None and hit[0] is spec:
+        return hit[1]
+    text = json.dumps(spec.parameters, sort_keys=True, default=str)
+    validator = _COMPILED.get(text)
+    if validator is None:
+        try:
+            Draft202012Validator.check_schema(spec.parameters)
+        except SchemaError as exc:
+            raise ValueError(f"tools.json: the parameters of tool {spec.name!r} are not a valid JSON Schema "
+                             f"({exc.message}); fix that schema") from None
+        if len(_COMPILED) >= _CACHE_LIMIT:
+            _COMPILED.clear()
+        validator = _COMPILED[text] = Draft202012Validator(spec.parameters)
+    if len(_BY_SPEC) >= _CACHE_LIMIT:
+        _BY_SPEC.clear()
+    _BY_SPEC[id(spec)] = (spec, validator)
+    return validator
+
+
 def schema_findings(calls: list[Call], tools: Mapping[str, ToolSpec]) -> list[SchemaFinding]:
     """Check observed calls against the declared tool schemas.
 
@@ -89,10 +134,12 @@ def schema_findings(calls: list[Call], tools: Mapping[str, ToolSpec]) -> list[Sc
 
     Returns:
         Findings in call order, then by path. A tool with no ``parameters`` is checked for declaration only.
+
+    Raises:
+        ValueError: a tool's ``parameters`` is not a valid JSON Schema (:func:`validator_for`).
     """
     if not tools:
         return []
-    validators: dict[str, Draft202012Validator] = {}
     findings: list[SchemaFinding] = []
     for index, call in enumerate(calls):
         if call.malformed:
@@ -104,9 +151,28 @@ def schema_findings(calls: list[Call], tools: Mapping[str, ToolSpec]) -> list[Sc
         schema = spec.parameters
         if not schema:
             continue
-        if call.name not in validators:
-            validators[call.name] = Draft202012Validator(schema)
-        found = _structure(call.args or {}, schema, "") + _types(call.args or {}, validators[call.name])
+        found = _structure(call.args or {}, schema, "") + _types(call.args or {}, validator_for(spec))
         found.sort(key=lambda finding: (finding[1], finding[0]))
         findings += [SchemaFinding(index, call.name, kind, path, detail) for kind, path, detail in found]
     return findings
+
+
+def schema_violations(findings: list[SchemaFinding], calls: list[Call]) -> list[Violation]:
+    """One advisory ``tool_schema`` violation per call with findings (gate.toml may make a tool's blocking).
+
+    Args:
+        findings: :func:`schema_findings` of ``calls``.
+        calls: The observed calls the findings index into.
+
+    Returns:
+        Violations in call order; ``detail`` is ``call #n name(args): kind at path; ...`` (n 1-based).
+    """
+    by_call: dict[int, list[SchemaFinding]] = {}
+    for finding in findings:
+        by_call.setdefault(finding.call_index, []).append(finding)
+    out: list[Violation] = []
+    for index, found in by_call.items():
+        what = "; ".join(f"{_KIND_LABELS[f.kind]}{f' at {f.path}' if f.path else ''} ({f.detail})" for f in found)
+        out.append(Violation(SCHEMA_RULE, "advisory", found[0].tool,
+                             f"call #{index + 1} {describe_call(calls[index])}: {what}"))
+    return out

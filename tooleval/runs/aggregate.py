@@ -4,6 +4,10 @@ Zero-call rows count: list lengths go through ``coalesce(len(x), 0)`` because Du
 aggregates skip empty and NULL lists (handed case H16). ``failures_by_tool`` counts, per tool name, the missing
 calls (fn), the extra calls (fp) and the wrong-argument pairs; a wrong-argument pair is also one missing and one
 extra call, so ``sum(missing) == fn`` and ``sum(extra) == fp``.
+
+Tool schema findings (issue 13, row column ``schema_findings``) are counted apart from the failures: a call that
+departs from its schema is still matched as made, so they never move f1, fp or fn. Rows written before the column
+existed (row schema version < 3) count as not checked.
 """
 
 from __future__ import annotations
@@ -12,7 +16,7 @@ from typing import Any
 
 import duckdb
 
-__all__ = ["summarize_rows"]
+__all__ = ["summarize_rows", "has_column"]
 
 _FIGURES = """
 SELECT
@@ -47,9 +51,39 @@ SELECT tool, what, count(*) AS n FROM failures GROUP BY ALL ORDER BY tool, what
 """
 
 
+_SCHEMA = """
+SELECT
+  count(*) FILTER (WHERE schema_findings IS NOT NULL) AS rows_schema_checked,
+  count(*) FILTER (WHERE len(schema_findings) > 0) AS rows_with_schema_findings,
+  coalesce(sum(len(schema_findings)), 0) AS schema_findings
+FROM {source}
+"""
+
+_SCHEMA_BY_TOOL = """
+SELECT f.tool, f.kind, count(*) AS n FROM (SELECT unnest(schema_findings) AS f FROM {source}) GROUP BY ALL
+ORDER BY 1, 2
+"""
+
 _BY_OWNER = """
 SELECT failure_owner, count(*) FROM {source} WHERE failure_owner IS NOT NULL GROUP BY ALL ORDER BY 1
 """
+
+
+def has_column(con: duckdb.DuckDBPyConnection, source: str, name: str) -> bool:
+    """True when the rows in ``source`` have column ``name`` (partitions of an older row schema may lack it)."""
+    return name in [d[0] for d in con.execute(f"SELECT * FROM {source} LIMIT 0").description]
+
+
+def _schema_figures(con: duckdb.DuckDBPyConnection, source: str) -> dict[str, Any]:
+    if not has_column(con, source, "schema_findings"):
+        return {"rows_schema_checked": 0, "rows_with_schema_findings": 0, "schema_findings": 0,
+                "schema_findings_by_tool": {}}
+    checked, with_findings, findings = con.execute(_SCHEMA.format(source=source)).fetchone()
+    by_tool: dict[str, dict[str, int]] = {}
+    for tool, kind, n in con.execute(_SCHEMA_BY_TOOL.format(source=source)).fetchall():
+        by_tool.setdefault(tool, {})[kind] = int(n)
+    return {"rows_schema_checked": int(checked), "rows_with_schema_findings": int(with_findings),
+            "schema_findings": int(findings), "schema_findings_by_tool": by_tool}
 
 
 def summarize_rows(source: str, connection: duckdb.DuckDBPyConnection | None = None) -> dict[str, Any]:
@@ -63,11 +97,15 @@ def summarize_rows(source: str, connection: duckdb.DuckDBPyConnection | None = N
     Returns:
         ``{rows, exact_match_rows, expected_calls, observed_calls, tp, fp, fn, rows_with_missing,
         rows_with_extra, rows_with_duplicates, rows_with_malformed, rows_without_calls, rows_with_errors,
-        mean_f1, mean_ragas_tool_call_f1, failures_by_tool, failures_by_owner, provenance}``; counts are
+        mean_f1, mean_ragas_tool_call_f1, failures_by_tool, failures_by_owner, provenance, rows_schema_checked,
+        rows_with_schema_findings, schema_findings, schema_findings_by_tool}``; counts are
         ints, means floats in [0, 1] or ``None`` when no row was scored; ``failures_by_tool`` maps tool name to
         ``{"missing": n, "extra": n, "wrong_args": n}``; ``failures_by_owner`` maps a failure owner (agent,
         adapter, executor, evaluation_platform) to its row count; ``provenance`` counts rows by
-        ``provenance_status`` (``missing`` rows are never counted as a provenance pass).
+        ``provenance_status`` (``missing`` rows are never counted as a provenance pass);
+        ``schema_findings`` counts tool schema findings (``rows_schema_checked``: rows whose calls were checked,
+        i.e. the dataset has a tools.json) and ``schema_findings_by_tool`` maps tool name to ``{kind: n}``
+        (kinds: :data:`tooleval.rules.FINDING_KINDS`).
     """
     con = connection or duckdb.connect()
     cursor = con.execute(_FIGURES.format(source=source))
@@ -89,4 +127,5 @@ def summarize_rows(source: str, connection: duckdb.DuckDBPyConnection | None = N
         "missing": figures.pop("provenance_missing"),
         "mismatch": figures.pop("provenance_mismatch"),
     }
+    figures.update(_schema_figures(con, source))
     return figures

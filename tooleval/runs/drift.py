@@ -133,7 +133,7 @@ def recheck_run(run: Any, *, tolerance: float = DEFAULT_TOLERANCE) -> dict[str, 
 
         raise InputFileError(run.out / "rows", None, f"run {run.run_id!r} has no rows (a --legacy-only run?): "
                              "there is no row-level path to compare.", "run it without --legacy-only first.")
-    envelopes = read("traces", ["case_id", "trial", "messages_json", "error"])
+    envelopes = read("traces", ["case_id", "trial", "messages_json", "metadata_json", "error"])
     legacy = legacy_score(envelopes, run.dataset.cases, str(run.summary.get("versions", {}).get("scorer")),
                           run.redactor())
     rows = read("rows", ["case_id", "trial", "ragas_tool_call_f1", "ragas_version", "scorer_version"])

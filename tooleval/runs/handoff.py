@@ -16,6 +16,7 @@ from typing import Any
 import pyarrow as pa
 
 from tooleval.errors import InputFileError
+from tooleval.scoring.rows import trace_reference_secrets
 from tooleval.runs.published import PublishedRun
 from tooleval.storage import Publication, encode_name, read_versioned
 
@@ -66,8 +67,11 @@ def write_handoff(run: PublishedRun, case_id: str, trial: int | None = None) -> 
     envelopes = {(e["case_id"], e["trial"]): e for e in _select(run, "traces", case_id, trial)}
     case = run.dataset.cases[case_id].model_dump(mode="json")
     redactor = run.redactor()
-    if redactor is not None:
-        case = json.loads(redactor.redact_text(json.dumps(redactor.redact_json(case), ensure_ascii=False)))
+    if redactor is not None:  # as the references were redacted for these rows (their traces' own secrets too)
+        extra: dict[str, str] = {}
+        for envelope in envelopes.values():
+            extra.update(trace_reference_secrets(redactor, run.dataset.cases[case_id], envelope))
+        case = redactor.redact_reference(case, extra)
     folders = []
     with Publication(run.out) as publication:
         for row in sorted(rows, key=lambda r: r["trial"]):

@@ -19,6 +19,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from tooleval.canonical import strict_json_loads
+from tooleval.scoring.rows import reference_calls, trace_reference_secrets
 from tooleval.models import Case
 from tooleval.scoring.ragas_metric import ragas_tool_call_f1_many, ragas_version
 
@@ -91,7 +92,8 @@ def legacy_score(
     """Compute the legacy scalar over a run's envelopes.
 
     Args:
-        envelopes: Envelope records (``case_id``, ``trial``, ``messages_json``, ``error``).
+        envelopes: Envelope records (``case_id``, ``trial``, ``messages_json``, ``error`` and, for a redacted run,
+            ``metadata_json``).
         cases: The dataset's cases by id (the reference calls). An envelope of an unknown case is skipped.
         scorer_version: Recorded beside the value (the drift check attributes differences by version).
         redactor: The redactor the traces went through (:class:`tooleval.capture.redaction.Redactor`), so that the
@@ -109,10 +111,9 @@ def legacy_score(
         per_row.append(LegacyRow(case_id=envelope["case_id"], trial=envelope["trial"], value=None))
         if envelope.get("error") is not None or envelope.get("messages_json") is None:
             continue
-        reference = [
-            {"name": c.name, "args": redactor.redact_args(c.args or {}) if redactor else c.args or {}}
-            for c in case.expected_calls
-        ]
+        extra = trace_reference_secrets(redactor, case, envelope)
+        reference = [{"name": c.name, "args": c.args or {}} for c in reference_calls(case.expected_calls, redactor,
+                                                                                      extra)]
         pending.append((len(per_row) - 1, reference, legacy_calls(envelope["messages_json"])))
     values = ragas_tool_call_f1_many([(reference, observed) for _, reference, observed in pending])
     for (index, _, _), value in zip(pending, values):

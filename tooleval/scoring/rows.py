@@ -16,12 +16,13 @@ from tooleval.capture.envelope import boundary_calls, digest_ok, envelope_calls
 from tooleval.models import Call, Case, ToolSpec
 from tooleval.capture.provenance import failure_owner, first_divergent_boundary, input_key, join_check
 from tooleval.scoring.ragas_metric import ragas_args, ragas_tool_call_f1_many, ragas_version
-from tooleval.capture.redaction import Redactor
+from tooleval.capture.redaction import MARKER_KEY, Redactor
 from tooleval.rules import PolicyConfig, evaluate_row
 from tooleval.storage import ROW_SCHEMA_VERSION
 from tooleval.versions import scorer_version
 
-__all__ = ["score_envelopes", "row_skeleton", "reference_calls", "case_inputs"]
+__all__ = ["score_envelopes", "row_skeleton", "reference_calls", "case_inputs", "redacted_case",
+           "trace_reference_secrets"]
 
 
 def _recorded_reward(envelope: dict[str, Any]) -> float | None:
@@ -32,12 +33,37 @@ def _recorded_reward(envelope: dict[str, Any]) -> float | None:
     return float(reward)
 
 
-def reference_calls(calls: list[Call], redactor: Redactor | None) -> list[Call]:
-    """Reference calls (a case's ``expected_calls`` or an accepted plan), redacted with the same key as the traces
-    when redaction is on."""
+def reference_calls(calls: list[Call], redactor: Redactor | None, extra: dict[str, str] | None = None) -> list[Call]:
+    """Reference calls (a case's ``expected_calls`` or an accepted plan), redacted as the traces were when
+    redaction is on (``extra``: the trace's own secrets in the references, :func:`trace_reference_secrets`)."""
     if redactor is None:
         return list(calls)
-    return [Call.from_raw(c.name, redactor.redact_args(c.args or {})) for c in calls]
+    return [Call.from_raw(c.name, redactor.redact_args(c.args or {}, extra)) for c in calls]
+
+
+def trace_reference_secrets(redactor: Redactor | None, case: Case, envelope: dict[str, Any]) -> dict[str, str]:
+    """The trace's own secrets that occur in ``case``'s references (from the markers its redaction left in
+    ``metadata_json``; :meth:`tooleval.capture.redaction.Redactor.reference_secrets`)."""
+    if redactor is None or not envelope.get("metadata_json"):
+        return {}
+    metadata = json.loads(envelope["metadata_json"])
+    marker = metadata.get(MARKER_KEY) if isinstance(metadata, dict) else None
+    return redactor.reference_secrets(case, marker.get("reference_secrets") if isinstance(marker, dict) else None)
+
+
+def redacted_case(case: Case, redactor: Redactor | None, extra: dict[str, str] | None = None) -> Case:
+    """``case`` with its references (expected calls, accepted plans, expected outputs, input) redacted as its
+    trace was, so that every rule compares like with like and no detail quotes a raw secret."""
+    if redactor is None:
+        return case
+    plans = [reference_calls(plan, redactor, extra) for plan in case.plans]
+    return case.model_copy(update={
+        "expected_calls": plans[0],
+        "accepted_plans": plans[1:] if case.accepted_plans is not None else None,
+        "expected_outputs": None if case.expected_outputs is None else
+        [redactor.redact_reference(text, extra) for text in case.expected_outputs],
+        "input": redactor.redact_messages(case.input, extra),
+    })
 
 
 def case_inputs(cases: dict[str, Case], redactor: Redactor | None) -> dict[str, list[str]]:
@@ -148,13 +174,15 @@ def score_envelopes(
     ragas_inputs: list[tuple[list[dict], list[dict]]] = []
     ragas_rows: list[int] = []
     for envelope in envelopes:
-        case = cases[envelope["case_id"]]
-        plans = [reference_calls(plan, redactor) for plan in case.plans]
+        extra = trace_reference_secrets(redactor, cases[envelope["case_id"]], envelope)
+        case = redacted_case(cases[envelope["case_id"]], redactor, extra)
+        plans = case.plans
         expected = plans[0]
         row = row_skeleton(case, envelope, expected)
+        row_inputs = inputs if not extra else {**inputs, input_key(case.input) or "": [case.case_id]}
         rows.append(row)
         if row["error"] is not None:
-            _provenance(row, envelope, inputs, [])
+            _provenance(row, envelope, row_inputs, [])
             continue
         observed = envelope_calls(envelope)
         messages = json.loads(envelope["messages_json"]) if envelope.get("messages_json") else None
@@ -162,10 +190,10 @@ def score_envelopes(
             rules = evaluate_row(case, tools or {}, messages, observed, policy=policy, plans=plans)
         except ValueError as exc:  # the stored calls are not the messages' calls: the envelope is inconsistent
             row["error"] = f"scoring_error: {exc}"
-            _provenance(row, envelope, inputs, observed)
+            _provenance(row, envelope, row_inputs, observed)
             continue
         row.update(observed_calls=[call.to_record() for call in observed], **rules.columns())
-        _provenance(row, envelope, inputs, observed)
+        _provenance(row, envelope, row_inputs, observed)
         ragas_inputs.append(
             (
                 [{"name": c.name, "args": ragas_args(c)} for c in expected],

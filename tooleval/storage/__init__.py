@@ -28,6 +28,7 @@ from tooleval.storage._schema import (
     SCHEMAS,
     VIEW_NAMES,
     WRONG_ARGS_TYPE,
+    SCHEMA_FINDING_TYPE,
     table_from_rows,
 )
 
@@ -51,6 +52,7 @@ __all__ = [
     "read_versioned",
     "CALL_TYPE",
     "WRONG_ARGS_TYPE",
+    "SCHEMA_FINDING_TYPE",
     "ROW_SCHEMA_VERSION",
     "ENVELOPE_VERSION",
     "EXECUTOR_CALL_TYPE",

@@ -29,6 +29,7 @@ import pyarrow as pa
 __all__ = [
     "CALL_TYPE",
     "WRONG_ARGS_TYPE",
+    "SCHEMA_FINDING_TYPE",
     "EXECUTOR_CALL_TYPE",
     "ROW_SCHEMA_VERSION",
     "ENVELOPE_VERSION",
@@ -41,11 +42,12 @@ __all__ = [
     "table_from_rows",
 ]
 
-ROW_SCHEMA_VERSION = 2
+ROW_SCHEMA_VERSION = 3
 """Version of :data:`ROW_SCHEMA`; bump on any change of a column's meaning or type (added columns too).
 
 History: 1 — the foundation columns; 2 — provenance (``provenance_status``, ``provenance_detail``,
-``first_divergent_boundary``, ``failure_owner``, ``tool_schema_version``) and policy columns. Readers refuse a
+``first_divergent_boundary``, ``failure_owner``, ``tool_schema_version``) and policy columns; 3 — tool schema
+checks (``schema_findings``, the mismatch category ``schema`` and the violation rule ``tool_schema``). Readers refuse a
 newer version and read older ones through :mod:`tooleval.storage._versions`."""
 
 ENVELOPE_VERSION = 2
@@ -99,6 +101,18 @@ COERCION_TYPE = pa.struct(
 )
 """One applied argument coercion (a declared per-field rule), values as canonical JSON text."""
 
+SCHEMA_FINDING_TYPE = pa.struct(
+    [
+        ("call_index", pa.int32()),
+        ("tool", pa.string()),
+        ("kind", pa.string()),
+        ("path", pa.string()),
+        ("detail", pa.string()),
+    ]
+)
+"""One way an observed call departs from its tools.json schema (:class:`tooleval.rules.SchemaFinding`): ``kind``
+is ``undeclared_tool`` | ``missing_required`` | ``unknown_parameter`` | ``wrong_type``; ``call_index`` 0-based."""
+
 ROW_SCHEMA = pa.schema(
     [
         ("dataset_revision", pa.string()),
@@ -144,6 +158,8 @@ ROW_SCHEMA = pa.schema(
         ("chosen_plan", pa.int32()),
         ("reference_calls", _CALLS),
         ("tool_families", pa.list_(pa.string())),
+        # tool schema checks (issue 13): [] when checked and clean, null when not checked (no tools.json, v<3)
+        ("schema_findings", pa.list_(SCHEMA_FINDING_TYPE)),
     ]
 )
 """One row per (case, trial) under ``rows/`` (DESIGN.md "Row columns"). Ratios are unrounded, in [0, 1]."""

@@ -11,6 +11,8 @@ Migrations:
   and redacted field names were not recorded: they read as null (never invented).
 * rows 1 -> 2: provenance and policy columns read as null; ``provenance_status`` is null, not ``missing``,
   because version-1 rows never looked.
+* rows 2 -> 3: ``schema_findings`` reads as null (never checked), not ``[]`` (checked and clean); their
+  ``mismatch_categories`` and ``violations`` stay as written (no ``schema`` / ``tool_schema`` entries).
 """
 
 from __future__ import annotations

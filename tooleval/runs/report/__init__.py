@@ -1,5 +1,5 @@
 """``runs/<run>/report.html``: one self-contained page per run (headline counts, slice and tool-family tables,
-the worst failing rows with their evidence, and Vega-Lite plots built with Altair, their JavaScript inlined).
+the worst failing rows with their evidence, the tool schema findings, and Vega-Lite plots built with Altair, their JavaScript inlined).
 
 :func:`build_report` is what publication calls with the staged rows; :func:`report_for_run` rebuilds the page
 of a published run (``tooleval report --run-id R``).
@@ -24,13 +24,17 @@ _HEADLINE = [
     ("false negative calls (fn)", "fn"), ("blocking rows", "blocking_rows"), ("waived rows", "waived_rows"),
     ("quarantined rows", "quarantined_rows"), ("rows with errors", "rows_with_errors"),
     ("mean f1", "mean_f1"), ("mean ragas_tool_call_f1", "mean_ragas_tool_call_f1"),
+    ("tool schema findings", "schema_findings"), ("rows with schema findings", "rows_with_schema_findings"),
 ]
 
 
 def _row_view(row: dict[str, Any]) -> dict[str, Any]:
     calls = [*(row["missing_calls"] or []), *(row["extra_calls"] or []), *(row["wrong_args"] or [])]
     violations = row["violations"] or []
-    return {**row, "tools": sorted({c["name"] for c in calls} | {v["tool"] for v in violations if v["tool"]}),
+    findings = row.get("schema_findings") or []
+    return {**row, "tools": sorted({c["name"] for c in calls} | {v["tool"] for v in violations if v["tool"]}
+                                   | {f["tool"] for f in findings}),
+            "schema_findings": findings,
             "categories": list(row["mismatch_categories"] or []) + (["error"] if row["error"] else []),
             "blocking_rules": sorted({v["rule"] for v in violations if v["severity"] == "blocking"}),
             "violations": violations}
@@ -46,7 +50,7 @@ def build_report(rows_source: str, summary: dict[str, Any], drift: dict[str, Any
         summary: The run's ``summary.json`` content.
         drift: The run's ``drift.json`` content, or ``None`` (a legacy-only run).
         out: Results folder (the trend panel reads the other runs' summaries there).
-        limit: Failing rows listed (the worst first).
+        limit: Failing rows listed (the worst first), and tool schema findings listed.
 
     Returns:
         The HTML text (UTF-8; ~1 MB, most of it the inlined vega-embed bundle).
@@ -74,6 +78,9 @@ def build_report(rows_source: str, summary: dict[str, Any], drift: dict[str, Any
         run_id=summary["run_id"], summary=summary, headline=headline, charts=list(specs), specs=specs,
         groups=gate.get("slices") or [], rows=views, failing=failing,
         tools=sorted({t for v in views for t in v["tools"]}),
+        schema_by_tool=summary.get("schema_findings_by_tool") or {},
+        schema_checked=summary.get("rows_schema_checked"),
+        findings=_data.schema_findings(con, rows_source, limit), finding_limit=limit,
         slices=sorted({v["slice"] for v in views if v["slice"] is not None}),
         categories=sorted({c for v in views for c in v["categories"]}),
         gate_label="-" if not gate else ("PASS" if gate.get("passed") else "FAIL"),

@@ -13,7 +13,10 @@ from typing import Any
 
 import duckdb
 
-__all__ = ["WORST_ROWS", "CASE_LIMIT", "f1_histogram", "worst_rows", "case_trials", "run_history"]
+from tooleval.runs.aggregate import has_column
+
+__all__ = ["WORST_ROWS", "CASE_LIMIT", "f1_histogram", "worst_rows", "schema_findings", "case_trials",
+           "run_history"]
 
 WORST_ROWS = 500
 """Failing rows the report lists (the worst first: blocking, then error, then lowest F1)."""
@@ -29,7 +32,7 @@ WHERE value IS NOT NULL GROUP BY ALL ORDER BY metric, bin
 
 _WORST = """
 SELECT case_id, trial, slice, f1, ragas_tool_call_f1, exact_match, blocking, error, mismatch_categories,
-       missing_calls, extra_calls, wrong_args, violations, tool_families, trace_digest
+       missing_calls, extra_calls, wrong_args, violations, tool_families, trace_digest, {findings} AS schema_findings
 FROM {source}
 WHERE error IS NOT NULL OR coalesce(blocking, false) OR NOT coalesce(exact_match, false)
 ORDER BY coalesce(blocking, false) DESC, error IS NULL, f1 NULLS FIRST, case_id, trial
@@ -39,6 +42,13 @@ LIMIT {limit}
 _FAILING = """
 SELECT count(*) FROM {source}
 WHERE error IS NOT NULL OR coalesce(blocking, false) OR NOT coalesce(exact_match, false)
+"""
+
+_FINDINGS = """
+SELECT case_id, trial, f.call_index + 1 AS call, f.tool, f.kind, f.path, f.detail
+FROM (SELECT case_id, trial, unnest(schema_findings) AS f FROM {source})
+ORDER BY f.tool, f.kind, case_id, trial, call, f.path
+LIMIT {limit}
 """
 
 _CASES = """
@@ -73,9 +83,22 @@ def worst_rows(con: duckdb.DuckDBPyConnection, source: str, limit: int = WORST_R
     Returns:
         ``(rows, failing)``: row records (call lists as lists of dicts) and the count of all failing rows.
     """
-    rows = _records(con, _WORST.format(source=source, limit=int(limit)))
+    findings = "schema_findings" if has_column(con, source, "schema_findings") else "NULL"  # row schema < 3
+    rows = _records(con, _WORST.format(source=source, limit=int(limit), findings=findings))
     failing = con.execute(_FAILING.format(source=source)).fetchone()[0]
     return rows, int(failing)
+
+
+def schema_findings(con: duckdb.DuckDBPyConnection, source: str, limit: int = WORST_ROWS) -> list[dict[str, Any]]:
+    """Tool schema findings of the run's rows (issue 13), by tool and kind, at most ``limit``.
+
+    Returns:
+        ``[{"case_id", "trial", "call" (1-based), "tool", "kind", "path", "detail"}]``; ``[]`` for rows written
+        before the ``schema_findings`` column existed.
+    """
+    if not has_column(con, source, "schema_findings"):
+        return []
+    return _records(con, _FINDINGS.format(source=source, limit=int(limit)))
 
 
 def case_trials(con: duckdb.DuckDBPyConnection, source: str, limit: int = CASE_LIMIT) -> list[dict[str, Any]]:

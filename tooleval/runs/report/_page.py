@@ -10,6 +10,8 @@ from typing import Any
 
 import jinja2
 
+from tooleval.rules import FINDING_KINDS
+
 __all__ = ["render_page", "javascript_bundle"]
 
 
@@ -97,6 +99,31 @@ tooleval {{ summary.versions.tooleval }}, ragas {{ summary.versions.ragas }}; ga
 </table>
 {% endfor %}
 
+<h2>Tool schema findings</h2>
+{% if not schema_checked %}
+<p id="schema-note">No call was checked: the dataset has no tools.json (or the rows predate the check).</p>
+{% else %}
+<p id="schema-note">Observed calls checked against their tools.json schemas in {{ schema_checked }} row(s):
+{{ summary.schema_findings }} finding(s) in {{ summary.rows_with_schema_findings }} row(s). Findings never change
+f1; they are advisory unless gate.toml's <code>[tool_schema] blocking_tools</code> names the tool.</p>
+{% endif %}
+<table id="table-schema">
+<tr><th>tool</th>{% for k in finding_kinds %}<th>{{ k }}</th>{% endfor %}</tr>
+{% for tool, counts in schema_by_tool | dictsort %}
+<tr><td>{{ tool }}</td>{% for k in finding_kinds %}<td class="num">{{ counts.get(k, 0) }}</td>{% endfor %}</tr>
+{% endfor %}
+</table>
+{% if findings %}
+<table id="schema-findings">
+<tr><th>case</th><th>trial</th><th>call #</th><th>tool</th><th>kind</th><th>path</th><th>detail</th></tr>
+{% for f in findings %}
+<tr><td>{{ f.case_id }}</td><td class="num">{{ f.trial }}</td><td class="num">{{ f.call }}</td><td>{{ f.tool }}</td>
+<td>{{ f.kind }}</td><td><code>{{ f.path }}</code></td><td>{{ f.detail }}</td></tr>
+{% endfor %}
+</table>
+<p>{{ findings | length }} finding(s) listed (at most {{ finding_limit }}).</p>
+{% endif %}
+
 <h2>Failing rows</h2>
 <p id="failing-note">{{ failing }} failing row(s) (an error, blocking, or not an exact match); {{ rows | length }}
 shown, the worst first.</p>
@@ -135,6 +162,8 @@ shown, the worst first.</p>
 {% if r.wrong_args %}<p>wrong arguments:</p><ul>{% for w in r.wrong_args %}<li><code>{{ w.name }}</code> differs at
 <code>{{ (w.paths or []) | join(", ") }}</code>: expected <code>{{ w.expected_args_json }}</code>, observed
 <code>{{ w.observed_args_json }}</code></li>{% endfor %}</ul>{% endif %}
+{% if r.schema_findings %}<p>tool schema findings:</p><ul>{% for f in r.schema_findings %}<li>call #{{ f.call_index + 1 }}
+<code>{{ f.tool }}</code> {{ f.kind }}{% if f.path %} at <code>{{ f.path }}</code>{% endif %}: {{ f.detail }}</li>{% endfor %}</ul>{% endif %}
 {% if r.violations %}<p>violations:</p><ul>{% for v in r.violations %}<li>{{ v.severity }} <code>{{ v.rule }}</code>
 {{ v.tool | fmt }}: {{ v.detail }}</li>{% endfor %}</ul>{% endif %}
 <p>trace digest <code>{{ r.trace_digest | fmt }}</code>; hand it to its owner:
@@ -181,4 +210,4 @@ applyFilters();
 
 def render_page(**context: Any) -> str:
     """Render the report page; ``context`` is what :func:`tooleval.runs.report.build_report` assembles."""
-    return _TEMPLATE.render(bundle=javascript_bundle(), **context)
+    return _TEMPLATE.render(bundle=javascript_bundle(), finding_kinds=FINDING_KINDS, **context)

@@ -1,0 +1,119 @@
+"""The confirmation rule on replies written by the team (issue 11 section 3): ``tests/golden/confirmation_replies.tsv``
+holds each reply with the verdict a person gives it. The accuracy is printed; every miss fails unless it is one
+of the documented limitations below (also listed in docs/rules.md "Confirmation")."""
+
+from __future__ import annotations
+
+import pytest
+
+from conftest import GOLDEN
+from tooleval.rules import ConfirmationConfig, KeywordConfirmation
+from tooleval.rules._gate_config import GateConfig
+from tooleval.rules._replies import clauses
+
+LIMITATIONS: dict[str, str] = {}
+"""Reply -> why the rule reads it wrongly (documented in docs/rules.md); empty: no known miss in the set."""
+
+
+def _labelled() -> list[tuple[str, str, str]]:
+    rows = []
+    for line in (GOLDEN / "confirmation_replies.tsv").read_text(encoding="utf-8").splitlines():
+        if line.strip() and not line.startswith("#"):
+            verdict, reply, what = line.split("\t")
+            rows.append((verdict, reply, what))
+    return rows
+
+
+LABELLED = _labelled()
+
+
+def test_the_set_is_large_and_covers_every_kind():
+    verdicts = [v for v, _, _ in LABELLED]
+    assert len(LABELLED) >= 80
+    assert {v: verdicts.count(v) for v in sorted(set(verdicts))} == {
+        "confirmed": 46, "refused": 31, "silent": 4, "unclear": 18}
+    kinds = " ".join(what for _, _, what in LABELLED)
+    for kind in ("affirmation", "refusal", "deferral", "condition", "question back", "earlier clause", "French",
+                 "German", "Spanish"):
+        assert kind in kinds
+
+
+def test_accuracy_on_the_labelled_replies(capsys):
+    detector = KeywordConfirmation()
+    misses = [(reply, verdict, detector.read(reply)) for verdict, reply, _ in LABELLED
+              if detector.read(reply) != verdict]
+    accuracy = 1 - len(misses) / len(LABELLED)
+    with capsys.disabled():
+        print(f"\nconfirmation replies: {len(LABELLED) - len(misses)}/{len(LABELLED)} right, "
+              f"accuracy {accuracy:.4f}")
+    unexplained = [m for m in misses if m[0] not in LIMITATIONS]
+    assert unexplained == []
+
+
+@pytest.mark.parametrize(("reply", "verdict"), [
+    ("Sure, though please don't go ahead until Monday.", "refused"),
+    ("Nope, nothing else to add. Yes, go ahead.", "confirmed"),
+    ("Never mind the receipt; yes, change it.", "confirmed"),
+])
+def test_the_issue_examples(reply, verdict):
+    assert KeywordConfirmation().read(reply) == verdict
+
+
+def test_clauses_follow_punctuation_and_conjunctions():
+    assert clauses("Sure, though please don't go ahead until Monday.") == [
+        (0, ["sure"]), (0, ["please", "don't", "go", "ahead", "until", "monday"])]
+    assert clauses("Nope. Yes, go ahead!") == [(0, ["nope"]), (1, ["yes"]), (1, ["go", "ahead"])]
+    assert clauses("Which one? The first") == [(0, ["which", "one", "?"]), (1, ["the", "first"])]
+
+
+class TestNegationWindow:
+    def test_negation_window_is_refused_with_a_pointer(self):
+        with pytest.raises(ValueError, match="negation_window was removed .* same clause"):
+            ConfirmationConfig(negation_window=3)
+
+    def test_in_gate_toml_it_is_a_file_error(self, tmp_path):
+        from tooleval.errors import InputFileError
+        from tooleval.rules import load_gate_config
+
+        path = tmp_path / "gate.toml"
+        path.write_text("[policy.confirmation]\nnegation_window = 3\n")
+        with pytest.raises(InputFileError, match="negation_window was removed"):
+            load_gate_config(path)
+
+    def test_a_negation_far_before_the_affirmative_in_its_clause_still_counts(self):
+        # the old window of 3 words missed this one: "don't" is 4 words before "go ahead"
+        assert KeywordConfirmation().read("I don't think you should go ahead") == "refused"
+
+
+BOOK = {"role": "assistant", "content": None,
+        "tool_calls": [{"id": "1", "type": "function", "function": {"name": "book", "arguments": "{}"}}]}
+
+
+def _conversation(*turns: dict) -> list[dict]:
+    return [{"role": "user", "content": "Book HAT1"}, {"role": "assistant", "content": "Shall I book HAT1?"},
+            *turns]
+
+
+class TestStructuredSignals:
+    def test_metadata_beats_words_both_ways(self):
+        detector = KeywordConfirmation(ConfirmationConfig(signal_metadata="confirmed"))
+        yes_words_no_click = _conversation({"role": "user", "content": "yes", "metadata": {"confirmed": False}}, BOOK)
+        assert detector(yes_words_no_click, 3) == "refused"
+        click = _conversation({"role": "user", "content": "hmm", "confirmed": True}, BOOK)
+        assert detector(click, 3) == "confirmed"
+        no_signal = _conversation({"role": "user", "content": "yes"}, BOOK)
+        assert detector(no_signal, 3) == "confirmed"  # words decide when the message has no signal
+
+    def test_a_successful_confirmation_tool_call_confirms(self):
+        ask = {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "9", "type": "function", "function": {"name": "confirm_action", "arguments": "{}"}}]}
+        detector = KeywordConfirmation(ConfirmationConfig(signal_tool="confirm_action"))
+        assert detector(_conversation(ask, {"role": "tool", "content": "ok"}, BOOK), 4) == "confirmed"
+        failed = _conversation(ask, {"role": "tool", "content": "Error: declined"}, BOOK)
+        assert detector(failed, 4) == "silent"
+
+    def test_gate_toml_declares_them(self):
+        config = GateConfig.from_toml('[policy.confirmation]\nsignal_tool = "confirm_action"\n'
+                                      'signal_metadata = "confirmed"\n')
+        assert config.policy.confirmation.signal_tool == "confirm_action"
+        assert config.policy.confirmation.signal_metadata == "confirmed"
