@@ -5,6 +5,8 @@ from __future__ import annotations
 import logging
 import os
 import re
+import signal
+import threading
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Iterator
@@ -119,6 +121,8 @@ def prefect_session(out: Path, expected_task_runs: list[int] | None = None) -> I
     for name in ("prefect.task_runs", "prefect.flow_runs"):
         if not any(isinstance(f, _UserErrorFilter) for f in logging.getLogger(name).filters):
             logging.getLogger(name).addFilter(_UserErrorFilter())
+    late: list[int] = []  # a Ctrl-C that something inside Prefect caught, so the command went on
+    previous = _count_interrupts(late)
     with temporary_settings(updates=updates), tags(server.holder_tag()):
         try:
             server.crash_dead_runs()
@@ -126,9 +130,26 @@ def prefect_session(out: Path, expected_task_runs: list[int] | None = None) -> I
         except KeyboardInterrupt:
             stopped = True
         finally:
-            _settle(server, stopped, expected_task_runs)
+            if previous is not None:
+                signal.signal(signal.SIGINT, previous)
+            _settle(server, stopped or bool(late), expected_task_runs)
     if stopped:
         interrupted()
+    if late:
+        interrupted("interrupted after the command finished its work (what it published is complete).")
+
+
+def _count_interrupts(seen: list[int]):
+    """Install a SIGINT handler that notes each Ctrl-C before raising KeyboardInterrupt as usual (main thread
+    only); returns the previous handler, or None when none was installed."""
+    if threading.current_thread() is not threading.main_thread():
+        return None
+
+    def note(signum, frame):
+        seen.append(signum)
+        raise KeyboardInterrupt
+
+    return signal.signal(signal.SIGINT, note)
 
 
 class _UserErrorFilter(logging.Filter):
@@ -154,9 +175,9 @@ def _settle(server, stopped: bool, expected: list[int] | None) -> None:
         logging.getLogger(__name__).warning("could not confirm the Prefect records of this command: %s", exc)
 
 
-def interrupted() -> None:
+def interrupted(message: str = "interrupted: nothing of this command was published.") -> None:
     """Ctrl-C: one line, no traceback, exit 130 (128 + SIGINT)."""
-    err_console.print("interrupted: nothing of this command was published.")
+    err_console.print(message)
     raise typer.Exit(130)
 
 
