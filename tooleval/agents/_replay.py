@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict
 
 from tooleval.capture.recorded import (TraceLine, iter_trace_lines, parse_trace, read_trace_line,
                                        trace_line_problem)
-from tooleval.errors import RowError
+from tooleval.errors import InputFileError, RowError
 
 __all__ = ["ReplayAgentConfig", "WorkItem", "replay_generate"]
 
@@ -46,12 +46,20 @@ class WorkItem(BaseModel):
 
 def _lines_at(path: Path, offsets: list[int], numbers: list[int]) -> Iterator[TraceLine]:
     """The trace lines that start at ``offsets`` (bytes; ``numbers`` are their 1-based line numbers), in file
-    order (one pass, seeking forward), read like :func:`tooleval.capture.recorded.iter_trace_lines` reads them."""
+    order (one pass, seeking forward), read like :func:`tooleval.capture.recorded.iter_trace_lines` reads them.
+
+    Raises:
+        InputFileError: a line is no longer JSON (the file changed since the plan indexed it).
+    """
     with path.open("rb") as handle:
         for offset, number in sorted(zip(offsets, numbers)):
             handle.seek(offset)
-            line = read_trace_line(number, handle.readline().decode("utf-8"))
-            if line is not None and isinstance(line.data, dict):  # the plan checked every line already
+            line = read_trace_line(number, handle.readline().decode("utf-8", errors="replace"))
+            if line is None:  # the plan read this line as JSON: the file changed under the run
+                raise InputFileError(path, number, "not valid JSON, although it was when the run was planned: the "
+                                     "traces file changed under the run.", "leave the traces file alone while a "
+                                     "run reads it, then rerun.")
+            if isinstance(line.data, dict):
                 yield line
 
 
