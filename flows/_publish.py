@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections import Counter
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -17,7 +17,7 @@ from pydantic import BaseModel
 from flows._artifacts import publish_artifacts
 from tasks import aggregate_rows
 from tooleval.runs.catalog import STAGES_FILE
-from tooleval.runs.drift import check_drift
+from tooleval.runs.drift import check_drift, drift_report
 from tooleval.dataset import load_dataset_cached
 from tooleval.runs.gate import gate_config_for, gate_rows, gate_scope, run_gate, write_junit
 from tooleval.runs.legacy import LegacyResult, legacy_record, stage_legacy
@@ -75,20 +75,64 @@ def run_stage(task: Any, states: Counter, *args: Any, retry_errors: bool = False
     return ref
 
 
-def _concat(refs: list[StageRef], schema: pa.Schema, run_id: str) -> pa.Table:
-    tables = [pq.read_table(ref.path, schema=schema) for ref in refs]
-    table = pa.concat_tables(tables) if tables else schema.empty_table()
-    index = table.schema.get_field_index("run_id")
-    return table.set_column(index, "run_id", pa.array([run_id] * table.num_rows, pa.string()))
+def _tables(refs: list[StageRef], schema: pa.Schema) -> Iterator[pa.Table]:
+    """The stage files one at a time (a partition is streamed shard by shard, never concatenated)."""
+    for ref in refs:
+        yield pq.read_table(ref.path, schema=schema)
 
 
-def _row_errors(rows: pa.Table) -> list[dict]:
-    return [
-        {"kind": r["error"].split(":", 1)[0], "case_id": r["case_id"], "trial": r["trial"], "message": r["error"],
-         "path": None, "line": None}
-        for r in rows.select(["case_id", "trial", "error"]).to_pylist()
-        if r["error"] is not None
-    ]
+def _row_errors(refs: list[StageRef]) -> list[dict]:
+    errors = []
+    for ref in refs:
+        table = pq.read_table(ref.path, columns=["case_id", "trial", "error"])
+        if table.column("error").null_count == table.num_rows:
+            continue
+        errors += [
+            {"kind": r["error"].split(":", 1)[0], "case_id": r["case_id"], "trial": r["trial"],
+             "message": r["error"], "path": None, "line": None}
+            for r in table.to_pylist() if r["error"] is not None
+        ]
+    return errors
+
+
+_GATE_COLUMNS = ["dataset_revision", "case_id", "trial", "slice", "violations", "error", "missing_calls",
+                 "extra_calls", "wrong_args", "f1", "exact_match", "fp", "fn", "tool_families", "blocking",
+                 "recorded_reward"]
+"""The row columns the gate, its JUnit report and the variability figures read (the call lists, the evidence
+and the provenance columns stay in the Parquet files: the flow holds only these)."""
+
+
+def _gate_records(refs: list[StageRef], run_id: str) -> list[dict]:
+    records = []
+    for ref in refs:
+        for record in pq.read_table(ref.path, columns=_GATE_COLUMNS).to_pylist():
+            record["run_id"] = run_id
+            records.append(record)
+    return records
+
+
+SUMMARY_ROWS = 100
+"""Rows listed in ``summary.json`` per gate list (failing, waived, quarantined): the worst first (lowest F1,
+unscored rows first); the rest are counted (``<list>_count``, and per rule and slice in ``gate.counts``)."""
+
+
+def _listed_worst(gate: dict[str, Any]) -> dict[str, Any]:
+    for key in ("failing_rows", "waived", "quarantined"):
+        rows = gate[key]
+        gate[f"{key}_count"] = len(rows)
+        if len(rows) > SUMMARY_ROWS:
+            worst = sorted(rows, key=lambda r: (r.get("f1") is not None, r.get("f1") or 0.0,
+                                                str(r.get("case_id")), r.get("trial") or 0))
+            gate[key] = worst[:SUMMARY_ROWS]
+    return gate
+
+
+def _drift(legacy: LegacyResult, row_refs: list[StageRef], partials: list[dict] | None) -> dict[str, Any]:
+    if partials is not None:
+        return drift_report(partials, legacy)
+    columns = ["case_id", "trial", "ragas_tool_call_f1", "ragas_version", "scorer_version"]
+    new_rows = [r for ref in row_refs for r in pq.read_table(ref.path, columns=columns).to_pylist()]
+    return check_drift(legacy, new_rows)
 
 
 def publish_run(
@@ -108,6 +152,8 @@ def publish_run(
     outcome: str = "gate",
     gate_config: str | None = None,
     publish_legacy: bool = True,
+    drift_partials: list[dict[str, Any]] | None = None,
+    legacy_pass: bool = True,
     generation_refs: list[StageRef] | None = None,
 ) -> RunResult | State:
     """Aggregate, check drift, run the gate and publish one run: ``traces``, ``rows`` and ``legacy`` partitions,
@@ -116,6 +162,11 @@ def publish_run(
     ``publish_legacy=False`` (a diagnostic subset, e.g. ``tooleval rescore --case``) and a ``--slices`` run keep
     their legacy scalar out of ``legacy/`` — the old dashboards would read a partial mean under the run's name —
     while the drift check still runs on what was scored (``drift.json`` names the slices).
+
+    The ``traces`` and ``rows`` partitions are written one Parquet file per shard, read one stage file at a
+    time. ``drift_partials`` (one :func:`tooleval.runs.drift.drift_partial` per shard, computed in the workers)
+    spare the flow the legacy per-row values; without them ``legacy.per_row`` is compared with the rows.
+    ``legacy_pass=False`` (``tooleval bench``'s row path alone) publishes no legacy scalar and runs no drift check.
 
     ``runs/<run>/stages.json`` lists the digests of the stage files the run used (``generation_refs``,
     ``envelope_refs``, ``row_refs``): ``tooleval gc`` keeps those for the runs it keeps.
@@ -128,7 +179,7 @@ def publish_run(
     published_at = datetime.now(timezone.utc)  # the run's one time: legacy computed_at and completed_at
     # the gate's scope: the whole dataset or the --slices asked for; a diagnostic subset judges its own rows
     scope = gate_scope(load_dataset_cached(dataset.path).cases, slices) if publish_legacy else None
-    publish_legacy = publish_legacy and slices is None  # a --slices run is partial: no scalar for the dashboards
+    publish_legacy = publish_legacy and slices is None and legacy_pass  # a --slices run is partial: no scalar
     summary: dict[str, Any] = {
         "dataset_revision": revision,
         "run_id": run_id,
@@ -143,30 +194,29 @@ def publish_run(
     drift = None
     errors = list(errors)
     with Publication(out_path) as publication:
-        publication.add_table("traces", revision, run_id, _concat(envelope_refs, ENVELOPE_SCHEMA, run_id))
+        publication.add_parts("traces", revision, run_id, _tables(envelope_refs, ENVELOPE_SCHEMA), ENVELOPE_SCHEMA)
         if publish_legacy:
             stage_legacy(publication, legacy, revision, run_id, published_at=published_at)
         if not legacy_only:
-            rows = _concat(row_refs, ROW_SCHEMA, run_id)
-            publication.add_table("rows", revision, run_id, rows)
-            source = scan_parquet_sql(publication.staged_path("rows", revision, run_id))
+            files, _ = publication.add_parts("rows", revision, run_id, _tables(row_refs, ROW_SCHEMA), ROW_SCHEMA)
+            source = scan_parquet_sql(files)
             figures = run_stage(aggregate_rows, states["aggregation"], source, [r.digest for r in row_refs], code)
-            errors += _row_errors(rows)
-            drift = check_drift(legacy, rows.select(
-                ["case_id", "trial", "ragas_tool_call_f1", "ragas_version", "scorer_version"]).to_pylist())
-            drift["slices"] = slices
+            errors += _row_errors(row_refs)
+            drift = _drift(legacy, row_refs, drift_partials) if legacy_pass else None
             summary.update(figures)
-            records = rows.to_pylist()
+            records = _gate_records(row_refs, run_id)
             summary["variability"] = variability_summary(records, outcome_from_spec(outcome))
             judged = gate_rows(records, scope, errors)
             verdict = run_gate(judged, gate_config_for(dataset.path, gate_config))
-            summary["gate"] = verdict.to_dict()
+            summary["gate"] = _listed_worst(verdict.to_dict())
             summary.update({k: v for k, v in verdict.counts.items() if k not in summary})
             junit = publication.add_text(f"runs/{run_id}/junit.xml", "")
             write_junit(verdict, judged, junit, suite_name=revision)
-            summary["drift"] = {"verdict": drift["verdict"], "attribution": drift["attribution"],
-                                "legacy_value": drift["legacy"]["value"], "new_value": drift["new"]["value"]}
-            publication.add_json(f"runs/{run_id}/drift.json", drift)
+            if drift is not None:
+                drift["slices"] = slices
+                summary["drift"] = {"verdict": drift["verdict"], "attribution": drift["attribution"],
+                                    "legacy_value": drift["legacy"]["value"], "new_value": drift["new"]["value"]}
+                publication.add_json(f"runs/{run_id}/drift.json", drift)
         summary["errors"] = len(errors)
         summary["completed_at"] = published_at.isoformat()
         if not legacy_only:

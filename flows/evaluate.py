@@ -2,36 +2,42 @@
 legacy scalar path and the drift check beside them.
 
 Each stage is a separate cached task (``tasks/``); the flow plans the run (every file or usage error is raised
-here, before anything is written), runs the stages shard by shard, then publishes the run's partitions and run
-files together (:class:`tooleval.storage.Publication`: committed at once by the run's marker). On drift between the
+here, before anything is written; the plan holds a compact index of keys in content-defined shards,
+:mod:`tooleval.runs.shards`), runs each shard through its stages on the task runner (:mod:`flows._shards`: a
+process pool uses every core), then publishes the run's partitions and run files together
+(:class:`tooleval.storage.Publication`: committed at once by the run's marker). On drift between the
 legacy scalar and the row-level path the flow run ends ``Failed`` (its data is still the :class:`RunResult`).
 """
 
 from __future__ import annotations
 
+import math
+import os
+import time
 from collections import Counter
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 from prefect import flow
+from prefect.futures import as_completed
 
-from flows._publish import STAGES, RunResult, publish_run, run_stage
-from tasks import capture_shard, generate_shard, legacy_scalar, score_shard
+from flows._publish import STAGES, RunResult, publish_run
+from flows._shards import ShardContext, ShardOutcome, count_states, run_shard
 from tooleval.agents import OpenAIAgentConfig
-from tooleval.runs.plan import RunPlan, plan_run
 from tooleval.rules import load_gate_config
+from tooleval.runs.legacy import LegacyResult
+from tooleval.runs.plan import RunPlan, plan_run
+from tooleval.runs.progress import StageProgress
+from tooleval.runs.shards import run_scopes, scoring_key
 from tooleval.runs.variability import outcome_from_spec
 from tooleval.scoring.ragas_metric import ragas_version
-from tooleval.storage.stages import StageRef, stage_dir
+from tooleval.storage.stages import stage_dir
 from tooleval.versions import scorer_version
 
-__all__ = ["evaluate", "run_evaluate", "RunResult", "DEFAULT_DATASET", "STAGES"]
+__all__ = ["evaluate", "run_evaluate", "task_runner", "RunResult", "DEFAULT_DATASET", "STAGES"]
 
 DEFAULT_DATASET = str(Path(__file__).resolve().parents[1] / "datasets" / "tau-bench-airline")
-
-
-def _shards(plan: RunPlan, size: int) -> list[list]:
-    return [plan.items[i : i + size] for i in range(0, len(plan.items), size)]
 
 
 @flow(name="tooleval-evaluate", validate_parameters=True)
@@ -40,7 +46,7 @@ def evaluate(
     traces: str | None = None,
     out: str = "results",
     run_id: str | None = None,
-    shard_size: int = 50,
+    shard_size: int | None = None,
     slices: list[str] | None = None,
     legacy_only: bool = False,
     redact_fields: list[str] | None = None,
@@ -50,6 +56,9 @@ def evaluate(
     tool_results: str | None = None,
     outcome: str = "gate",
     gate_config: str | None = None,
+    workers: int | None = None,
+    progress: bool = False,
+    legacy_pass: bool = True,
     new_redaction_key: bool = False,
 ) -> RunResult:
     """Evaluate a dataset's recorded (or generated) trajectories and publish envelopes, rows, the legacy scalar,
@@ -60,7 +69,8 @@ def evaluate(
         traces: Recorded traces file for the replay agent; default: the dataset's own.
         out: Results folder (DESIGN.md "Output layout").
         run_id: Run id; default: a new one (UTC timestamp + random suffix).
-        shard_size: Rows per shard task (tens to hundreds keep Prefect's per-task cost small: PREFECT.md).
+        shard_size: Rows per shard (shards are content-hashed buckets of about this size:
+            :mod:`tooleval.runs.shards`); ``None``: :func:`tooleval.runs.shards.default_shard_size`.
         slices: Only cases of these slices (the migration switches the row-level writer on slice by slice).
         legacy_only: Publish only the trace envelopes and the legacy scalar (the old pipeline, before the
             row-level writer is switched on): no rows, no drift check.
@@ -71,6 +81,11 @@ def evaluate(
         tool_results: JSON-lines ``{name, args, result}`` answering a live agent's tool calls (multi-step).
         outcome: Row outcome for pass@k / pass^k: ``gate`` | ``exact`` | ``f1>=X`` | ``recorded_reward``.
         gate_config: Gate config file (default: the dataset's gate.toml).
+        workers: Parallel shard workers (sizes the default shard; the task runner itself is chosen by
+            :func:`run_evaluate`); ``None``: the number of cores.
+        progress: Show live progress on stderr (:class:`tooleval.runs.progress.StageProgress`).
+        legacy_pass: ``False`` skips the legacy scalar path and the drift check (``tooleval bench``'s measure of
+            the row path alone; nothing legacy is published).
         new_redaction_key: Start a new redaction key although runs with another key exist under ``out``.
 
     Returns:
@@ -79,48 +94,129 @@ def evaluate(
     Raises:
         tooleval.errors.InputFileError: a file or usage error; nothing is written.
     """
-    if shard_size < 1:
+    if shard_size is not None and shard_size < 1:
         raise ValueError("shard_size must be >= 1")
+    workers = workers or os.cpu_count() or 1
     outcome_from_spec(outcome)  # a bad spec is a usage error, before anything runs
     if gate_config is not None:
         load_gate_config(gate_config)  # so is a bad gate config
     plan = plan_run(dataset, traces, out, run_id, slices=slices, redact_fields=redact_fields,
                     redaction=redaction, agent=agent, repeats=repeats, tool_results=tool_results,
-                    new_redaction_key=new_redaction_key)
-    code, ragas = scorer_version(), ragas_version()
-    dirs = {name: str(stage_dir(plan.out, name)) for name in ("generation", "capture", "scoring")}
-    states: dict[str, Counter] = {name: Counter() for name in STAGES}
-    envelope_refs: list[StageRef] = []
-    row_refs: list[StageRef] = []
-    generation_refs: list[StageRef] = []
-    for shard in _shards(plan, shard_size):
-        generated = run_stage(generate_shard, states["generation"], plan.agent, shard, plan.dataset,
-                              plan.redaction, plan.out, dirs["generation"], plan.executor,
-                              retry_errors=plan.agent.kind != "replay")
-        generation_refs.append(generated)
-        captured = run_stage(capture_shard, states["trace-capture"], generated, plan.dataset.revision,
-                              plan.dataset.tool_schema_version, code, dirs["capture"])
-        envelope_refs.append(captured)
-        if not legacy_only:
-            row_refs.append(run_stage(score_shard, states["scoring"], captured, plan.dataset, plan.redaction,
-                                       code, ragas, plan.out, dirs["scoring"]))
-    legacy = run_stage(legacy_scalar, states["legacy-scalar"], [r.path for r in envelope_refs],
-                        [r.digest for r in envelope_refs], plan.dataset, plan.redaction, code, ragas, plan.out)
+                    shard_size=shard_size, workers=workers, new_redaction_key=new_redaction_key)
+    generation_scope, scoring_scope = run_scopes(plan)
+    context = ShardContext(
+        plan_agent=plan.agent, dataset=plan.dataset, redaction=plan.redaction, executor=plan.executor, out=plan.out,
+        dirs={name: str(stage_dir(plan.out, name)) for name in ("generation", "capture", "scoring")},
+        code=scorer_version(), ragas=ragas_version(), generation_scope=generation_scope,
+        scoring_scope=scoring_scope, legacy_only=legacy_only, legacy_pass=legacy_pass,
+        retry_errors=plan.agent.kind != "replay",
+    )
+    started = time.perf_counter()
+    outcomes = _run_shards(plan, context, workers, progress)
+    wall = time.perf_counter() - started
+    states = {name: Counter() for name in STAGES}
+    for stage, counter in count_states(outcomes).items():
+        states[stage].update(counter)
+    envelope_refs = [o.envelopes for o in outcomes]
+    row_refs = [o.rows for o in outcomes if o.rows is not None]
+    legacy = _merged_legacy(outcomes, context)
+    timing = {"shards": len(outcomes), "workers": _effective_workers(workers), "shard_size": plan.shard_size, "stages_wall_s": wall,
+              "body_s": sum(o.body_s for o in outcomes), "shard_wall_s": sum(o.wall_s for o in outcomes)}
     return publish_run(
         out=plan.out, run_id=plan.run_id, dataset=plan.dataset, redaction=plan.redaction, slices=plan.slices,
         errors=plan.errors, envelope_refs=envelope_refs, row_refs=row_refs, legacy=legacy, states=states,
-        legacy_only=legacy_only, outcome=outcome, gate_config=gate_config, generation_refs=generation_refs,
-        extra_summary={"agent": plan.agent.model_dump(mode="json"), "repeats": repeats},
+        legacy_only=legacy_only, outcome=outcome, gate_config=gate_config,
+        extra_summary={"agent": plan.agent.model_dump(mode="json"), "repeats": repeats, "timing": timing},
+        drift_partials=None if legacy_only else [o.drift for o in outcomes], legacy_pass=legacy_pass,
+        generation_refs=[o.generation for o in outcomes],
     )
 
 
-def run_evaluate(**parameters: Any) -> tuple[RunResult, bool]:
-    """Call :func:`evaluate` and return ``(result, drift_failed)`` instead of raising on a drift failure.
+def _run_shards(plan: RunPlan, context: ShardContext, workers: int, progress: bool) -> list[ShardOutcome]:
+    """Submit every shard to the flow's task runner, at most ``2 * workers`` in flight (the plan's index holds
+    keys only; a shard's work items exist only while it is in flight), and collect the outcomes in shard order."""
+    shards = list(plan.index.shards())
+    outcomes: dict[int, ShardOutcome] = {}
+    pending: dict[Any, int] = {}
+    stages = (["generation", "trace-capture"] + ([] if context.legacy_only else ["scoring"])
+              + (["legacy-scalar"] if context.legacy_pass else []))
+    inline = _effective_workers(workers) == 1  # one worker: no task run per shard, only the stage tasks
+    with StageProgress(stages, plan.index.rows, enabled=progress) as bar:
+        if inline:
+            for index, shard in enumerate(shards):
+                items, offsets = plan.shard_items(shard)
+                outcomes[index] = run_shard.fn(context, items, offsets, scoring_key(context.scoring_scope, items))
+                bar.advance(list(outcomes[index].states), shard.num_rows)
+            return [outcomes[i] for i in range(len(shards))]
+        position = 0
+        while position < len(shards) or pending:
+            while position < len(shards) and len(pending) < 2 * workers:
+                items, offsets = plan.shard_items(shards[position])
+                future = run_shard.submit(context, items, offsets, scoring_key(context.scoring_scope, items))
+                pending[future] = position
+                position += 1
+            done = next(as_completed(list(pending)))
+            index = pending.pop(done)
+            outcome = done.result()
+            outcomes[index] = outcome
+            bar.advance(list(outcome.states), shards[index].num_rows)
+    return [outcomes[i] for i in range(len(shards))]
+
+
+def _effective_workers(workers: int) -> int:
+    """Workers of the task runner this flow runs on: ``workers`` on a process pool, else 1 (a single thread)."""
+    from prefect.context import FlowRunContext
+
+    context = FlowRunContext.get()
+    runner = getattr(context, "task_runner", None)
+    return workers if type(runner).__name__ == "ProcessPoolTaskRunner" else 1
+
+
+def _merged_legacy(outcomes: list[ShardOutcome], context: ShardContext) -> LegacyResult:
+    """The run's legacy scalar from the shards' sums (the per-row values stayed in the workers' drift partials)."""
+    count = sum(o.legacy_count for o in outcomes)
+    return LegacyResult(
+        value=math.fsum(o.legacy_sum for o in outcomes) / count if count else None,
+        rows=sum(o.legacy.rows for o in outcomes),
+        ragas_version=context.ragas,
+        scorer_version=context.code,
+        computed_at=datetime.now(timezone.utc),
+        per_row=[],
+    )
+
+
+PROCESS_POOL_MIN_ROWS = 50_000
+"""Below this many rows a run uses one worker in the flow's process: starting a process pool (spawned workers
+importing Prefect, the stages and ragas) cost 10-30 s on the 2-core machine, more than the work it would share
+(measured: 25,725 bfcl rows took 26 s with one worker, 70 s with a two-process pool on a loaded machine)."""
+
+
+def task_runner(workers: int, rows: int | None = None) -> Any:
+    """The task runner for ``workers`` and a corpus of ``rows``: one thread (one worker, or fewer than
+    :data:`PROCESS_POOL_MIN_ROWS` rows) or a process pool whose workers import the stages and ragas once (issue 9
+    item 2; README "Scale" says why not Dask)."""
+    from prefect.task_runners import ProcessPoolTaskRunner, ThreadPoolTaskRunner
+
+    from flows._shards import warm_worker
+
+    if workers <= 1 or (rows is not None and rows < PROCESS_POOL_MIN_ROWS):
+        return ThreadPoolTaskRunner(max_workers=1)
+    return ProcessPoolTaskRunner(max_workers=workers, initializer=warm_worker)
+
+
+def run_evaluate(rows_hint: int | None = None, **parameters: Any) -> tuple[RunResult, bool]:
+    """Call :func:`evaluate` on the task runner that fits (:func:`task_runner`) and return ``(result,
+    drift_failed)`` instead of raising on a drift failure.
+
+    Args:
+        rows_hint: The planned rows (a small run stays in one process); ``None``: ``workers`` alone decides.
+        **parameters: :func:`evaluate`'s parameters.
 
     Raises:
         tooleval.errors.InputFileError: a file or usage error (re-raised from the flow).
     """
-    state = evaluate(**parameters, return_state=True)
+    workers = parameters.get("workers") or os.cpu_count() or 1
+    state = evaluate.with_options(task_runner=task_runner(workers, rows_hint))(**parameters, return_state=True)
     data = state.result(raise_on_failure=False)
     if isinstance(data, RunResult):
         return data, state.is_failed()

@@ -9,7 +9,8 @@ from prefect import flow
 from prefect.artifacts import create_markdown_artifact
 
 from tasks import legacy_scalar
-from tooleval.runs.legacy import LegacyResult, stage_legacy
+from tasks.legacy import dataset_scope
+from tooleval.runs.legacy import LegacyResult, merge_legacy, stage_legacy
 from tooleval.runs.plan import dataset_ref
 from tooleval.scoring.ragas_metric import ragas_version
 from tooleval.runs.published import open_run
@@ -34,9 +35,10 @@ def legacy(run_id: str, out: str = "results", dataset: str | None = None) -> Leg
     """
     run = open_run(out, run_id, dataset)
     ref = dataset_ref(run.dataset)
-    files = run.files("traces")
-    result = legacy_scalar([str(f) for f in files], run.digests("traces"), ref, run.redaction, scorer_version(),
-                           ragas_version(), str(run.out))
+    files, digests, scope = run.files("traces"), run.digests("traces"), dataset_scope(ref)
+    # one task per part file (one per shard): the envelopes' messages are never all in memory at once
+    result = merge_legacy([legacy_scalar([str(f)], [d], ref, run.redaction, scorer_version(), ragas_version(),
+                                         str(run.out), scope=scope) for f, d in zip(files, digests)])
     completed = run.summary.get("completed_at")
     published_at = datetime.fromisoformat(completed) if completed else None  # keep the run's place in the series
     with Publication(run.out) as publication:

@@ -11,6 +11,7 @@ from prefect import flow
 
 from flows._publish import STAGES, RunResult, publish_run, run_stage
 from tasks import legacy_scalar, score_shard
+from tasks.legacy import dataset_scope
 from tooleval.dataset import check_name
 from tooleval.runs.catalog import resolve_run_id
 from tooleval.runs.plan import check_run_id, new_run_id
@@ -64,15 +65,17 @@ def rescore(
     out_dir = str(source.out)
     code, ragas = scorer_version(), ragas_version()
     states = {name: Counter() for name in STAGES}
+    scope = dataset_scope(dataset_ref)  # a rescore keys its scoring on the whole dataset
     envelope_refs, row_refs = [], []
     capture_dir, scoring_dir = str(stage_dir(out_dir, "capture")), str(stage_dir(out_dir, "scoring"))
     for start in range(0, len(chosen), shard_size):
         ref = write_stage_table(capture_dir, "capture", chosen[start : start + shard_size], ENVELOPE_SCHEMA)
         envelope_refs.append(ref)
         row_refs.append(run_stage(score_shard, states["scoring"], ref, dataset_ref, source.redaction, code, ragas,
-                                  out_dir, scoring_dir))
+                                  out_dir, scoring_dir, scope=scope))
     legacy = run_stage(legacy_scalar, states["legacy-scalar"], [r.path for r in envelope_refs],
-                       [r.digest for r in envelope_refs], dataset_ref, source.redaction, code, ragas, out_dir)
+                       [r.digest for r in envelope_refs], dataset_ref, source.redaction, code, ragas, out_dir,
+                       scope=scope)
     subset = case is not None or trial is not None
     return publish_run(
         errors=[] if subset else _unrowed_errors(source, chosen),

@@ -7,6 +7,7 @@ digest of the whole ``tooleval`` package, which holds the envelope builder) and 
 from __future__ import annotations
 
 import json
+import time
 from datetime import datetime, timezone
 
 from prefect import task
@@ -48,6 +49,7 @@ def capture_shard(
         Ref to a Parquet file of :data:`tooleval.storage.ENVELOPE_SCHEMA` rows (``run_id`` null). A generation
         record with an error becomes an envelope that carries the error, with whatever was captured.
     """
+    started = time.perf_counter()
     captured_at = datetime.now(timezone.utc)
     envelopes = []
     for record in read_stage_table(generation).to_pylist():
@@ -62,4 +64,4 @@ def capture_shard(
         if record["error"] is not None:  # a failed generation keeps what was captured (its attempts included)
             envelope["error"] = record["error"]
         envelopes.append(envelope)
-    return write_stage_table(stage_dir, "capture", envelopes, ENVELOPE_SCHEMA)
+    return write_stage_table(stage_dir, "capture", envelopes, ENVELOPE_SCHEMA, started=started)

@@ -12,6 +12,7 @@ digest, trial and seed), so a run killed midway resumes with only the missing it
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 from prefect import task
@@ -21,7 +22,8 @@ from tooleval.agents import (GenerationStore, ToolExecutor, WorkItem, openai_gen
                              replay_generate)
 from tooleval.dataset import load_dataset_cached
 from tooleval.runs.plan import AgentConfig, DatasetRef, ExecutorRef
-from tooleval.capture.redaction import RedactionConfig, build_redactor
+from tooleval.capture.redaction import RedactionConfig
+from tasks._shared import cached_redactor
 from tooleval.storage.stages import GENERATION_SCHEMA, StageRef, write_stage_table
 
 
@@ -31,7 +33,8 @@ def _executor(ref: ExecutorRef | None) -> ToolExecutor | None:
     return read_tool_results(ref.path)
 
 
-@task(name="generation", cache_policy=INPUTS + TASK_SOURCE, persist_result=True)
+@task(name="generation", cache_policy=INPUTS - "agent" - "dataset" - "offsets" + TASK_SOURCE,
+      persist_result=True)
 def generate_shard(
     agent: AgentConfig,
     items: list[WorkItem],
@@ -40,24 +43,32 @@ def generate_shard(
     out: str,
     stage_dir: str,
     executor: ExecutorRef | None = None,
+    offsets: list[tuple[int, int]] | None = None,
+    scope: str = "",
 ) -> StageRef:
     """Generate one shard.
 
     Args:
-        agent: Agent configuration (replay or live).
-        items: The shard's work items (tens to hundreds).
-        dataset: The dataset (its cases are asked, and seed the redactor).
+        agent: Agent configuration (replay or live); not hashed itself: ``scope`` carries what matters of it.
+        items: The shard's work items (case digest, trial, seed and, for replay, the trace line's digest).
+        dataset: The dataset (its cases are asked, and seed the redactor); not hashed: ``scope`` carries it.
         redaction: Redaction config; ``None`` keeps responses as they are.
         out: Results folder (redaction key, live generation store).
         stage_dir: Folder for the generation stage file.
         executor: Recorded tool results for a live multi-step tool loop.
+        offsets: ``(byte offset, line number)`` of each item's trace line (replay; not part of the cache key:
+            lines move when others are added).
+        scope: :func:`tooleval.runs.shards.generation_scope` — the agent's config digest (live) and the
+            dataset-wide inputs of this stage (tool schemas, the redactor's seeded values), so that a corpus that
+            grows by a few cases keeps every other shard's key (issue 9 item 6).
 
     Returns:
         Ref to a Parquet file of :data:`tooleval.storage.stages.GENERATION_SCHEMA` rows, in ``items`` order. A failed
         live generation is a record with ``error`` set and what was captured so far.
     """
+    started = time.perf_counter()
     loaded = load_dataset_cached(dataset.path)
-    redactor = build_redactor(out, redaction, loaded.cases) if redaction else None
+    redactor = cached_redactor(out, redaction, dataset)
 
     def redact(record: dict) -> dict:
         if redactor is None or record["payload_json"] is None:
@@ -66,9 +77,12 @@ def generate_shard(
         return dict(record, payload_json=json.dumps(trace, ensure_ascii=False))
 
     if agent.kind == "replay":
-        records = [redact(record) for record in replay_generate(agent, items)]
+        def redact_line(trace: dict) -> dict:  # the parsed line, redacted before it is serialised once
+            return redactor.redact_trace(trace, loaded.cases.get(str(trace.get("case_id"))))
+
+        records = replay_generate(agent, items, offsets, transform=redact_line if redactor else None)
     else:
         store = GenerationStore(Path(out) / ".tooleval" / "generations")
         records = openai_generate(agent, items, loaded.cases, loaded.tools, executor=_executor(executor),
                                   store=store, transform=redact)
-    return write_stage_table(stage_dir, "generation", records, GENERATION_SCHEMA)
+    return write_stage_table(stage_dir, "generation", records, GENERATION_SCHEMA, started=started)

@@ -6,6 +6,8 @@ version and this task's source.
 
 from __future__ import annotations
 
+import time
+
 import pyarrow as pa
 import pyarrow.parquet as pq
 from prefect import task
@@ -14,7 +16,8 @@ from prefect.cache_policies import INPUTS, TASK_SOURCE
 from tooleval.dataset import load_dataset_cached
 from tooleval.runs.legacy import LegacyResult, legacy_score
 from tooleval.runs.plan import DatasetRef
-from tooleval.capture.redaction import RedactionConfig, build_redactor
+from tooleval.capture.redaction import RedactionConfig
+from tasks._shared import cached_redactor
 
 _COLUMNS = ["case_id", "trial", "messages_json", "metadata_json", "error"]
 
@@ -29,7 +32,15 @@ def _read(files: list[str]) -> list[dict]:
     return pa.concat_tables(tables, promote_options="default").to_pylist()
 
 
-@task(name="legacy-scalar", cache_policy=(INPUTS - "envelope_files") + TASK_SOURCE, persist_result=True)
+def dataset_scope(dataset: DatasetRef) -> str:
+    """A scope that keys on the whole dataset (path, revision, content, policy, tools): for callers that do not
+    compose shards by content (``tooleval legacy``, rescore)."""
+    import hashlib
+
+    return hashlib.sha256(dataset.model_dump_json().encode()).hexdigest()
+
+
+@task(name="legacy-scalar", cache_policy=(INPUTS - "envelope_files" - "dataset") + TASK_SOURCE, persist_result=True)
 def legacy_scalar(
     envelope_files: list[str],
     envelope_digests: list[str],
@@ -38,6 +49,7 @@ def legacy_scalar(
     code_version: str,
     ragas_version: str,
     out: str,
+    scope: str = "",
 ) -> LegacyResult:
     """Compute the legacy scalar of one run.
 
@@ -49,10 +61,14 @@ def legacy_scalar(
         code_version: Scorer/code version (cache key; recorded on the result).
         ragas_version: ragas version (cache key).
         out: Results folder (where the redaction key lives).
+        scope: What of the dataset the values depend on (cache key; the dataset itself is not hashed): a shard's
+            :func:`tooleval.runs.shards.scoring_key`, or :func:`dataset_scope` of the whole dataset.
 
     Returns:
         A :class:`tooleval.runs.legacy.LegacyResult`.
     """
+    started = time.perf_counter()
     cases = load_dataset_cached(dataset.path).cases
-    redactor = build_redactor(out, redaction, cases)
-    return legacy_score(_read(envelope_files), cases, code_version, redactor)
+    result = legacy_score(_read(envelope_files), cases, code_version, cached_redactor(out, redaction, dataset))
+    result.elapsed_s = time.perf_counter() - started
+    return result

@@ -7,20 +7,23 @@ this task's source: handed case H18), the ragas version, and this task's source.
 
 from __future__ import annotations
 
+import time
+
 from prefect import task
 from prefect.cache_policies import INPUTS, TASK_SOURCE
 
 from tooleval.dataset import load_dataset_cached
 from tooleval.errors import InputFileError
 from tooleval.runs.plan import DatasetRef
-from tooleval.capture.redaction import RedactionConfig, build_redactor
+from tooleval.capture.redaction import RedactionConfig
+from tasks._shared import cached_case_inputs, cached_redactor
 from tooleval.rules import load_policy
 from tooleval.scoring.rows import score_envelopes
 from tooleval.storage.stages import StageRef, read_stage_table, write_stage_table
 from tooleval.storage import ROW_SCHEMA
 
 
-@task(name="scoring", cache_policy=INPUTS + TASK_SOURCE, persist_result=True)
+@task(name="scoring", cache_policy=INPUTS - "dataset" + TASK_SOURCE, persist_result=True)
 def score_shard(
     envelopes: StageRef,
     dataset: DatasetRef,
@@ -29,6 +32,7 @@ def score_shard(
     ragas_version: str,
     out: str,
     stage_dir: str,
+    scope: str = "",
 ) -> StageRef:
     """Score one shard.
 
@@ -40,6 +44,8 @@ def score_shard(
         ragas_version: Installed ragas version (cache key; recorded on every row).
         out: Results folder (where the redaction key lives).
         stage_dir: Folder for the rows stage file.
+        scope: What of the dataset the rows depend on (cache key; the dataset itself is not hashed): a shard's
+            :func:`tooleval.runs.shards.scoring_key`, or :func:`tasks.legacy.dataset_scope` of the whole dataset.
 
     Returns:
         Ref to a Parquet file of :data:`tooleval.storage.ROW_SCHEMA` rows (``run_id`` null).
@@ -47,15 +53,16 @@ def score_shard(
     Raises:
         tooleval.errors.InputFileError: the dataset changed on disk since the run was planned.
     """
+    started = time.perf_counter()
     loaded = load_dataset_cached(dataset.path)
     if loaded.content_digest != dataset.content_digest:
         raise InputFileError(dataset.path, None, "the dataset changed while the run was going on.", "rerun.")
-    redactor = build_redactor(out, redaction, loaded.cases)
     rows = score_envelopes(
         loaded.cases,
         read_stage_table(envelopes).to_pylist(),
-        redactor=redactor,
+        redactor=cached_redactor(out, redaction, dataset),
+        inputs=cached_case_inputs(out, redaction, dataset),
         tools={tool.name: tool for tool in loaded.tools},
         policy=load_policy(loaded.path),
     )
-    return write_stage_table(stage_dir, "scoring", rows, ROW_SCHEMA)
+    return write_stage_table(stage_dir, "scoring", rows, ROW_SCHEMA, started=started)

@@ -64,7 +64,19 @@ class TestBundledRun:
     def test_rows_partition_and_duckdb(self, bundled_runs):
         out, first, _ = bundled_runs
         part = out / "rows" / f"dataset_revision={first.dataset_revision}" / "run_id=first"
-        assert [re.fullmatch(r"part-[0-9a-f]{32}\.parquet", p.name) is not None for p in part.iterdir()] == [True]
+        # one part file per shard. 200 rows at the default shard size for 2 workers (200 / 16 -> the 100-row
+        # floor): 100 rows / 4 trials per case = 25 cases per shard -> K = 32; a shard starts at the first case
+        # and at every case id whose sha256's first 8 bytes are 0 mod 32 (content-defined, tooleval.runs.shards)
+        import hashlib
+
+        case_ids = sorted({str(c) for c in range(50)})
+        starts = 1 + sum(int.from_bytes(hashlib.sha256(c.encode()).digest()[:8], "big") % 32 == 0
+                         for c in case_ids[1:])
+        shards = first.summary["timing"]["shards"]
+        assert shards == starts == 4
+        names = sorted(p.name for p in part.iterdir())  # part-<i>-<publication id>.parquet (the commit marker)
+        assert [re.fullmatch(r"part-(\d+)-[0-9a-f]{32}\.parquet", n).group(1) for n in names] == [
+            str(i) for i in sorted(range(shards), key=str)]
         con = connect(out)
         count, revisions = con.execute(
             "SELECT count(*), list(DISTINCT dataset_revision) FROM rows WHERE run_id = 'first'").fetchone()

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Callable, Iterator, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from tooleval.capture.recorded import iter_trace_lines, parse_trace, trace_line_problem
+from tooleval.capture.recorded import (TraceLine, iter_trace_lines, parse_trace, read_trace_line,
+                                       trace_line_problem)
 from tooleval.errors import RowError
 
 __all__ = ["ReplayAgentConfig", "WorkItem", "replay_generate"]
@@ -38,14 +39,37 @@ class WorkItem(BaseModel):
     case_digest: str
     trial: int
     seed: int
+    trace_digest: str | None = None
+    """Replay: sha256 (32 hex) of the recorded trace line's bytes, so a shard's cache key follows the content of
+    its own lines, not the digest of the whole file (issue 9 item 6)."""
 
 
-def replay_generate(config: ReplayAgentConfig, items: list[WorkItem]) -> list[dict[str, Any]]:
+def _lines_at(path: Path, offsets: list[int], numbers: list[int]) -> Iterator[TraceLine]:
+    """The trace lines that start at ``offsets`` (bytes; ``numbers`` are their 1-based line numbers), in file
+    order (one pass, seeking forward), read like :func:`tooleval.capture.recorded.iter_trace_lines` reads them."""
+    with path.open("rb") as handle:
+        for offset, number in sorted(zip(offsets, numbers)):
+            handle.seek(offset)
+            line = read_trace_line(number, handle.readline().decode("utf-8"))
+            if line is not None and isinstance(line.data, dict):  # the plan checked every line already
+                yield line
+
+
+def replay_generate(
+    config: ReplayAgentConfig,
+    items: list[WorkItem],
+    offsets: list[tuple[int, int]] | None = None,
+    transform: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
+) -> list[dict[str, Any]]:
     """Look up the recorded response of each work item.
 
     Args:
         config: Which traces file to replay.
         items: Work items; each must name a (case_id, trial) present in the file (the planner guarantees it).
+        offsets: ``(byte offset, line number)`` of each item's line (from the plan's index); ``None`` or an
+            offset of -1 (a gzip file) reads the file from the start until every item is found.
+        transform: Applied to each parsed trace before it is serialised (redaction), so a line is decoded and
+            encoded once.
 
     Returns:
         Generation records ``{case_id, trial, seed, payload_json, error}`` in ``items`` order; ``payload_json``
@@ -56,7 +80,9 @@ def replay_generate(config: ReplayAgentConfig, items: list[WorkItem]) -> list[di
     wanted = {(item.case_id, item.trial): item for item in items}
     found: dict[tuple[str, int], dict[str, Any]] = {}
     path = Path(config.traces_path)
-    for line in iter_trace_lines(path):
+    direct = offsets is not None and all(offset >= 0 for offset, _ in offsets)
+    lines = _lines_at(path, *zip(*offsets)) if direct and offsets else iter_trace_lines(path)
+    for line in lines:
         key = (str(line.data.get("case_id")), line.data.get("trial"))
         if key not in wanted or key in found:
             continue
@@ -69,7 +95,8 @@ def replay_generate(config: ReplayAgentConfig, items: list[WorkItem]) -> list[di
             "case_id": key[0],
             "trial": key[1],
             "seed": wanted[key].seed,
-            "payload_json": None if problem is not None else json.dumps(line.data, ensure_ascii=False),
+            "payload_json": None if problem is not None else json.dumps(transform(line.data) if transform else line.data,
+                                                                        ensure_ascii=False),
             "error": error,
         }
         if len(found) == len(wanted):

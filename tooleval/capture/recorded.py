@@ -215,6 +215,14 @@ class TraceIndex:
     keys: dict[tuple[str, int], int] = field(default_factory=dict)
     """(case_id, trial) -> line number of the line that holds it."""
     errors: list[RowError] = field(default_factory=list)
+    has_requests: bool = False
+    """Whether any valid line records its generation request (``request``)."""
+
+
+def read_trace_line(number: int, text: str) -> TraceLine | None:
+    """Read one traces-file line as :func:`iter_trace_lines` does (public for readers that seek to a line by its
+    byte offset: the replay agent); ``None`` when the text is not JSON."""
+    return _read_trace_line(number, text)
 
 
 def parse_trace(path: Path, line: TraceLine) -> RecordedTrace | RowError:
@@ -255,6 +263,7 @@ def index_traces(path: Path) -> TraceIndex:
             index.errors.append(trace)
             continue
         key = (trace.case_id, trace.trial)
+        index.has_requests = index.has_requests or trace.request is not None
         if key in index.keys:
             index.errors.append(
                 RowError(

@@ -270,6 +270,11 @@ class Redactor:
             self._collect(value, found)
         self._base = found
 
+    def seed_digest(self) -> str:
+        """sha256 of the base secrets (sorted): what redaction of every trace and reference depends on besides
+        the trace itself (part of the shard cache keys, issue 9)."""
+        return hashlib.sha256(canonical_json(sorted(self._base.items())).encode()).hexdigest()
+
 
 _STRUCTURAL = frozenset(
     f"{prefix}{part}"

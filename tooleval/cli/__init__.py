@@ -9,6 +9,7 @@ from tooleval.cli import _run  # noqa: F401, I001  (importing a module registers
 from tooleval.cli import _runs  # noqa: F401
 from tooleval.cli import _catalog  # noqa: F401
 from tooleval.cli import _data  # noqa: F401
+from tooleval.cli import _scale  # noqa: F401
 from tooleval.cli._app import app, prefect_environment, prefect_session
 
 __all__ = ["app", "main", "prefect_environment", "prefect_session"]

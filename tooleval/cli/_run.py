@@ -41,7 +41,11 @@ def run(
     traces: Annotated[Optional[Path], typer.Option(help="Recorded traces file for the replay agent.")] = None,
     out: OutOption = Path("results"),
     run_id: Annotated[Optional[str], typer.Option("--run-id", help="Run id (default: a new one).")] = None,
-    shard_size: Annotated[int, typer.Option(min=1, help="Rows per shard task.")] = 50,
+    shard_size: Annotated[Optional[int], typer.Option(
+        min=1, help="Rows per shard (content-hashed buckets; default: about 8 shards per worker, 100-20,000 rows).")]
+    = None,
+    workers: Annotated[Optional[int], typer.Option(min=1, help="Parallel shard workers (default: the cores).")]
+    = None,
     slices: Annotated[Optional[str], typer.Option(help="Comma-separated slices: evaluate only their cases.")] = None,
     legacy_only: Annotated[bool, typer.Option("--legacy-only", help="Publish traces and the legacy scalar only.")] = False,
     agent: Annotated[str, typer.Option(help="replay (recorded traces) or openai (a live OpenAI-compatible server).")]
@@ -122,11 +126,13 @@ def run(
             from flows.evaluate import run_evaluate
 
             result, drifted = run_evaluate(
+                rows_hint=plan.index.rows,
                 dataset=str(dataset), traces=None if traces is None else str(traces), out=str(out),
                 run_id=plan.run_id, shard_size=shard_size, slices=slice_list, legacy_only=legacy_only,
                 agent=live, repeats=repeats, tool_results=None if tool_results is None else str(tool_results),
                 outcome=outcome, redact_fields=redact_field, redaction=not no_redaction,
-                gate_config=None if gate_config is None else str(gate_config), new_redaction_key=new_redaction_key,
+                gate_config=None if gate_config is None else str(gate_config), workers=workers, progress=True,
+                new_redaction_key=new_redaction_key,
             )
             expected.append(sum(sum(states.values()) for states in result.stage_states.values()))
     except InputFileError as exc:

@@ -30,6 +30,7 @@ __all__ = [
     "legacy_calls",
     "legacy_record",
     "legacy_score",
+    "merge_legacy",
     "stage_legacy",
 ]
 
@@ -57,6 +58,8 @@ class LegacyResult(BaseModel):
     scorer_version: str
     computed_at: datetime
     per_row: list[LegacyRow]
+    elapsed_s: float = 0.0
+    """Seconds the legacy task body took (see :class:`tooleval.storage.stages.StageRef`)."""
 
 
 def _args(raw: Any) -> dict[str, Any]:
@@ -126,6 +129,34 @@ def legacy_score(
         scorer_version=scorer_version,
         computed_at=datetime.now(timezone.utc),
         per_row=per_row,
+    )
+
+
+def merge_legacy(results: list[LegacyResult], *, keep_rows: bool = True) -> LegacyResult:
+    """One legacy result from per-file (per-shard) results: rows add up, the value is the mean over every scored
+    row (``math.fsum``), versions and times come from the first result.
+
+    Args:
+        results: At least one result.
+        keep_rows: Keep the per-row values (``False`` drops them: the scalar alone).
+
+    Raises:
+        ValueError: ``results`` is empty.
+    """
+    import math
+
+    if not results:
+        raise ValueError("no legacy results to merge")
+    scored = [r.value for result in results for r in result.per_row if r.value is not None]
+    first = results[0]
+    return LegacyResult(
+        value=math.fsum(scored) / len(scored) if scored else None,
+        rows=sum(result.rows for result in results),
+        ragas_version=first.ragas_version,
+        scorer_version=first.scorer_version,
+        computed_at=first.computed_at,
+        per_row=[r for result in results for r in result.per_row] if keep_rows else [],
+        elapsed_s=sum(result.elapsed_s for result in results),
     )
 
 

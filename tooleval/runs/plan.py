@@ -27,6 +27,7 @@ from tooleval.errors import InputFileError, RevisionConflictError, RowError, Run
 from tooleval.capture.recorded import file_digest, index_traces
 from tooleval.capture.keys import PlannedKey, persist_key, plan_key
 from tooleval.capture.redaction import DEFAULT_FIELDS, RedactionConfig
+from tooleval.runs.shards import ShardIndex, default_shard_size, scan_lines
 
 __all__ = ["DatasetRef", "RunPlan", "plan_run", "new_run_id", "revision_record_path"]
 
@@ -70,19 +71,43 @@ class ExecutorRef(BaseModel):
 class RunPlan(BaseModel):
     """What a run will do."""
 
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
     dataset: DatasetRef
     agent: AgentConfig
     executor: ExecutorRef | None = None
     out: str
     run_id: str
-    items: list[WorkItem]
-    """Sorted by (case_id, trial): shard composition is deterministic, so shard cache keys are stable."""
+    index: ShardIndex
+    """The work as a compact index of (case_id, trial) keys in content-hashed buckets (:mod:`tooleval.runs.shards`):
+    shard composition depends on the keys only, so shard cache keys survive a growing corpus."""
+    case_digests: dict[str, str]
+    """Case id -> :func:`tooleval.dataset.case_digest` of every planned case."""
+    shard_size: int
+    """Rows per shard asked for (explicit, or :func:`tooleval.runs.shards.default_shard_size`)."""
     errors: list[dict]
     """Row-level problems found while planning (``RowError.to_dict()`` shapes)."""
     slices: list[str] | None = None
     """Only cases of these slices are evaluated (``None``: all)."""
     redaction: RedactionConfig | None = None
     """Redaction applied at trace capture (``None``: off)."""
+    has_requests: bool = False
+    """Whether any trace records its generation request (only then does the join check read every case's input,
+    so only then is the whole dataset's input set part of the scoring cache key)."""
+
+    def shard_items(self, shard) -> tuple[list[WorkItem], list[tuple[int, int]]]:
+        """Work items and their trace lines' ``(byte offset, line number)`` of one shard (a slice of
+        :attr:`index`'s table)."""
+        items = [
+            WorkItem(case_id=c, case_digest=self.case_digests[c], trial=t, seed=s, trace_digest=d)
+            for c, t, s, d in zip(*(shard[name].to_pylist() for name in ("case_id", "trial", "seed", "line_digest")))
+        ]
+        return items, list(zip(shard["offset"].to_pylist(), shard["line"].to_pylist()))
+
+    @property
+    def items(self) -> list[WorkItem]:
+        """Every work item, shard by shard (for small runs and tests; flows take one shard at a time)."""
+        return [item for shard in self.index.shards() for item in self.shard_items(shard)[0]]
 
 
 def new_run_id(now: datetime | None = None) -> str:
@@ -140,6 +165,8 @@ def plan_run(
     agent: OpenAIAgentConfig | None = None,
     repeats: int = 1,
     tool_results: str | Path | None = None,
+    shard_size: int | None = None,
+    workers: int = 1,
     gate_config: str | Path | None = None,
     new_redaction_key: bool = False,
     write_key: bool = True,
@@ -158,6 +185,8 @@ def plan_run(
         agent: A live agent; ``None`` replays the recorded traces.
         repeats: Trials per case for a live agent (trial ``t`` is sent with seed ``t``).
         tool_results: Recorded tool results for a live agent's multi-step tool loop.
+        shard_size: Rows per shard; ``None``: :func:`tooleval.runs.shards.default_shard_size`.
+        workers: Parallel workers (sizes the default shard).
         gate_config: A gate config file to check now (default: the dataset's gate.toml, checked too).
         new_redaction_key: Start a new redaction key although runs with another key exist under ``out``.
         write_key: Create ``<out>/redaction.key`` (a new key) once every check passed; ``False`` for a dry
@@ -199,7 +228,7 @@ def plan_run(
     key = plan_key(out_path, new_key=new_redaction_key) if redaction else None
     if agent is not None:
         plan = _live_plan(loaded, digests, agent, out_path, run_id, slices, repeats, tool_results, traces,
-                          _redaction_config(key, redact_fields, redact_paths))
+                          _redaction_config(key, redact_fields, redact_paths), shard_size, workers)
         if write_key and key is not None:
             persist_key(out_path, key)
         return plan
@@ -210,7 +239,8 @@ def plan_run(
     _check_revision_registry(out_path, loaded.path, loaded.revision, loaded.content_digest)
     check_run_id(out_path, run_id, loaded.revision)
     errors: list[RowError] = list(index.errors)
-    items: list[WorkItem] = []
+    keys: list[tuple[str, int]] = []
+    lines: dict[int, tuple[str, int]] = {}
     traced_cases = set()
     for (case_id, trial), line in sorted(index.keys.items()):
         if slices is not None and case_id in every_case and case_id not in loaded.cases:
@@ -228,12 +258,16 @@ def plan_run(
             )
             continue
         traced_cases.add(case_id)
-        items.append(WorkItem(case_id=case_id, case_digest=digests[case_id], trial=trial, seed=trial))
+        keys.append((case_id, trial))
+        lines[line] = (case_id, trial)
     for case_id in loaded.cases:
         if case_id not in traced_cases:
             errors.append(
                 RowError("missing_trace", case_id, None, f"no trace in {traces_path} for this case", str(traces_path))
             )
+    offsets, line_digests = scan_lines(traces_path, lines)
+    del lines
+    size = shard_size or default_shard_size(len(keys), workers)
     if write_key and key is not None:
         persist_key(out_path, key)
     return RunPlan(
@@ -242,7 +276,10 @@ def plan_run(
         agent=ReplayAgentConfig(traces_path=str(traces_path.resolve()), traces_digest=index.digest),
         out=str(out_path),
         run_id=run_id,
-        items=items,
+        index=ShardIndex.build(keys, size, offsets, line_digests),
+        case_digests={case_id: digests[case_id] for case_id in traced_cases},
+        shard_size=size,
+        has_requests=index.has_requests,
         errors=[error.to_dict() for error in errors],
         slices=slices,
     )
@@ -258,7 +295,8 @@ def _redaction_config(key: PlannedKey | None, fields: list[str] | None, paths: l
     )
 
 
-def _live_plan(loaded, digests, agent, out_path, run_id, slices, repeats, tool_results, traces, redaction):
+def _live_plan(loaded, digests, agent, out_path, run_id, slices, repeats, tool_results, traces, redaction,
+               shard_size, workers):
     if traces is not None:
         raise InputFileError(traces, None, "--traces is for the replay agent.", "drop --traces with --agent openai.")
     if repeats < 1:
@@ -275,13 +313,11 @@ def _live_plan(loaded, digests, agent, out_path, run_id, slices, repeats, tool_r
         executor = ExecutorRef(path=str(path.resolve()), digest=file_digest(path))
     _check_revision_registry(out_path, loaded.path, loaded.revision, loaded.content_digest)
     check_run_id(out_path, run_id, loaded.revision)
-    items = [
-        WorkItem(case_id=case_id, case_digest=digests[case_id], trial=trial, seed=trial)
-        for case_id in sorted(loaded.cases)
-        for trial in range(repeats)
-    ]
+    keys = [(case_id, trial) for case_id in sorted(loaded.cases) for trial in range(repeats)]
+    size = shard_size or default_shard_size(len(keys), workers)
     return RunPlan(dataset=dataset_ref(loaded), agent=agent, executor=executor, out=str(out_path), run_id=run_id,
-                   items=items, errors=[], slices=slices, redaction=redaction)
+                   index=ShardIndex.build(keys, size), case_digests=digests, shard_size=size, errors=[],
+                   slices=slices, redaction=redaction, has_requests=True)
 
 
 def dataset_ref(loaded) -> DatasetRef:

@@ -1,8 +1,9 @@
 """Scoring: one row per (case, trial) from a trace envelope and its case (DESIGN.md stage 3).
 
 :func:`score_envelopes` is the whole stage as a plain function: the Prefect task in ``tasks/scoring.py`` only
-reads the envelopes, calls it and writes the rows. The ragas column is computed for all rows of a shard in one
-event loop (:func:`tooleval.scoring.ragas_metric.ragas_tool_call_f1_many`). Each row also carries its provenance (join
+reads the envelopes, calls it and writes the rows. The ragas column comes from tooleval's own
+implementation of ragas 0.4.3's set-F1 (:mod:`tooleval.scoring.ragas_f1`, proven equal to ragas by tests and
+re-proven per row on every run by the legacy path and the drift check). Each row also carries its provenance (join
 check, first divergent boundary, failure owner: :mod:`tooleval.capture.provenance`).
 """
 
@@ -15,7 +16,8 @@ from typing import Any
 from tooleval.capture.envelope import boundary_calls, digest_ok, envelope_calls
 from tooleval.models import Call, Case, ToolSpec
 from tooleval.capture.provenance import failure_owner, first_divergent_boundary, input_key, join_check
-from tooleval.scoring.ragas_metric import ragas_args, ragas_tool_call_f1_many, ragas_version
+from tooleval.scoring.ragas_f1 import ragas_set_f1
+from tooleval.scoring.ragas_metric import ragas_args, ragas_version
 from tooleval.capture.redaction import MARKER_KEY, Redactor
 from tooleval.rules import PolicyConfig, evaluate_row
 from tooleval.storage import ROW_SCHEMA_VERSION
@@ -171,8 +173,6 @@ def score_envelopes(
     """
     inputs = case_inputs(cases, redactor) if inputs is None else inputs
     rows: list[dict[str, Any]] = []
-    ragas_inputs: list[tuple[list[dict], list[dict]]] = []
-    ragas_rows: list[int] = []
     for envelope in envelopes:
         extra = trace_reference_secrets(redactor, cases[envelope["case_id"]], envelope)
         case = redacted_case(cases[envelope["case_id"]], redactor, extra)
@@ -194,13 +194,8 @@ def score_envelopes(
             continue
         row.update(observed_calls=[call.to_record() for call in observed], **rules.columns())
         _provenance(row, envelope, row_inputs, observed)
-        ragas_inputs.append(
-            (
-                [{"name": c.name, "args": ragas_args(c)} for c in expected],
-                [{"name": c.name, "args": ragas_args(c)} for c in observed],
-            )
+        row["ragas_tool_call_f1"] = ragas_set_f1(
+            [{"name": c.name, "args": ragas_args(c)} for c in expected],
+            [{"name": c.name, "args": ragas_args(c)} for c in observed],
         )
-        ragas_rows.append(len(rows) - 1)
-    for index, value in zip(ragas_rows, ragas_tool_call_f1_many(ragas_inputs)):
-        rows[index]["ragas_tool_call_f1"] = value
     return rows

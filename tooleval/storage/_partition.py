@@ -22,7 +22,7 @@ import shutil
 import uuid
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, Iterable
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -154,6 +154,7 @@ class Publication:
         self._partitions: dict[str, list[str]] = {}
         self._tables: dict[tuple[str, str, str], Path] = {}
         self._documents: dict[str, str] = {}
+        self._parts: list[Path] = []
         self._lease: Any = None
         self._closed = False
 
@@ -200,8 +201,45 @@ class Publication:
         table = _stamp(_stamp(table, "dataset_revision", revision), "run_id", run_id)
         self._bind(run_id, revision if kind != "legacy" or self.revision is None else self.revision)
         folder = ensure_dir(self.out, relative)
-        target = folder / f"{Path(filename).stem}-{self.id}.parquet"
-        tmp = folder / f".{target.name}.tmp"
+        target = self._write_part(folder, f"{Path(filename).stem}-{self.id}.parquet", table)
+        self._tables[(kind, revision, run_id)] = target
+        self._partitions[relative.as_posix()] = [target.relative_to(self.out).as_posix()]
+        return target
+
+    def add_parts(
+        self, kind: str, revision: str, run_id: str, parts: Iterable[pa.Table], schema: pa.Schema
+    ) -> tuple[list[Path], int]:
+        """Write a partition streamed as several tables, one ``part-<i>-<publication id>.parquet`` per table (one
+        per shard), so the whole partition is never in memory (issue 9); visible at commit. No table at all
+        writes one zero-row file with ``schema``, like :meth:`add_table`.
+
+        Returns:
+            ``(the files written, rows written)``.
+
+        Raises:
+            See :meth:`add_table`.
+        """
+        self._open()
+        relative = partition_dir(Path(), kind, revision, run_id)
+        if (kind, revision, run_id) in self._tables:
+            raise ValueError(f"partition {relative} is already staged in this publication")
+        self._bind(run_id, revision if kind != "legacy" or self.revision is None else self.revision)
+        folder = ensure_dir(self.out, relative)
+        files: list[Path] = []
+        self._tables[(kind, revision, run_id)] = folder
+        self._partitions[relative.as_posix()] = []
+        rows = 0
+        for table in parts:
+            table = _stamp(_stamp(table, "dataset_revision", revision), "run_id", run_id)
+            files.append(self._write_part(folder, f"part-{len(files)}-{self.id}.parquet", table))
+            rows += table.num_rows
+        if not files:
+            files.append(self._write_part(folder, f"part-0-{self.id}.parquet", schema.empty_table()))
+        self._partitions[relative.as_posix()] = [f.relative_to(self.out).as_posix() for f in files]
+        return files, rows
+
+    def _write_part(self, folder: Path, name: str, table: pa.Table) -> Path:
+        target, tmp = folder / name, folder / f".{name}.tmp"
         try:
             pq.write_table(table, tmp, compression="zstd")
             os.replace(tmp, target)
@@ -209,8 +247,7 @@ class Publication:
             tmp.unlink(missing_ok=True)
             raise OutFolderError(folder, None, f"cannot write the partition file ({exc.strerror or exc}).",
                                  "check free space and permissions of --out.") from None
-        self._tables[(kind, revision, run_id)] = target
-        self._partitions[relative.as_posix()] = [target.relative_to(self.out).as_posix()]
+        self._parts.append(target)
         return target
 
     def add_partition_json(self, kind: str, revision: str, run_id: str, name: str, obj: Any) -> Path:
@@ -301,7 +338,7 @@ class Publication:
         self._release()
 
     def _discard(self) -> None:
-        for path in self._tables.values():
+        for path in self._parts:
             path.unlink(missing_ok=True)
             remove_empty(path.parent, stop=self.out)
         if self.run_id is not None:

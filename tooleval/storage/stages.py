@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import os
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +43,9 @@ class StageRef(BaseModel):
     path: str
     digest: str
     rows: int
+    elapsed_s: float = 0.0
+    """Seconds the task body took to make this file (kept with a cached ref; ``tooleval bench`` counts it only
+    for tasks that ran)."""
 
     def exists(self) -> bool:
         """True when the file is still on disk (a cached ref whose file was deleted must be recomputed)."""
@@ -55,7 +59,9 @@ def stage_dir(out: str | Path, stage: str) -> Path:
     return path
 
 
-def write_stage_table(directory: str | Path, stage: str, rows: list[dict[str, Any]], schema: pa.Schema) -> StageRef:
+def write_stage_table(
+    directory: str | Path, stage: str, rows: list[dict[str, Any]], schema: pa.Schema, *, started: float | None = None
+) -> StageRef:
     """Write ``rows`` with ``schema`` as one content-addressed Parquet file.
 
     Args:
@@ -63,6 +69,7 @@ def write_stage_table(directory: str | Path, stage: str, rows: list[dict[str, An
         stage: Stage name recorded in the ref.
         rows: Records whose keys are the schema's column names.
         schema: Explicit Arrow schema (never inferred).
+        started: ``time.perf_counter()`` when the task body started; the ref's ``elapsed_s`` is measured from it.
 
     Returns:
         The :class:`StageRef` of ``<directory>/<sha256>.parquet``.
@@ -80,7 +87,8 @@ def write_stage_table(directory: str | Path, stage: str, rows: list[dict[str, An
     except BaseException:
         Path(tmp_name).unlink(missing_ok=True)
         raise
-    return StageRef(stage=stage, path=str(final), digest=digest, rows=table.num_rows)
+    elapsed = 0.0 if started is None else time.perf_counter() - started
+    return StageRef(stage=stage, path=str(final), digest=digest, rows=table.num_rows, elapsed_s=elapsed)
 
 
 def read_stage_table(ref: StageRef) -> pa.Table:

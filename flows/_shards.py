@@ -1,0 +1,142 @@
+"""One shard through every per-shard stage, in a worker: generation -> trace capture -> scoring and, beside it
+on the same envelopes, the legacy scalar path; then the per-row half of the drift check on that shard.
+
+:func:`run_shard` is the unit the flow's task runner schedules (a process pool uses every core, issue 9 item 2).
+Each stage stays its own cached Prefect task (nested task runs), so caching and the UI are unchanged; what comes
+back to the flow is small — stage refs, state names, the shard's legacy values and its drift partial — so the
+flow's memory does not grow with the shard size.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections import Counter
+from datetime import datetime, timezone
+from typing import Any
+
+import pyarrow.parquet as pq
+from prefect import task
+from prefect.cache_policies import NO_CACHE
+from pydantic import BaseModel
+
+from flows._publish import run_stage
+from tasks import capture_shard, generate_shard, legacy_scalar, score_shard
+from tooleval.agents import WorkItem
+from tooleval.runs.drift import drift_partial
+from tooleval.runs.legacy import LegacyResult
+from tooleval.storage.stages import StageRef
+
+__all__ = ["ShardContext", "ShardOutcome", "run_shard", "warm_worker"]
+
+_DRIFT_COLUMNS = ["case_id", "trial", "ragas_tool_call_f1", "ragas_version", "scorer_version"]
+
+
+class ShardContext(BaseModel):
+    """What every shard of a run shares (picklable, passed to each :func:`run_shard`)."""
+
+    plan_agent: Any
+    dataset: Any
+    redaction: Any
+    executor: Any = None
+    out: str
+    dirs: dict[str, str]
+    code: str
+    ragas: str
+    generation_scope: str
+    scoring_scope: str
+    legacy_only: bool = False
+    legacy_pass: bool = True
+    retry_errors: bool = False
+
+
+class ShardOutcome(BaseModel):
+    """What one shard did."""
+
+    generation: StageRef
+    envelopes: StageRef
+    rows: StageRef | None
+    states: dict[str, str]
+    """Stage -> final state name (``Completed``, ``Cached``)."""
+    body_s: float
+    """Seconds spent inside stage task bodies that ran (cached stages count 0)."""
+    wall_s: float
+    """Seconds the whole shard took in its worker, Prefect's bookkeeping included."""
+    legacy: LegacyResult
+    """The shard's legacy result without its per-row values (they went into ``drift``)."""
+    legacy_sum: float
+    legacy_count: int
+    drift: dict[str, Any] | None
+
+
+def _stage(task_: Any, name: str, states: dict[str, str], timing: list[float], *args: Any,
+           retry_errors: bool = False, **kwargs: Any) -> Any:
+    """Run one stage task (:func:`flows._publish.run_stage`: a stale cached ref is recomputed); record its final
+    state name and, when its body ran, the body's seconds."""
+    counter: Counter = Counter()
+    ref = run_stage(task_, counter, *args, retry_errors=retry_errors, **kwargs)
+    states[name] = next(iter(counter))
+    if states[name] != "Cached":
+        timing.append(getattr(ref, "elapsed_s", 0.0))
+    return ref
+
+
+@task(name="shard", cache_policy=NO_CACHE, persist_result=False)
+def run_shard(context: ShardContext, items: list[WorkItem], offsets: list[tuple[int, int]],
+              scoring_scope: str) -> ShardOutcome:
+    """Run one shard's stages (see the module docstring).
+
+    Args:
+        context: The run's shared settings.
+        items: The shard's work items.
+        offsets: ``(byte offset, line number)`` of each item's trace line (replay).
+        scoring_scope: :func:`tooleval.runs.shards.scoring_key` of the shard.
+
+    Returns:
+        A :class:`ShardOutcome`.
+    """
+    started = time.perf_counter()
+    c = context
+    states: dict[str, str] = {}
+    timing: list[float] = []
+    generated = _stage(generate_shard, "generation", states, timing, c.plan_agent, items, c.dataset, c.redaction,
+                       c.out, c.dirs["generation"], c.executor, offsets=offsets, scope=c.generation_scope,
+                       retry_errors=c.retry_errors)
+    captured = _stage(capture_shard, "trace-capture", states, timing, generated, c.dataset.revision,
+                      c.dataset.tool_schema_version, c.code, c.dirs["capture"])
+    rows = None
+    if not c.legacy_only:
+        rows = _stage(score_shard, "scoring", states, timing, captured, c.dataset, c.redaction, c.code, c.ragas,
+                      c.out, c.dirs["scoring"], scope=scoring_scope)
+    if not c.legacy_pass:  # ``tooleval bench``'s row path alone
+        empty = LegacyResult(value=None, rows=0, ragas_version=c.ragas, scorer_version=c.code,
+                             computed_at=datetime.now(timezone.utc), per_row=[])
+        return ShardOutcome(generation=generated, envelopes=captured, rows=rows, states=states, body_s=sum(timing),
+                            wall_s=time.perf_counter() - started, legacy=empty, legacy_sum=0.0, legacy_count=0,
+                            drift=None)
+    legacy = _stage(legacy_scalar, "legacy-scalar", states, timing, [captured.path], [captured.digest], c.dataset,
+                    c.redaction, c.code, c.ragas, c.out, scope=scoring_scope)
+    drift = None
+    if rows is not None:
+        new_rows = pq.read_table(rows.path, columns=_DRIFT_COLUMNS).to_pylist()
+        drift = drift_partial(legacy.per_row, new_rows)
+    scored = [r.value for r in legacy.per_row if r.value is not None]
+    return ShardOutcome(generation=generated, envelopes=captured, rows=rows, states=states, body_s=sum(timing),
+                        wall_s=time.perf_counter() - started, legacy=legacy.model_copy(update={"per_row": []}),
+                        legacy_sum=math.fsum(scored), legacy_count=len(scored), drift=drift)
+
+
+def warm_worker() -> None:
+    """Process-pool initializer: import the stages and ragas once per worker, not once per shard (issue 9)."""
+    import ragas.metrics.collections  # noqa: F401  (~2 s; the legacy path calls ragas on every row)
+
+    import tooleval.scoring.rows  # noqa: F401
+
+
+def count_states(outcomes: list[ShardOutcome]) -> dict[str, Counter]:
+    """Stage -> Counter of final state names over the shards."""
+    counters: dict[str, Counter] = {}
+    for outcome in outcomes:
+        for stage, name in outcome.states.items():
+            counters.setdefault(stage, Counter())[name] += 1
+    return counters

@@ -1,0 +1,54 @@
+"""What shard tasks load once per worker process, not once per shard: the run's redactor (seeded with every
+case, which costs O(cases)) and the case-input index of the join check. Keyed by the dataset's content digest and
+the redaction config, so a changed dataset or key is never served from the cache."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+from tooleval.capture.redaction import RedactionConfig, Redactor, build_redactor
+from tooleval.dataset import load_dataset_cached
+from tooleval.runs.plan import DatasetRef
+
+__all__ = ["cached_redactor", "cached_case_inputs"]
+
+
+@lru_cache(maxsize=4)
+def _redactor(out: str, redaction_json: str, path: str, content_digest: str) -> Redactor | None:
+    redaction = RedactionConfig.model_validate_json(redaction_json)
+    return build_redactor(out, redaction, _cases(path, content_digest))
+
+
+def _cases(path: str, content_digest: str) -> dict:
+    from tooleval.errors import InputFileError
+
+    loaded = load_dataset_cached(path)
+    if loaded.content_digest != content_digest:
+        raise InputFileError(path, None, "the dataset changed while the run was going on.", "rerun.")
+    return loaded.cases
+
+
+def cached_redactor(out: str, redaction: RedactionConfig | None, dataset: DatasetRef) -> Redactor | None:
+    """:func:`tooleval.capture.redaction.build_redactor` for the run, built once per process (``None``: off).
+
+    Raises:
+        tooleval.errors.InputFileError: the redaction key is missing or not the one the config was made with, or
+            the dataset changed on disk since the run was planned.
+    """
+    if redaction is None:
+        return None
+    return _redactor(out, redaction.model_dump_json(), dataset.path, dataset.content_digest)
+
+
+@lru_cache(maxsize=4)
+def _inputs(out: str, redaction_json: str | None, path: str, content_digest: str) -> dict[str, list[str]]:
+    from tooleval.scoring.rows import case_inputs
+
+    redactor = None if redaction_json is None else _redactor(out, redaction_json, path, content_digest)
+    return case_inputs(_cases(path, content_digest), redactor)
+
+
+def cached_case_inputs(out: str, redaction: RedactionConfig | None, dataset: DatasetRef) -> dict[str, list[str]]:
+    """:func:`tooleval.scoring.rows.case_inputs` of the run's dataset, computed once per process."""
+    return _inputs(out, None if redaction is None else redaction.model_dump_json(), dataset.path,
+                   dataset.content_digest)

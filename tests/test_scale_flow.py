@@ -1,0 +1,61 @@
+"""Scale behaviour of the evaluation flow (issue 9): the same rows whatever the worker count, and caches that
+survive a growing corpus (content-defined shards)."""
+
+from __future__ import annotations
+
+import json
+
+import pyarrow.parquet as pq
+import pytest
+
+from tooleval.synth import write_synth
+
+pytestmark = pytest.mark.usefixtures("prefect_harness")
+
+_NOT_COMPARED = {"run_id"}  # rows carry no time column; run_id differs by construction
+
+
+def _rows(out, run_id: str, revision: str) -> list[dict]:
+    table = pq.read_table(out / "rows" / f"dataset_revision={revision}" / f"run_id={run_id}")
+    rows = [{k: v for k, v in r.items() if k not in _NOT_COMPARED} for r in table.to_pylist()]
+    return sorted(rows, key=lambda r: (r["case_id"], r["trial"]))
+
+
+def test_rows_identical_with_one_worker_and_a_process_pool(tmp_path):
+    from flows.evaluate import run_evaluate
+
+    data = write_synth(700, 3, "bfcl", tmp_path / "data").path
+    out = tmp_path / "out"
+    one, drift_one = run_evaluate(dataset=str(data), out=str(out), run_id="one", workers=1, shard_size=100)
+    two, drift_two = run_evaluate(rows_hint=None, dataset=str(data), out=str(tmp_path / "out2"), run_id="two",
+                                  workers=2, shard_size=100)
+    assert (drift_one, drift_two) == (False, False)
+    assert one.summary["timing"]["workers"] == 1 and two.summary["timing"]["workers"] == 2
+    assert two.summary["timing"]["shards"] > 2
+    revision = one.dataset_revision
+    first, second = _rows(out, "one", revision), _rows(tmp_path / "out2", "two", revision)
+    assert len(first) == 700
+    differing = sorted({k for a, b in zip(first, second) for k in a if a[k] != b[k]})
+    assert differing == []
+    assert first == second
+
+
+def test_adding_ten_cases_reruns_only_the_shards_that_hold_them(tmp_path):
+    """10,003 bfcl rows (1,429 cases x 7 trials), then the same corpus plus 10 cases (70 rows) under a new
+    revision: the generation shards of the old cases stay Cached; only the shard(s) holding the new case ids
+    (which sort after every old id) generate again."""
+    from flows.evaluate import evaluate
+
+    small = write_synth(10_003, 5, "bfcl", tmp_path / "small").path
+    grown = write_synth(10_073, 5, "bfcl", tmp_path / "grown").path  # same first 1,429 cases, 10 more
+    manifest = json.loads((grown / "dataset.json").read_text())
+    out = tmp_path / "out"
+    first = evaluate(dataset=str(small), out=str(out), run_id="night-1", workers=1, shard_size=500)
+    second = evaluate(dataset=str(grown), out=str(out), run_id="night-2", workers=1, shard_size=500)
+    assert first.dataset_revision != second.dataset_revision == manifest["revision"]
+    assert second.summary["rows"] == 10_073
+    generation = second.stage_states["generation"]
+    shards = second.summary["timing"]["shards"]
+    assert sum(generation.values()) == shards > 10
+    assert generation.get("Completed", 0) <= 2
+    assert generation["Cached"] >= shards - 2

@@ -1,0 +1,131 @@
+"""The peers ``tooleval bench`` measures beside tooleval, each over the same traces file (issue 9 item 5):
+
+* the floor: reading and decoding the traces file with the fastest JSON parser installed, nothing else;
+* the loop a ragas user writes: build ragas messages per row, ``ToolCallF1().ascore`` per row;
+* agentic-evals 0.9.0 ``evaluate_suite`` with the checks of seed 004's refund example (expected tools with
+  arguments, forbidden tools, order) applied to each row.
+
+Each function returns the rows it processed; the caller times it.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+__all__ = ["fastest_loads", "floor", "ragas_loop", "agentic_evals_loop"]
+
+
+def fastest_loads() -> tuple[str, Callable[[bytes], Any]]:
+    """``(name, loads)`` of the fastest JSON parser installed: orjson, else msgspec, else the standard library."""
+    try:
+        import orjson
+
+        return "orjson", orjson.loads
+    except ImportError:
+        pass
+    try:
+        import msgspec
+
+        return "msgspec", msgspec.json.decode
+    except ImportError:
+        return "json", json.loads
+
+
+def floor(traces: Path) -> int:
+    """Read and decode every line of ``traces``; returns the line count."""
+    _, loads = fastest_loads()
+    count = 0
+    with traces.open("rb") as handle:
+        for line in handle:
+            loads(line)
+            count += 1
+    return count
+
+
+def _cases(dataset: Path) -> dict[str, list[dict]]:
+    _, loads = fastest_loads()
+    with (dataset / "cases.jsonl").open("rb") as handle:
+        return {str(c["case_id"]): c.get("expected_calls") or [] for c in map(loads, handle)}
+
+
+def _rows(dataset: Path) -> Iterator[tuple[list[dict], list[tuple[str, Any]]]]:
+    """(expected calls, observed (name, argument text)) per trace line."""
+    _, loads = fastest_loads()
+    cases = _cases(dataset)
+    with (dataset / "traces.jsonl").open("rb") as handle:
+        for line in handle:
+            trace = loads(line)
+            observed = [(c["function"]["name"], c["function"].get("arguments"))
+                        for m in trace["messages"] if m.get("role") == "assistant"
+                        for c in m.get("tool_calls") or []]
+            yield cases[str(trace["case_id"])], observed
+
+
+def _args(text: Any) -> dict:
+    if isinstance(text, dict):
+        return text
+    try:
+        value = json.loads(text) if text else {}
+    except ValueError:
+        return {"__malformed__": text}
+    return value if isinstance(value, dict) else {"__malformed__": text}
+
+
+def ragas_loop(dataset: Path) -> int:
+    """What a ragas user writes: per row, ragas messages and ``await ToolCallF1().ascore(...)``."""
+    import asyncio
+
+    from ragas.messages import AIMessage, ToolCall
+    from ragas.metrics.collections import ToolCallF1
+
+    async def run() -> int:
+        metric = ToolCallF1()
+        count = 0
+        for expected, observed in _rows(dataset):
+            message = AIMessage(content="", tool_calls=[ToolCall(name=n, args=_args(a)) for n, a in observed])
+            reference = [ToolCall(name=c["name"], args=c.get("args") or {}) for c in expected]
+            await metric.ascore(user_input=[message], reference_tool_calls=reference)
+            count += 1
+        return count
+
+    return asyncio.run(run())
+
+
+def agentic_evals_loop(dataset: Path, batch: int = 1000) -> int:
+    """agentic-evals ``evaluate_suite`` over every row, in suites of ``batch`` rows: each row is a test case with
+    seed 004's checks — required tools and their order (the expected calls), expected tool arguments, forbidden
+    tools (every tool of the dataset's tools.json that the row does not expect) — and a sample whose trace holds
+    the observed calls."""
+    from agentic_evals import (EvalSpan, EvalTrace, EvaluationSample, TestCase, TestSuite, default_registry,
+                               evaluate_suite)
+
+    tools_file = dataset / "tools.json"
+    every_tool = sorted(t["name"] for t in json.loads(tools_file.read_text())) if tools_file.is_file() else []
+    registry = default_registry()
+    count = 0
+    cases: list[Any] = []
+    samples: list[Any] = []
+
+    def flush() -> None:
+        if cases:
+            evaluate_suite(TestSuite(name="bench", version="1", cases=cases), samples, registry=registry)
+            cases.clear()
+            samples.clear()
+
+    for expected, observed in _rows(dataset):
+        case_id = f"row-{count}"
+        names = [c["name"] for c in expected]
+        cases.append(TestCase(
+            id=case_id, name=case_id, input="", required_tools=names, required_tool_order=names,
+            expected_tool_arguments={c["name"]: c.get("args") or {} for c in expected},
+            forbidden_tools=[t for t in every_tool if t not in names],
+        ))
+        spans = [EvalSpan(tool_name=n, attributes={"tool_args": _args(a)}) for n, a in observed]
+        samples.append(EvaluationSample(case_id=case_id, output="", trace=EvalTrace(trace_id=case_id, spans=spans)))
+        count += 1
+        if len(cases) >= batch:
+            flush()
+    flush()
+    return count

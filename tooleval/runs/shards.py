@@ -1,0 +1,198 @@
+"""Shards composed from content, and the plan's compact index of work (issue 9 items 1 and 6).
+
+Shards are cut by *content-defined chunking* over the keys sorted by (case_id, trial): a new shard starts at
+every case whose ``sha256(case_id)`` falls in a ``1/K`` slice of the hash space, where ``K`` (cases per shard on
+average) is a power of two derived from the shard size and the trials per case. All trials of a case stay in one
+shard, and where a shard ends depends only on the case ids around it, never on positions: adding or removing
+cases changes only the shards that hold them (new ids that sort together — dated or numbered cases — land in
+one or two shards), and every other shard keeps its cache key. Positional shards shifted every later shard; hash
+buckets (``hash(key) mod B``) scatter even ten new cases over most of the shards. A run of cases longer than
+four shard sizes without a boundary is cut at that length (rare: probability ``e**-4`` per shard).
+
+The plan does not hold work items: :class:`ShardIndex` is a compact Arrow table — case id, trial, seed, the
+trace line's byte offset and content digest, shard — from which one shard's work items are built when that shard
+is submitted. Memory is bounded by the shard size, not the corpus.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+__all__ = ["ShardIndex", "is_boundary", "cases_per_shard", "default_shard_size", "scan_lines", "run_scopes",
+           "scoring_key", "MIN_SHARD", "MAX_SHARD"]
+
+MIN_SHARD = 100
+"""Smallest default shard (rows): the bundled 200-row run still shows progress over 4 shards (its K is 32), and
+pays for no more Prefect task runs than before shards were content-defined (4 x 50 rows)."""
+MAX_SHARD = 20_000
+"""Largest default shard (rows): bounds a worker's memory (a bfcl row is ~1 KB of trace, ~10 KB in Python)."""
+_TASKS_PER_WORKER = 8
+"""Default shards per worker: enough for load balance and progress, few enough that Prefect's per-task cost
+(tens of ms, PREFECT.md; ``tooleval bench`` reports the share) stays small."""
+_MAX_RUN = 2
+"""A shard is cut after ``2 K`` cases even without a content boundary (``K`` is stable as the corpus grows, so
+this cut does not move when cases are added elsewhere)."""
+
+
+def is_boundary(case_id: str, cases_per: int) -> bool:
+    """Whether a shard starts at ``case_id``: its sha256 falls in the first ``1/cases_per`` of the hash space."""
+    if cases_per <= 1:
+        return True
+    digest = hashlib.sha256(case_id.encode("utf-8", "surrogatepass")).digest()
+    return int.from_bytes(digest[:8], "big") % cases_per == 0
+
+
+def cases_per_shard(rows: int, cases: int, shard_size: int) -> int:
+    """``K``: cases per shard on average, ``shard_size / (rows / cases)`` rounded to a power of two (so that a
+    corpus growing by a few per cent keeps its boundaries)."""
+    if rows == 0 or cases == 0:
+        return 1
+    wanted = shard_size * cases / rows
+    return 1 << max(0, round(math.log2(max(wanted, 1))))
+
+
+def default_shard_size(rows: int, workers: int) -> int:
+    """Rows per shard when ``--shard-size`` is not given: about 8 shards per worker, within
+    [:data:`MIN_SHARD`, :data:`MAX_SHARD`] (measured trade-off; README "Scale")."""
+    return max(MIN_SHARD, min(MAX_SHARD, math.ceil(rows / (workers * _TASKS_PER_WORKER))))
+
+
+def scan_lines(path: Path, wanted: dict[int, tuple[str, int]]) -> tuple[dict, dict]:
+    """Byte offset and content digest of the trace lines that hold the planned keys.
+
+    Args:
+        path: A traces file (a ``.gz`` file has no random access: offsets are then -1 and the replay agent reads
+            the file sequentially).
+        wanted: Line number (1-based, blank lines counted, as :func:`tooleval.capture.recorded.iter_json_lines`
+            numbers them) -> the key that line holds.
+
+    Returns:
+        ``(offsets, digests)``: key -> ``(byte offset, line number)`` of its line, key -> sha256 (32 hex) of the
+        line's bytes.
+    """
+    import gzip
+
+    offsets: dict[tuple[str, int], int] = {}
+    digests: dict[tuple[str, int], str] = {}
+    compressed = path.name.endswith(".gz")
+    opener = gzip.open if compressed else open
+    with opener(path, "rb") as handle:
+        position = 0
+        for number, line in enumerate(handle, start=1):
+            key = wanted.get(number)
+            if key is not None:
+                offsets[key] = (-1 if compressed else position, number)
+                digests[key] = hashlib.sha256(line.rstrip(b"\r\n")).hexdigest()[:32]
+            position += len(line)
+    return offsets, digests
+
+
+@dataclass(frozen=True)
+class ShardIndex:
+    """The run's work as a compact Arrow table sorted by (case_id, trial), with each row's shard number.
+
+    Columns: ``case_id`` (string), ``trial`` (int32), ``seed`` (int64), ``offset`` (int64, -1 when unknown),
+    ``line`` (int64, the trace line's number, 0 when unknown),
+    ``line_digest`` (string, null for a live agent), ``shard`` (int32, ascending).
+    """
+
+    table: pa.Table
+    cases_per_shard: int
+
+    @classmethod
+    def build(cls, keys: list[tuple[str, int]], shard_size: int, offsets: dict | None = None,
+              digests: dict | None = None) -> "ShardIndex":
+        """Index ``keys`` (unique (case_id, trial) pairs) into content-defined shards of about ``shard_size``."""
+        keys = sorted(keys)
+        offsets, digests = offsets or {}, digests or {}
+        case_count = len({k[0] for k in keys})
+        per = cases_per_shard(len(keys), case_count, shard_size)
+        shards: list[int] = []
+        shard, cases_in_shard, previous = -1, 0, None
+        for case_id, _ in keys:
+            if case_id != previous:
+                if shard < 0 or is_boundary(case_id, per) or cases_in_shard >= _MAX_RUN * per:
+                    shard, cases_in_shard = shard + 1, 0
+                previous = case_id
+                cases_in_shard += 1
+            shards.append(shard)
+        table = pa.table({
+            "case_id": pa.array([k[0] for k in keys], pa.string()),
+            "trial": pa.array([k[1] for k in keys], pa.int32()),
+            "seed": pa.array([k[1] for k in keys], pa.int64()),
+            "offset": pa.array([offsets.get(k, (-1, 0))[0] for k in keys], pa.int64()),
+            "line": pa.array([offsets.get(k, (-1, 0))[1] for k in keys], pa.int64()),
+            "line_digest": pa.array([digests.get(k) for k in keys], pa.string()),
+            "shard": pa.array(shards, pa.int32()),
+        })
+        return cls(table=table, cases_per_shard=per)
+
+    @property
+    def rows(self) -> int:
+        """Number of work items."""
+        return self.table.num_rows
+
+    def shards(self) -> Iterator[pa.Table]:
+        """The shards in order, each a zero-copy slice of :attr:`table`."""
+        if self.rows == 0:
+            return
+        counts = pc.value_counts(self.table["shard"]).to_pylist()
+        start = 0
+        for entry in sorted(counts, key=lambda e: e["values"]):
+            yield self.table.slice(start, entry["counts"])
+            start += entry["counts"]
+
+
+def _digest(value: object) -> str:
+    from tooleval.canonical import canonical_json
+
+    return hashlib.sha256(canonical_json(value).encode()).hexdigest()
+
+
+def run_scopes(plan) -> tuple[str, str]:
+    """The dataset-wide parts of the generation and scoring cache keys of a run (issue 9 item 6).
+
+    A shard's key names its own work (case digests, trace line digests, the envelopes' digest) plus only what
+    the whole dataset contributes to *every* row of that stage — so a corpus that grows by a few cases keeps the
+    other shards' keys:
+
+    * generation: the agent (replay: nothing beyond each line's digest; live: its config), the tool schemas and
+      the values the redactor was seeded with (free text is redacted wherever a case's redacted value appears);
+    * scoring: the tool schemas, the dataset's ``[policy]``, the redactor's seeded values and — only when some
+      trace records its generation request, since only then does the join check look — every case's input.
+
+    Args:
+        plan: A :class:`tooleval.runs.plan.RunPlan`.
+
+    Returns:
+        ``(generation_scope, scoring_scope)``, two sha256 hex digests.
+    """
+    from tooleval.capture.redaction import build_redactor
+    from tooleval.dataset import load_dataset_cached
+
+    cases = load_dataset_cached(plan.dataset.path).cases
+    redactor = build_redactor(plan.out, plan.redaction, cases) if plan.redaction else None
+    seeded = redactor.seed_digest() if redactor else None
+    agent = "replay" if plan.agent.kind == "replay" else _digest(plan.agent.model_dump(mode="json"))
+    generation = _digest({"agent": agent, "tools": plan.dataset.tool_schema_version, "redaction_seed": seeded})
+    inputs = None
+    if plan.has_requests:
+        from tooleval.scoring.rows import case_inputs
+
+        inputs = _digest(sorted(case_inputs(cases, redactor).items()))
+    scoring = _digest({"tools": plan.dataset.tool_schema_version, "policy": plan.dataset.policy_digest,
+                       "redaction_seed": seeded, "inputs": inputs})
+    return generation, scoring
+
+
+def scoring_key(scope: str, items) -> str:
+    """The scoring stage's per-shard scope: ``scope`` plus the digest of every case the shard's rows answer
+    (a case's expected calls and rules decide its rows)."""
+    return _digest([scope, sorted({(item.case_id, item.case_digest) for item in items})])
