@@ -8,7 +8,8 @@ duration of an uninterrupted, cached run (measured first). After each kill it ch
 * the temporary Prefect server the process started is gone within 10 s (no orphan);
 * a reader (``tooleval sql``) sees the old run or the new run: 200 or 120 rows with as many traces, never a mix;
 * ``tooleval drift`` on the run agrees (exit 0) whenever the run exists;
-* nothing printed a traceback, and (``--signal INT``) the process exited 130 (or 0/1 when it had finished).
+* nothing printed a traceback, and (``--signal INT``) the process exited 130 or died of SIGINT during shutdown
+  (both ``$? = 130`` in a shell), or 0/1 when it had finished.
 
 Run from the repository root (a few minutes):
 
@@ -92,7 +93,9 @@ def main() -> None:
         drift_ok = True
         if seen and seen["r"]:
             drift_ok = tooleval("drift", "--run-id", "soak", "--out", str(out), env=env).returncode == 0
-        exit_ok = finished or args.signal != "INT" or process.returncode == 130
+        # 130: tooleval's own exit; -2: death by SIGINT while Python shuts down (signal handlers are reset then),
+        # which a shell reports as 130 too
+        exit_ok = finished or args.signal != "INT" or process.returncode in (130, -signal.SIGINT)
         ok = not orphan and consistent and drift_ok and "Traceback" not in stderr and exit_ok
         survived += ok
         results.append({"attempt": attempt, "delay_s": round(delay, 1), "finished_before_kill": finished,

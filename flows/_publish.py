@@ -198,8 +198,8 @@ def publish_run(
         if publish_legacy:
             stage_legacy(publication, legacy, revision, run_id, published_at=published_at)
         if not legacy_only:
-            staged, _ = publication.add_parts("rows", revision, run_id, _tables(row_refs, ROW_SCHEMA), ROW_SCHEMA)
-            source = scan_parquet_sql(staged)
+            files, _ = publication.add_parts("rows", revision, run_id, _tables(row_refs, ROW_SCHEMA), ROW_SCHEMA)
+            source = scan_parquet_sql(files)
             figures = run_stage(aggregate_rows, states["aggregation"], source, [r.digest for r in row_refs], code)
             errors += _row_errors(row_refs)
             drift = _drift(legacy, row_refs, drift_partials) if legacy_pass else None

@@ -57,10 +57,10 @@ def evaluate(
     tool_results: str | None = None,
     outcome: str = "gate",
     gate_config: str | None = None,
-    new_redaction_key: bool = False,
     workers: int | None = None,
     progress: bool = False,
     legacy_pass: bool = True,
+    new_redaction_key: bool = False,
 ) -> RunResult:
     """Evaluate a dataset's recorded (or generated) trajectories and publish envelopes, rows, the legacy scalar,
     a summary and the drift check.
@@ -82,12 +82,12 @@ def evaluate(
         tool_results: JSON-lines ``{name, args, result}`` answering a live agent's tool calls (multi-step).
         outcome: Row outcome for pass@k / pass^k: ``gate`` | ``exact`` | ``f1>=X`` | ``recorded_reward``.
         gate_config: Gate config file (default: the dataset's gate.toml).
-        new_redaction_key: Start a new redaction key although runs with another key exist under ``out``.
         workers: Parallel shard workers (sizes the default shard; the task runner itself is chosen by
             :func:`run_evaluate`); ``None``: the number of cores.
         progress: Show live progress on stderr (:class:`tooleval.runs.progress.StageProgress`).
         legacy_pass: ``False`` skips the legacy scalar path and the drift check (``tooleval bench``'s measure of
             the row path alone; nothing legacy is published).
+        new_redaction_key: Start a new redaction key although runs with another key exist under ``out``.
 
     Returns:
         A :class:`RunResult`; the flow run is ``Failed`` (with the result as its data) when drift was found.
@@ -103,7 +103,7 @@ def evaluate(
         load_gate_config(gate_config)  # so is a bad gate config
     plan = plan_run(dataset, traces, out, run_id, slices=slices, redact_fields=redact_fields,
                     redaction=redaction, agent=agent, repeats=repeats, tool_results=tool_results,
-                    new_redaction_key=new_redaction_key, shard_size=shard_size, workers=workers)
+                    shard_size=shard_size, workers=workers, new_redaction_key=new_redaction_key)
     generation_scope, scoring_scope = run_scopes(plan)
     context = ShardContext(
         plan_agent=plan.agent, dataset=plan.dataset, redaction=plan.redaction, executor=plan.executor, out=plan.out,

@@ -250,7 +250,8 @@ class TestAfterThePlan:
         monkeypatch.setattr(evaluate, "plan_run", plan_then_break)
         out = tmp_path / "out"
         result = run_cli(["run", "--dataset", str(dataset), "--out", str(out), "--run-id", "gone"])
-        assert_refused(result, f"{dataset / 'traces.jsonl'}:1: not valid JSON", "Nothing was published")
+        assert_refused(result, f"{dataset / 'traces.jsonl'}: the traces file changed after the run was planned",
+                       "Nothing was published")
         assert committed_files(out, "rows") == [] and committed_files(out, "traces") == []
         assert not (out / "runs/gone").exists()
 

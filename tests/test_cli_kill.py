@@ -16,8 +16,6 @@ import sys
 import time
 from pathlib import Path
 
-import pytest
-
 from conftest import REPO, TINY_CASES, TINY_TRACES, write_dataset
 from tooleval.storage import committed_files, read_table
 from tooleval.storage._pause import PAUSE_ENV, PAUSE_FILE_ENV
@@ -138,14 +136,3 @@ def test_ctrl_c_exits_130_quickly_publishes_nothing_and_records_the_crash(tmp_pa
     assert committed_files(cli.out, "rows") == [] and not (cli.out / "runs/c1/commit.json").exists()
     assert list(cli.out.glob("rows/*/*/*.parquet")) == []  # the written files were discarded
     assert cli.states("flow_run") == ["CRASHED"]
-
-
-@pytest.mark.parametrize("sig", [signal.SIGTERM])
-def test_no_orphan_server_after_sigterm(tmp_path, sig):
-    cli = Cli(tmp_path)
-    process, flag = cli.evaluate("t1", pause="written")
-    wait_for(flag, process)
-    server = cli.server_pid()
-    process.send_signal(sig)
-    process.communicate(timeout=30)
-    assert gone_within(server, 10)

@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict
 
 from tooleval.capture.recorded import (TraceLine, iter_trace_lines, parse_trace, read_trace_line,
                                        trace_line_problem)
-from tooleval.errors import InputFileError, RowError
+from tooleval.errors import RowError
 
 __all__ = ["ReplayAgentConfig", "WorkItem", "replay_generate"]
 
@@ -46,20 +46,12 @@ class WorkItem(BaseModel):
 
 def _lines_at(path: Path, offsets: list[int], numbers: list[int]) -> Iterator[TraceLine]:
     """The trace lines that start at ``offsets`` (bytes; ``numbers`` are their 1-based line numbers), in file
-    order (one pass, seeking forward), read like :func:`tooleval.capture.recorded.iter_trace_lines` reads them.
-
-    Raises:
-        InputFileError: a line is no longer JSON (the file changed since the plan indexed it).
-    """
+    order (one pass, seeking forward), read like :func:`tooleval.capture.recorded.iter_trace_lines` reads them."""
     with path.open("rb") as handle:
         for offset, number in sorted(zip(offsets, numbers)):
             handle.seek(offset)
-            line = read_trace_line(number, handle.readline().decode("utf-8", errors="replace"))
-            if line is None:  # the plan read this line as JSON: the file changed under the run
-                raise InputFileError(path, number, "not valid JSON, although it was when the run was planned: the "
-                                     "traces file changed under the run.", "leave the traces file alone while a "
-                                     "run reads it, then rerun.")
-            if isinstance(line.data, dict):
+            line = read_trace_line(number, handle.readline().decode("utf-8"))
+            if line is not None and isinstance(line.data, dict):  # the plan checked every line already
                 yield line
 
 
@@ -78,6 +70,10 @@ def replay_generate(
             offset of -1 (a gzip file) reads the file from the start until every item is found.
         transform: Applied to each parsed trace before it is serialised (redaction), so a line is decoded and
             encoded once.
+
+    Raises:
+        tooleval.errors.InputFileError: the file became unreadable, or (read at the plan's offsets) no longer
+            holds a planned line: the file changed after the plan (exit 2, nothing published).
 
     Returns:
         Generation records ``{case_id, trial, seed, payload_json, error}`` in ``items`` order; ``payload_json``
@@ -109,6 +105,14 @@ def replay_generate(
         }
         if len(found) == len(wanted):
             break
+    missing = [key for key in wanted if key not in found]
+    if direct and missing:  # the planner saw each of these keys at its offset: the file changed since the plan
+        from tooleval.errors import InputFileError
+
+        case_id, trial = missing[0]
+        raise InputFileError(path, None, f"the traces file changed after the run was planned (case {case_id!r} "
+                             f"trial {trial} is no longer where the plan found it).",
+                             "keep the file unchanged during a run, and run again (the plan reads it anew).")
     records = []
     for key, item in wanted.items():
         records.append(

@@ -165,11 +165,11 @@ def plan_run(
     agent: OpenAIAgentConfig | None = None,
     repeats: int = 1,
     tool_results: str | Path | None = None,
+    shard_size: int | None = None,
+    workers: int = 1,
     gate_config: str | Path | None = None,
     new_redaction_key: bool = False,
     write_key: bool = True,
-    shard_size: int | None = None,
-    workers: int = 1,
 ) -> RunPlan:
     """Check the inputs and decide the work of a run.
 
@@ -185,12 +185,12 @@ def plan_run(
         agent: A live agent; ``None`` replays the recorded traces.
         repeats: Trials per case for a live agent (trial ``t`` is sent with seed ``t``).
         tool_results: Recorded tool results for a live agent's multi-step tool loop.
+        shard_size: Rows per shard; ``None``: :func:`tooleval.runs.shards.default_shard_size`.
+        workers: Parallel workers (sizes the default shard).
         gate_config: A gate config file to check now (default: the dataset's gate.toml, checked too).
         new_redaction_key: Start a new redaction key although runs with another key exist under ``out``.
         write_key: Create ``<out>/redaction.key`` (a new key) once every check passed; ``False`` for a dry
             plan that must write nothing (the CLI's own check before it starts the flow).
-        shard_size: Rows per shard; ``None``: :func:`tooleval.runs.shards.default_shard_size`.
-        workers: Parallel workers (sizes the default shard).
 
     Returns:
         A :class:`RunPlan`; one work item per (case, trial) found in the traces for a known case.

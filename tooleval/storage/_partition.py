@@ -152,8 +152,9 @@ class Publication:
         self.run_id: str | None = None
         self.revision: str | None = None
         self._partitions: dict[str, list[str]] = {}
-        self._tables: dict[tuple[str, str, str], list[Path]] = {}
+        self._tables: dict[tuple[str, str, str], Path] = {}
         self._documents: dict[str, str] = {}
+        self._parts: list[Path] = []
         self._lease: Any = None
         self._closed = False
 
@@ -193,21 +194,27 @@ class Publication:
             LeaseHeldError: another live writer holds the run.
             OutFolderError: a link or a file inside ``out`` where a folder belongs; ``out`` not writable.
         """
-        table = _stamp(_stamp(table, "dataset_revision", revision), "run_id", run_id)  # refused before writing
-        return self.add_parts(kind, revision, run_id, [table], table.schema, stem=Path(filename).stem,
-                              indexed=False)[0][0]
+        self._open()
+        relative = partition_dir(Path(), kind, revision, run_id)
+        if (kind, revision, run_id) in self._tables:
+            raise ValueError(f"partition {relative} is already staged in this publication")
+        table = _stamp(_stamp(table, "dataset_revision", revision), "run_id", run_id)
+        self._bind(run_id, revision if kind != "legacy" or self.revision is None else self.revision)
+        folder = ensure_dir(self.out, relative)
+        target = self._write_part(folder, f"{Path(filename).stem}-{self.id}.parquet", table)
+        self._tables[(kind, revision, run_id)] = target
+        self._partitions[relative.as_posix()] = [target.relative_to(self.out).as_posix()]
+        return target
 
     def add_parts(
-        self, kind: str, revision: str, run_id: str, parts: Iterable[pa.Table], schema: pa.Schema, *,
-        stem: str = "part", indexed: bool = True,
+        self, kind: str, revision: str, run_id: str, parts: Iterable[pa.Table], schema: pa.Schema
     ) -> tuple[list[Path], int]:
-        """Write a partition streamed as several tables, one ``<stem>-<i>-<publication id>.parquet`` per table
-        (one per shard), so the whole partition is never in memory (issue 9); visible at commit. No table at all
-        writes one zero-row file with ``schema``, like :meth:`add_table`. ``indexed=False`` (one table only) names
-        the file ``<stem>-<publication id>.parquet``.
+        """Write a partition streamed as several tables, one ``part-<i>-<publication id>.parquet`` per table (one
+        per shard), so the whole partition is never in memory (issue 9); visible at commit. No table at all
+        writes one zero-row file with ``schema``, like :meth:`add_table`.
 
         Returns:
-            ``(written files in order, rows written)``.
+            ``(the files written, rows written)``.
 
         Raises:
             See :meth:`add_table`.
@@ -219,25 +226,29 @@ class Publication:
         self._bind(run_id, revision if kind != "legacy" or self.revision is None else self.revision)
         folder = ensure_dir(self.out, relative)
         files: list[Path] = []
-        self._tables[(kind, revision, run_id)] = files
+        self._tables[(kind, revision, run_id)] = folder
         self._partitions[relative.as_posix()] = []
         rows = 0
-        for table in _or_empty(parts, schema):
+        for table in parts:
             table = _stamp(_stamp(table, "dataset_revision", revision), "run_id", run_id)
-            name = f"{stem}-{len(files)}-{self.id}.parquet" if indexed else f"{stem}-{self.id}.parquet"
-            target = folder / name
-            tmp = folder / f".{target.name}.tmp"
-            try:
-                pq.write_table(table, tmp, compression="zstd")
-                os.replace(tmp, target)
-            except OSError as exc:
-                tmp.unlink(missing_ok=True)
-                raise OutFolderError(folder, None, f"cannot write the partition file ({exc.strerror or exc}).",
-                                     "check free space and permissions of --out.") from None
-            files.append(target)
-            self._partitions[relative.as_posix()].append(target.relative_to(self.out).as_posix())
+            files.append(self._write_part(folder, f"part-{len(files)}-{self.id}.parquet", table))
             rows += table.num_rows
-        return list(files), rows
+        if not files:
+            files.append(self._write_part(folder, f"part-0-{self.id}.parquet", schema.empty_table()))
+        self._partitions[relative.as_posix()] = [f.relative_to(self.out).as_posix() for f in files]
+        return files, rows
+
+    def _write_part(self, folder: Path, name: str, table: pa.Table) -> Path:
+        target, tmp = folder / name, folder / f".{name}.tmp"
+        try:
+            pq.write_table(table, tmp, compression="zstd")
+            os.replace(tmp, target)
+        except OSError as exc:
+            tmp.unlink(missing_ok=True)
+            raise OutFolderError(folder, None, f"cannot write the partition file ({exc.strerror or exc}).",
+                                 "check free space and permissions of --out.") from None
+        self._parts.append(target)
+        return target
 
     def add_partition_json(self, kind: str, revision: str, run_id: str, name: str, obj: Any) -> Path:
         """Write a JSON document that lives in a partition folder (e.g. the legacy ``scalar.json``).
@@ -282,13 +293,13 @@ class Publication:
         """
         return self.add_text(relpath, _json_bytes(obj).decode("utf-8"))
 
-    def staged_path(self, kind: str, revision: str, run_id: str) -> list[Path]:
-        """The written (not yet committed) files of a partition added to this publication.
+    def staged_path(self, kind: str, revision: str, run_id: str) -> Path:
+        """The written (not yet committed) file of a partition added to this publication.
 
         Raises:
             KeyError: that partition was not added.
         """
-        return list(self._tables[(kind, revision, run_id)])
+        return self._tables[(kind, revision, run_id)]
 
     def commit(self) -> None:
         """Make everything written visible at once: write the run's commit marker, then copy the documents to
@@ -327,10 +338,9 @@ class Publication:
         self._release()
 
     def _discard(self) -> None:
-        for (kind, revision, run_id), files in self._tables.items():
-            for path in files:
-                path.unlink(missing_ok=True)
-            remove_empty(partition_dir(self.out, kind, revision, run_id), stop=self.out)
+        for path in self._parts:
+            path.unlink(missing_ok=True)
+            remove_empty(path.parent, stop=self.out)
         if self.run_id is not None:
             shutil.rmtree(self.out / "runs" / self.run_id / PUBLICATIONS / self.id, ignore_errors=True)
 
@@ -351,16 +361,6 @@ class Publication:
             self.commit()
         else:
             self.abort()
-
-
-def _or_empty(parts: Iterable[pa.Table], schema: pa.Schema) -> Iterable[pa.Table]:
-    """``parts``, or one zero-row table of ``schema`` when there is none (an empty folder breaks readers' globs)."""
-    empty = True
-    for table in parts:
-        empty = False
-        yield table
-    if empty:
-        yield schema.empty_table()
 
 
 def _json_bytes(obj: Any) -> bytes:
