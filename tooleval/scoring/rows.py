@@ -173,9 +173,15 @@ def score_envelopes(
     """
     inputs = case_inputs(cases, redactor) if inputs is None else inputs
     rows: list[dict[str, Any]] = []
+    plain: dict[str, Case] = {}  # case id -> its references redacted with the base secrets only (most rows)
     for envelope in envelopes:
         extra = trace_reference_secrets(redactor, cases[envelope["case_id"]], envelope)
-        case = redacted_case(cases[envelope["case_id"]], redactor, extra)
+        if extra:
+            case = redacted_case(cases[envelope["case_id"]], redactor, extra)
+        else:
+            case = plain.get(envelope["case_id"])
+            if case is None:
+                case = plain[envelope["case_id"]] = redacted_case(cases[envelope["case_id"]], redactor)
         plans = case.plans
         expected = plans[0]
         row = row_skeleton(case, envelope, expected)
