@@ -42,6 +42,14 @@ def test_quiet_prints_nothing(bundled_pair):
     assert result.exit_code == 0 and result.output == ""
 
 
+def test_quiet_still_says_why_it_exits_1(bundled_pair):
+    # The bundled run has blocking rows (README: gate FAIL, 117 blocking rows): exit 1 and exactly one line, on
+    # stderr, that says so; the failing rows' details stay quiet.
+    result = runner.invoke(app, ["--quiet", "gate", "--run-id", "base", "--out", str(bundled_pair)])
+    assert result.exit_code == 1
+    assert result.stdout == "" and result.stderr.splitlines() == ["gate for run base: FAIL"]
+
+
 def _result(rows_path, summary) -> RunResult:
     return RunResult(run_id="r", dataset_revision="v1", out="/o", rows_path=rows_path, traces_path="/o/t",
                      run_path="/o/runs/r", stage_states={}, summary=summary, errors=[], drift=None)

@@ -11,7 +11,7 @@ import pytest
 
 from conftest import handed_cases
 from import_helpers import read_jsonl, score, write_lines
-from tooleval.errors import UnsafeRevisionError
+from tooleval.errors import InputFileError, UnsafeRevisionError
 from tooleval.importers import import_openai_chat
 
 ORDER = {"name": "get_order", "args": {"order_id": "A-104"}}
@@ -126,6 +126,14 @@ class TestCasesAndCounts:
         cases = {c["case_id"]: c for c in read_jsonl(tmp_path / "out" / "cases.jsonl")}
         assert cases["A"]["input"] == [{"role": "user", "content": "help with A"}] and cases["B"]["input"] == "given"
         assert [r["exact_match"] for r in score(tmp_path / "out")] == [True, True]
+
+    def test_references_that_no_record_names_are_a_file_error(self, tmp_path: Path) -> None:
+        # Reference cases alone are no dataset: with no record converted, nothing is written (exit 2 on the CLI).
+        refs = write_lines(tmp_path / "refs.jsonl", [{"case_id": "A", "expected_calls": [ORDER]}])
+        src = write_lines(tmp_path / "c.jsonl", [_record("Z", [])])
+        with pytest.raises(InputFileError, match="no case could be imported: case_id not in --references"):
+            import_openai_chat(src, tmp_path / "out", references=refs)
+        assert not (tmp_path / "out").exists()
 
     def test_reward_and_agent_reach_the_trace(self, tmp_path: Path) -> None:
         src = write_lines(tmp_path / "c.jsonl", [

@@ -96,6 +96,22 @@ def test_fail_on_exits_1_when_every_case_gets_worse(tmp_path):
     assert "f1 fell by 0.6667" in result.output
     assert comparison["changed_count"] == 6
 
+    # A run sharing two pairs with "b" (c0 right, c1 wrong) plus a case of its own (d0, blocking: no call):
+    # deltas cover the 2 pairs only. By hand: f1 (1 + 0) / 2 - 1 = -0.5; the unpaired d0 row counts nowhere.
+    part = [{"case_id": "d0", "input": "x", "expected_calls": [{"name": "get", "args": {"id": 9}}]}] + cases[:2]
+    traces = [right[0], trace("c1", 0, [tool_call("get", json.dumps({"id": 7}))]), trace("d0", 0, [])]
+    evaluate(dataset=str(write_dataset(tmp_path / "part", part, traces, revision="r2")), out=str(out), run_id="p")
+    partial = compare_runs(out, "b", "p")
+    assert partial["pairs"] == 2 and partial["only_head"] == [["d0", 0]]
+    assert partial["overall"]["f1"]["rows"] == 2 and partial["overall"]["f1"]["delta"] == -0.5
+    assert partial["overall"]["pass_rate"]["rows"] == 2
+
+    # Runs with no pair in common: nothing to compare, a usage error (exit 2), not deltas from unpaired rows.
+    other = [{"case_id": "z0", "input": "x", "expected_calls": []}]
+    evaluate(dataset=str(write_dataset(tmp_path / "other", other, [trace("z0", 0, [])], revision="r3")), out=str(out), run_id="o")
+    refused = runner.invoke(app, ["compare", "b", "o", "--out", str(out)], env={"COLUMNS": "200"})
+    assert refused.exit_code == 2 and "share no (case_id, trial) pair" in refused.output, refused.output
+
 
 def test_parse_fail_on():
     assert [(c.metric, c.threshold) for c in parse_fail_on("f1:0.02, pass_rate:.1")] == [

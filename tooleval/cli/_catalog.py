@@ -141,6 +141,10 @@ def compare(
         raise typer.Exit(1 if failures else 0)
     console.print(f"compare {head} (head) with {base} (base): {comparison['pairs']} paired rows; "
                   f"{len(comparison['only_base'])} only in base, {len(comparison['only_head'])} only in head")
+    if comparison["base_revision"] != comparison["head_revision"]:
+        err_console.print(f"[yellow]warning:[/] the runs score different dataset revisions "
+                          f"({comparison['base_revision']} and {comparison['head_revision']}): deltas cover the "
+                          f"{comparison['pairs']} (case, trial) pairs both hold, whose references may differ.")
     _print_groups("Overall", {"all rows": comparison["overall"]})
     _print_groups("By slice", comparison["by_slice"])
     _print_groups("By tool family", comparison["by_family"])

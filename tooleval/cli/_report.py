@@ -7,7 +7,7 @@ from pathlib import Path
 
 from rich.table import Table
 
-from tooleval.cli._app import console, fmt
+from tooleval.cli._app import console, err_console, fmt
 
 
 def print_run(result) -> None:
@@ -35,7 +35,7 @@ def print_run(result) -> None:
             errors.add_column(column)
         for error in result.errors[:50]:
             errors.add_row(error["kind"], str(error["case_id"]), fmt(error["trial"]), error["message"])
-        console.print(errors)
+        _unless_quiet(False).print(errors)
     if result.rows_path is not None:
         console.print(f"rows:    {result.rows_path}")
         console.print(f"report:  {Path(result.run_path) / 'report.html'}")
@@ -92,13 +92,19 @@ def _print_figures(result, s: dict) -> None:
                       f"(all in runs/{result.run_id}/summary.json, failures_by_tool)", highlight=False)
 
 
+def _unless_quiet(ok: bool):
+    """The console for a verdict line: under ``--quiet`` a failing verdict still reaches stderr, so that an exit
+    code of 1 always comes with its reason."""
+    return err_console if console.quiet and not ok else console
+
+
 def print_gate_line(result) -> None:
     """The gate's one-line verdict of a run, its blocking-row count and the command with the details."""
     verdict = result.summary.get("gate")
     if verdict is None:
         return
     style = "green" if verdict["passed"] else "bold red"
-    console.print(f"gate: [{style}]{'PASS' if verdict['passed'] else 'FAIL'}[/] "
+    _unless_quiet(verdict["passed"]).print(f"gate: [{style}]{'PASS' if verdict['passed'] else 'FAIL'}[/] "
                   f"({verdict['counts'].get('blocking_rows')} blocking rows; details: tooleval gate --run-id "
                   f"{result.run_id} --out {result.out})")
     for reason in verdict["reasons"][:5]:
@@ -107,7 +113,7 @@ def print_gate_line(result) -> None:
 
 def print_drift(drift: dict) -> None:
     style = "green" if drift["verdict"] == "ok" else "bold red"
-    console.print(
+    _unless_quiet(drift["verdict"] == "ok").print(
         f"drift check: [{style}]{drift['verdict']}[/] (legacy scalar {fmt(drift['legacy']['value'])}, row-level "
         f"mean {fmt(drift['new']['value'])}; coverage {drift['coverage']['legacy']} / {drift['coverage']['new']})"
     )
@@ -123,7 +129,7 @@ def print_drift(drift: dict) -> None:
 
 def print_gate(verdict, run_id: str) -> None:
     style = "green" if verdict.passed else "bold red"
-    console.print(f"gate for run {run_id}: [{style}]{'PASS' if verdict.passed else 'FAIL'}[/]")
+    _unless_quiet(verdict.passed).print(f"gate for run {run_id}: [{style}]{'PASS' if verdict.passed else 'FAIL'}[/]")
     for reason in verdict.reasons:
         console.print(f"  - {reason}", highlight=False)
     for outcome in verdict.failing_rows:

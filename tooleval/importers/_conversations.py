@@ -272,10 +272,11 @@ def import_conversations(
             report.converted += 1
         if known is not None:
             writer.write_referenced_cases(stage)
-        if not writer.case_count:
+        if not writer.case_count or not report.converted:  # references alone are no dataset: no trace matched
             reasons = "; ".join(f"{reason} ({n})" for reason, n in report.skipped.most_common(3)) or "no records"
             raise InputFileError(files[0], None, f"no case could be imported: {reasons}.",
-                                 "give each record expected_calls, or pass --references with case lines.")
+                                 "give each record expected_calls, or pass --references with case lines "
+                                 "whose case_id the records carry.")
         manifest = {
             "name": name or Path(out).resolve().name,
             "revision": revision or "src-" + digest.hexdigest()[:12],

@@ -74,7 +74,8 @@ def parse_fail_on(spec: str) -> list[FailOn]:
 
 def _delta(con, where: str, metric: str, params: dict) -> dict[str, Any]:
     sql = (f"SELECT case_id, sum(h_{metric} - b_{metric}), count(*), sum(b_{metric}), sum(h_{metric}) FROM pairs "
-           f"WHERE b_{metric} IS NOT NULL AND h_{metric} IS NOT NULL AND {where} GROUP BY case_id ORDER BY case_id")
+           f"WHERE in_base AND in_head AND b_{metric} IS NOT NULL AND h_{metric} IS NOT NULL AND {where} "
+           f"GROUP BY case_id ORDER BY case_id")
     per_case = con.execute(sql, params).fetchall()
     n = sum(r[2] for r in per_case)
     if not n:
@@ -92,7 +93,7 @@ def compare_runs(out: str | Path, base: str, head: str) -> dict[str, Any]:
     """Compare run ``head`` against run ``base`` under ``out``.
 
     Returns:
-        ``{base, head, pairs, only_base, only_head, overall, by_slice, by_family, changed_rows, changed_count,
+        ``{base, head, base_revision, head_revision, pairs, only_base, only_head, overall, by_slice, by_family, changed_rows, changed_count,
         new_failing_rules}``: ``overall`` / ``by_slice[name]`` / ``by_family[name]`` map each metric of
         :data:`METRICS` to ``{base, head, delta, ci95: [low, high], rows, cases}`` (floats unrounded);
         ``changed_rows`` (at most 1,000, ``changed_count`` counts all) lists ``{case_id, trial, base_f1,
@@ -101,7 +102,8 @@ def compare_runs(out: str | Path, base: str, head: str) -> dict[str, Any]:
         BASE.
 
     Raises:
-        InputFileError: a run that is not under ``out`` or has no rows.
+        InputFileError: a run that is not under ``out`` or has no rows, or two runs without a common
+            ``(case_id, trial)`` pair (deltas are computed over paired rows only).
     """
     from tooleval.storage import connect
 
@@ -121,9 +123,17 @@ def compare_runs(out: str | Path, base: str, head: str) -> dict[str, Any]:
     verdicts = ", ".join(_VERDICT.format(t=t) for t in ("b", "h"))
     con.execute(_PAIRS.format(columns=columns, verdicts=verdicts), params)
     keys = "SELECT case_id, trial FROM pairs WHERE {} ORDER BY case_id, trial"
+    pairs = con.execute("SELECT count(*) FROM pairs WHERE in_base AND in_head").fetchone()[0]
+    revisions = [con.execute("SELECT any_value(dataset_revision) FROM rows WHERE run_id = $r", {"r": run}).fetchone()[0]
+                 for run in (base, head)]
+    if not pairs:
+        raise InputFileError(out / "runs" / head, None,
+                             f"runs {base!r} (revision {revisions[0]!r}) and {head!r} (revision {revisions[1]!r}) "
+                             f"share no (case_id, trial) pair: there is nothing to compare.",
+                             "compare two runs of the same dataset (tooleval runs lists runs with their revision).")
     result: dict[str, Any] = {
-        "base": base, "head": head,
-        "pairs": con.execute("SELECT count(*) FROM pairs WHERE in_base AND in_head").fetchone()[0],
+        "base": base, "head": head, "base_revision": revisions[0], "head_revision": revisions[1],
+        "pairs": pairs,
         "only_base": [list(k) for k in con.execute(keys.format("NOT in_head")).fetchall()],
         "only_head": [list(k) for k in con.execute(keys.format("NOT in_base")).fetchall()],
         "overall": _group(con, "true", {}),
