@@ -1,5 +1,6 @@
 """What every run-producing flow shares: running a stage task with its cache, and publishing a run's
-partitions and run files together (:class:`tooleval.storage.Publication`: staged, then swapped into place)."""
+partitions and run files together (:class:`tooleval.storage.Publication`: written under new names, then made
+visible at once by the run's commit marker)."""
 
 from __future__ import annotations
 
@@ -156,7 +157,7 @@ def publish_run(
     generation_refs: list[StageRef] | None = None,
 ) -> RunResult | State:
     """Aggregate, check drift, run the gate and publish one run: ``traces``, ``rows`` and ``legacy`` partitions,
-    and ``runs/<run>/{summary.json, errors.json, drift.json, junit.xml, report.html}``, all swapped into place together.
+    and ``runs/<run>/{summary.json, errors.json, drift.json, junit.xml, report.html}``, all committed together (one marker).
 
     ``publish_legacy=False`` (a diagnostic subset, e.g. ``tooleval rescore --case``) and a ``--slices`` run keep
     their legacy scalar out of ``legacy/`` — the old dashboards would read a partial mean under the run's name —
@@ -197,8 +198,8 @@ def publish_run(
         if publish_legacy:
             stage_legacy(publication, legacy, revision, run_id, published_at=published_at)
         if not legacy_only:
-            staged, _ = publication.add_parts("rows", revision, run_id, _tables(row_refs, ROW_SCHEMA), ROW_SCHEMA)
-            source = scan_parquet_sql(str(staged / "*.parquet"))
+            files, _ = publication.add_parts("rows", revision, run_id, _tables(row_refs, ROW_SCHEMA), ROW_SCHEMA)
+            source = scan_parquet_sql(files)
             figures = run_stage(aggregate_rows, states["aggregation"], source, [r.digest for r in row_refs], code)
             errors += _row_errors(row_refs)
             drift = _drift(legacy, row_refs, drift_partials) if legacy_pass else None

@@ -5,7 +5,7 @@ Each stage is a separate cached task (``tasks/``); the flow plans the run (every
 here, before anything is written; the plan holds a compact index of keys in content-defined shards,
 :mod:`tooleval.runs.shards`), runs each shard through its stages on the task runner (:mod:`flows._shards`: a
 process pool uses every core), then publishes the run's partitions and run files together
-(:class:`tooleval.storage.Publication`: staged, then swapped into place). On drift between the
+(:class:`tooleval.storage.Publication`: committed at once by the run's marker). On drift between the
 legacy scalar and the row-level path the flow run ends ``Failed`` (its data is still the :class:`RunResult`).
 """
 
@@ -59,6 +59,7 @@ def evaluate(
     workers: int | None = None,
     progress: bool = False,
     legacy_pass: bool = True,
+    new_redaction_key: bool = False,
 ) -> RunResult:
     """Evaluate a dataset's recorded (or generated) trajectories and publish envelopes, rows, the legacy scalar,
     a summary and the drift check.
@@ -85,6 +86,7 @@ def evaluate(
         progress: Show live progress on stderr (:class:`tooleval.runs.progress.StageProgress`).
         legacy_pass: ``False`` skips the legacy scalar path and the drift check (``tooleval bench``'s measure of
             the row path alone; nothing legacy is published).
+        new_redaction_key: Start a new redaction key although runs with another key exist under ``out``.
 
     Returns:
         A :class:`RunResult`; the flow run is ``Failed`` (with the result as its data) when drift was found.
@@ -100,7 +102,7 @@ def evaluate(
         load_gate_config(gate_config)  # so is a bad gate config
     plan = plan_run(dataset, traces, out, run_id, slices=slices, redact_fields=redact_fields,
                     redaction=redaction, agent=agent, repeats=repeats, tool_results=tool_results,
-                    shard_size=shard_size, workers=workers)
+                    shard_size=shard_size, workers=workers, new_redaction_key=new_redaction_key)
     generation_scope, scoring_scope = run_scopes(plan)
     context = ShardContext(
         plan_agent=plan.agent, dataset=plan.dataset, redaction=plan.redaction, executor=plan.executor, out=plan.out,

@@ -18,7 +18,8 @@ from pathlib import Path
 from prefect import task
 from prefect.cache_policies import INPUTS, TASK_SOURCE
 
-from tooleval.agents import GenerationStore, ToolExecutor, WorkItem, openai_generate, replay_generate
+from tooleval.agents import (GenerationStore, ToolExecutor, WorkItem, openai_generate, read_tool_results,
+                             replay_generate)
 from tooleval.dataset import load_dataset_cached
 from tooleval.runs.plan import AgentConfig, DatasetRef, ExecutorRef
 from tooleval.capture.redaction import RedactionConfig
@@ -29,8 +30,7 @@ from tooleval.storage.stages import GENERATION_SCHEMA, StageRef, write_stage_tab
 def _executor(ref: ExecutorRef | None) -> ToolExecutor | None:
     if ref is None:
         return None
-    with open(ref.path, encoding="utf-8") as handle:
-        return ToolExecutor.from_records([json.loads(line) for line in handle if line.strip()])
+    return read_tool_results(ref.path)
 
 
 @task(name="generation", cache_policy=INPUTS - "agent" - "dataset" - "offsets" + TASK_SOURCE,

@@ -8,6 +8,7 @@ missing a call, 162 with an extra call, 16 repeating an identical call, 18 with 
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -73,7 +74,9 @@ class TestBundledRun:
                          for c in case_ids[1:])
         shards = first.summary["timing"]["shards"]
         assert shards == starts == 4
-        assert sorted(p.name for p in part.iterdir()) == sorted(f"part-{i}.parquet" for i in range(shards))
+        names = sorted(p.name for p in part.iterdir())  # part-<i>-<publication id>.parquet (the commit marker)
+        assert [re.fullmatch(r"part-(\d+)-[0-9a-f]{32}\.parquet", n).group(1) for n in names] == [
+            str(i) for i in sorted(range(shards), key=str)]
         con = connect(out)
         count, revisions = con.execute(
             "SELECT count(*), list(DISTINCT dataset_revision) FROM rows WHERE run_id = 'first'").fetchone()

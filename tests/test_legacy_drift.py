@@ -135,7 +135,7 @@ class TestFlowAndCommands:
         clean = runner.invoke(app, ["drift", "--run-id", "d1", "--out", str(out)])
         assert clean.exit_code == 0, clean.output
         assert json.loads((out / "runs" / "d1" / "drift.json").read_text())["verdict"] == "ok"
-        part = out / "rows" / "dataset_revision=r1" / "run_id=d1" / "part-0.parquet"
+        (part,) = (out / "rows" / "dataset_revision=r1" / "run_id=d1").glob("part-*.parquet")
         table = pq.read_table(part)
         values = table["ragas_tool_call_f1"].to_pylist()
         values[0] = 0.25

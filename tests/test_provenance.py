@@ -286,7 +286,7 @@ class TestRescoreAndHandoff:
         assert b.exit_code == 0
         hb = json.loads((out / "runs" / "h1" / "handoff" / "B" / "trial-0" / "handoff.json").read_text())
         assert hb["case_id"] == "B" and hb["calls"]["model_raw"] == [{"name": "get_order", "arguments": '{"id": "B"'}]
-        assert hb["rescore_command"].endswith("--run-id h1 --case B --trial 0")
+        assert hb["rescore_command"].endswith("--run-id h1 --case=B --trial 0")
         missing = CliRunner().invoke(app, ["handoff", "--run-id", "h1", "--case", "A", "--out", str(out)])
         assert missing.exit_code == 2
 

@@ -23,6 +23,7 @@ from tooleval.capture.recorded import iter_json_lines
 __all__ = ["Dataset", "load_dataset", "load_dataset_cached", "check_name", "case_digest", "find_traces_file"]
 
 SCHEMA_VERSIONS = (1,)
+DATASET_DOCS = "see the README's 'Datasets' section for the dataset folder format."
 
 
 def check_name(value: object, *, what: str, path: str | Path | None = None) -> str:
@@ -72,15 +73,67 @@ class Dataset:
         return self.manifest.revision
 
 
+def _deep_line(text: str, limit: int = 500) -> int | None:
+    """The 1-based line where brackets outside strings first nest deeper than ``limit``, else None."""
+    depth, line, in_string, escaped = 0, 1, False, False
+    for char in text:
+        if char == "\n":
+            line += 1
+        elif in_string:
+            escaped = not escaped and char == "\\"
+            in_string = escaped or char != '"'
+        elif char == '"':
+            in_string = True
+        elif char in "[{":
+            depth += 1
+            if depth > limit:
+                return line
+        elif char in "]}":
+            depth -= 1
+    return None
+
+
+def _key_line(text: str, key: str) -> int:
+    """1-based line of the first ``"key":`` in JSON text; 1 (where the object starts) when absent."""
+    import re
+
+    found = re.search(r'"' + re.escape(key) + r'"\s*:', text) if key else None
+    return text.count("\n", 0, found.start()) + 1 if found else 1
+
+
+def _element_lines(text: str) -> list[int]:
+    """1-based start line of each element of the top-level JSON array in ``text`` (already known to parse)."""
+    decoder, lines, index = json.JSONDecoder(), [], text.index("[") + 1
+    while True:
+        while index < len(text) and text[index] in " \t\r\n,":
+            index += 1
+        if index >= len(text) or text[index] == "]":
+            return lines
+        lines.append(text.count("\n", 0, index) + 1)
+        index = decoder.raw_decode(text, index)[1]
+
+
 def _read_json(path: Path) -> object:
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        raw = path.read_bytes()
     except FileNotFoundError:
-        raise InputFileError(path, None, "file not found.", "create it or point --dataset at a dataset folder.")
-    except json.JSONDecodeError as exc:
-        raise InputFileError(path, exc.lineno, f"not valid JSON ({exc.msg}, column {exc.colno}).", "repair the JSON.")
+        raise InputFileError(path, None, "file not found.", "create it or point --dataset at a dataset folder.") from None
+    except OSError as exc:
+        raise InputFileError(path, None, f"cannot read the file ({exc.strerror or exc}).",
+                             "check that it is a readable file.") from None
+    try:
+        text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise InputFileError(path, None, f"not UTF-8 text ({exc.reason}).", "save the file as UTF-8.")
+        line = raw[: exc.start].count(b"\n") + 1
+        raise InputFileError(path, line, f"not UTF-8 text ({exc.reason}).", "save the file as UTF-8.") from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InputFileError(path, exc.lineno, f"not valid JSON ({exc.msg}, column {exc.colno}).",
+                             "repair the JSON.") from None
+    except RecursionError:
+        raise InputFileError(path, _deep_line(text), "nested too deeply to read (arrays/objects inside each "
+                             "other beyond Python's recursion limit).", "flatten that part of the file.") from None
 
 
 def _first_error(exc: ValidationError) -> str:
@@ -103,8 +156,11 @@ def _load_cases(path: Path) -> dict[str, Case]:
             data["case_id"] = str(data["case_id"])
         try:
             case = Case.model_validate(data)
+            case_digest(case)
         except ValidationError as exc:
-            raise InputFileError(path, number, f"not a valid case: {_first_error(exc)}.", "fix that field.")
+            raise InputFileError(path, number, f"not a valid case: {_first_error(exc)}.", "fix that field.") from None
+        except RecursionError:
+            raise InputFileError(path, number, "a case nested too deeply to read.", "flatten that case.") from None
         if case.case_id in cases:
             raise InputFileError(
                 path,
@@ -140,19 +196,26 @@ def load_dataset(path: str | Path) -> Dataset:
     manifest_path = root / "dataset.json"
     raw = _read_json(manifest_path)
     if not isinstance(raw, dict):
-        raise InputFileError(manifest_path, 1, "must be a JSON object.", "see DESIGN.md 'Inputs'.")
+        raise InputFileError(manifest_path, 1, "must be a JSON object.", DATASET_DOCS)
+    text = manifest_path.read_bytes().decode("utf-8")
     if raw.get("schema_version") not in SCHEMA_VERSIONS:
         raise InputFileError(
             manifest_path,
-            None,
+            _key_line(text, "schema_version"),
             f"unknown schema_version {raw.get('schema_version')!r}; this tooleval reads {list(SCHEMA_VERSIONS)}.",
             "upgrade tooleval or write schema_version 1.",
         )
-    check_name(raw.get("revision"), what="revision", path=manifest_path)
+    try:
+        check_name(raw.get("revision"), what="revision", path=manifest_path)
+    except UnsafeRevisionError as exc:
+        raise UnsafeRevisionError(manifest_path, _key_line(text, "revision"), exc.problem, exc.fix) from None
     try:
         manifest = DatasetManifest.model_validate(raw)
     except ValidationError as exc:
-        raise InputFileError(manifest_path, None, f"invalid manifest: {_first_error(exc)}.", "fix that field.")
+        line = _key_line(text, str(exc.errors()[0]["loc"][0]) if exc.errors()[0]["loc"] else "")
+        raise InputFileError(manifest_path, line, f"invalid manifest: {_first_error(exc)}.", "fix that field.") from None
+    except RecursionError:
+        raise InputFileError(manifest_path, 1, "nested too deeply to read.", "flatten the manifest.") from None
     cases = _load_cases(root / "cases.jsonl")
     tools: list[ToolSpec] = []
     tools_path = root / "tools.json"
@@ -162,12 +225,17 @@ def load_dataset(path: str | Path) -> Dataset:
     if tools_path.exists():
         raw_tools = _read_json(tools_path)
         if not isinstance(raw_tools, list):
-            raise InputFileError(tools_path, 1, "must be a JSON list of tool specs.", "see DESIGN.md 'Inputs'.")
+            raise InputFileError(tools_path, 1, "must be a JSON list of tool specs.", DATASET_DOCS)
+        starts = _element_lines(tools_path.read_bytes().decode("utf-8"))
         for i, item in enumerate(raw_tools):
+            line = starts[i] if i < len(starts) else None
             try:
                 tools.append(ToolSpec.model_validate(item))
             except ValidationError as exc:
-                raise InputFileError(tools_path, None, f"tool #{i}: {_first_error(exc)}.", "fix that tool spec.")
+                raise InputFileError(tools_path, line, f"tool #{i}: {_first_error(exc)}.", "fix that tool spec.") from None
+            except RecursionError:
+                raise InputFileError(tools_path, line, f"tool #{i} is nested too deeply to read.",
+                                     "flatten that tool spec.") from None
     return Dataset(root, manifest, cases, tools, digest.hexdigest())
 
 

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import json
 import pickle
+import re
 from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
+
+from tooleval.errors import InputFileError
 
 from tooleval.storage import (
     ENVELOPE_SCHEMA,
@@ -34,7 +37,24 @@ def snapshot(root: Path) -> dict[str, bytes]:
 
 
 def staging_leftovers(out: Path) -> list[Path]:
-    return list((out / ".staging").rglob("*")) if (out / ".staging").exists() else []
+    """Files of uncommitted or superseded publications: anything a commit marker does not name, and the
+    ``.staging`` of older versions."""
+    named = set()
+    for marker in out.glob("runs/*/commit.json"):
+        data = json.loads(marker.read_text())
+        named |= {out / f for files in data["partitions"].values() for f in files}
+        named |= {out / f for f in data["documents"].values()}
+    versioned = [p for p in out.glob("*/*/*/*.parquet") if p not in named]
+    documents = [p for p in out.glob("runs/*/.publications/**/*") if p.is_file() and p not in named]
+    old = list((out / ".staging").rglob("*")) if (out / ".staging").exists() else []
+    return versioned + documents + old
+
+
+def one_part(folder: Path) -> Path:
+    """The single partition file of ``folder`` (``part-<32 hex publication id>.parquet``)."""
+    files = sorted(folder.iterdir())
+    assert len(files) == 1 and re.fullmatch(r"part-[0-9a-f]{32}\.parquet", files[0].name), files
+    return files[0]
 
 
 class TestValidatePartitionValue:
@@ -91,12 +111,11 @@ class TestReplacePartition:
         target = write_partition(tmp_path, "rows", "r1", "run-1", rows_table(3))
         write_partition(tmp_path, "rows", "r1", "run-1", rows_table(3))
         assert read_table(tmp_path, "rows", revision="r1", run_id="run-1").num_rows == 3  # not 6
-        assert [p.name for p in target.iterdir()] == ["part-0.parquet"]
+        one_part(target)
 
         write_partition(tmp_path, "rows", "r1", "run-1", rows_table(0))
-        assert [p.name for p in target.iterdir()] == ["part-0.parquet"]
-        assert pq.read_metadata(target / "part-0.parquet").num_rows == 0
-        assert pq.read_schema(target / "part-0.parquet").remove_metadata() == ROW_SCHEMA
+        assert pq.read_metadata(one_part(target)).num_rows == 0
+        assert pq.read_schema(one_part(target)).remove_metadata() == ROW_SCHEMA
         con = connect(tmp_path)
         query = "SELECT count(*) FROM rows WHERE dataset_revision = ? AND run_id = ?"
         assert con.execute(query, ["r1", "run-1"]).fetchone() == (0,)
@@ -110,7 +129,7 @@ class TestReplacePartition:
 
     def test_partition_columns_stamped_into_file(self, tmp_path):
         target = write_partition(tmp_path, "rows", "001", "run-1", rows_table(2))  # rows carry run_id None
-        stored = pq.read_table(target / "part-0.parquet")
+        stored = pq.read_table(one_part(target))
         assert stored.column("dataset_revision").to_pylist() == ["001", "001"]
         assert stored.column("run_id").to_pylist() == ["run-1", "run-1"]
 
@@ -131,19 +150,19 @@ class TestPublication:
                 pub.add_json("runs/run-1/summary.json", {"rows": 5})
                 raise RuntimeError("boom")
         assert snapshot(target) == before
-        assert not (tmp_path / "runs").exists()
+        assert not (tmp_path / "runs/run-1/summary.json").exists()
+        assert read_table(tmp_path, "rows").num_rows == 2
         assert staging_leftovers(tmp_path) == []
 
     def test_commit_swaps_two_kinds_and_json(self, tmp_path):
         write_partition(tmp_path, "rows", "r1", "run-1", rows_table(1, "old"))
-        (tmp_path / "runs/run-1").mkdir(parents=True)
         (tmp_path / "runs/run-1/summary.json").write_text('{"rows": 1}')
         with Publication(tmp_path) as pub:
             pub.add_table("traces", "r1", "run-1", _traces(2))
             pub.add_table("rows", "r1", "run-1", rows_table(2, "new"))
             pub.add_json("runs/run-1/summary.json", {"rows": 2, "mean_f1": 1.0})
             # a reader can aggregate over the staged rows before commit
-            staged = scan_parquet_sql(pub.staged_path("rows", "r1", "run-1") / "*.parquet")
+            staged = scan_parquet_sql(pub.staged_path("rows", "r1", "run-1"))
             assert connect(tmp_path / "none").execute(f"SELECT count(*) FROM {staged}").fetchone() == (2,)
             assert read_table(tmp_path, "rows").column("case_id").to_pylist() == ["old0"]  # not yet swapped
         assert read_table(tmp_path, "rows").column("case_id").to_pylist() == ["new0", "new1"]
@@ -168,19 +187,23 @@ class TestPublication:
         with pytest.raises(ValueError):
             Publication(tmp_path).add_json("runs/r/summary.json", {"mean_f1": float("nan")})
 
-    def test_failed_commit_restores_what_was_swapped(self, tmp_path):
+    def test_failed_commit_discards_everything_written(self, tmp_path):
         target = write_partition(tmp_path, "rows", "r1", "run-1", rows_table(2))
         before = snapshot(target)
-        (tmp_path / "runs").write_text("a file where a folder is needed")  # makes the JSON swap fail
         pub = Publication(tmp_path)
         pub.add_table("rows", "r1", "run-1", rows_table(7))
         pub.add_table("traces", "r1", "run-1", _traces(1))
         pub.add_json("runs/run-1/summary.json", {"rows": 7})
-        with pytest.raises(OSError):
+        marker = tmp_path / "runs/run-1/commit.json"
+        marker.unlink()
+        marker.mkdir()  # a folder where the marker goes: the commit cannot be written
+        with pytest.raises(InputFileError, match="commit marker is unreadable"):
             pub.commit()
-        assert snapshot(target) == before
+        marker.rmdir()
+        assert snapshot(target) == before  # the new rows file was deleted again
         assert not (tmp_path / "traces/dataset_revision=r1/run_id=run-1").exists()
-        assert staging_leftovers(tmp_path) == []
+        assert list((tmp_path / "runs/run-1/.publications").iterdir()) == []
+        assert not (tmp_path / "runs/run-1/summary.json").exists()
 
     def test_single_use(self, tmp_path):
         pub = Publication(tmp_path)

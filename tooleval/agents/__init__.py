@@ -4,7 +4,7 @@ Each turns work items into generation records ``{case_id, trial, seed, payload_j
 answers tool calls with a :class:`ToolExecutor` and caches finished items in a :class:`GenerationStore`.
 """
 
-from tooleval.agents._executor import UNKNOWN_TOOL, ToolExecutor
+from tooleval.agents._executor import UNKNOWN_TOOL, ToolExecutor, read_tool_results
 from tooleval.agents._openai import (
     OpenAIAgentConfig,
     generation_digest,
@@ -26,6 +26,7 @@ __all__ = [
     "item_key",
     "openai_generate",
     "openai_tools",
+    "read_tool_results",
     "replay_generate",
     "request_id_for",
 ]

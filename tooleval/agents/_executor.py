@@ -17,11 +17,12 @@ from __future__ import annotations
 import hashlib
 import inspect
 import json
+from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
 from tooleval.canonical import canonical_json, parse_arguments
 
-__all__ = ["ToolExecutor", "UNKNOWN_TOOL"]
+__all__ = ["ToolExecutor", "UNKNOWN_TOOL", "read_tool_results"]
 
 UNKNOWN_TOOL = "Error: unknown tool"
 """Result string for a call to a tool that has neither a callable nor any recorded result."""
@@ -136,3 +137,30 @@ class ToolExecutor:
             callables[name] = {"callable": qualname, "source_sha256": hashlib.sha256(source.encode()).hexdigest()}
         recorded = sorted([name, args, result] for (name, args), result in self._recorded.items())
         return hashlib.sha256(canonical_json({"callables": callables, "recorded": recorded}).encode()).hexdigest()
+
+
+def read_tool_results(path: str | Path) -> ToolExecutor:
+    """Read a ``--tool-results`` file: JSON lines ``{"name", "args", "result"}`` (``.gz`` read as gzip).
+
+    Raises:
+        tooleval.errors.InputFileError: the file is missing or unreadable, or a line is not such a record
+            (file and line named).
+    """
+    from tooleval.capture.recorded import iter_json_lines
+    from tooleval.errors import InputFileError
+
+    path = Path(path)
+    executor = ToolExecutor()
+    fix = "fix that line (the README's 'Live generation and repeated trials' section shows the format)."
+    for line in iter_json_lines(path, missing="tool results file not found.", fix="check the --tool-results path."):
+        data = line.data
+        if not isinstance(data, dict) or not isinstance(data.get("name"), str) or "result" not in data:
+            raise InputFileError(path, line.line, "a tool result line must be an object with a string 'name', "
+                                 "'args' and a 'result'.", fix)
+        try:
+            executor.record(data["name"], data.get("args"), data["result"])
+        except ValueError as exc:
+            raise InputFileError(path, line.line, f"{exc}.", "make 'args' a JSON object.") from None
+        except RecursionError:
+            raise InputFileError(path, line.line, "nested too deeply to read.", fix) from None
+    return executor

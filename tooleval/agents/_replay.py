@@ -71,6 +71,10 @@ def replay_generate(
         transform: Applied to each parsed trace before it is serialised (redaction), so a line is decoded and
             encoded once.
 
+    Raises:
+        tooleval.errors.InputFileError: the file became unreadable, or (read at the plan's offsets) no longer
+            holds a planned line: the file changed after the plan (exit 2, nothing published).
+
     Returns:
         Generation records ``{case_id, trial, seed, payload_json, error}`` in ``items`` order; ``payload_json``
         is the recorded trace line (JSON text); ``error`` is set when the line is not a valid recorded trace, and
@@ -101,6 +105,14 @@ def replay_generate(
         }
         if len(found) == len(wanted):
             break
+    missing = [key for key in wanted if key not in found]
+    if direct and missing:  # the planner saw each of these keys at its offset: the file changed since the plan
+        from tooleval.errors import InputFileError
+
+        case_id, trial = missing[0]
+        raise InputFileError(path, None, f"the traces file changed after the run was planned (case {case_id!r} "
+                             f"trial {trial} is no longer where the plan found it).",
+                             "keep the file unchanged during a run, and run again (the plan reads it anew).")
     records = []
     for key, item in wanted.items():
         records.append(

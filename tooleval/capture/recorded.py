@@ -16,7 +16,9 @@ from __future__ import annotations
 import gzip
 import hashlib
 import json
+import os
 import re
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterator
@@ -55,6 +57,68 @@ def file_digest(path: Path) -> str:
     return digest.hexdigest()
 
 
+MAX_LINE_ENV = "TOOLEVAL_MAX_LINE_BYTES"
+DEFAULT_MAX_LINE_BYTES = 64 << 20
+
+
+def max_line_bytes() -> int:
+    """The longest JSON line read (bytes, after gunzip): ``$TOOLEVAL_MAX_LINE_BYTES`` or 64 MiB. A cap keeps a
+    gzip bomb (1 GB of zeros expands from a 1 MB file) from filling memory before the line error."""
+    try:
+        return max(1024, int(os.environ.get(MAX_LINE_ENV, DEFAULT_MAX_LINE_BYTES)))
+    except ValueError:
+        return DEFAULT_MAX_LINE_BYTES
+
+
+def _decode(path: Path, number: int, raw: bytes) -> str:
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputFileError(path, number, f"not UTF-8 text (byte {exc.start + 1} of the line: "
+                             f"{raw[exc.start:exc.start + 1]!r}).", "save the file as UTF-8.") from None
+
+
+def parse_json_line(path: Path, number: int, text: str) -> object:
+    """One line parsed as JSON.
+
+    Raises:
+        InputFileError: not JSON, or nested deeper than the parser allows (file and line named).
+    """
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InputFileError(
+            path, number, f"not valid JSON ({exc.msg}, column {exc.colno}).", "repair or remove that line."
+        ) from None
+    except RecursionError:
+        raise InputFileError(path, number, "nested too deeply to read (JSON arrays/objects inside each other "
+                             "beyond Python's recursion limit).", "flatten or remove that line.") from None
+
+
+def _raw_lines(handle, cap: int, chunk: int = 1 << 20) -> Iterator[bytes | None]:
+    """The lines of a binary stream read in ``chunk``-sized pieces; ``None`` for a line longer than ``cap`` bytes
+    (then the caller stops). Memory stays within one line plus one chunk, whatever the input."""
+    parts: list[bytes] = []
+    size = 0
+    while block := handle.read(chunk):
+        start = 0
+        while (end := block.find(b"\n", start)) >= 0:
+            size += end + 1 - start
+            if size > cap:
+                yield None
+                return
+            parts.append(block[start:end + 1])
+            yield b"".join(parts)
+            parts, size, start = [], 0, end + 1
+        size += len(block) - start
+        if size > cap:
+            yield None
+            return
+        parts.append(block[start:])
+    if parts and size:
+        yield b"".join(parts)
+
+
 def iter_json_lines(path: Path, *, missing: str, fix: str,
                     parse_line: Callable[[int, str], TraceLine | None] | None = None) -> Iterator[TraceLine]:
     """Yield every non-blank line of a JSON-lines file (``.gz`` read as gzip) as parsed JSON, with its number.
@@ -67,29 +131,36 @@ def iter_json_lines(path: Path, *, missing: str, fix: str,
             ``json.loads`` (the traces reader uses it to keep row-level problems row-level).
 
     Raises:
-        InputFileError: the file is missing, not gzip/UTF-8, or a line is not JSON (file, line and column named).
+        InputFileError: the file is missing or not gzip; a line is longer than :func:`max_line_bytes`, not
+            UTF-8, not JSON or nested too deeply (file and line named).
     """
+    cap = max_line_bytes()
     opener = gzip.open if path.name.endswith(".gz") else open
     try:
-        with opener(path, "rt", encoding="utf-8") as handle:
-            for number, text in enumerate(handle, start=1):
+        with opener(path, "rb") as handle:
+            for number, raw in enumerate(_raw_lines(handle, cap), start=1):
+                if raw is None:
+                    raise InputFileError(path, number, f"line longer than {cap} bytes (the cap against runaway "
+                                         "or decompression-bomb input).", f"split the line, or raise the cap "
+                                         f"with {MAX_LINE_ENV}=<bytes>.")
+                text = _decode(path, number, raw)
                 if not text.strip():
                     continue
                 special = parse_line(number, text) if parse_line is not None else None
                 if special is not None:
                     yield special
                     continue
-                try:
-                    data = json.loads(text.rstrip())
-                except json.JSONDecodeError as exc:
-                    raise InputFileError(
-                        path, number, f"not valid JSON ({exc.msg}, column {exc.colno}).", "repair or remove that line."
-                    )
-                yield TraceLine(number, data)
+                yield TraceLine(number, parse_json_line(path, number, text.rstrip()))
     except FileNotFoundError:
-        raise InputFileError(path, None, missing, fix)
-    except (OSError, UnicodeDecodeError, EOFError) as exc:
-        raise InputFileError(path, None, f"cannot read the file ({exc}).", "pass a .jsonl or .jsonl.gz file.")
+        raise InputFileError(path, None, missing, fix) from None
+    except IsADirectoryError:
+        raise InputFileError(path, None, "is a folder, not a file.", "pass the JSON-lines file itself.") from None
+    except (gzip.BadGzipFile, EOFError, zlib.error) as exc:
+        raise InputFileError(path, None, f"not a readable gzip file ({exc}).",
+                             "pass an intact .jsonl.gz file, or an uncompressed .jsonl without the .gz suffix.") from None
+    except OSError as exc:
+        raise InputFileError(path, None, f"cannot read the file ({exc.strerror or exc}).",
+                             "check that it exists and is readable.") from None
 
 
 _CASE_ID = re.compile(r'"case_id"\s*:\s*("(?:[^"\\]|\\.)*"|-?\d+)')

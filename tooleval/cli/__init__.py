@@ -15,5 +15,21 @@ from tooleval.cli._app import app, prefect_environment, prefect_session
 __all__ = ["app", "main", "prefect_environment", "prefect_session"]
 
 
-def main() -> None:  # pragma: no cover - console entry point
-    app()
+def main() -> None:
+    """The ``tooleval`` console entry point: the typer app, with Ctrl-C anywhere ending in exit 130 and one
+    line instead of click's "Aborted!" (exit 1) or a traceback."""
+    import sys
+
+    import typer
+
+    try:
+        code = app(standalone_mode=False)
+    except (typer.Abort, KeyboardInterrupt):
+        sys.stderr.write("interrupted.\n")
+        code = 130
+    except typer.TyperException as exc:  # usage errors (typer's own click): their message, exit 2
+        if not hasattr(exc, "show"):
+            raise
+        exc.show()
+        code = getattr(exc, "exit_code", 2)
+    sys.exit(code or 0)

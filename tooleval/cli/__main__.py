@@ -1,5 +1,5 @@
 """``python -m tooleval.cli``."""
 
-from tooleval.cli import app
+from tooleval.cli import main
 
-app()
+main()

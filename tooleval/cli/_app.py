@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import logging
 import os
+import signal
+import threading
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Iterator
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from tooleval.errors import InputFileError
 
@@ -91,19 +95,106 @@ def prefect_environment(out: Path) -> dict[str, str]:
 
 
 @contextmanager
-def prefect_session(out: Path) -> Iterator[None]:
+def prefect_session(out: Path, expected_task_runs: list[int] | None = None) -> Iterator[None]:
     """Run flows inside: tooleval's Prefect environment (:func:`prefect_environment`), heartbeats off (a
-    synchronous flow call otherwise pays ~1 s on exit: PREFECT.md)."""
+    synchronous flow call otherwise pays ~1 s on exit: PREFECT.md), and — unless ``PREFECT_API_URL`` names a
+    server — tooleval's own temporary server, which dies with this process (:mod:`tooleval.cli._prefect_server`).
+
+    On entry, flow runs left open by a dead tooleval process are set ``Crashed``; on exit, the task runs of this
+    command are waited for until recorded in final states (at least ``expected_task_runs[0]`` when the caller
+    fills it in). Ctrl-C ends the command with exit 130, the interrupted runs recorded ``Crashed``.
+    """
     prefect_environment(out)
-    from prefect.settings import PREFECT_FLOWS_HEARTBEAT_FREQUENCY, temporary_settings
+    from prefect import tags
+    from prefect.settings import PREFECT_API_URL, PREFECT_FLOWS_HEARTBEAT_FREQUENCY, temporary_settings
 
-    with temporary_settings(updates={PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None}):
-        yield
+    from tooleval.cli import _prefect_server as server
+
+    updates: dict = {PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None}
+    if not PREFECT_API_URL.value():
+        try:
+            updates[PREFECT_API_URL] = server.server_for(Path(os.environ["PREFECT_HOME"]))
+        except KeyboardInterrupt:
+            interrupted()
+    stopped = False
+    for name in ("prefect.task_runs", "prefect.flow_runs"):
+        if not any(isinstance(f, _UserErrorFilter) for f in logging.getLogger(name).filters):
+            logging.getLogger(name).addFilter(_UserErrorFilter())
+    late: list[int] = []  # a Ctrl-C that something inside Prefect caught, so the command went on
+    previous = _count_interrupts(late)
+    with temporary_settings(updates=updates), tags(server.holder_tag()):
+        try:
+            server.crash_dead_runs()
+            yield
+        except KeyboardInterrupt:
+            stopped = True
+        finally:
+            if previous is not None:
+                signal.signal(signal.SIGINT, previous)
+            _settle(server, stopped or bool(late), expected_task_runs)
+    if stopped:
+        interrupted()
+    if late:
+        interrupted("interrupted after the command finished its work (what it published is complete).")
 
 
-def fail(exc: InputFileError) -> None:
-    err_console.print(f"[bold red]error:[/] {exc}", markup=True, highlight=False)
-    err_console.print("Nothing was written.")
+def _count_interrupts(seen: list[int]):
+    """Install a SIGINT handler that notes each Ctrl-C before raising KeyboardInterrupt as usual (main thread
+    only); returns the previous handler, or None when none was installed."""
+    if threading.current_thread() is not threading.main_thread():
+        return None
+
+    def note(signum, frame):
+        seen.append(signum)
+        raise KeyboardInterrupt
+
+    return signal.signal(signal.SIGINT, note)
+
+
+class _UserErrorFilter(logging.Filter):
+    """Drop Prefect's ERROR record (with its traceback) for a file or usage error raised inside a flow: the
+    command prints it as one clear message and exits 2."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        error = record.exc_info[1] if record.exc_info else None
+        return not isinstance(error, InputFileError) and "InputFileError" not in record.getMessage()
+
+
+def _settle(server, stopped: bool, expected: list[int] | None) -> None:
+    """Record this command's runs before returning: crashed on an interrupt (quickly), else waited for."""
+    try:
+        if stopped:
+            server.crash_dead_runs(own=True)
+            server.wait_until_recorded(None, timeout=3.0)
+        else:
+            server.wait_until_recorded(expected[0] if expected else None)
+    except KeyboardInterrupt:
+        interrupted()
+    except Exception as exc:  # bookkeeping only: a result already published stays published
+        logging.getLogger(__name__).warning("could not confirm the Prefect records of this command: %s", exc)
+
+
+def interrupted(message: str = "interrupted: nothing of this command was published.") -> None:
+    """Ctrl-C: one line, no traceback, exit 130 (128 + SIGINT)."""
+    err_console.print(message)
+    raise typer.Exit(130)
+
+
+def open_results(out: Path) -> None:
+    """What every command that reads or writes results does first: finish or discard a publication that an
+    earlier, killed command left half-done, and remove stale staging (:func:`tooleval.storage.recover`)."""
+    from tooleval.storage import recover
+
+    if out.is_dir():
+        recover(out)
+
+
+def fail(exc: InputFileError, *, published: bool = True) -> None:
+    """Print a file or usage error and exit 2. ``published=False``: the error came after the plan (stage files,
+    a cache, may exist), so the message says nothing was *published* rather than nothing written."""
+    err_console.print(f"[bold red]error:[/] {escape(str(exc))}", markup=True, highlight=False)
+    err_console.print("Nothing was written." if published else "Nothing was published (the stage cache under "
+                      ".tooleval/ may hold work a rerun reuses).")
     raise typer.Exit(2)
 
 

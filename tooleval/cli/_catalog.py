@@ -12,7 +12,7 @@ from rich.table import Table
 
 from tooleval.errors import InputFileError
 
-from tooleval.cli._app import OutOption, app, console, err_console, fail, fmt
+from tooleval.cli._app import OutOption, app, console, err_console, fail, fmt, open_results
 
 
 @app.command()
@@ -25,11 +25,12 @@ def report(
     from tooleval.storage import Publication
 
     try:
+        open_results(out)
         html = report_for_run(out, run_id)
+        with Publication(out) as publication:
+            publication.add_text(f"runs/{run_id}/report.html", html)
     except InputFileError as exc:
         fail(exc)
-    with Publication(out) as publication:
-        publication.add_text(f"runs/{run_id}/report.html", html)
     console.print(f"written: {out / 'runs' / run_id / 'report.html'}")
 
 
@@ -44,6 +45,10 @@ def runs(
     """List the runs, newest first: run id, revision, date, rows, mean f1, gate verdict, drift check."""
     from tooleval.runs.catalog import delete_run, list_runs
 
+    try:
+        open_results(out)
+    except InputFileError as exc:
+        fail(exc)
     if delete is not None:
         try:
             freed = delete_run(out, delete)
@@ -78,7 +83,11 @@ def gc(
     cached); with --keep N, delete all but the N newest runs first. Prints what it freed."""
     from tooleval.runs.catalog import collect_garbage
 
-    result = collect_garbage(out, keep)
+    try:
+        open_results(out)
+        result = collect_garbage(out, keep)
+    except InputFileError as exc:
+        fail(exc)
     for run_id in result.deleted_runs:
         console.print(f"deleted run {run_id}")
     if result.kept_all_stage_files:
@@ -131,6 +140,7 @@ def compare(
         err_console.print(f"[bold red]error:[/] {exc}")
         raise typer.Exit(2)
     try:
+        open_results(out)
         comparison = compare_runs(out, base, head)
     except InputFileError as exc:
         fail(exc)

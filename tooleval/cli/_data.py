@@ -11,7 +11,7 @@ from rich.table import Table
 
 from tooleval.errors import InputFileError
 
-from tooleval.cli._app import OutOption, app, console, err_console, fail, fmt
+from tooleval.cli._app import OutOption, app, console, err_console, fail, fmt, open_results
 
 
 FORMATS = {
@@ -124,7 +124,11 @@ def sql(
         raise typer.Exit(2)
     if not out.is_dir():
         fail(InputFileError(out, None, "no results folder here.", "pass --out with the folder `tooleval run` wrote."))
-    con = connect(out)
+    try:
+        open_results(out)
+        con = connect(out)
+    except InputFileError as exc:
+        fail(exc)
     try:
         cursor = con.execute(query)
     except duckdb.Error as exc:

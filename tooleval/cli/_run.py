@@ -9,12 +9,34 @@ import typer
 
 from tooleval.errors import InputFileError
 
-from tooleval.cli._app import OutOption, _bundled_dataset, app, console, err_console, fail, prefect_session
+from tooleval.cli._app import (OutOption, _bundled_dataset, app, console, err_console, fail, open_results,
+                               prefect_session)
+from tooleval.storage import hold_run
 from tooleval.cli._report import print_drift, print_gate_line, print_run
+
+
+LIVE_OPTIONS = ("base_url", "model", "temperature", "max_steps", "concurrency", "request_timeout", "max_retries",
+                "tool_results")
+
+
+def _given(ctx: typer.Context, name: str) -> bool:
+    source = ctx.get_parameter_source(name)
+    return source is not None and source.name not in ("DEFAULT", "DEFAULT_MAP")
+
+
+def _check_replay_options(ctx: typer.Context) -> None:
+    """Live-agent options and ``--repeats`` mean nothing to the replay agent: refuse them (exit 2)."""
+    given = [name for name in ("repeats", *LIVE_OPTIONS) if _given(ctx, name)]
+    if given:
+        flags = ", ".join("--" + name.replace("_", "-") for name in given)
+        raise InputFileError(None, None, f"{flags} with the replay agent: replay takes its trials and tool results "
+                             "from the recorded traces, and asks no model.",
+                             "drop those options, or pass --agent openai for a live agent.")
 
 
 @app.command()
 def run(
+    ctx: typer.Context,
     dataset: Annotated[Optional[Path], typer.Option(help="Dataset folder (default: bundled tau-bench airline).")] = None,
     traces: Annotated[Optional[Path], typer.Option(help="Recorded traces file for the replay agent.")] = None,
     out: OutOption = Path("results"),
@@ -48,12 +70,16 @@ def run(
     gate_: Annotated[bool, typer.Option("--gate", help="Exit with the release gate's verdict as well.")] = False,
     gate_config: Annotated[Optional[Path], typer.Option(help="Gate config (default: the dataset's gate.toml).")]
     = None,
+    new_redaction_key: Annotated[bool, typer.Option(
+        "--new-redaction-key", help="Start a new redaction key although runs with another key exist in --out.")]
+    = False,
 ) -> None:
     """Run the evaluation flow: generation, trace capture, scoring, aggregation, legacy scalar, drift check.
 
-    Exit 0: every row scored and no drift; 1: row errors or drift; 2: file or usage error (nothing written).
+    Exit 0: every row scored and no drift; 1: row errors or drift; 2: file or usage error (nothing written);
+    130: interrupted (Ctrl-C; nothing of the run published).
     """
-    from tooleval.runs.plan import plan_run
+    from tooleval.runs.plan import check_run_id, plan_run
 
     from tooleval.runs.variability import outcome_from_spec
 
@@ -73,15 +99,30 @@ def run(
                                      max_retries=max_retries)
         elif agent != "replay":
             raise InputFileError(None, None, f"unknown agent {agent!r}.", "use --agent replay or --agent openai.")
+        else:
+            _check_replay_options(ctx)
+        open_results(out)
         plan = plan_run(dataset, traces, out, run_id, slices=slice_list, agent=live, repeats=repeats,
-                        tool_results=tool_results, redact_fields=redact_field, redaction=not no_redaction)
+                        tool_results=tool_results, redact_fields=redact_field, redaction=not no_redaction,
+                        gate_config=gate_config, new_redaction_key=new_redaction_key, write_key=False)
     except ValueError as exc:
-        err_console.print(f"[bold red]error:[/] {exc}")
+        err_console.print(f"[bold red]error:[/] {exc}", highlight=False)
         raise typer.Exit(2)
     except InputFileError as exc:
         fail(exc)
+    expected: list[int] = []
+    lease = hold_run(out, plan.run_id)
     try:
-        with prefect_session(out):
+        lease.__enter__()
+    except InputFileError as exc:
+        fail(exc)
+    try:
+        check_run_id(Path(plan.out), plan.run_id, plan.dataset.revision)  # again, now that no one else writes it
+    except InputFileError as exc:
+        lease.__exit__(None, None, None)
+        fail(exc)
+    try:
+        with prefect_session(out, expected):
             from flows.evaluate import run_evaluate
 
             result, drifted = run_evaluate(
@@ -91,9 +132,13 @@ def run(
                 agent=live, repeats=repeats, tool_results=None if tool_results is None else str(tool_results),
                 outcome=outcome, redact_fields=redact_field, redaction=not no_redaction,
                 gate_config=None if gate_config is None else str(gate_config), workers=workers, progress=True,
+                new_redaction_key=new_redaction_key,
             )
+            expected.append(sum(sum(states.values()) for states in result.stage_states.values()))
     except InputFileError as exc:
-        fail(exc)
+        fail(exc, published=False)
+    finally:
+        lease.__exit__(None, None, None)
     print_run(result)
     if result.drift is not None:
         print_drift(result.drift)

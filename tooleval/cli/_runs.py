@@ -10,7 +10,7 @@ import typer
 
 from tooleval.errors import InputFileError
 
-from tooleval.cli._app import OutOption, app, console, fail, fmt, prefect_session
+from tooleval.cli._app import OutOption, app, console, fail, fmt, open_results, prefect_session
 from tooleval.cli._report import print_drift, print_gate, print_gate_line, print_run
 
 
@@ -24,13 +24,17 @@ def legacy(
     from tooleval.runs.published import open_run
 
     try:
+        open_results(out)
         open_run(out, run_id, dataset)
     except InputFileError as exc:
         fail(exc)
-    with prefect_session(out):
-        from flows.legacy import legacy as legacy_flow
+    try:
+        with prefect_session(out):
+            from flows.legacy import legacy as legacy_flow
 
-        result = legacy_flow(run_id=run_id, out=str(out), dataset=None if dataset is None else str(dataset))
+            result = legacy_flow(run_id=run_id, out=str(out), dataset=None if dataset is None else str(dataset))
+    except InputFileError as exc:
+        fail(exc)
     console.print(f"legacy {result.metric} = {fmt(result.value)} over {result.rows} rows "
                   f"(ragas {result.ragas_version})")
 
@@ -50,12 +54,13 @@ def drift(
     from tooleval.storage import Publication
 
     try:
+        open_results(out)
         published = open_run(out, run_id, dataset)
         report = recheck_run(published)
+        with Publication(published.out) as publication:
+            publication.add_json(f"runs/{run_id}/drift.json", report)
     except InputFileError as exc:
         fail(exc)
-    with Publication(published.out) as publication:
-        publication.add_json(f"runs/{run_id}/drift.json", report)
     print_drift(report)
     console.print(f"written: {published.out / 'runs' / run_id / 'drift.json'}")
     raise typer.Exit(1 if report["verdict"] == "drift" else 0)
@@ -79,6 +84,7 @@ def rescore(
     from tooleval.runs.published import open_run, select_envelopes
 
     try:
+        open_results(out)
         source = open_run(out, run_id, dataset)
         select_envelopes(source, case, trial)
         if to_run_id is not None:
@@ -117,6 +123,7 @@ def handoff(
     from tooleval.runs.published import open_run
 
     try:
+        open_results(out)
         folders = write_handoff(open_run(out, run_id, dataset), case, trial)
     except InputFileError as exc:
         fail(exc)
@@ -142,6 +149,7 @@ def gate(
     from tooleval.storage import Publication, read_versioned
 
     try:
+        open_results(out)
         run_ = open_run(out, run_id, dataset)
         cfg = gate_config_for(run_.dataset.path, config)
         tables = [read_versioned(path, "rows") for path in run_.files("rows")]
@@ -157,10 +165,13 @@ def gate(
     errors = json.loads(errors_file.read_text()) if errors_file.is_file() else []
     rows = gate_rows(rows, None if subset else gate_scope(run_.dataset.cases, run_.summary.get("slices")), errors)
     verdict = run_gate(rows, cfg)
-    with Publication(run_.out) as publication:
-        junit = publication.add_text(f"runs/{run_id}/junit.xml", "")
-        write_junit(verdict, rows, junit, suite_name=run_.revision)
-        publication.add_json(f"runs/{run_id}/gate.json", verdict.to_dict())
+    try:
+        with Publication(run_.out) as publication:
+            junit = publication.add_text(f"runs/{run_id}/junit.xml", "")
+            write_junit(verdict, rows, junit, suite_name=run_.revision)
+            publication.add_json(f"runs/{run_id}/gate.json", verdict.to_dict())
+    except InputFileError as exc:
+        fail(exc)
     print_gate(verdict, run_id)
     console.print(f"written: {run_.out / 'runs' / run_id / 'junit.xml'}")
     raise typer.Exit(0 if verdict.passed else 1)

@@ -67,16 +67,27 @@ def _summary(path: Path) -> dict[str, Any] | None:
         return None
 
 
+def _run_summary(out: Path, run_id: str) -> dict[str, Any] | None:
+    """A run's committed ``summary.json`` (through its commit marker), or None."""
+    from tooleval.storage import document_path
+
+    try:
+        return _summary(document_path(out, f"runs/{run_id}/summary.json"))
+    except InputFileError:
+        return None
+
+
 def list_runs(out: str | Path) -> list[RunInfo]:
     """Every run under ``out/runs/`` with a readable ``summary.json``, newest first (by ``completed_at``)."""
     infos = []
-    for path in Path(out).glob("runs/*/summary.json"):
-        s = _summary(path)
+    runs = Path(out) / "runs"
+    for run_dir in sorted(runs.iterdir()) if runs.is_dir() else []:
+        s = _run_summary(Path(out), run_dir.name) if run_dir.is_dir() else None
         if s is None:
             continue
         gate = s.get("gate")
         infos.append(RunInfo(
-            run_id=path.parent.name, dataset_revision=s.get("dataset_revision", ""),
+            run_id=run_dir.name, dataset_revision=s.get("dataset_revision", ""),
             completed_at=s.get("completed_at"), rows=s.get("rows"), mean_f1=s.get("mean_f1"),
             gate=None if not gate else ("PASS" if gate.get("passed") else "FAIL"),
             drift=(s.get("drift") or {}).get("verdict")))
@@ -92,24 +103,31 @@ def _size(path: Path) -> int:
 def delete_run(out: str | Path, run_id: str) -> int:
     """Remove one run: its ``traces``, ``rows`` and ``legacy`` partitions and ``runs/<run>/``; nothing else.
 
+    The run's lease is held meanwhile (a run being written is refused) and its commit marker goes first, so
+    readers see the whole run or none of it.
+
     Returns:
         Bytes freed.
 
     Raises:
-        InputFileError: no such run (or an unsafe run id).
+        InputFileError: no such run (or an unsafe run id); LeaseHeldError: the run is being written.
     """
+    from tooleval.storage import MARKER, hold_run
+
     out = Path(out)
     check_name(run_id, what="run id")
     run_dir = out / "runs" / run_id
-    s = _summary(run_dir / "summary.json")
+    s = _run_summary(out, run_id)
     if s is None:
         raise InputFileError(run_dir, None, f"no run {run_id!r} under {out}.", "tooleval runs lists the runs.")
     targets = [out / kind / f"dataset_revision={s['dataset_revision']}" / f"run_id={run_id}" for kind in _KINDS]
     freed = 0
-    for target in [*targets, run_dir]:
-        if target.exists():
-            freed += _size(target)
-            shutil.rmtree(target)
+    with hold_run(out, run_id):
+        (run_dir / MARKER).unlink(missing_ok=True)
+        for target in [*targets, run_dir]:
+            if target.exists():
+                freed += _size(target)
+                shutil.rmtree(target)
     return freed
 
 
@@ -141,8 +159,10 @@ def collect_garbage(out: str | Path, keep: int | None = None) -> GcReport:
         report.bytes_freed += delete_run(out, run.run_id)
         report.deleted_runs.append(run.run_id)
     needed: set[str] = set()
+    from tooleval.storage import document_path
+
     for run in kept:
-        manifest = out / "runs" / run.run_id / STAGES_FILE
+        manifest = document_path(out, f"runs/{run.run_id}/{STAGES_FILE}")
         if not manifest.is_file():
             report.kept_all_stage_files = True
             return report

@@ -15,6 +15,7 @@ from typing import Any
 
 from tooleval.dataset import check_name
 from tooleval.errors import InputFileError
+from tooleval.storage import document_path
 from tooleval.runs.bootstrap import cluster_mean_ci
 
 __all__ = ["METRICS", "FailOn", "parse_fail_on", "compare_runs", "failed_thresholds"]
@@ -110,7 +111,7 @@ def compare_runs(out: str | Path, base: str, head: str) -> dict[str, Any]:
     out = Path(out)
     for run in (base, head):
         check_name(run, what="run id")
-        if not (out / "runs" / run / "summary.json").is_file():
+        if not document_path(out, f"runs/{run}/summary.json").is_file():
             raise InputFileError(out / "runs" / run, None, f"no run {run!r} under {out}.",
                                  "tooleval runs lists the runs; pass --out with their results folder.")
     con = connect(out)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
+from pathlib import Path
 from typing import Any
 
 from tooleval.runs.legacy import LegacyResult
@@ -175,7 +176,7 @@ def recheck_run(run: Any, *, tolerance: float = DEFAULT_TOLERANCE) -> dict[str, 
 
     import pyarrow as pa
     from tooleval.runs.legacy import legacy_score
-    from tooleval.storage import partition_dir, read_versioned
+    from tooleval.storage import document_path, partition_dir, read_versioned
 
     def read(kind: str, columns: list[str]) -> list[dict]:
         tables = [read_versioned(path, kind).select(columns) for path in run.files(kind)]
@@ -191,7 +192,8 @@ def recheck_run(run: Any, *, tolerance: float = DEFAULT_TOLERANCE) -> dict[str, 
                           run.redactor())
     rows = read("rows", ["case_id", "trial", "ragas_tool_call_f1", "ragas_version", "scorer_version"])
     report = check_drift(legacy, rows, tolerance=tolerance)
-    scalar_path = partition_dir(run.out, "legacy", run.revision, run.run_id) / "scalar.json"
+    scalar_relpath = (partition_dir(Path(), "legacy", run.revision, run.run_id) / "scalar.json").as_posix()
+    scalar_path = document_path(run.out, scalar_relpath)
     published = json.loads(scalar_path.read_text())["value"] if scalar_path.is_file() else None
     report["published_legacy_value"] = published
     if published is None or legacy.value is None or abs(published - legacy.value) > tolerance:

@@ -18,7 +18,7 @@ import pyarrow as pa
 from tooleval.errors import InputFileError
 from tooleval.scoring.rows import trace_reference_secrets
 from tooleval.runs.published import PublishedRun
-from tooleval.storage import Publication, read_versioned
+from tooleval.storage import Publication, encode_name, read_versioned
 
 __all__ = ["write_handoff", "rescore_command"]
 
@@ -26,7 +26,7 @@ __all__ = ["write_handoff", "rescore_command"]
 def rescore_command(run: PublishedRun, case_id: str, trial: int) -> str:
     """The one-line command that rescores exactly this row into a new run."""
     return (f"tooleval rescore --out {shlex.quote(str(run.out))} --run-id {shlex.quote(run.run_id)} "
-            f"--case {shlex.quote(case_id)} --trial {trial}")
+            f"--case={shlex.quote(case_id)} --trial {trial}")
 
 
 def _select(run: PublishedRun, kind: str, case_id: str, trial: int | None) -> list[dict]:
@@ -50,7 +50,8 @@ def _json_ready(value: Any) -> Any:
 
 
 def write_handoff(run: PublishedRun, case_id: str, trial: int | None = None) -> list[Path]:
-    """Write ``runs/<run>/handoff/<case>/trial-<t>/`` (``handoff.json``, ``case.json``, ``README.md``) for
+    """Write ``runs/<run>/handoff/<encoded case>/trial-<t>/`` (the case id percent-encoded as one folder name:
+    :func:`tooleval.storage.encode_name`) (``handoff.json``, ``case.json``, ``README.md``) for
     every trial of ``case_id`` in the run (or only ``trial``).
 
     Returns:
@@ -101,7 +102,7 @@ def write_handoff(run: PublishedRun, case_id: str, trial: int | None = None) -> 
                 "error": row["error"],
                 "rescore_command": command,
             }
-            folder = f"runs/{run.run_id}/handoff/{case_id}/trial-{row['trial']}"
+            folder = f"runs/{run.run_id}/handoff/{encode_name(case_id)}/trial-{row['trial']}"
             publication.add_json(f"{folder}/handoff.json", _json_ready(handoff))
             publication.add_json(f"{folder}/case.json", case)
             publication.add_text(f"{folder}/README.md", _readme(handoff))

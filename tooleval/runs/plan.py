@@ -25,7 +25,8 @@ from tooleval.agents import OpenAIAgentConfig, ReplayAgentConfig, WorkItem
 from tooleval.dataset import case_digest, check_name, find_traces_file, load_dataset
 from tooleval.errors import InputFileError, RevisionConflictError, RowError, RunIdConflictError
 from tooleval.capture.recorded import file_digest, index_traces
-from tooleval.capture.redaction import DEFAULT_FIELDS, RedactionConfig, load_key
+from tooleval.capture.keys import PlannedKey, persist_key, plan_key
+from tooleval.capture.redaction import DEFAULT_FIELDS, RedactionConfig
 from tooleval.runs.shards import ShardIndex, default_shard_size, scan_lines
 
 __all__ = ["DatasetRef", "RunPlan", "plan_run", "new_run_id", "revision_record_path"]
@@ -136,7 +137,9 @@ def _check_revision_registry(out: Path, dataset_path: Path, revision: str, diges
 
 
 def check_run_id(out: Path, run_id: str, revision: str) -> None:
-    summary = out / "runs" / run_id / "summary.json"
+    from tooleval.storage import document_path
+
+    summary = document_path(out, f"runs/{run_id}/summary.json")
     if not summary.is_file():
         return
     previous = json.loads(summary.read_text()).get("dataset_revision")
@@ -164,6 +167,9 @@ def plan_run(
     tool_results: str | Path | None = None,
     shard_size: int | None = None,
     workers: int = 1,
+    gate_config: str | Path | None = None,
+    new_redaction_key: bool = False,
+    write_key: bool = True,
 ) -> RunPlan:
     """Check the inputs and decide the work of a run.
 
@@ -181,6 +187,10 @@ def plan_run(
         tool_results: Recorded tool results for a live agent's multi-step tool loop.
         shard_size: Rows per shard; ``None``: :func:`tooleval.runs.shards.default_shard_size`.
         workers: Parallel workers (sizes the default shard).
+        gate_config: A gate config file to check now (default: the dataset's gate.toml, checked too).
+        new_redaction_key: Start a new redaction key although runs with another key exist under ``out``.
+        write_key: Create ``<out>/redaction.key`` (a new key) once every check passed; ``False`` for a dry
+            plan that must write nothing (the CLI's own check before it starts the flow).
 
     Returns:
         A :class:`RunPlan`; one work item per (case, trial) found in the traces for a known case.
@@ -188,9 +198,21 @@ def plan_run(
     Raises:
         InputFileError: any file or usage error (the message names the file, the line and the fix).
     """
+    from tooleval.rules import load_gate_config
+    from tooleval.storage import check_out_folder
+
     out_path = Path(out).resolve()
+    check_out_folder(out_path)
     run_id = check_name(run_id if run_id is not None else new_run_id(), what="run id")
+    if agent is None and repeats != 1:
+        raise InputFileError(None, None, f"--repeats {repeats} with the replay agent: replay takes its trials from "
+                             "the recorded traces (one per recorded trial).", "drop --repeats, or use --agent openai.")
+    if agent is None and tool_results is not None:
+        raise InputFileError(tool_results, None, "--tool-results is for a live agent; the replay agent's tool "
+                             "results are in the recorded traces.", "drop --tool-results, or use --agent openai.")
     loaded = load_dataset(dataset)
+    if gate_config is not None:
+        load_gate_config(gate_config)
     every_case = set(loaded.cases)
     if slices is not None:
         slices = sorted(set(slices))
@@ -203,9 +225,13 @@ def plan_run(
             )
         loaded.cases = {k: c for k, c in loaded.cases.items() if c.slice in slices}
     digests = {case_id: case_digest(case) for case_id, case in loaded.cases.items()}
+    key = plan_key(out_path, new_key=new_redaction_key) if redaction else None
     if agent is not None:
-        return _live_plan(loaded, digests, agent, out_path, run_id, slices, repeats, tool_results, traces,
-                          _redaction_config(out_path, redaction, redact_fields, redact_paths), shard_size, workers)
+        plan = _live_plan(loaded, digests, agent, out_path, run_id, slices, repeats, tool_results, traces,
+                          _redaction_config(key, redact_fields, redact_paths), shard_size, workers)
+        if write_key and key is not None:
+            persist_key(out_path, key)
+        return plan
     traces_path = Path(traces) if traces is not None else find_traces_file(loaded.path)
     if traces is not None and not traces_path.is_file():
         raise InputFileError(traces_path, None, "traces file not found.", "check the --traces path.")
@@ -242,8 +268,10 @@ def plan_run(
     offsets, line_digests = scan_lines(traces_path, lines)
     del lines
     size = shard_size or default_shard_size(len(keys), workers)
+    if write_key and key is not None:
+        persist_key(out_path, key)
     return RunPlan(
-        redaction=_redaction_config(out_path, redaction, redact_fields, redact_paths),
+        redaction=_redaction_config(key, redact_fields, redact_paths),
         dataset=dataset_ref(loaded),
         agent=ReplayAgentConfig(traces_path=str(traces_path.resolve()), traces_digest=index.digest),
         out=str(out_path),
@@ -257,14 +285,13 @@ def plan_run(
     )
 
 
-def _redaction_config(out: Path, on: bool, fields: list[str] | None, paths: list[str] | None):
-    if not on:
+def _redaction_config(key: PlannedKey | None, fields: list[str] | None, paths: list[str] | None):
+    if key is None:
         return None
-    key = load_key(out)
     return RedactionConfig(
         fields=sorted(set(DEFAULT_FIELDS) | set(fields or [])),
         paths=paths or [],
-        key_digest=hashlib.sha256(key).hexdigest(),
+        key_digest=key.digest,
     )
 
 
@@ -280,6 +307,9 @@ def _live_plan(loaded, digests, agent, out_path, run_id, slices, repeats, tool_r
         path = Path(tool_results)
         if not path.is_file():
             raise InputFileError(path, None, "tool results file not found.", "check the --tool-results path.")
+        from tooleval.agents import read_tool_results
+
+        read_tool_results(path)  # every line checked now: a bad file is exit 2 before anything runs
         executor = ExecutorRef(path=str(path.resolve()), digest=file_digest(path))
     _check_revision_registry(out_path, loaded.path, loaded.revision, loaded.content_digest)
     check_run_id(out_path, run_id, loaded.revision)

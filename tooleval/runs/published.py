@@ -11,7 +11,7 @@ from tooleval.dataset import Dataset, check_name, load_dataset
 from tooleval.errors import InputFileError
 from tooleval.capture.recorded import file_digest
 from tooleval.capture.redaction import RedactionConfig, Redactor, build_redactor
-from tooleval.storage import partition_dir
+from tooleval.storage import committed_files, document_path
 
 __all__ = ["PublishedRun", "open_run"]
 
@@ -27,8 +27,9 @@ class PublishedRun:
     dataset: Dataset
 
     def files(self, kind: str) -> list[Path]:
-        """The Parquet files of this run's ``kind`` partition (``traces``, ``rows``, ``legacy``)."""
-        return sorted(partition_dir(self.out, kind, self.revision, self.run_id).glob("*.parquet"))
+        """The committed Parquet files of this run's ``kind`` partition (``traces``, ``rows``, ``legacy``): those
+        its commit marker names."""
+        return committed_files(self.out, kind, self.revision, self.run_id)
 
     def digests(self, kind: str) -> list[str]:
         """sha256 of each file of :meth:`files`."""
@@ -59,7 +60,7 @@ def open_run(out: str | Path, run_id: str, dataset: str | Path | None = None) ->
     """
     out = Path(out).resolve()
     check_name(run_id, what="run id")
-    summary_path = out / "runs" / run_id / "summary.json"
+    summary_path = document_path(out, f"runs/{run_id}/summary.json")
     if not summary_path.is_file():
         raise InputFileError(summary_path, None, f"no run {run_id!r} under {out}.",
                              "check --run-id and --out (runs are listed under <out>/runs/).")

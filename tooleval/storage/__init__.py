@@ -11,6 +11,9 @@ from tooleval.storage._partition import (
     validate_partition_value,
     write_partition,
 )
+from tooleval.storage._commit import MARKER, committed_files, document_path, read_marker, recover
+from tooleval.storage._lease import LeaseHeldError, RunLease, hold_run
+from tooleval.storage._paths import OutFolderError, check_out_folder, encode_name, ensure_dir, write_bytes
 from tooleval.storage._query import PARTITION_TYPES, PARTITIONING, connect, read_table, scan_parquet_sql
 from tooleval.storage._versions import CURRENT_VERSIONS, VERSION_COLUMNS, conform, read_versioned
 from tooleval.storage._schema import (
@@ -30,6 +33,19 @@ from tooleval.storage._schema import (
 )
 
 __all__ = [
+    "MARKER",
+    "committed_files",
+    "document_path",
+    "read_marker",
+    "recover",
+    "LeaseHeldError",
+    "RunLease",
+    "hold_run",
+    "OutFolderError",
+    "encode_name",
+    "check_out_folder",
+    "ensure_dir",
+    "write_bytes",
     "CURRENT_VERSIONS",
     "VERSION_COLUMNS",
     "conform",

@@ -1,14 +1,15 @@
-"""Partition paths and the staged, swap-into-place publication of a run's outputs.
+"""Partition paths and the publication of a run's outputs behind its commit marker.
 
 Layout (DESIGN.md "Output layout")::
 
-    <out>/<kind>/dataset_revision=<rev>/run_id=<run>/part-0.parquet     kind: "traces" or "rows"
-    <out>/.staging/<uuid>/...                                           work area, outside the readers' globs
+    <out>/<kind>/dataset_revision=<rev>/run_id=<run>/part-<publication>.parquet   kind: traces, rows, legacy
+    <out>/runs/<run>/commit.json                       the commit marker: which files are the run
+    <out>/runs/<run>/.publications/<publication>/...   committed copies of the run's documents
 
-A rerun of ``(revision, run)`` *replaces* exactly that partition folder (H13): the new folder is fully written
-under ``.staging`` on the same filesystem, then the old folder is renamed aside, the new one renamed into place
-and the old one deleted. Readers never see a half-written file; between the two renames (microseconds) the
-partition is absent, never mixed. A crash leaves at worst a ``.staging/<uuid>`` folder, which readers ignore.
+A rerun of ``(revision, run)`` *replaces* exactly that partition (H13): the new file is written beside the old
+one under a new name and becomes the partition when the marker names it; the old file is deleted after. Readers
+honour the marker (:mod:`tooleval.storage._commit`), so they see the old run or the new one, never a mix, even
+when the writer is killed at any point; the next command finishes or discards an interrupted publication.
 """
 
 from __future__ import annotations
@@ -27,13 +28,18 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from tooleval.errors import InputFileError
+from tooleval.storage._commit import PUBLICATIONS, new_marker, read_marker, remove_empty, sweep, write_marker
+from tooleval.storage._lease import hold_run
+from tooleval.storage._pause import pause_point
+from tooleval.storage._paths import OutFolderError, ensure_dir, safe_target, write_bytes
 from tooleval.storage._schema import SCHEMAS
 
 __all__ = ["UnsafeNameError", "validate_partition_value", "partition_dir", "Publication", "write_partition"]
 
 logger = logging.getLogger(__name__)
 
-PART_FILE = "part-0.parquet"
+PART_FILE = "part.parquet"
 STAGING_DIR = ".staging"
 NAME_RULE = "1-64 characters of [A-Za-z0-9._-] starting with a letter or digit"
 _SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
@@ -123,66 +129,92 @@ def _check_relpath(relpath: str) -> Path:
 
 
 class Publication:
-    """Stage several outputs of one run, then swap them all into place (or discard them all).
+    """Write several outputs of one run, then commit them all at once (or discard them all).
 
     Example::
 
         with Publication(out) as pub:
             pub.add_table("rows", "001", "run-7", rows_table)
             pub.add_json("runs/run-7/summary.json", summary)
-        # clean exit: committed; exception: aborted, nothing under out/ changed
+        # clean exit: committed; exception: aborted, what readers see is unchanged
 
-    Partitions are swapped in the order added, then files (so ``summary.json`` lands last). Other partitions
-    (other runs, other revisions) are never touched.
+    A publication covers one run and holds the run's lease (:func:`tooleval.storage.hold_run`) from its first
+    ``add_*`` to commit or abort, so a second writer of that run is refused. Every output is written under a
+    new name (partition files ``<stem>-<publication id>.parquet``; documents under
+    ``runs/<run>/.publications/<id>/``) and becomes visible when the run's commit marker names it
+    (:mod:`tooleval.storage._commit`). Nothing is written outside ``out``: links and files where folders belong
+    are refused. Other runs and revisions are never touched.
     """
 
     def __init__(self, out: str | Path) -> None:
-        self.out = Path(out)
-        self.root = self.out / STAGING_DIR / uuid.uuid4().hex
+        self.out = Path(out).absolute()
+        self.id = uuid.uuid4().hex
+        self.run_id: str | None = None
+        self.revision: str | None = None
+        self._partitions: dict[str, list[str]] = {}
         self._tables: dict[tuple[str, str, str], Path] = {}
-        self._files: dict[Path, Path] = {}
+        self._documents: dict[str, str] = {}
+        self._parts: list[Path] = []
+        self._lease: Any = None
         self._closed = False
 
     def _open(self) -> None:
         if self._closed:
             raise RuntimeError("this Publication was already committed or aborted")
 
+    def _bind(self, run_id: str, revision: str | None = None) -> None:
+        validate_partition_value(run_id, what="run id")
+        if self.run_id is None:
+            self._lease = hold_run(self.out, run_id)
+            self._lease.__enter__()
+            self.run_id = run_id
+            ensure_dir(self.out, f"runs/{run_id}/{PUBLICATIONS}/{self.id}")
+        elif run_id != self.run_id:
+            raise ValueError(f"a publication covers one run: it holds {self.run_id!r}, not {run_id!r}")
+        if revision is not None:
+            if self.revision is not None and revision != self.revision:
+                raise ValueError(f"a run has one dataset revision: {self.revision!r}, not {revision!r}")
+            self.revision = revision
+
     def add_table(
         self, kind: str, revision: str, run_id: str, table: pa.Table, *, filename: str = PART_FILE
     ) -> Path:
-        """Stage ``table`` as the whole content of one partition.
+        """Write ``table`` as the whole content of one partition (visible at commit).
 
-        Writes one zstd ``filename`` (``part-0.parquet``; the legacy path writes ``scalar.parquet``) with the table's own (explicit) schema; a zero-row table still
-        writes one file carrying every column. ``dataset_revision``/``run_id`` columns, when present, are
-        filled with the partition values.
+        Writes one zstd file ``<stem>-<publication id>.parquet`` (stem of ``filename``: ``part``; the legacy path
+        uses ``scalar``) with the table's own (explicit) schema; a zero-row table still writes one file carrying
+        every column. ``dataset_revision``/``run_id`` columns, when present, are filled with the partition values.
 
         Returns:
-            The staged partition folder (see :meth:`staged_path`).
+            The written file (see :meth:`staged_path`).
 
         Raises:
             UnsafeNameError / ValueError: bad names or kind (checked before anything is written); the partition
-                was already staged; the table's partition columns hold another value.
+                was already added; the table's partition columns hold another value; another run.
+            LeaseHeldError: another live writer holds the run.
+            OutFolderError: a link or a file inside ``out`` where a folder belongs; ``out`` not writable.
         """
         self._open()
         relative = partition_dir(Path(), kind, revision, run_id)
         if (kind, revision, run_id) in self._tables:
             raise ValueError(f"partition {relative} is already staged in this publication")
         table = _stamp(_stamp(table, "dataset_revision", revision), "run_id", run_id)
-        staged = self.root / "tables" / relative
-        staged.mkdir(parents=True)
-        pq.write_table(table, staged / filename, compression="zstd")
-        self._tables[(kind, revision, run_id)] = staged
-        return staged
+        self._bind(run_id, revision if kind != "legacy" or self.revision is None else self.revision)
+        folder = ensure_dir(self.out, relative)
+        target = self._write_part(folder, f"{Path(filename).stem}-{self.id}.parquet", table)
+        self._tables[(kind, revision, run_id)] = target
+        self._partitions[relative.as_posix()] = [target.relative_to(self.out).as_posix()]
+        return target
 
     def add_parts(
         self, kind: str, revision: str, run_id: str, parts: Iterable[pa.Table], schema: pa.Schema
-    ) -> tuple[Path, int]:
-        """Stage a partition streamed as several tables, one ``part-<i>.parquet`` per table (one per shard), so
-        the whole partition is never in memory (issue 9). No table at all writes one zero-row ``part-0.parquet``
-        with ``schema``, like :meth:`add_table`.
+    ) -> tuple[list[Path], int]:
+        """Write a partition streamed as several tables, one ``part-<i>-<publication id>.parquet`` per table (one
+        per shard), so the whole partition is never in memory (issue 9); visible at commit. No table at all
+        writes one zero-row file with ``schema``, like :meth:`add_table`.
 
         Returns:
-            ``(staged partition folder, rows written)``.
+            ``(the files written, rows written)``.
 
         Raises:
             See :meth:`add_table`.
@@ -191,21 +223,35 @@ class Publication:
         relative = partition_dir(Path(), kind, revision, run_id)
         if (kind, revision, run_id) in self._tables:
             raise ValueError(f"partition {relative} is already staged in this publication")
-        staged = self.root / "tables" / relative
-        staged.mkdir(parents=True)
-        self._tables[(kind, revision, run_id)] = staged
-        count = rows = 0
+        self._bind(run_id, revision if kind != "legacy" or self.revision is None else self.revision)
+        folder = ensure_dir(self.out, relative)
+        files: list[Path] = []
+        self._tables[(kind, revision, run_id)] = folder
+        self._partitions[relative.as_posix()] = []
+        rows = 0
         for table in parts:
             table = _stamp(_stamp(table, "dataset_revision", revision), "run_id", run_id)
-            pq.write_table(table, staged / f"part-{count}.parquet", compression="zstd")
-            count += 1
+            files.append(self._write_part(folder, f"part-{len(files)}-{self.id}.parquet", table))
             rows += table.num_rows
-        if count == 0:
-            pq.write_table(schema.empty_table(), staged / PART_FILE, compression="zstd")
-        return staged, rows
+        if not files:
+            files.append(self._write_part(folder, f"part-0-{self.id}.parquet", schema.empty_table()))
+        self._partitions[relative.as_posix()] = [f.relative_to(self.out).as_posix() for f in files]
+        return files, rows
+
+    def _write_part(self, folder: Path, name: str, table: pa.Table) -> Path:
+        target, tmp = folder / name, folder / f".{name}.tmp"
+        try:
+            pq.write_table(table, tmp, compression="zstd")
+            os.replace(tmp, target)
+        except OSError as exc:
+            tmp.unlink(missing_ok=True)
+            raise OutFolderError(folder, None, f"cannot write the partition file ({exc.strerror or exc}).",
+                                 "check free space and permissions of --out.") from None
+        self._parts.append(target)
+        return target
 
     def add_partition_json(self, kind: str, revision: str, run_id: str, name: str, obj: Any) -> Path:
-        """Stage a JSON file inside an already staged partition folder (e.g. the legacy ``scalar.json``).
+        """Write a JSON document that lives in a partition folder (e.g. the legacy ``scalar.json``).
 
         Raises:
             KeyError: the partition was not added; ValueError: ``name`` is not a plain ``*.json`` file name.
@@ -213,31 +259,42 @@ class Publication:
         self._open()
         if "/" in name or not name.endswith(".json") or name.startswith("."):
             raise ValueError(f"partition file name must be a plain *.json name, got {name!r}")
-        path = self.staged_path(kind, revision, run_id) / name
-        path.write_text(json.dumps(obj, indent=2, ensure_ascii=False, allow_nan=False) + "\n", encoding="utf-8")
+        self.staged_path(kind, revision, run_id)
+        logical = (partition_dir(Path(), kind, revision, run_id) / name).as_posix()
+        return self._document(logical, _json_bytes(obj))
+
+    def _document(self, logical: str, data: bytes) -> Path:
+        if self.run_id is None:
+            raise ValueError(f"add a table or a runs/<run>/ file before {logical!r}: a publication covers one run")
+        safe_target(self.out, logical)  # the usual path is checked now (links, files as folders), written later
+        physical = f"runs/{self.run_id}/{PUBLICATIONS}/{self.id}/{logical}"
+        path = write_bytes(self.out, physical, data)
+        self._documents[logical] = physical
         return path
 
     def add_text(self, relpath: str, text: str) -> Path:
-        """Stage a UTF-8 text file at ``out/relpath`` (e.g. ``"runs/<run>/junit.xml"``); returns its staged path."""
+        """Write a UTF-8 text document at ``out/relpath`` (e.g. ``"runs/<run>/junit.xml"``), visible at commit.
+
+        Returns:
+            The file written now (the committed copy; callers may rewrite it before commit).
+        """
         self._open()
         relative = _check_relpath(relpath)
-        staged = self.root / "files" / relative
-        staged.parent.mkdir(parents=True, exist_ok=True)
-        staged.write_text(text, encoding="utf-8")
-        self._files[relative] = staged
-        return staged
+        if relative.parts[0] == "runs" and len(relative.parts) > 2:
+            self._bind(relative.parts[1])
+        return self._document(relative.as_posix(), text.encode("utf-8"))
 
     def add_json(self, relpath: str, obj: Any) -> Path:
-        """Stage ``obj`` as JSON at ``out/relpath`` (e.g. ``"runs/<run>/summary.json"``).
+        """Write ``obj`` as a JSON document at ``out/relpath`` (e.g. ``"runs/<run>/summary.json"``).
 
         Raises:
             ValueError: unsafe ``relpath`` (absolute, ``..``, table folders), or NaN/infinity in ``obj``.
             TypeError: ``obj`` is not JSON-serialisable.
         """
-        return self.add_text(relpath, json.dumps(obj, indent=2, ensure_ascii=False, allow_nan=False) + "\n")
+        return self.add_text(relpath, _json_bytes(obj).decode("utf-8"))
 
     def staged_path(self, kind: str, revision: str, run_id: str) -> Path:
-        """The staged folder of a partition added to this publication (readable until commit/abort).
+        """The written (not yet committed) file of a partition added to this publication.
 
         Raises:
             KeyError: that partition was not added.
@@ -245,47 +302,52 @@ class Publication:
         return self._tables[(kind, revision, run_id)]
 
     def commit(self) -> None:
-        """Swap every staged partition and file into place; on failure, put back what was already swapped.
-
-        A partition folder: the old folder is renamed aside, the staged one renamed into place, the old deleted.
-        A file: ``os.replace`` over the old one (atomic), after copying the old one aside for the rollback.
-        """
+        """Make everything written visible at once: write the run's commit marker, then copy the documents to
+        their usual names and delete what no marker names. A failure before the marker discards everything."""
         self._open()
         self._closed = True
-        moves = [(partition_dir(self.out, *key), staged) for key, staged in self._tables.items()]
-        moves += [(self.out / relative, staged) for relative, staged in self._files.items()]
-        done: list[tuple[Path, Path | None, Path]] = []  # (target, old content set aside, staged source)
+        if self.run_id is None:
+            return
         try:
-            for index, (target, staged) in enumerate(moves):
-                target.parent.mkdir(parents=True, exist_ok=True)
-                aside = self.root / "old" / str(index) if target.exists() else None
-                if aside is not None:
-                    aside.parent.mkdir(parents=True, exist_ok=True)
-                    (os.rename if target.is_dir() else shutil.copy2)(target, aside)
-                done.append((target, aside, staged))
-                os.replace(staged, target)  # a folder onto the freed name; a file atomically over the old one
+            pause_point("written")
+            previous = read_marker(self.out, self.run_id)
+            marker = new_marker(self.out, self.run_id, self.id, self.revision, previous, self._partitions,
+                                self._documents)
+            write_marker(self.out, self.run_id, marker)
         except BaseException:
-            logger.error("publication under %s failed; restoring %d target(s)", self.out, len(done))
-            for target, aside, staged in reversed(done):
-                if not staged.exists() and target.is_dir():  # the new content is in place: drop it
-                    shutil.rmtree(target)
-                elif not staged.exists():
-                    target.unlink()
-                if aside is not None:
-                    os.replace(aside, target)
-            self._cleanup()
+            logger.error("publication of run %r under %s failed before its commit; discarded", self.run_id, self.out)
+            self._discard()
+            self._release()
             raise
-        logger.debug("published %d partition(s), %d file(s) under %s", len(self._tables), len(self._files), self.out)
-        self._cleanup()
+        try:
+            pause_point("committed")
+            sweep(self.out, self.run_id, marker)
+        except (OSError, InputFileError) as exc:  # committed: the next command finishes it (recover)
+            logger.warning("run %r is committed but not yet tidied (%s); the next command finishes it",
+                           self.run_id, exc)
+        finally:
+            self._release()
+        logger.debug("published run %r (%d partition(s), %d document(s)) under %s", self.run_id,
+                     len(self._partitions), len(self._documents), self.out)
 
     def abort(self) -> None:
-        """Discard everything staged; nothing outside ``.staging`` was touched. Idempotent."""
+        """Discard everything written; what readers see is unchanged. Idempotent."""
+        if not self._closed and self.run_id is not None:
+            self._discard()
         self._closed = True
-        self._cleanup()
+        self._release()
 
-    def _cleanup(self) -> None:
-        # ``out/.staging`` itself stays: removing it could race with another publication creating its folder.
-        shutil.rmtree(self.root, ignore_errors=True)
+    def _discard(self) -> None:
+        for path in self._parts:
+            path.unlink(missing_ok=True)
+            remove_empty(path.parent, stop=self.out)
+        if self.run_id is not None:
+            shutil.rmtree(self.out / "runs" / self.run_id / PUBLICATIONS / self.id, ignore_errors=True)
+
+    def _release(self) -> None:
+        lease, self._lease = self._lease, None
+        if lease is not None:
+            lease.__exit__(None, None, None)
 
     def __enter__(self) -> Publication:
         return self
@@ -301,8 +363,14 @@ class Publication:
             self.abort()
 
 
+def _json_bytes(obj: Any) -> bytes:
+    return (json.dumps(obj, indent=2, ensure_ascii=False, allow_nan=False) + "\n").encode("utf-8")
+
+
 def write_partition(out: Path, kind: str, revision: str, run_id: str, table: pa.Table) -> Path:
-    """Replace one partition with ``table`` (a one-table :class:`Publication`); returns the partition folder."""
+    """Replace one partition with ``table`` (a one-table :class:`Publication`); returns the partition folder.
+
+    The run's other committed partitions and documents stay as they were."""
     with Publication(out) as publication:
         publication.add_table(kind, revision, run_id, table)
     return partition_dir(out, kind, revision, run_id)

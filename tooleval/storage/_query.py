@@ -18,6 +18,7 @@ import pyarrow as pa
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
+from tooleval.storage._commit import committed_files
 from tooleval.storage._partition import _check_kind, validate_partition_value
 from tooleval.storage._schema import SCHEMAS, VIEW_NAMES
 
@@ -28,9 +29,6 @@ PARTITION_TYPES = {"dataset_revision": "VARCHAR", "run_id": "VARCHAR"}
 
 PARTITIONING = ds.partitioning(pa.schema([(name, pa.string()) for name in PARTITION_TYPES]), flavor="hive")
 """pyarrow hive partitioning with string fields; an inferred one would type ``001`` as int32."""
-
-_GLOB = "*/*/*.parquet"  # under out/<kind>/: dataset_revision=<rev>/run_id=<run>/part-*.parquet
-
 
 def _quote(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
@@ -68,24 +66,27 @@ def _empty_select_sql(con: duckdb.DuckDBPyConnection, schema: pa.Schema) -> str:
 def connect(out: Path, database: str = ":memory:") -> duckdb.DuckDBPyConnection:
     """Open DuckDB with the views ``rows``, ``traces`` and ``legacy_scalars`` over ``out``.
 
-    Each view is the current schema's columns (zero rows, in schema order) ``UNION ALL BY NAME`` the files
-    ``out/<kind>/*/*/*.parquet``: every current column exists even when no file (or only older files) has it,
-    and a column only older files have is kept. Filters on the partition columns still prune files.
+    Each view is the current schema's columns (zero rows, in schema order) ``UNION ALL BY NAME`` the committed
+    files of every run (those its ``runs/<run>/commit.json`` names: never a half-published run): every current
+    column exists even when no file (or only older files) has it, and a column only older files have is kept.
+    Filters on the partition columns still prune files.
 
     Args:
         out: The results folder (``--out``). It need not exist.
         database: DuckDB database path; ``":memory:"`` by default.
 
     Returns:
-        A connection; the views glob at query time, but a kind with no file at connect time stays an empty
-        view, so connect after writing.
+        A connection whose views list the files committed at connect time: connect after writing.
+
+    Raises:
+        InputFileError: a run's commit marker is unreadable.
     """
     con = duckdb.connect(database)
     for kind, schema in SCHEMAS.items():
         sql = _empty_select_sql(con, schema)
-        base = Path(out) / kind
-        if any(base.glob(_GLOB)):
-            sql += f" UNION ALL BY NAME SELECT * FROM {scan_parquet_sql(base / _GLOB)}"
+        files = committed_files(out, kind)
+        if files:
+            sql += f" UNION ALL BY NAME SELECT * FROM {scan_parquet_sql(files)}"
         con.execute(f'CREATE OR REPLACE VIEW "{VIEW_NAMES[kind]}" AS {sql}')
     return con
 
@@ -102,19 +103,18 @@ def read_table(out: Path, kind: str, *, revision: str | None = None, run_id: str
     Returns:
         A table whose schema is the current schema of ``kind`` followed by any extra columns older files
         hold; missing columns read as null; partition columns are strings. Zero rows when nothing matches.
-        Row order follows the sorted file paths.
+        Row order follows the sorted file paths. Only committed files are read (the runs' commit markers).
 
     Raises:
         ValueError: unknown ``kind``; UnsafeNameError: unsafe ``revision`` or ``run_id``.
         pyarrow.ArrowTypeError / ArrowInvalid: a file stores a column with an incompatible type.
     """
     base = Path(out) / _check_kind(kind)
-    revision_dir, run_dir = "*", "*"
     if revision is not None:
-        revision_dir = "dataset_revision=" + validate_partition_value(revision, what="dataset revision")
+        validate_partition_value(revision, what="dataset revision")
     if run_id is not None:
-        run_dir = "run_id=" + validate_partition_value(run_id, what="run id")
-    files = sorted(base.glob(f"{revision_dir}/{run_dir}/*.parquet"))
+        validate_partition_value(run_id, what="run id")
+    files = committed_files(out, kind, revision, run_id)
     schema = pa.unify_schemas([SCHEMAS[kind], *(pq.read_schema(path) for path in files)]).remove_metadata()
     if not files:
         return schema.empty_table()

@@ -96,19 +96,19 @@ def report_for_run(out: str | Path, run_id: str, *, limit: int = WORST_ROWS) -> 
     """
     from tooleval.dataset import check_name
     from tooleval.errors import InputFileError
-    from tooleval.storage import partition_dir, scan_parquet_sql
+    from tooleval.storage import committed_files, document_path, scan_parquet_sql
 
     out = Path(out).resolve()
     check_name(run_id, what="run id")
-    run_dir = out / "runs" / run_id
-    if not (run_dir / "summary.json").is_file():
-        raise InputFileError(run_dir / "summary.json", None, f"no run {run_id!r} under {out}.",
+    summary_path = document_path(out, f"runs/{run_id}/summary.json")
+    if not summary_path.is_file():
+        raise InputFileError(out / "runs" / run_id / "summary.json", None, f"no run {run_id!r} under {out}.",
                              "check --run-id and --out (tooleval runs lists them).")
-    summary = json.loads((run_dir / "summary.json").read_text())
-    files = sorted(partition_dir(out, "rows", summary["dataset_revision"], run_id).glob("*.parquet"))
+    summary = json.loads(summary_path.read_text())
+    files = committed_files(out, "rows", summary["dataset_revision"], run_id)
     if not files:
         raise InputFileError(out / "rows", None, f"run {run_id!r} has no rows (a legacy-only run).",
                              "run the row-level path first (tooleval run without --legacy-only).")
-    drift_path = run_dir / "drift.json"
+    drift_path = document_path(out, f"runs/{run_id}/drift.json")
     drift = json.loads(drift_path.read_text()) if drift_path.is_file() else None
     return build_report(scan_parquet_sql(files), summary, drift, out, limit=limit)

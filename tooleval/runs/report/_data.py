@@ -122,11 +122,15 @@ def run_history(out: Path, current: dict[str, Any] | None = None, limit: int = 2
         ``[{"run_id", "dataset_revision", "completed_at", "mean_f1", "mean_ragas_tool_call_f1",
         "legacy_value", "rows"}]``; a summary that cannot be read is skipped.
     """
+    from tooleval.errors import InputFileError
+    from tooleval.storage import document_path
+
     summaries = {}
-    for path in sorted(Path(out).glob("runs/*/summary.json")):
+    runs = Path(out) / "runs"
+    for run_dir in sorted(runs.iterdir()) if runs.is_dir() else []:
         try:
-            summaries[path.parent.name] = json.loads(path.read_text())
-        except (OSError, ValueError):
+            summaries[run_dir.name] = json.loads(document_path(out, f"runs/{run_dir.name}/summary.json").read_text())
+        except (OSError, ValueError, InputFileError):
             continue
     if current is not None:
         summaries[current["run_id"]] = current

@@ -1,0 +1,138 @@
+"""The real ``tooleval`` process killed mid-publication, interrupted, and raced (issue 12, sections 1 and 2).
+
+Each test runs the CLI as a subprocess in its own process group (as a shell job), with its own Prefect home and
+no ``PREFECT_API_URL``, so tooleval starts its own temporary server. A deterministic pause point inside publish
+(``TOOLEVAL_TEST_PUBLISH_PAUSE``) holds the run at an exact moment; the test then kills or interrupts it.
+"""
+
+from __future__ import annotations
+
+import os
+from contextlib import closing
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from conftest import REPO, TINY_CASES, TINY_TRACES, write_dataset
+from tooleval.storage import committed_files, read_table
+from tooleval.storage._pause import PAUSE_ENV, PAUSE_FILE_ENV
+
+FINAL = {"COMPLETED", "FAILED", "CRASHED", "CANCELLED"}
+
+
+class Cli:
+    """Runs ``python -m tooleval.cli`` against one results folder and one Prefect home."""
+
+    def __init__(self, tmp_path: Path) -> None:
+        self.tmp = tmp_path
+        self.out = tmp_path / "out"
+        self.home = tmp_path / "prefect-home"
+        self.dataset = write_dataset(tmp_path / "d", TINY_CASES, TINY_TRACES)
+        self.env = {k: v for k, v in os.environ.items() if k not in ("PREFECT_API_URL", PAUSE_ENV)}
+        self.env.update(TOOLEVAL_PREFECT_HOME=str(self.home), COLUMNS="300")
+
+    def start(self, *args: str, pause: str | None = None) -> tuple[subprocess.Popen, Path | None]:
+        env = dict(self.env)
+        flag = None
+        if pause is not None:
+            flag = self.tmp / f"paused-{time.monotonic_ns()}"
+            env.update({PAUSE_ENV: pause, PAUSE_FILE_ENV: str(flag)})
+        process = subprocess.Popen([sys.executable, "-m", "tooleval.cli", *args], env=env, cwd=REPO, text=True,
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+        return process, flag
+
+    def run(self, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+        process, _ = self.start(*args)
+        stdout, stderr = process.communicate(timeout=timeout)
+        return subprocess.CompletedProcess(args, process.returncode, stdout, stderr)
+
+    def evaluate(self, run_id: str, pause: str | None = None):
+        return self.start("run", "--dataset", str(self.dataset), "--out", str(self.out), "--run-id", run_id,
+                          pause=pause)
+
+    def server_pid(self) -> int:
+        return int((self.home / "server.pid").read_text())
+
+    def states(self, table: str) -> list[str]:
+        with closing(sqlite3.connect(self.home / "prefect.db")) as db:
+            return sorted(row[0] for row in db.execute(f"SELECT state_type FROM {table}"))
+
+
+def wait_for(flag: Path, process: subprocess.Popen, timeout: float = 300) -> None:
+    deadline = time.monotonic() + timeout
+    while not flag.exists():
+        if process.poll() is not None:
+            _, stderr = process.communicate()
+            raise AssertionError(f"tooleval exited {process.returncode} before its pause point: {stderr}")
+        assert time.monotonic() < deadline, "tooleval never reached its pause point"
+        time.sleep(0.1)
+
+
+def alive(pid: int) -> bool:
+    """A process that exists and is not a zombie (an orphan's zombie waits for a reaper, but holds nothing)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def gone_within(pid: int, seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while alive(pid):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+def test_kill_9_mid_publish_second_writer_takeover_and_crashed_run(tmp_path):
+    cli = Cli(tmp_path)
+    first, flag = cli.evaluate("k1", pause="committed")
+    wait_for(flag, first)
+    server = cli.server_pid()
+    assert alive(server)
+
+    second = cli.run("run", "--dataset", str(cli.dataset), "--out", str(cli.out), "--run-id", "k1")
+    assert second.returncode == 2, second.stderr
+    assert f"pid {first.pid} on host" in " ".join(second.stderr.split()) and "Traceback" not in second.stderr
+
+    first.send_signal(signal.SIGKILL)
+    first.communicate(timeout=10)
+    assert gone_within(server, 10), "the Prefect server outlived the killed tooleval process"
+
+    # committed before the kill: readers see the whole new run (4 rows, 4 traces), drift agrees
+    assert read_table(cli.out, "rows", run_id="k1").num_rows == 4
+    sql = cli.run("sql", "SELECT count(*) AS n FROM traces WHERE run_id = 'k1'", "--out", str(cli.out),
+                  "--format", "csv")
+    assert sql.stdout.split() == ["n", "4"], sql.stderr
+    drift = cli.run("drift", "--run-id", "k1", "--out", str(cli.out))
+    assert drift.returncode == 0, drift.stdout + drift.stderr
+
+    third = cli.run("run", "--dataset", str(cli.dataset), "--out", str(cli.out), "--run-id", "k1")
+    assert third.returncode == 0, third.stdout + third.stderr  # the dead holder's lease was taken over
+    assert "Traceback" not in third.stderr
+    assert cli.states("flow_run") == ["COMPLETED", "CRASHED"]  # the killed run was marked by the next one
+    task_states = cli.states("task_run")
+    assert set(task_states) <= FINAL and task_states.count("COMPLETED") >= 5  # 3 stage tasks + legacy + aggregation
+    assert gone_within(cli.server_pid(), 10)  # the third run stopped its own server on exit
+
+
+def test_ctrl_c_exits_130_quickly_publishes_nothing_and_records_the_crash(tmp_path):
+    cli = Cli(tmp_path)
+    process, flag = cli.evaluate("c1", pause="written")
+    wait_for(flag, process)
+    server = cli.server_pid()
+    started = time.monotonic()
+    os.killpg(process.pid, signal.SIGINT)  # what Ctrl-C in a shell sends: the job's process group
+    stdout, stderr = process.communicate(timeout=60)
+    elapsed = time.monotonic() - started
+    assert process.returncode == 130, stderr
+    assert elapsed < 10, elapsed
+    assert "Traceback" not in stderr and "interrupted" in stderr
+    assert gone_within(server, 10)
+    assert committed_files(cli.out, "rows") == [] and not (cli.out / "runs/c1/commit.json").exists()
+    assert list(cli.out.glob("rows/*/*/*.parquet")) == []  # the written files were discarded
+    assert cli.states("flow_run") == ["CRASHED"]

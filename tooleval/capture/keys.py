@@ -1,0 +1,106 @@
+"""The redaction key's lifecycle: found, created, or refused (issue 12).
+
+Where the key comes from, in order:
+
+1. ``$TOOLEVAL_REDACTION_KEY`` (its text): what workers of a distributed run and CI secrets use;
+2. ``<out>/redaction.key``, created once per results folder (mode 0600).
+
+A run is redacted with one key, and only that key can rescore it, gate it or check its drift (the key's sha256
+is in ``summary.json``). So a *new* key — no key file yet, or an environment key — is refused where runs made
+with another key already exist, unless the user asks for it (``tooleval run --new-redaction-key``): silently
+starting a new key would make every earlier run unreadable. Planning never writes: the key file is created
+only after the whole plan passed (:func:`persist_key`), so an exit 2 leaves nothing behind.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import secrets
+from dataclasses import dataclass
+from pathlib import Path
+
+from tooleval.errors import InputFileError
+
+__all__ = ["KEY_ENV", "PlannedKey", "plan_key", "persist_key", "recorded_key_digests"]
+
+KEY_ENV = "TOOLEVAL_REDACTION_KEY"
+
+
+@dataclass(frozen=True)
+class PlannedKey:
+    """The key a run will use: its bytes, where it comes from (``env`` | ``file`` | ``new``) and its digest."""
+
+    key: bytes
+    source: str
+
+    @property
+    def digest(self) -> str:
+        return hashlib.sha256(self.key).hexdigest()
+
+
+def recorded_key_digests(out: Path) -> dict[str, str]:
+    """Run id -> the key digest its ``summary.json`` records (redacted runs only)."""
+    from tooleval.storage import document_path
+
+    found: dict[str, str] = {}
+    runs = out / "runs"
+    for run in sorted(runs.iterdir()) if runs.is_dir() else []:
+        try:
+            summary = json.loads(document_path(out, f"runs/{run.name}/summary.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError, InputFileError):
+            continue
+        digest = ((summary.get("redaction") or {}) if isinstance(summary, dict) else {}).get("key_digest")
+        if isinstance(digest, str) and digest:
+            found[run.name] = digest
+    return found
+
+
+def plan_key(out: str | Path, *, new_key: bool = False) -> PlannedKey:
+    """Decide the run's redaction key without writing anything.
+
+    Args:
+        out: The results folder.
+        new_key: The user asked to start a new key although runs with another key exist.
+
+    Raises:
+        InputFileError: the key would be new (no key file, or an environment key) while runs redacted with
+            another key exist under ``out``, and ``new_key`` is false; or the key file is unreadable.
+    """
+    out = Path(out).absolute()
+    path = out / "redaction.key"
+    env = os.environ.get(KEY_ENV)
+    if env:
+        planned = PlannedKey(env.encode(), "env")
+    elif path.is_file():
+        try:
+            return PlannedKey(path.read_bytes(), "file")
+        except OSError as exc:
+            raise InputFileError(path, None, f"cannot read the redaction key ({exc.strerror}).",
+                                 "fix its permissions, or set TOOLEVAL_REDACTION_KEY.") from None
+    else:
+        planned = PlannedKey(secrets.token_hex(32).encode(), "new")
+    recorded = recorded_key_digests(out)
+    if recorded and planned.digest not in recorded.values() and not new_key:
+        runs = ", ".join(sorted(recorded)[:5]) + (" ..." if len(recorded) > 5 else "")
+        problem = ("redaction.key is missing" if planned.source == "new"
+                   else f"${KEY_ENV} is not the key") + f", but runs here were redacted with another key ({runs})."
+        raise InputFileError(path, None, problem,
+                             f"restore {path.name} or set {KEY_ENV} to the key those runs used; or pass "
+                             "--new-redaction-key to start a new key (earlier runs can then no longer be "
+                             "rescored, gated or drift-checked), or use another --out.")
+    return planned
+
+
+def persist_key(out: str | Path, planned: PlannedKey) -> None:
+    """Create ``<out>/redaction.key`` (mode 0600) for a ``new`` key; other sources write nothing.
+
+    Raises:
+        tooleval.storage.OutFolderError: the results folder cannot be written.
+    """
+    if planned.source != "new":
+        return
+    from tooleval.storage import write_bytes
+
+    write_bytes(out, "redaction.key", planned.key, mode=0o600)
