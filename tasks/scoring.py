@@ -7,7 +7,12 @@ this task's source: handed case H18), the ragas version, and this task's source.
 
 from __future__ import annotations
 
+import hashlib
 import time
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
 
 from prefect import task
 from prefect.cache_policies import INPUTS, TASK_SOURCE
@@ -21,6 +26,18 @@ from tooleval.rules import load_policy
 from tooleval.scoring.rows import score_envelopes
 from tooleval.storage.stages import StageRef, read_stage_table, write_stage_table
 from tooleval.storage import ROW_SCHEMA
+
+
+def _read_checked(ref: StageRef) -> tuple[pa.Table, bool]:
+    """The envelope stage file and whether its bytes are the ones capture wrote (sha256 equal to the ref's digest,
+    which names the file): then every stored trace digest is the one capture computed from that content, and
+    scoring does not compute it a second time. A file that cannot be read locally as bytes is read as usual and
+    its digests are recomputed."""
+    try:
+        data = Path(ref.path).read_bytes()
+    except OSError:
+        return read_stage_table(ref), False
+    return pq.read_table(pa.BufferReader(data)), hashlib.sha256(data).hexdigest() == ref.digest
 
 
 @task(name="scoring", cache_policy=INPUTS - "dataset" + TASK_SOURCE, persist_result=True)
@@ -57,12 +74,14 @@ def score_shard(
     loaded = load_dataset_cached(dataset.path)
     if loaded.content_digest != dataset.content_digest:
         raise InputFileError(dataset.path, None, "the dataset changed while the run was going on.", "rerun.")
+    table, intact = _read_checked(envelopes)
     rows = score_envelopes(
         loaded.cases,
-        read_stage_table(envelopes).to_pylist(),
+        table.to_pylist(),
         redactor=cached_redactor(out, redaction, dataset),
         inputs=cached_case_inputs(out, redaction, dataset),
         tools={tool.name: tool for tool in loaded.tools},
         policy=load_policy(loaded.path),
+        digests_verified=intact,
     )
     return write_stage_table(stage_dir, "scoring", rows, ROW_SCHEMA, started=started)

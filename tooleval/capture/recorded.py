@@ -25,7 +25,7 @@ from typing import Callable, Iterator
 
 from pydantic import ValidationError
 
-from tooleval.canonical import json_value_problem
+from tooleval.canonical import MAX_DEPTH, json_value_problem
 from tooleval.errors import InputFileError, RowError
 from tooleval.models import RecordedTrace
 
@@ -43,6 +43,9 @@ class TraceLine:
     data: dict
     problem: str | None = None
     """Why the line cannot become a row (then ``data`` holds only what could be read: its case id and trial)."""
+    plain: bool = False
+    """The line's text alone proves :func:`~tooleval.canonical.json_value_problem` finds nothing in ``data``
+    (:func:`_plain_text`), so :func:`trace_line_problem` does not walk it."""
 
 
 def file_digest(path: Path) -> str:
@@ -164,12 +167,25 @@ _CASE_ID = re.compile(r'"case_id"\s*:\s*("(?:[^"\\]|\\.)*"|-?\d+)')
 _TRIAL = re.compile(r'"trial"\s*:\s*(-?\d+)\b')
 
 
+_MAYBE_PROBLEM = re.compile(r"NaN|Infinity|[eE][-+]?\d{3}|\d{300}|\\u[dD][89a-fA-F]")
+"""What a line must hold for a value problem other than depth: a non-finite constant, a float out of range (an
+exponent of 3 digits or a 300-digit mantissa; ``1e308`` is already flagged, conservatively), a lone-surrogate
+escape. Anywhere in the text, strings included: a hit only means the line is walked."""
+
+
+def _plain_text(text: str) -> bool:
+    """True when ``text`` (a JSON line read with Python's ``json``) cannot hold a value problem: no match of
+    :data:`_MAYBE_PROBLEM`, and fewer ``{``/``[`` than :data:`~tooleval.canonical.MAX_DEPTH` (nesting cannot be
+    deeper than the brackets opened). Raw UTF-8 text cannot hold a lone surrogate: only an escape can."""
+    return text.count("{") + text.count("[") < MAX_DEPTH and _MAYBE_PROBLEM.search(text) is None
+
+
 def _read_trace_line(number: int, text: str) -> TraceLine | None:
     """Read one traces-file line; a line Python's ``json`` cannot read for its depth becomes a :class:`TraceLine`
     with a problem (its case id and trial recovered from the first ``"case_id"`` and ``"trial"`` members of the
     text). ``None`` for a line that is not JSON: the reader reports that as a file error."""
     try:
-        return TraceLine(number, json.loads(text))
+        return TraceLine(number, json.loads(text), plain=_plain_text(text))
     except RecursionError:
         data: dict = {}
         case_id, trial = _CASE_ID.search(text), _TRIAL.search(text)
@@ -186,7 +202,7 @@ def trace_line_problem(line: TraceLine) -> str | None:
     """Why a traces-file line cannot become a scored row (see the module docstring), or ``None``."""
     if line.problem is not None:
         return line.problem
-    return json_value_problem(line.data)
+    return None if line.plain else json_value_problem(line.data)
 
 
 def iter_trace_lines(path: Path) -> Iterator[TraceLine]:

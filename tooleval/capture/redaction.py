@@ -20,10 +20,12 @@ import hashlib
 import hmac
 import json
 import os
+import re
 import secrets
 from pathlib import Path
 from typing import Any
 
+import orjson
 from pydantic import BaseModel, ConfigDict, field_validator
 
 from tooleval.canonical import canonical_json, strict_json_loads
@@ -108,6 +110,10 @@ class Redactor:
         self._paths = set(config.paths)
         self._base: dict[str, str] = {}
         self.redacted_fields: set[str] = set()
+        self._names = sorted({f.lower() for f in self._fields} | {p.lower().rsplit(".", 1)[-1] for p in self._paths})
+        self._base_plain: bool | None = True
+        """Whether every base secret form is spelled alike at any JSON nesting depth (see :meth:`_untouched`);
+        ``None`` when some is a number (then a line holding an exponent goes the slow way)."""
 
     @classmethod
     def create(cls, out: str | Path, fields: list[str] | None = None, paths: list[str] | None = None) -> "Redactor":
@@ -212,6 +218,8 @@ class Redactor:
         self.redacted_fields = set()
         keep = {key: trace[key] for key in ("case_id", "trial", "agent") if key in trace}
         body = {key: value for key, value in trace.items() if key not in keep}
+        if self._untouched(body):
+            return {**keep, **body, "redacted_fields": []}
         own: dict[str, str] = {}
         self._collect(body, own)
         own = {form: token for form, token in own.items() if form not in self._base}
@@ -222,6 +230,33 @@ class Redactor:
             result["metadata"] = {**metadata, MARKER_KEY: {"reference_secrets": markers}}
         result["redacted_fields"] = sorted(self.redacted_fields)
         return result
+
+    def _untouched(self, body: dict[str, Any]) -> bool:
+        """True when redaction provably leaves ``body`` as it is, decided on its text instead of a walk (issue 9:
+        most lines hold no secret; the walk costs ~1 ms on a long trace).
+
+        The text is orjson's serialisation: keys and strings appear decoded, so ``"em\\u0061il"`` in the input
+        line is ``email`` here; a string that itself holds JSON (argument text, a tool result) keeps its own
+        escapes, so any ``\\u`` left means "go the slow way". Untouched means: no redacted field name (nor a
+        path's last key) occurs in the lower-cased text (``_is_redacted`` and :func:`text_pairs` compare
+        lower-cased keys, which always contain the name), and no base secret form occurs in it (the replacer
+        looks for exactly those forms); a base form spelled differently when escaped, or a number possibly
+        written with an exponent, sends the line the slow way.
+        """
+        if self._base_plain is False:
+            return False
+        try:
+            text = orjson.dumps(body).decode()
+        except (TypeError, orjson.JSONEncodeError):  # a lone surrogate, an integer beyond 64 bits: the slow way
+            return False
+        if "\\u" in text or "\\/" in text:
+            return False
+        lowered = text.lower()
+        if any(name in lowered for name in self._names):
+            return False
+        if self._base_plain is None and _EXPONENT.search(text):
+            return False
+        return not any(form in text for form in self._base)
 
     def _markers(self, own: dict[str, str], case: Any) -> list[list[Any]]:
         texts = _case_texts(case)
@@ -272,12 +307,23 @@ class Redactor:
         for value in values:
             self._collect(value, found)
         self._base = found
+        plain: bool | None = True
+        for form in found:
+            if any(ch in form for ch in '"\\/') or any(ord(ch) < 0x20 for ch in form):
+                plain = False
+                break
+            if _NUMBER.fullmatch(form):
+                plain = None
+        self._base_plain = plain
 
     def seed_digest(self) -> str:
         """sha256 of the base secrets (sorted): what redaction of every trace and reference depends on besides
         the trace itself (part of the shard cache keys, issue 9)."""
         return hashlib.sha256(canonical_json(sorted(self._base.items())).encode()).hexdigest()
 
+
+_EXPONENT = re.compile(r"[0-9.][eE][-+]?[0-9]")
+_NUMBER = re.compile(r"-?[0-9][0-9.eE+-]*")
 
 _STRUCTURAL = frozenset(
     f"{prefix}{part}"

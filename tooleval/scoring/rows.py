@@ -126,14 +126,15 @@ def row_skeleton(case: Case, envelope: dict[str, Any], expected: list[Call] | No
     }
 
 
-def _provenance(row: dict, envelope: dict, inputs: dict[str, list[str]], observed: list[Call]) -> None:
+def _provenance(row: dict, envelope: dict, inputs: dict[str, list[str]], observed: list[Call],
+                verified: bool = False) -> None:
     request = envelope.get("request_messages_json")
     status, detail = join_check(
         row["case_id"],
         None if request is None else json.loads(request),
         envelope.get("request_id"),
         envelope.get("response_id"),
-        digest_ok(envelope),
+        envelope.get("trace_digest") is not None if verified else digest_ok(envelope),
         inputs,
     )
     adapter, executor = boundary_calls(envelope)
@@ -154,6 +155,7 @@ def score_envelopes(
     inputs: dict[str, list[str]] | None = None,
     tools: dict[str, ToolSpec] | None = None,
     policy: PolicyConfig | None = None,
+    digests_verified: bool = False,
 ) -> list[dict[str, Any]]:
     """Score a shard of envelopes.
 
@@ -166,6 +168,10 @@ def score_envelopes(
         inputs: Precomputed :func:`case_inputs` (computed here when ``None``).
         tools: The dataset's tool specs by name (side effects, confirmation, argument rules, families).
         policy: The dataset's ``[policy]`` from its gate.toml (:func:`tooleval.rules.load_policy`).
+        digests_verified: The envelopes are exactly what :func:`tooleval.capture.envelope.build_envelope` wrote
+            (their capture stage file's sha256 was checked against its ref), so each stored ``trace_digest`` is the
+            digest of its content and is not recomputed (issue 9: each digest is computed once). ``False``:
+            every digest is recomputed for the join check.
 
     Returns:
         One row dict per envelope, in input order, shaped like :data:`tooleval.storage.ROW_SCHEMA` with
@@ -173,16 +179,22 @@ def score_envelopes(
     """
     inputs = case_inputs(cases, redactor) if inputs is None else inputs
     rows: list[dict[str, Any]] = []
+    plain: dict[str, Case] = {}  # case id -> its references redacted with the base secrets only (most rows)
     for envelope in envelopes:
         extra = trace_reference_secrets(redactor, cases[envelope["case_id"]], envelope)
-        case = redacted_case(cases[envelope["case_id"]], redactor, extra)
+        if extra:
+            case = redacted_case(cases[envelope["case_id"]], redactor, extra)
+        else:
+            case = plain.get(envelope["case_id"])
+            if case is None:
+                case = plain[envelope["case_id"]] = redacted_case(cases[envelope["case_id"]], redactor)
         plans = case.plans
         expected = plans[0]
         row = row_skeleton(case, envelope, expected)
         row_inputs = inputs if not extra else {**inputs, input_key(case.input) or "": [case.case_id]}
         rows.append(row)
         if row["error"] is not None:
-            _provenance(row, envelope, row_inputs, [])
+            _provenance(row, envelope, row_inputs, [], digests_verified)
             continue
         observed = envelope_calls(envelope)
         messages = json.loads(envelope["messages_json"]) if envelope.get("messages_json") else None
@@ -190,10 +202,10 @@ def score_envelopes(
             rules = evaluate_row(case, tools or {}, messages, observed, policy=policy, plans=plans)
         except ValueError as exc:  # the stored calls are not the messages' calls: the envelope is inconsistent
             row["error"] = f"scoring_error: {exc}"
-            _provenance(row, envelope, row_inputs, observed)
+            _provenance(row, envelope, row_inputs, observed, digests_verified)
             continue
         row.update(observed_calls=[call.to_record() for call in observed], **rules.columns())
-        _provenance(row, envelope, row_inputs, observed)
+        _provenance(row, envelope, row_inputs, observed, digests_verified)
         row["ragas_tool_call_f1"] = ragas_set_f1(
             [{"name": c.name, "args": ragas_args(c)} for c in expected],
             [{"name": c.name, "args": ragas_args(c)} for c in observed],
