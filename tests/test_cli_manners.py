@@ -28,6 +28,25 @@ def test_version():
     assert result.exit_code == 0 and result.output == f"tooleval {version('tooleval')}\n"
 
 
+def test_ctrl_c_interrupts_even_when_started_with_sigint_ignored(monkeypatch, capsys):
+    # A background job of a non-interactive shell starts with SIGINT ignored, and Python keeps that: a Ctrl-C in
+    # the first seconds (before the run installs its own handler) was lost and the run published anyway.
+    import signal
+
+    from tooleval.cli import main
+
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    monkeypatch.setattr("sys.argv", ["tooleval", "--version"])
+    try:
+        with pytest.raises(SystemExit) as exited:
+            main()
+        assert exited.value.code == 0
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    assert capsys.readouterr().out.startswith("tooleval ")
+
+
 def test_long_paths_are_not_wrapped_when_not_a_terminal(bundled_pair, tmp_path):
     long_out = tmp_path / ("a-rather-long-results-folder-name-" * 4)
     long_out.symlink_to(bundled_pair, target_is_directory=True)

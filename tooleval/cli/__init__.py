@@ -18,10 +18,15 @@ __all__ = ["app", "main", "prefect_environment", "prefect_session"]
 def main() -> None:
     """The ``tooleval`` console entry point: the typer app, with Ctrl-C anywhere ending in exit 130 and one
     line instead of click's "Aborted!" (exit 1) or a traceback."""
+    import signal
     import sys
 
     import typer
 
+    # Ctrl-C must interrupt from the first instant, also when the process inherited SIGINT ignored (a background
+    # job of a non-interactive shell, or a scheduler that starts it so): Python keeps an inherited SIG_IGN.
+    if threading_main():
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         code = app(standalone_mode=False)
     except (typer.Abort, KeyboardInterrupt):
@@ -33,3 +38,10 @@ def main() -> None:
         exc.show()
         code = getattr(exc, "exit_code", 2)
     sys.exit(code or 0)
+
+
+def threading_main() -> bool:
+    """True in the main thread (the only one where a signal handler can be installed)."""
+    import threading
+
+    return threading.current_thread() is threading.main_thread()

@@ -151,8 +151,8 @@ def run(
                 run_id=plan.run_id, shard_size=shard_size, slices=slice_list, legacy_only=legacy_only,
                 agent=live, repeats=repeats, tool_results=None if tool_results is None else str(tool_results),
                 outcome=outcome, redact_fields=redact_field, redaction=not no_redaction,
-                gate_config=None if gate_config is None else str(gate_config), workers=workers, progress=True,
-                new_redaction_key=new_redaction_key,
+                gate_config=None if gate_config is None else str(gate_config), workers=workers,
+                progress=not console.quiet, new_redaction_key=new_redaction_key,
             )
             expected.append(sum(sum(states.values()) for states in result.stage_states.values()))
     except InputFileError as exc:
