@@ -18,7 +18,7 @@ from typing import Any, Callable, Iterator
 
 from tooleval.canonical import canonical_json
 
-__all__ = ["MIN_TEXT", "secret_forms", "text_pairs", "Replacer"]
+__all__ = ["MIN_TEXT", "leaves", "secret_forms", "text_pairs", "Replacer"]
 
 MIN_TEXT = 4
 """Forms shorter than this are not looked for in text or in other values (``"TX"``, ``7`` would hit everywhere);
@@ -71,10 +71,9 @@ def text_pairs(text: str, is_redacted: Callable[[str], bool]) -> Iterator[tuple[
                 yield start, start + len(literal), _decode_value(literal), literal
 
 
-def secret_forms(value: Any) -> list[tuple[str, Any]]:
-    """``(form, leaf)`` for every text form of every leaf of a secret value (strings and numbers; keys and
-    booleans are not secret), forms of at least :data:`MIN_TEXT` characters."""
-    out: list[tuple[str, Any]] = []
+def leaves(value: Any) -> Iterator[tuple[Any, str]]:
+    """``(leaf, text)`` for every string and number leaf of a JSON value (keys and booleans are not secret); a
+    number's text is its canonical JSON, a number that has none (non-finite) is skipped."""
     stack = [value]
     while stack:
         item = stack.pop()
@@ -83,15 +82,22 @@ def secret_forms(value: Any) -> list[tuple[str, Any]]:
         elif isinstance(item, list):
             stack.extend(item)
         elif isinstance(item, str):
-            forms = {item, json.dumps(item, ensure_ascii=False)[1:-1], json.dumps(item)[1:-1]}
-            out += [(form, item) for form in forms if len(form) >= MIN_TEXT]
+            yield item, item
         elif isinstance(item, (int, float)) and not isinstance(item, bool):
             try:
-                form = canonical_json(item)
+                yield item, canonical_json(item)
             except ValueError:
                 continue
-            if len(form) >= MIN_TEXT:
-                out.append((form, item))
+
+
+def secret_forms(value: Any) -> list[tuple[str, Any]]:
+    """``(form, leaf)`` for every text form of every leaf of a secret value (strings and numbers; keys and
+    booleans are not secret), forms of at least :data:`MIN_TEXT` characters."""
+    out: list[tuple[str, Any]] = []
+    for item, text in leaves(value):
+        forms = {item, json.dumps(item, ensure_ascii=False)[1:-1], json.dumps(item)[1:-1]} if isinstance(
+            item, str) else {text}
+        out += [(form, item) for form in forms if len(form) >= MIN_TEXT]
     return out
 
 

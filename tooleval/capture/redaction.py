@@ -29,7 +29,7 @@ import orjson
 from pydantic import BaseModel, ConfigDict, field_validator
 
 from tooleval.canonical import canonical_json, strict_json_loads
-from tooleval.capture._secret_text import Replacer, secret_forms, text_pairs
+from tooleval.capture._secret_text import Replacer, leaves, secret_forms, text_pairs
 from tooleval.errors import InputFileError
 
 __all__ = ["DEFAULT_FIELDS", "MARKER_KEY", "RedactionConfig", "Redactor", "build_redactor", "case_reference_values",
@@ -360,22 +360,7 @@ def case_reference_values(case: Any) -> list[Any]:
 
 
 def _case_texts(case: Any) -> list[str]:
-    texts: list[str] = []
-    stack = case_reference_values(case)
-    while stack:
-        item = stack.pop()
-        if isinstance(item, dict):
-            stack.extend(item.values())
-        elif isinstance(item, list):
-            stack.extend(item)
-        elif isinstance(item, str):
-            texts.append(item)
-        elif isinstance(item, (int, float)) and not isinstance(item, bool):
-            try:
-                texts.append(canonical_json(item))
-            except ValueError:
-                pass
-    return texts
+    return [text for value in case_reference_values(case) for _, text in leaves(value)]
 
 
 def _form_token(kind: str, form: str, redactor: Redactor) -> str | None:
