@@ -87,6 +87,7 @@ def main() -> None:
     parser.add_argument("--profile", default="bfcl", choices=["bfcl", "tau"])
     parser.add_argument("--workdir", type=Path, default=Path("/tmp/bench-mem"))
     parser.add_argument("--workers", type=int, default=None, help="--workers of the run (default: the cores)")
+    parser.add_argument("--shard-size", type=int, default=None, help="--shard-size of the run (default: tooleval's)")
     parser.add_argument("--interval", type=float, default=0.2, help="seconds between RSS samples")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
@@ -102,6 +103,8 @@ def main() -> None:
         command = [*TOOLEVAL, "run", "--dataset", str(data), "--out", str(out), "--run-id", run_id]
         if args.workers is not None:
             command += ["--workers", str(args.workers)]
+        if args.shard_size is not None:
+            command += ["--shard-size", str(args.shard_size)]
         run = measured(command, args.interval, env)
         gate = measured([*TOOLEVAL, "gate", "--run-id", run_id, "--out", str(out)], args.interval, env)
         result = {"rows": rows, "profile": args.profile, "run": run, "gate": gate}

@@ -5,10 +5,7 @@ envelope versions are migrated on read; a newer one is refused), optionally only
 from __future__ import annotations
 
 import json
-import math
-from array import array
 from collections import Counter
-from datetime import datetime, timezone
 
 import pyarrow.parquet as pq
 from prefect import flow
@@ -22,7 +19,7 @@ from tooleval.runs.plan import check_run_id, new_run_id
 from tooleval.runs.plan import dataset_ref as make_dataset_ref
 from tooleval.scoring.ragas_metric import ragas_version
 from tooleval.runs.drift import DRIFT_COLUMNS, drift_partial
-from tooleval.runs.legacy import LegacyResult
+from tooleval.runs.legacy import LegacyTally
 from tooleval.runs.published import check_envelopes, iter_envelopes, open_run
 from tooleval.storage.stages import stage_dir, write_stage_table
 from tooleval.storage import ENVELOPE_SCHEMA
@@ -72,7 +69,7 @@ def rescore(
     states = {name: Counter() for name in STAGES}
     scope = dataset_scope(dataset_ref)  # a rescore keys its scoring on the whole dataset
     envelope_refs, row_refs, partials = [], [], []
-    legacy_values, legacy_rows = array("d"), 0
+    tally = LegacyTally()
     subset = case is not None or trial is not None
     unrowed = _Unrowed(source, subset)
     capture_dir, scoring_dir = str(stage_dir(out_dir, "capture")), str(stage_dir(out_dir, "scoring"))
@@ -91,11 +88,8 @@ def rescore(
         legacy = run_stage(legacy_scalar, states["legacy-scalar"], [ref.path], [ref.digest], dataset_ref,
                            source.redaction, code, ragas, out_dir, scope=scope)
         partials.append(drift_partial(legacy.per_row, pq.read_table(rows.path, columns=DRIFT_COLUMNS).to_pylist()))
-        legacy_values.extend(r.value for r in legacy.per_row if r.value is not None)
-        legacy_rows += legacy.rows
-    legacy = LegacyResult(value=math.fsum(legacy_values) / len(legacy_values) if legacy_values else None,
-                          rows=legacy_rows, ragas_version=ragas, scorer_version=code,
-                          computed_at=datetime.now(timezone.utc), per_row=[])
+        tally.add(legacy)
+    legacy = tally.result(ragas, code)
     return publish_run(
         errors=unrowed.errors(),
         publish_legacy=not subset,
