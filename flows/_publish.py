@@ -17,7 +17,7 @@ from pydantic import BaseModel
 from flows._artifacts import publish_artifacts
 from tasks import aggregate_rows
 from tooleval.runs.catalog import STAGES_FILE
-from tooleval.runs.drift import check_drift, drift_report
+from tooleval.runs.drift import drift_partial_sql, drift_report
 from tooleval.dataset import load_dataset_cached
 from tooleval.runs.gate import gate_batches, gate_config_for, gate_scope, judge_rows, write_junit
 from tooleval.runs.legacy import LegacyResult, legacy_record, stage_legacy
@@ -96,11 +96,17 @@ def _row_errors(refs: list[StageRef]) -> list[dict]:
 
 
 def _drift(legacy: LegacyResult, row_refs: list[StageRef], partials: list[dict] | None) -> dict[str, Any]:
+    """The drift report from the shards' partials; without them, ``legacy.per_row`` compared with the rows by
+    DuckDB (:func:`tooleval.runs.drift.drift_partial_sql`: the rows never become Python objects)."""
     if partials is not None:
         return drift_report(partials, legacy)
-    columns = ["case_id", "trial", "ragas_tool_call_f1", "ragas_version", "scorer_version"]
-    new_rows = [r for ref in row_refs for r in pq.read_table(ref.path, columns=columns).to_pylist()]
-    return check_drift(legacy, new_rows)
+    import duckdb
+
+    values = pa.table({"case_id": pa.array([r.case_id for r in legacy.per_row], pa.string()),
+                       "trial": pa.array([r.trial for r in legacy.per_row], pa.int64()),
+                       "value": pa.array([r.value for r in legacy.per_row], pa.float64())})
+    source = scan_parquet_sql([ref.path for ref in row_refs])
+    return drift_report([drift_partial_sql(duckdb.connect(), values, source)], legacy)
 
 
 def publish_run(

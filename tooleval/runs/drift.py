@@ -18,7 +18,8 @@ from typing import Any
 
 from tooleval.runs.legacy import LegacyResult
 
-__all__ = ["DRIFT_COLUMNS", "check_drift", "drift_partial_sql", "recheck_run", "drift_partial", "drift_report", "DEFAULT_TOLERANCE", "MAX_LISTED"]
+__all__ = ["DRIFT_COLUMNS", "check_drift", "drift_partial_sql", "recheck_run",
+           "drift_partial", "drift_report", "DEFAULT_TOLERANCE", "MAX_LISTED"]
 
 DEFAULT_TOLERANCE = 1e-9
 
@@ -44,7 +45,9 @@ def drift_partial(legacy_rows: list[Any], new_rows: list[dict[str, Any]], *, tol
         tolerance: Largest accepted absolute difference between row values.
 
     Returns:
-        A JSON-ready partial for :func:`drift_report`: counts, exact sums (``math.fsum``) and the listed keys.
+        A JSON-ready partial for :func:`drift_report`: counts, exact sums (``math.fsum``) and the keys of each list
+        (one side only, twice, differing) up to :data:`MAX_LISTED`, with their counts (``<list>_count``): what
+        a worker sends back stays small even when every row of its shard drifted.
     """
     legacy_keys = Counter((r.case_id, r.trial) for r in legacy_rows)
     new_keys = Counter((r["case_id"], r["trial"]) for r in new_rows)
@@ -57,17 +60,20 @@ def drift_partial(legacy_rows: list[Any], new_rows: list[dict[str, Any]], *, tol
             differing.append({"case_id": key[0], "trial": key[1], "legacy": a, "new": b})
     legacy_scored = [r.value for r in legacy_rows if r.value is not None]
     new_scored = [r["ragas_tool_call_f1"] for r in new_rows if r["ragas_tool_call_f1"] is not None]
-    return {
+    partial: dict[str, Any] = {
         "legacy_rows": len(legacy_keys), "new_rows": len(new_rows), "new_keys": len(new_keys),
         "legacy_sum": math.fsum(legacy_scored), "legacy_count": len(legacy_scored),
         "new_sum": math.fsum(new_scored), "new_count": len(new_scored),
-        "only_legacy": sorted(set(legacy_keys) - set(new_keys)), "only_new": sorted(set(new_keys) - set(legacy_keys)),
-        "twice_legacy": sorted(k for k, n in legacy_keys.items() if n > 1),
-        "twice_new": sorted(k for k, n in new_keys.items() if n > 1),
-        "differing": differing,
         "ragas_versions": sorted({r["ragas_version"] for r in new_rows if r.get("ragas_version")}),
         "scorer_versions": sorted({r["scorer_version"] for r in new_rows if r.get("scorer_version")}),
     }
+    lists = {"only_legacy": sorted(set(legacy_keys) - set(new_keys)),
+             "only_new": sorted(set(new_keys) - set(legacy_keys)),
+             "twice_legacy": sorted(k for k, n in legacy_keys.items() if n > 1),
+             "twice_new": sorted(k for k, n in new_keys.items() if n > 1), "differing": differing}
+    for name, listed in lists.items():  # the first MAX_LISTED by key: all that drift_report can list
+        partial[name], partial[f"{name}_count"] = listed[:MAX_LISTED], len(listed)
+    return partial
 
 
 def _keys(parts: list[dict], name: str) -> tuple[list[dict], int]:

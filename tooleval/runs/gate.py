@@ -18,7 +18,8 @@ from typing import Any, Iterable, Iterator, Mapping
 from tooleval.models import Case
 from tooleval.rules import GateConfig, GateTally, GateVerdict, evaluate_gate, load_gate_config, write_junit
 
-__all__ = ["GATE_BATCH_ROWS", "GATE_COLUMNS", "gate_batches", "gate_config_for", "gate_rows", "gate_scope", "judge_rows", "run_gate", "unscored_rows", "write_junit"]
+__all__ = ["GATE_BATCH_ROWS", "GATE_COLUMNS", "gate_batches", "gate_config_for",
+           "gate_rows", "gate_scope", "judge_rows", "run_gate", "unscored_rows", "write_junit"]
 
 GATE_COLUMNS = ["case_id", "trial", "slice", "violations", "error", "missing_calls", "extra_calls", "wrong_args",
                 "f1", "exact_match", "fp", "fn", "tool_families", "blocking"]
