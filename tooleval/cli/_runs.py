@@ -145,7 +145,8 @@ def gate(
 
     Exit 0: pass; 1: a blocking failure; 2: usage or input error.
     """
-    from tooleval.runs.gate import GATE_COLUMNS, gate_config_for, gate_scope, judge_rows, write_junit
+    from tooleval.runs.gate import (GATE_BATCH_ROWS, GATE_COLUMNS, gate_config_for, gate_scope, judge_rows,
+                                    write_junit)
     from tooleval.runs.published import open_run
     from tooleval.storage import Publication, read_versioned
 
@@ -163,8 +164,9 @@ def gate(
         subset = origin.get("case") is not None or origin.get("trial") is not None
         errors_file = run_.out / "runs" / run_id / "errors.json"
         errors = json.loads(errors_file.read_text()) if errors_file.is_file() else []
-        # one file (one shard) of the gate's columns at a time: the rows are never all in memory
-        batches = (read_versioned(path, "rows", GATE_COLUMNS).to_pylist() for path in files)
+        # the gate's columns of one file (one shard) at a time, as dicts 5,000 rows at a time: never every row
+        batches = (batch.to_pylist() for path in files
+                   for batch in read_versioned(path, "rows", GATE_COLUMNS).to_batches(GATE_BATCH_ROWS))
         scope = None if subset else gate_scope(run_.dataset.cases, run_.summary.get("slices"))
         verdict = judge_rows(batches, scope, errors, cfg)
     except InputFileError as exc:
