@@ -10,7 +10,7 @@ import typer
 from tooleval.errors import InputFileError
 
 from tooleval.cli._app import (OutOption, _bundled_dataset, app, console, err_console, fail, open_results,
-                               prefect_session)
+                               prefect_session, results_location)
 from tooleval.storage import hold_run
 from tooleval.cli._report import print_drift, print_gate_line, print_run
 
@@ -121,8 +121,9 @@ def run(
 
             parse_address(dask_address)
             _check_cluster_key(no_redaction)
-        open_results(out)
-        plan = plan_run(dataset, traces, out, run_id, slices=slice_list, agent=live, repeats=repeats,
+        open_results(out, remote=True)
+        location = results_location(out)  # a folder, or an fsspec URL (s3://bucket/prefix)
+        plan = plan_run(dataset, traces, location, run_id, slices=slice_list, agent=live, repeats=repeats,
                         tool_results=tool_results, redact_fields=redact_field, redaction=not no_redaction,
                         gate_config=gate_config, new_redaction_key=new_redaction_key, write_key=False)
     except ValueError as exc:
@@ -131,13 +132,13 @@ def run(
     except InputFileError as exc:
         fail(exc)
     expected: list[int] = []
-    lease = hold_run(out, plan.run_id)
+    lease = hold_run(location, plan.run_id)
     try:
         lease.__enter__()
     except InputFileError as exc:
         fail(exc)
     try:
-        check_run_id(Path(plan.out), plan.run_id, plan.dataset.revision)  # again, now that no one else writes it
+        check_run_id(plan.out, plan.run_id, plan.dataset.revision)  # again, now that no one else writes it
     except InputFileError as exc:
         lease.__exit__(None, None, None)
         fail(exc)
@@ -147,7 +148,7 @@ def run(
 
             result, drifted = run_evaluate(
                 rows_hint=plan.index.rows, dask_address=dask_address,
-                dataset=str(dataset), traces=None if traces is None else str(traces), out=str(out),
+                dataset=str(dataset), traces=None if traces is None else str(traces), out=str(location),
                 run_id=plan.run_id, shard_size=shard_size, slices=slice_list, legacy_only=legacy_only,
                 agent=live, repeats=repeats, tool_results=None if tool_results is None else str(tool_results),
                 outcome=outcome, redact_fields=redact_field, redaction=not no_redaction,

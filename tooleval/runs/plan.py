@@ -29,7 +29,7 @@ from tooleval.capture.keys import PlannedKey, persist_key, plan_key
 from tooleval.capture.redaction import DEFAULT_FIELDS, RedactionConfig
 from tooleval.runs.shards import ShardIndex, default_shard_size, scan_lines
 
-__all__ = ["DatasetRef", "RunPlan", "plan_run", "new_run_id", "revision_record_path"]
+__all__ = ["DatasetRef", "RunPlan", "plan_run", "new_run_id", "revision_record_path", "revision_record_relpath"]
 
 
 class DatasetRef(BaseModel):
@@ -116,16 +116,24 @@ def new_run_id(now: datetime | None = None) -> str:
     return f"{now:%Y%m%dT%H%M%SZ}-{secrets.token_hex(3)}"
 
 
+def revision_record_relpath(revision: str) -> str:
+    """Where, relative to ``--out``, the content digest of a written revision is recorded (the revision ledger)."""
+    return f"revisions/{revision}.json"
+
+
 def revision_record_path(out: Path, revision: str) -> Path:
     """Where the content digest of a written revision is recorded: ``<out>/revisions/<revision>.json``."""
-    return out / "revisions" / f"{revision}.json"
+    return out / revision_record_relpath(revision)
 
 
-def _check_revision_registry(out: Path, dataset_path: Path, revision: str, digest: str) -> None:
-    record = revision_record_path(out, revision)
-    if not record.is_file():
+def _check_revision_registry(out: Path | str, dataset_path: Path, revision: str, digest: str) -> None:
+    from tooleval.storage import tree_of
+
+    try:
+        data = tree_of(out).read_bytes(revision_record_relpath(revision))
+    except (FileNotFoundError, IsADirectoryError):
         return
-    known = json.loads(record.read_text()).get("content_digest")
+    known = json.loads(data).get("content_digest")
     if known != digest:
         raise RevisionConflictError(
             dataset_path / "dataset.json",
@@ -136,13 +144,14 @@ def _check_revision_registry(out: Path, dataset_path: Path, revision: str, diges
         )
 
 
-def check_run_id(out: Path, run_id: str, revision: str) -> None:
-    from tooleval.storage import document_path
+def check_run_id(out: Path | str, run_id: str, revision: str) -> None:
+    from tooleval.storage import document_path, read_document
 
-    summary = document_path(out, f"runs/{run_id}/summary.json")
-    if not summary.is_file():
+    data = read_document(out, f"runs/{run_id}/summary.json")
+    if data is None:
         return
-    previous = json.loads(summary.read_text()).get("dataset_revision")
+    summary = document_path(out, f"runs/{run_id}/summary.json")
+    previous = json.loads(data).get("dataset_revision")
     if previous != revision:
         raise RunIdConflictError(
             summary,
@@ -199,10 +208,12 @@ def plan_run(
         InputFileError: any file or usage error (the message names the file, the line and the fix).
     """
     from tooleval.rules import load_gate_config
-    from tooleval.storage import check_out_folder
+    from tooleval.storage import as_location, check_out_folder
 
-    out_path = Path(out).resolve()
-    check_out_folder(out_path)
+    location = as_location(out) if isinstance(out, str) else Path(out)
+    out_path = location.resolve() if isinstance(location, Path) else location  # a folder, or a URL (s3://…)
+    if isinstance(out_path, Path):
+        check_out_folder(out_path)
     run_id = check_name(run_id if run_id is not None else new_run_id(), what="run id")
     if agent is None and repeats != 1:
         raise InputFileError(None, None, f"--repeats {repeats} with the replay agent: replay takes its trials from "

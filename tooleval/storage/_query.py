@@ -10,6 +10,7 @@ calls per row with ``coalesce(len(observed_calls), 0)`` so zero-call rows still 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -23,7 +24,7 @@ from tooleval.storage._fs import RemoteTree, is_remote, tree_of
 from tooleval.storage._partition import _check_kind, validate_partition_value
 from tooleval.storage._schema import SCHEMAS, VIEW_NAMES
 
-__all__ = ["PARTITION_TYPES", "PARTITIONING", "connect", "scan_parquet_sql", "read_table"]
+__all__ = ["PARTITION_TYPES", "PARTITIONING", "connect", "source_connection", "scan_parquet_sql", "read_table"]
 
 PARTITION_TYPES = {"dataset_revision": "VARCHAR", "run_id": "VARCHAR"}
 """DuckDB ``hive_types``: without it DuckDB autocasts path values (``run_id=7`` becomes BIGINT)."""
@@ -54,6 +55,23 @@ def scan_parquet_sql(paths_or_glob: str | Path | Sequence[str | Path]) -> str:
     files = ", ".join(_quote(item if is_remote(item) else str(Path(item).absolute())) for item in items)
     types = ", ".join(f"{_quote(name)}: {_quote(type_)}" for name, type_ in PARTITION_TYPES.items())
     return f"read_parquet([{files}], hive_partitioning=true, union_by_name=true, hive_types={{{types}}})"
+
+
+_URL_IN_SQL = re.compile(r"'([A-Za-z][A-Za-z0-9+.-]*)://")
+
+
+def source_connection(source: str) -> duckdb.DuckDBPyConnection:
+    """A new in-memory DuckDB connection that can read ``source`` (a :func:`scan_parquet_sql` expression): the
+    fsspec filesystem of every URL protocol in it (``s3``, ``gs``, ...) is registered, as :func:`connect` does;
+    a source of local paths gets a plain connection."""
+    con = duckdb.connect()
+    protocols = sorted({match.lower() for match in _URL_IN_SQL.findall(source)} - {"file"})
+    if protocols:
+        import fsspec
+
+        for protocol in protocols:
+            con.register_filesystem(fsspec.filesystem(protocol))
+    return con
 
 
 def _empty_select_sql(con: duckdb.DuckDBPyConnection, schema: pa.Schema) -> str:
