@@ -223,6 +223,9 @@ def open_results(out: Path, *, remote: bool = False) -> None:
                                  "only `tooleval run` and `tooleval sql` work on object storage so far.",
                                  "run it on a local copy of the results (e.g. `aws s3 sync URL DIR`), or query the "
                                  "URL with `tooleval sql --out URL` (for file://, pass the path itself).")
+        from tooleval.storage._fs import check_remote
+
+        check_remote(location)
         recover(location)
     elif location.is_dir():
         recover(location)

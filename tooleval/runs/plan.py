@@ -209,11 +209,14 @@ def plan_run(
     """
     from tooleval.rules import load_gate_config
     from tooleval.storage import as_location, check_out_folder
+    from tooleval.storage._fs import check_remote
 
     location = as_location(out) if isinstance(out, str) else Path(out)
     out_path = location.resolve() if isinstance(location, Path) else location  # a folder, or a URL (s3://…)
     if isinstance(out_path, Path):
         check_out_folder(out_path)
+    else:
+        check_remote(out_path)
     run_id = check_name(run_id if run_id is not None else new_run_id(), what="run id")
     if agent is None and repeats != 1:
         raise InputFileError(None, None, f"--repeats {repeats} with the replay agent: replay takes its trials from "

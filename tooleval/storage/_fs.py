@@ -23,7 +23,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 __all__ = ["Location", "is_remote", "as_location", "Tree", "LocalTree", "RemoteTree", "tree_of", "filesystem",
-           "read_parquet", "read_parquet_schema", "read_location_bytes", "location_exists", "join", "local_state_dir"]
+           "read_parquet", "read_parquet_schema", "read_location_bytes", "location_exists", "join", "local_state_dir",
+           "check_remote"]
 
 Location = Path | str
 """A local folder (:class:`~pathlib.Path`) or a remote URL (``str``, no trailing ``/``)."""
@@ -209,7 +210,7 @@ class RemoteTree:
         self.protocol = url.split("://", 1)[0]
         self.fs, self.root = fsspec.core.url_to_fs(url) if fs is None else (fs, fs._strip_protocol(url))
         self.root = self.root.rstrip("/")
-        self.fs.invalidate_cache(self.root)  # listings cached by an earlier tree may predate other writers
+        self.fs.invalidate_cache()  # listings cached by an earlier tree may predate other writers (processes)
 
     def _relative(self, path: str) -> str:
         return path[len(self.root) + 1:]
@@ -347,3 +348,31 @@ def local_state_dir(out: str | Path, name: str) -> Path:
         return location / ".tooleval" / name
     cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
     return cache / "tooleval" / hashlib.sha256(location.encode()).hexdigest()[:16] / name
+
+
+def check_remote(url: str) -> None:
+    """Check, before anything is written, that the results URL can be reached: its bucket exists and the
+    credentials are accepted (one listing request).
+
+    Raises:
+        OutFolderError: no credentials, access denied, no such bucket, or the endpoint does not answer; the
+            message names the standard variables (``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY``,
+            ``AWS_ENDPOINT_URL``).
+    """
+    from tooleval.storage._paths import OutFolderError
+
+    fix = ("check the credentials (AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or the filesystem's own standard "
+           "variables), the endpoint (AWS_ENDPOINT_URL for an S3-compatible server) and that the bucket exists.")
+    tree = RemoteTree(url)
+    bucket = tree.root.split("/", 1)[0]
+    try:
+        tree.fs.info(bucket)
+        found = True
+    except FileNotFoundError:
+        found = False
+    except Exception as exc:  # botocore's NoCredentialsError, ClientError, connection errors: not OSError
+        raise OutFolderError(url, None, f"cannot reach the results location ({type(exc).__name__}: {exc}).",
+                             fix) from None
+    if not found:
+        raise OutFolderError(url, None, f"bucket {bucket!r} does not exist (or these credentials cannot see it).",
+                             "create it first (e.g. `aws s3 mb s3://BUCKET`), or " + fix)

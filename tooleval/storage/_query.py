@@ -17,10 +17,9 @@ from pathlib import Path
 import duckdb
 import pyarrow as pa
 import pyarrow.dataset as ds
-import pyarrow.parquet as pq
 
 from tooleval.storage._commit import committed_files
-from tooleval.storage._fs import RemoteTree, is_remote, tree_of
+from tooleval.storage._fs import RemoteTree, is_remote, read_parquet_schema, tree_of
 from tooleval.storage._partition import _check_kind, validate_partition_value
 from tooleval.storage._schema import SCHEMAS, VIEW_NAMES
 
@@ -116,11 +115,11 @@ def connect(out: str | Path, database: str = ":memory:") -> duckdb.DuckDBPyConne
     return con
 
 
-def read_table(out: Path, kind: str, *, revision: str | None = None, run_id: str | None = None) -> pa.Table:
+def read_table(out: Path | str, kind: str, *, revision: str | None = None, run_id: str | None = None) -> pa.Table:
     """Read the partitions of one kind with pyarrow.dataset, optionally only one revision and/or run.
 
     Args:
-        out: The results folder.
+        out: The results folder, or an fsspec URL (read through its filesystem).
         kind: ``"rows"`` or ``"traces"``.
         revision: Only this dataset revision, when given.
         run_id: Only this run, when given.
@@ -134,20 +133,24 @@ def read_table(out: Path, kind: str, *, revision: str | None = None, run_id: str
         ValueError: unknown ``kind``; UnsafeNameError: unsafe ``revision`` or ``run_id``.
         pyarrow.ArrowTypeError / ArrowInvalid: a file stores a column with an incompatible type.
     """
-    base = Path(out) / _check_kind(kind)
+    _check_kind(kind)
     if revision is not None:
         validate_partition_value(revision, what="dataset revision")
     if run_id is not None:
         validate_partition_value(run_id, what="run id")
     files = committed_files(out, kind, revision, run_id)
-    schema = pa.unify_schemas([SCHEMAS[kind], *(pq.read_schema(path) for path in files)]).remove_metadata()
+    schema = pa.unify_schemas([SCHEMAS[kind], *(read_parquet_schema(path) for path in files)]).remove_metadata()
     if not files:
         return schema.empty_table()
+    tree = tree_of(out)
+    fs = tree.fs if isinstance(tree, RemoteTree) else None
+    base = f"{tree.root}/{kind}" if fs is not None else str(Path(out) / kind)
     dataset = ds.dataset(
-        [str(path) for path in files],
+        [str(path) if fs is None else fs._strip_protocol(path) for path in files],
         schema=schema,
         format="parquet",
         partitioning=PARTITIONING,
-        partition_base_dir=str(base),
+        partition_base_dir=base,
+        filesystem=fs,
     )
     return dataset.to_table()
