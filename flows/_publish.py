@@ -206,7 +206,7 @@ def publish_run(
             records = _gate_records(row_refs, run_id)
             summary["variability"] = variability_summary(records, outcome_from_spec(outcome))
             judged = gate_rows(records, scope, errors)
-            verdict = run_gate(judged, gate_config_for(dataset.path, gate_config))
+            verdict = run_gate(judged, gate_config_for(load_dataset_cached(dataset.path).path, gate_config))
             summary["gate"] = _listed_worst(verdict.to_dict())
             summary.update({k: v for k, v in verdict.counts.items() if k not in summary})
             with publication.document_file(f"runs/{run_id}/junit.xml") as junit:

@@ -190,8 +190,8 @@ _URL_AS_PATH = re.compile(r"[A-Za-z][A-Za-z0-9+.-]+:/")
 
 
 def results_location(out: Path | str) -> Path | str:
-    """``--out`` as a folder or an fsspec URL: typer hands ``s3://b/p`` over as the path ``s3:/b/p``, which is
-    turned back into the URL (``file://`` URLs become their path: :func:`tooleval.storage.as_location`)."""
+    """``--out`` (or ``--dataset``, ``--traces``) as a path or an fsspec URL: typer hands ``s3://b/p`` over as the
+    path ``s3:/b/p``, which is turned back into the URL (``file://`` URLs become their path: :func:`tooleval.storage.as_location`)."""
     from tooleval.storage._fs import as_location
 
     text = str(out)

@@ -49,8 +49,8 @@ def _check_cluster_key(no_redaction: bool) -> None:
 @app.command()
 def run(
     ctx: typer.Context,
-    dataset: Annotated[Optional[Path], typer.Option(help="Dataset folder (default: bundled tau-bench airline).")] = None,
-    traces: Annotated[Optional[Path], typer.Option(help="Recorded traces file for the replay agent.")] = None,
+    dataset: Annotated[Optional[Path], typer.Option(help="Dataset folder or fsspec URL (default: bundled tau-bench airline).")] = None,
+    traces: Annotated[Optional[Path], typer.Option(help="Recorded traces file (or fsspec URL) for the replay agent.")] = None,
     out: OutOption = Path("results"),
     run_id: Annotated[Optional[str], typer.Option("--run-id", help="Run id (default: a new one).")] = None,
     shard_size: Annotated[Optional[int], typer.Option(
@@ -98,7 +98,8 @@ def run(
 
     from tooleval.runs.variability import outcome_from_spec
 
-    dataset = dataset or _bundled_dataset()
+    dataset = results_location(dataset or _bundled_dataset())  # a folder, or an fsspec URL (s3://…)
+    traces = None if traces is None else results_location(traces)
     slice_list = None if slices is None else [s.strip() for s in slices.split(",") if s.strip()]
     live = None
     try:

@@ -246,9 +246,7 @@ def plan_run(
         if write_key and key is not None:
             persist_key(out_path, key)
         return plan
-    traces_path = Path(traces) if traces is not None else find_traces_file(loaded.path)
-    if traces is not None and not traces_path.is_file():
-        raise InputFileError(traces_path, None, "traces file not found.", "check the --traces path.")
+    traces_path, traces_source = _traces_file(traces, loaded.path, dataset)
     index = index_traces(traces_path)
     _check_revision_registry(out_path, loaded.path, loaded.revision, loaded.content_digest)
     check_run_id(out_path, run_id, loaded.revision)
@@ -286,8 +284,8 @@ def plan_run(
         persist_key(out_path, key)
     return RunPlan(
         redaction=_redaction_config(key, redact_fields, redact_paths),
-        dataset=dataset_ref(loaded),
-        agent=ReplayAgentConfig(traces_path=str(traces_path.resolve()), traces_digest=index.digest),
+        dataset=dataset_ref(loaded, source=dataset),
+        agent=ReplayAgentConfig(traces_path=traces_source, traces_digest=index.digest),
         out=str(out_path),
         run_id=run_id,
         index=ShardIndex.build(keys, size, offsets, line_digests),
@@ -329,13 +327,40 @@ def _live_plan(loaded, digests, agent, out_path, run_id, slices, repeats, tool_r
     check_run_id(out_path, run_id, loaded.revision)
     keys = [(case_id, trial) for case_id in sorted(loaded.cases) for trial in range(repeats)]
     size = shard_size or default_shard_size(len(keys), workers)
-    return RunPlan(dataset=dataset_ref(loaded), agent=agent, executor=executor, out=str(out_path), run_id=run_id,
+    return RunPlan(dataset=dataset_ref(loaded, source=dataset), agent=agent, executor=executor, out=str(out_path), run_id=run_id,
                    index=ShardIndex.build(keys, size), case_digests=digests, shard_size=size, errors=[],
                    slices=slices, redaction=redaction, has_requests=True)
 
 
-def dataset_ref(loaded) -> DatasetRef:
-    """The :class:`DatasetRef` of a loaded :class:`tooleval.dataset.Dataset`."""
+def _traces_file(traces: str | Path | None, dataset_folder: Path, dataset: str | Path) -> tuple[Path, str]:
+    """``(a local file to read, the location every worker reads)`` of the run's recorded traces: ``--traces``, or
+    the dataset's own file. A URL (``--traces s3://…``, or the file inside a ``--dataset s3://…``) is read from
+    this machine's copy (:func:`tooleval.storage._fs.local_copy`) and stays a URL for the workers.
+
+    Raises:
+        InputFileError: no such file.
+    """
+    from tooleval.storage._fs import as_location, local_copy
+
+    if traces is None:
+        local = find_traces_file(dataset_folder)
+        source = as_location(str(dataset)) if isinstance(dataset, str) else None
+        if isinstance(source, str):
+            return local, f"{source}/{local.relative_to(dataset_folder).as_posix()}"
+        return local, str(local.resolve())
+    location = as_location(str(traces)) if isinstance(traces, str) else Path(traces)
+    local = local_copy(location)
+    if not local.is_file():
+        raise InputFileError(local, None, "traces file not found.", "check the --traces path.")
+    return local, location if isinstance(location, str) else str(local.resolve())
+
+
+def dataset_ref(loaded, source: str | Path | None = None) -> DatasetRef:
+    """The :class:`DatasetRef` of a loaded :class:`tooleval.dataset.Dataset`; ``source`` is the ``--dataset``
+    given, kept as the path when it is a URL (``s3://…``: every worker reads its own copy of it)."""
+    from tooleval.storage._fs import as_location
+
+    location = as_location(str(source)) if isinstance(source, str) else None
     from tooleval.rules import load_policy
 
     tools_path = loaded.path / "tools.json"
@@ -343,7 +368,7 @@ def dataset_ref(loaded) -> DatasetRef:
     return DatasetRef(
         policy_digest=hashlib.sha256(canonical_json(policy).encode()).hexdigest(),
         tool_schema_version=f"tools-{file_digest(tools_path)[:12]}" if tools_path.is_file() else None,
-        path=str(loaded.path.resolve()),
+        path=location if isinstance(location, str) else str(loaded.path.resolve()),
         name=loaded.manifest.name,
         revision=loaded.revision,
         content_digest=loaded.content_digest,

@@ -24,7 +24,7 @@ import pyarrow.parquet as pq
 
 __all__ = ["Location", "is_remote", "as_location", "Tree", "LocalTree", "RemoteTree", "tree_of", "filesystem",
            "read_parquet", "read_parquet_schema", "read_location_bytes", "location_exists", "join", "local_state_dir",
-           "check_remote"]
+           "check_remote", "local_copy"]
 
 Location = Path | str
 """A local folder (:class:`~pathlib.Path`) or a remote URL (``str``, no trailing ``/``)."""
@@ -376,3 +376,71 @@ def check_remote(url: str) -> None:
     if not found:
         raise OutFolderError(url, None, f"bucket {bucket!r} does not exist (or these credentials cannot see it).",
                              "create it first (e.g. `aws s3 mb s3://BUCKET`), or " + fix)
+
+
+def _cache_root() -> Path:
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "tooleval"
+
+
+def local_copy(location: str | Path) -> Path:
+    """A local path with the content at ``location``: the path itself for a folder or file (``file://`` too);
+    for a URL (``--dataset s3://…``, ``--traces s3://…``), a copy in this machine's cache, fetched once per
+    version of the objects.
+
+    The copy lives in ``$XDG_CACHE_HOME/tooleval/inputs/<16 hex of the URL's sha256>/<16 hex of its
+    fingerprint>/``, where the fingerprint is every object's relative name, size and ETag (or modification time):
+    a changed object is fetched anew, an unchanged one never twice. The copy is downloaded to a temporary folder
+    and renamed into place, so concurrent processes of one machine never read a partial copy. As with local
+    inputs, a dataset whose content digest differs from the planned one is refused by the shard that loads it;
+    a traces file replaced in the middle of a run is not detected (the same holds for a local file).
+
+    Raises:
+        InputFileError: nothing at the URL, or it cannot be read (credentials, endpoint).
+    """
+    import hashlib
+    import json
+    import shutil
+    import tempfile
+
+    from tooleval.errors import InputFileError
+
+    found = as_location(location) if isinstance(location, str) else Path(location)
+    if isinstance(found, Path):
+        return found
+    fs, root = filesystem(found)
+    root = root.rstrip("/")
+    try:
+        info = fs.info(root)
+        is_folder = info.get("type") == "directory"
+        objects = fs.find(root, detail=True) if is_folder else {root: info}
+    except FileNotFoundError:
+        raise InputFileError(found, None, "nothing is stored at this URL.", "check the URL (bucket and prefix).") from None
+    except Exception as exc:  # credentials, endpoint: botocore's errors are not OSError
+        raise InputFileError(found, None, f"cannot read it ({type(exc).__name__}: {exc}).",
+                             "check the credentials and the endpoint (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, "
+                             "AWS_ENDPOINT_URL).") from None
+    if not objects:
+        raise InputFileError(found, None, "nothing is stored under this URL.", "check the URL (bucket and prefix).")
+    stamps = sorted((path[len(root):], meta.get("size"), str(meta.get("ETag") or meta.get("etag")
+                                                              or meta.get("mtime") or meta.get("LastModified")))
+                    for path, meta in objects.items())
+    fingerprint = hashlib.sha256(json.dumps(stamps, default=str).encode()).hexdigest()[:16]
+    name = root.rsplit("/", 1)[-1] or "input"
+    folder = _cache_root() / "inputs" / hashlib.sha256(found.encode()).hexdigest()[:16] / fingerprint
+    target = folder / name
+    if not target.exists():
+        folder.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=".fetch-", dir=folder))
+        try:
+            for path in objects:
+                local = staging / name / path[len(root):].lstrip("/") if is_folder else staging / name
+                local.parent.mkdir(parents=True, exist_ok=True)
+                fs.get_file(path, str(local))
+            try:
+                os.replace(staging / name, target)
+            except OSError:
+                if not target.exists():  # another process of this machine won the rename: use its copy
+                    raise
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+    return target
