@@ -108,8 +108,10 @@ def cluster(tmp_path_factory):
         processes.stop()
 
 
-def _tooleval(env: dict[str, str], *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
-    return subprocess.run([str(BIN / "tooleval"), *args], env=env, capture_output=True, text=True, timeout=timeout)
+def _tooleval(env: dict[str, str], cwd: Path, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+    """``tooleval ARGS`` in ``cwd`` (so that a stray local folder named ``s3:`` would show up there)."""
+    return subprocess.run([str(BIN / "tooleval"), *args], env=env, capture_output=True, text=True, timeout=timeout,
+                          cwd=cwd)
 
 
 def _s3(env: dict[str, str]):
@@ -131,14 +133,14 @@ def test_dask_run_to_s3_with_a_killed_worker_equals_the_local_run_and_sql_reads_
     local_out, dask_out = base / "local", f"s3://{BUCKET}/nightly"
     s3 = _s3(env)
 
-    local = _tooleval(env, "run", "--dataset", str(cluster["dataset"]), "--out", str(local_out), "--run-id", "local")
+    local = _tooleval(env, base, "run", "--dataset", str(cluster["dataset"]), "--out", str(local_out), "--run-id", "local")
     assert local.returncode in (0, 1), local.stderr[-3000:]
 
     # the Dask run, straight to S3; once a few shards are scored, worker 1 is SIGKILLed and a third worker takes
     # its place
     run = subprocess.Popen([str(BIN / "tooleval"), "run", "--dataset", str(cluster["dataset"]), "--out",
                             dask_out, "--run-id", "dask", "--dask-address", cluster["address"]], env=env,
-                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=base)
     scored = f"{BUCKET}/nightly/.tooleval/stages/scoring/*.parquet"
     deadline = time.monotonic() + 240
     while True:
@@ -167,7 +169,7 @@ def test_dask_run_to_s3_with_a_killed_worker_equals_the_local_run_and_sql_reads_
     # published behind its commit marker, the lease given back, nothing written to a local folder named "s3:"
     marker = json.loads(s3.cat_file(f"{BUCKET}/nightly/runs/dask/commit.json"))
     assert marker["state"] == "clean" and not s3.exists(f"{BUCKET}/nightly/.tooleval/locks/dask.json")
-    assert not (Path.cwd() / "s3:").exists()
+    assert not (base / "s3:").exists()
 
     # identical rows (every column but run_id and times, sorted by (case_id, trial)): none lost or doubled
     for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_DEFAULT_REGION", "AWS_ENDPOINT_URL"):
@@ -188,7 +190,7 @@ def test_dask_run_to_s3_with_a_killed_worker_equals_the_local_run_and_sql_reads_
     assert [name for name in objects if needle in s3.cat_file(name)] == []
     assert [p for p in (base / "cache").rglob("*") if p.is_file() and needle in p.read_bytes()] == []
 
-    query = _tooleval(env, "sql", "--out", dask_out, "--format", "jsonl",
+    query = _tooleval(env, base, "sql", "--out", dask_out, "--format", "jsonl",
                       "SELECT case_id, trial, f1, ragas_tool_call_f1, exact_match FROM rows ORDER BY case_id, trial")
     assert query.returncode == 0, query.stderr[-3000:]
     read = [json.loads(line) for line in query.stdout.splitlines()]

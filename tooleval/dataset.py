@@ -178,9 +178,9 @@ def _load_cases(path: Path) -> dict[str, Case]:
 
 def _local(path: str | Path) -> Path:
     """``path``, or for an fsspec URL (``--dataset s3://…``) this machine's copy of it
-    (:func:`tooleval.storage._fs.local_copy`; imported lazily: only a URL needs the storage layer)."""
+    (:func:`tooleval.storage._machine.local_copy`; imported lazily: only a URL needs the storage layer)."""
     if isinstance(path, str) and "://" in path:
-        from tooleval.storage._fs import local_copy
+        from tooleval.storage._machine import local_copy
 
         return local_copy(path)
     return Path(path)

@@ -85,7 +85,7 @@ def replay_generate(
     found: dict[tuple[str, int], dict[str, Any]] = {}
     path = Path(config.traces_path)
     if "://" in config.traces_path:  # --traces s3://…: this machine's copy of the object
-        from tooleval.storage._fs import local_copy
+        from tooleval.storage._machine import local_copy
 
         path = local_copy(config.traces_path)
     direct = offsets is not None and all(offset >= 0 for offset, _ in offsets)

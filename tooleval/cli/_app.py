@@ -72,13 +72,13 @@ def prefect_environment(out: Path) -> dict[str, str]:
 
     Prefect's home (its SQLite database and cached results) goes to ``$TOOLEVAL_PREFECT_HOME`` or, by default,
     ``<out>/.tooleval/prefect`` (for ``--out s3://…``, a folder of this machine's cache:
-    :func:`tooleval.storage._fs.local_state_dir`), so a run never touches the user's ``~/.prefect``. Settings the user already
+    :func:`tooleval.storage._machine.local_state_dir`), so a run never touches the user's ``~/.prefect``. Settings the user already
     exported win. With ``PREFECT_API_URL`` set, runs go to that server instead of a temporary one.
 
     Returns:
         The variables this call set.
     """
-    from tooleval.storage._fs import local_state_dir
+    from tooleval.storage._machine import local_state_dir
 
     location = results_location(out)
     local = location.resolve() if isinstance(location, Path) else location
@@ -223,7 +223,7 @@ def open_results(out: Path, *, remote: bool = False) -> None:
                                  "only `tooleval run` and `tooleval sql` work on object storage so far.",
                                  "run it on a local copy of the results (e.g. `aws s3 sync URL DIR`), or query the "
                                  "URL with `tooleval sql --out URL` (for file://, pass the path itself).")
-        from tooleval.storage._fs import check_remote
+        from tooleval.storage._machine import check_remote
 
         check_remote(location)
         recover(location)

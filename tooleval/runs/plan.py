@@ -209,7 +209,7 @@ def plan_run(
     """
     from tooleval.rules import load_gate_config
     from tooleval.storage import as_location, check_out_folder
-    from tooleval.storage._fs import check_remote
+    from tooleval.storage._machine import check_remote
 
     location = as_location(out) if isinstance(out, str) else Path(out)
     out_path = location.resolve() if isinstance(location, Path) else location  # a folder, or a URL (s3://…)
@@ -242,7 +242,7 @@ def plan_run(
     key = plan_key(out_path, new_key=new_redaction_key) if redaction else None
     if agent is not None:
         plan = _live_plan(loaded, digests, agent, out_path, run_id, slices, repeats, tool_results, traces,
-                          _redaction_config(key, redact_fields, redact_paths), shard_size, workers)
+                          _redaction_config(key, redact_fields, redact_paths), shard_size, workers, dataset)
         if write_key and key is not None:
             persist_key(out_path, key)
         return plan
@@ -308,7 +308,7 @@ def _redaction_config(key: PlannedKey | None, fields: list[str] | None, paths: l
 
 
 def _live_plan(loaded, digests, agent, out_path, run_id, slices, repeats, tool_results, traces, redaction,
-               shard_size, workers):
+               shard_size, workers, dataset):
     if traces is not None:
         raise InputFileError(traces, None, "--traces is for the replay agent.", "drop --traces with --agent openai.")
     if repeats < 1:
@@ -335,12 +335,13 @@ def _live_plan(loaded, digests, agent, out_path, run_id, slices, repeats, tool_r
 def _traces_file(traces: str | Path | None, dataset_folder: Path, dataset: str | Path) -> tuple[Path, str]:
     """``(a local file to read, the location every worker reads)`` of the run's recorded traces: ``--traces``, or
     the dataset's own file. A URL (``--traces s3://…``, or the file inside a ``--dataset s3://…``) is read from
-    this machine's copy (:func:`tooleval.storage._fs.local_copy`) and stays a URL for the workers.
+    this machine's copy (:func:`tooleval.storage._machine.local_copy`) and stays a URL for the workers.
 
     Raises:
         InputFileError: no such file.
     """
-    from tooleval.storage._fs import as_location, local_copy
+    from tooleval.storage._fs import as_location
+    from tooleval.storage._machine import local_copy
 
     if traces is None:
         local = find_traces_file(dataset_folder)
