@@ -133,7 +133,8 @@ def test_dask_run_to_s3_with_a_killed_worker_equals_the_local_run_and_sql_reads_
     local_out, dask_out = base / "local", f"s3://{BUCKET}/nightly"
     s3 = _s3(env)
 
-    local = _tooleval(env, base, "run", "--dataset", str(cluster["dataset"]), "--out", str(local_out), "--run-id", "local")
+    local = _tooleval(env, base, "run", "--dataset", str(cluster["dataset"]), "--out", str(local_out),
+                      "--run-id", "local")
     assert local.returncode in (0, 1), local.stderr[-3000:]
 
     # the Dask run, straight to S3; once a few shards are scored, worker 1 is SIGKILLed and a third worker takes
