@@ -212,3 +212,62 @@ class TestLeaseOnS3:
         with hold_run(out, "x") as lease:
             assert read_lease(out, "x")["token"] == lease.token
         assert read_lease(out, "x") is None
+
+
+class TestInputsOnS3:
+    """``--dataset s3://…`` and ``--traces s3://…``: read from this machine's copy, the URL kept for the workers."""
+
+    @pytest.fixture
+    def dataset_url(self, out, tmp_path, monkeypatch):
+        from conftest import TINY_CASES, TINY_TRACES, write_dataset
+
+        monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+        folder = write_dataset(tmp_path / "tiny", TINY_CASES, TINY_TRACES)
+        url = out.replace("/nightly", "/datasets/tiny")
+        import fsspec
+
+        fsspec.filesystem("s3").put(str(folder), url.removeprefix("s3://"), recursive=True)
+        return url, folder
+
+    def test_a_dataset_url_is_copied_once_per_version_and_loads_like_the_folder(self, dataset_url, tmp_path):
+        from tooleval.dataset import load_dataset
+        from tooleval.storage._machine import local_copy
+
+        url, folder = dataset_url
+        first = local_copy(url)
+        assert first.is_relative_to(tmp_path / "cache" / "tooleval" / "inputs") and first.name == "tiny"
+        assert sorted(p.name for p in first.iterdir()) == sorted(p.name for p in folder.iterdir())
+        assert local_copy(url) == first  # unchanged objects: the same copy, nothing fetched again
+        assert load_dataset(url).content_digest == load_dataset(folder).content_digest
+        tree_of(url).write_bytes("cases.jsonl", (folder / "cases.jsonl").read_bytes()[:-1] + b" \n")
+        assert local_copy(url) != first  # a changed object: a new copy
+
+    def test_a_plan_over_urls_hands_the_workers_urls(self, dataset_url, out, monkeypatch):
+        from tooleval.runs.plan import plan_run
+
+        url, folder = dataset_url
+        monkeypatch.setenv("TOOLEVAL_REDACTION_KEY", "k")
+        plan = plan_run(url, None, out, "p1", write_key=False)
+        local = plan_run(folder, None, out, "p1", write_key=False)
+        assert plan.dataset.path == url and plan.agent.traces_path == f"{url}/traces.jsonl"
+        assert plan.out == out and plan.dataset.content_digest == local.dataset.content_digest
+        assert [i.trace_digest for i in plan.items] == [i.trace_digest for i in local.items]
+        explicit = plan_run(url, f"{url}/traces.jsonl", out, "p1", write_key=False)
+        assert explicit.agent.traces_path == f"{url}/traces.jsonl"
+
+    def test_a_missing_url_is_a_usage_error(self, out):
+        from tooleval.errors import InputFileError
+        from tooleval.storage._machine import local_copy
+
+        with pytest.raises(InputFileError, match="nothing is stored"):
+            local_copy(f"{out}/no-such-dataset")
+
+    def test_an_s3_out_without_an_environment_key_is_refused(self, dataset_url, out, monkeypatch):
+        from tooleval.errors import InputFileError
+        from tooleval.runs.plan import plan_run
+
+        monkeypatch.delenv("TOOLEVAL_REDACTION_KEY", raising=False)
+        monkeypatch.delenv("TOOLEVAL_REDACTION_KEY_FILE", raising=False)
+        with pytest.raises(InputFileError, match="never stored next to the results"):
+            plan_run(dataset_url[1], None, out, "p1")
+        assert tree_of(out).walk_files("") == []
