@@ -138,6 +138,16 @@ class TestPublicationOnS3:
             publication.commit()
         assert seen(out) == OLD and len(_versioned(out)) == 2  # nothing committed, the new object discarded
 
+    def test_the_report_trend_reads_the_runs_published_on_s3(self, out):
+        from tooleval.runs.report._data import run_history
+
+        for run, when, f1 in (("b", "2026-11-02T00:00:00+00:00", 0.5), ("a", "2026-11-01T00:00:00+00:00", 0.25)):
+            with Publication(out) as publication:
+                publication.add_table("rows", "r1", run, rows(1, run))
+                publication.add_json(f"runs/{run}/summary.json", {"run_id": run, "completed_at": when, "mean_f1": f1})
+        history = run_history(out, {"run_id": "c", "completed_at": "2026-11-03T00:00:00+00:00", "mean_f1": 1.0})
+        assert [(h["run_id"], h["mean_f1"]) for h in history] == [("a", 0.25), ("b", 0.5), ("c", 1.0)]
+
 
 def _record(host: str, pid: int, expires_in_s: float, token: str = "t") -> dict:
     return {"run_id": "x", "host": host, "pid": pid, "started": None, "token": token,

@@ -68,7 +68,7 @@ def build_report(rows_source: str, summary: dict[str, Any], drift: dict[str, Any
     if summary.get("variability"):
         specs["variability"] = _charts.variability(summary["variability"])
     specs["cases"] = _charts.case_outcomes(_data.case_trials(con, rows_source))
-    specs["trend"] = _charts.trend(_data.run_history(Path(out), summary))
+    specs["trend"] = _charts.trend(_data.run_history(out, summary))
     if drift is not None:
         specs["drift"] = _charts.drift_panel(drift)
     provenance = summary.get("provenance") or {}
