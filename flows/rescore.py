@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 from collections import Counter
 
-import pyarrow.parquet as pq
 from prefect import flow
 
 from flows._publish import STAGES, RunResult, publish_run, run_stage
@@ -21,7 +20,7 @@ from tooleval.scoring.ragas_metric import ragas_version
 from tooleval.runs.drift import DRIFT_COLUMNS, drift_partial
 from tooleval.runs.legacy import LegacyTally
 from tooleval.runs.published import check_envelopes, iter_envelopes, open_run
-from tooleval.storage.stages import stage_dir, write_stage_table
+from tooleval.storage.stages import read_stage_table, stage_dir, write_stage_table
 from tooleval.storage import ENVELOPE_SCHEMA
 from tooleval.versions import scorer_version
 
@@ -87,7 +86,7 @@ def rescore(
         row_refs.append(rows)
         legacy = run_stage(legacy_scalar, states["legacy-scalar"], [ref.path], [ref.digest], dataset_ref,
                            source.redaction, code, ragas, out_dir, scope=scope)
-        partials.append(drift_partial(legacy.per_row, pq.read_table(rows.path, columns=DRIFT_COLUMNS).to_pylist()))
+        partials.append(drift_partial(legacy.per_row, read_stage_table(rows, columns=DRIFT_COLUMNS).to_pylist()))
         tally.add(legacy)
     legacy = tally.result(ragas, code)
     return publish_run(

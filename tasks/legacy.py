@@ -9,11 +9,11 @@ from __future__ import annotations
 import time
 from typing import Iterator
 
-import pyarrow.parquet as pq
 from prefect import task
 from prefect.cache_policies import INPUTS, TASK_SOURCE
 
 from tooleval.dataset import load_dataset_cached
+from tooleval.storage._fs import read_parquet, read_parquet_schema
 from tooleval.runs.legacy import LegacyResult, legacy_score, merge_legacy
 from tooleval.runs.plan import DatasetRef
 from tooleval.capture.redaction import RedactionConfig
@@ -30,9 +30,8 @@ def _batches(files: list[str]) -> Iterator[list[dict]]:
     """The envelopes of ``files``, at most :data:`BATCH_ROWS` at a time (never every envelope's messages at once:
     issue 9); a column a file lacks reads as null."""
     for path in files:
-        parquet = pq.ParquetFile(path)
-        columns = [c for c in _COLUMNS if c in parquet.schema_arrow.names]
-        for batch in parquet.iter_batches(batch_size=BATCH_ROWS, columns=columns):
+        columns = [c for c in _COLUMNS if c in read_parquet_schema(path).names]
+        for batch in read_parquet(path, columns=columns).to_batches(max_chunksize=BATCH_ROWS):
             yield [dict(dict.fromkeys(_COLUMNS), **record) for record in batch.to_pylist()]
 
 

@@ -245,11 +245,10 @@ def recheck_run(run: Any, *, tolerance: float = DEFAULT_TOLERANCE) -> dict[str, 
     """
     import json
 
-    import duckdb
     import pyarrow as pa
 
     from tooleval.runs.legacy import legacy_score
-    from tooleval.storage import document_path, partition_dir, read_versioned, scan_parquet_sql
+    from tooleval.storage import document_path, partition_dir, read_versioned, scan_parquet_sql, source_connection
 
     row_files = run.files("rows")
     if not row_files:
@@ -276,7 +275,7 @@ def recheck_run(run: Any, *, tolerance: float = DEFAULT_TOLERANCE) -> dict[str, 
                           ragas_version=last.ragas_version if last else _ragas_version(),
                           scorer_version=scorer, computed_at=datetime.now(timezone.utc), per_row=[])
     source = scan_parquet_sql([str(f) for f in row_files])
-    report = drift_report([drift_partial_sql(duckdb.connect(), values, source, tolerance=tolerance)], legacy,
+    report = drift_report([drift_partial_sql(source_connection(source), values, source, tolerance=tolerance)], legacy,
                           tolerance=tolerance)
     scalar_relpath = (partition_dir(Path(), "legacy", run.revision, run.run_id) / "scalar.json").as_posix()
     scalar_path = document_path(run.out, scalar_relpath)

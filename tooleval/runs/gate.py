@@ -34,15 +34,14 @@ _UNSCORED_KINDS = ("missing_trace", "unknown_case", "bad_trace", "generation_err
 
 
 def gate_batches(paths: Iterable[str | Path]) -> Iterator[list[dict[str, Any]]]:
-    """The rows of ``paths`` (row Parquet files of the current row schema, in report order) for the gate, one
-    record batch of at most :data:`GATE_BATCH_ROWS` rows at a time, as row dicts of :data:`GATE_COLUMNS` (those
-    the files have)."""
-    import pyarrow.parquet as pq
+    """The rows of ``paths`` (row Parquet files of the current row schema, in report order) for the gate: one
+    file's gate columns at a time as Arrow, turned into row dicts of :data:`GATE_COLUMNS` (those the files have)
+    at most :data:`GATE_BATCH_ROWS` rows at a time."""
+    from tooleval.storage._fs import read_parquet, read_parquet_schema
 
-    for path in paths:
-        parquet = pq.ParquetFile(path)
-        columns = [c for c in GATE_COLUMNS if c in parquet.schema_arrow.names]
-        for batch in parquet.iter_batches(batch_size=GATE_BATCH_ROWS, columns=columns):
+    for path in paths:  # a local path or a URL (stage files on object storage)
+        columns = [c for c in GATE_COLUMNS if c in read_parquet_schema(path).names]
+        for batch in read_parquet(path, columns=columns).to_batches(max_chunksize=GATE_BATCH_ROWS):
             yield batch.to_pylist()
 
 

@@ -351,9 +351,9 @@ def variability_of_parquet(source: str, outcome: Outcome, *, batch_rows: int = 1
     """:func:`variability_summary` of the rows in ``source`` (a DuckDB table expression over a run's Parquet
     files: :func:`tooleval.storage.scan_parquet_sql`), streamed from DuckDB in (case_id, trial) order, batch by
     batch: the process never holds more than ``batch_rows`` rows (DuckDB sorts out of core when it must)."""
-    import duckdb
+    from tooleval.storage import source_connection
 
-    con = duckdb.connect()
+    con = source_connection(source)  # reads URLs too (s3://…)
     names = {d[0] for d in con.execute(f"SELECT * FROM {source} LIMIT 0").description}
     columns = [c for c in _OUTCOME_COLUMNS if c in names]
     reader = con.sql(f"SELECT {', '.join(columns)} FROM {source} ORDER BY case_id, trial").to_arrow_reader(
