@@ -21,6 +21,7 @@ from typing import Any
 
 from prefect import flow
 from prefect.futures import as_completed
+from prefect.utilities.annotations import quote
 
 from flows._publish import STAGES, RunResult, publish_run
 from flows._dask import check_scheduler, dask_runner, dask_workers, shard_task
@@ -154,7 +155,8 @@ def _run_shards(plan: RunPlan, context: ShardContext, workers: int, progress: bo
         while position < len(shards) or pending:
             while position < len(shards) and len(pending) < 2 * workers:
                 items, offsets = plan.shard_items(shards[position])
-                future = submit.submit(context, items, offsets, scoring_key(context.scoring_scope, items))
+                future = submit.submit(context, quote(items), quote(offsets),  # not walked by Prefect
+                                       scoring_key(context.scoring_scope, items))
                 pending[future] = position
                 position += 1
             done = next(as_completed(list(pending)))
