@@ -75,7 +75,7 @@ def canonical_loads(text: str) -> Any:
     Raises:
         ValueError: invalid JSON, ``NaN``/``Infinity`` or a number that overflows a float.
     """
-    return json.loads(text, parse_constant=_reject_constant, parse_float=_canonical_float)
+    return _CANONICAL_DECODER.decode(text)
 
 
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
@@ -105,6 +105,13 @@ def reject_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
             raise ValueError(f"duplicate key {key!r}")
         out[key] = value
     return out
+
+
+_CANONICAL_DECODER = json.JSONDecoder(parse_constant=_reject_constant, parse_float=_canonical_float)
+_ARGUMENTS_DECODER = json.JSONDecoder(parse_constant=_reject_constant, parse_float=_canonical_float,
+                                      object_pairs_hook=reject_duplicate_keys)
+"""Decoders built once (``json.loads`` with keyword arguments builds a new one per call)."""
+_CANONICAL_ENCODER = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
 def strict_json_loads(text: str, *, unique_keys: bool = False) -> Any:
@@ -197,7 +204,8 @@ def canonical_value(value: Any) -> Any:
 def canonical_dumps(value: Any) -> str:
     """Canonical JSON text of a value that is already canonical (as :func:`parse_arguments` and
     :func:`canonical_loads` return it): :func:`canonical_json` without its walk. Same bytes for such values."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return _CANONICAL_ENCODER.encode(value)  # json.dumps(value, sort_keys=True, separators=(",", ":"),
+    #                                          ensure_ascii=False), without building an encoder per call
 
 
 def canonical_json(value: Any) -> str:
@@ -237,8 +245,9 @@ def parse_arguments(raw: str | dict | None) -> tuple[dict | None, str | None]:
     if raw.strip() == "":
         return {}, None
     try:  # the strict reading of strict_json_loads(unique_keys=True), integral floats read as ints on the way
-        parsed = json.loads(raw, parse_constant=_reject_constant, parse_float=_canonical_float,
-                            object_pairs_hook=reject_duplicate_keys)
+        if raw.startswith("\ufeff"):  # json.loads names a leading BOM in its error; the decoder alone does not
+            json.loads(raw)
+        parsed = _ARGUMENTS_DECODER.decode(raw)
     except RecursionError:
         return None, f"invalid JSON: nested deeper than {MAX_DEPTH} levels"
     except ValueError as exc:

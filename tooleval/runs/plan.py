@@ -27,7 +27,7 @@ from tooleval.errors import InputFileError, RevisionConflictError, RowError, Run
 from tooleval.capture.recorded import file_digest, index_traces
 from tooleval.capture.keys import PlannedKey, persist_key, plan_key
 from tooleval.capture.redaction import DEFAULT_FIELDS, RedactionConfig
-from tooleval.runs.shards import ShardIndex, default_shard_size, scan_lines
+from tooleval.runs.shards import ShardIndex, cyclic_gc_paused, default_shard_size, scan_lines
 
 __all__ = ["DatasetRef", "RunPlan", "plan_run", "new_run_id", "revision_record_path"]
 
@@ -98,10 +98,12 @@ class RunPlan(BaseModel):
     def shard_items(self, shard) -> tuple[list[WorkItem], list[tuple[int, int]]]:
         """Work items and their trace lines' ``(byte offset, line number)`` of one shard (a slice of
         :attr:`index`'s table)."""
-        items = [
-            WorkItem(case_id=c, case_digest=self.case_digests[c], trial=t, seed=s, trace_digest=d)
-            for c, t, s, d in zip(*(shard[name].to_pylist() for name in ("case_id", "trial", "seed", "line_digest")))
-        ]
+        with cyclic_gc_paused():
+            items = [
+                WorkItem(case_id=c, case_digest=self.case_digests[c], trial=t, seed=s, trace_digest=d)
+                for c, t, s, d in zip(*(shard[name].to_pylist() for name in ("case_id", "trial", "seed",
+                                                                             "line_digest")))
+            ]
         return items, list(zip(shard["offset"].to_pylist(), shard["line"].to_pylist()))
 
     @property
