@@ -4,7 +4,8 @@
   ``json_value_problem`` walk when the text alone proves there is nothing to find; the reference is the reading it
   replaced: ``strict_json_loads(unique_keys=True)``, then ``json_value_problem``, then ``canonical_value``.
 * :func:`tooleval.canonical.canonical_loads` equals ``canonical_value(json.loads(text))``.
-* :meth:`tooleval.models.Call.from_raw` pre-fills ``args_json``: it equals ``canonical_json(args)``.
+* :meth:`tooleval.models.Call.from_raw` pre-fills ``args_json``: it equals ``canonical_json(args)``; and
+  :meth:`tooleval.models.Call.from_canonical` reads that text back to the same call.
 * The envelope digest reads its JSON-text columns with ``canonical_loads``: a digest pinned before the change still
   comes out (computed by hand from the formula below).
 """
@@ -96,6 +97,10 @@ class TestParseArgumentsFastPath:
             assert call.args_json == canonical_json(ref_args)
             assert call == Call(name="tool", args=ref_args)
             assert call.key == Call(name="tool", args=ref_args).key
+            # what scoring reads back from a verified envelope, against the general reading of the stored record
+            carried, read = Call.from_canonical("tool", call.args_json), Call.from_record(call.to_record())
+            assert carried == read == call and carried.args_json == read.args_json == call.args_json
+            assert same(carried.args, read.args)  # key order included (canonical text: sorted keys)
 
 
 class TestCanonicalLoads:

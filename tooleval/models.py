@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from tooleval.canonical import canonical_dumps, canonical_json, canonical_value, parse_arguments
+from tooleval.canonical import canonical_dumps, canonical_json, canonical_loads, canonical_value, parse_arguments
 
 __all__ = [
     "REVISION_PATTERN",
@@ -94,6 +94,15 @@ class Call(BaseModel):
             "args_raw": self.args_raw,
             "parse_error": self.parse_error,
         }
+
+    @classmethod
+    def from_canonical(cls, name: str, args_json: str) -> "Call":
+        """A well-formed call from canonical argument text that this package wrote (:attr:`args_json` of a call it
+        built, as stored in an envelope it verified): read once, without the checks :meth:`from_raw` applies to
+        text from outside, and not serialised again (issue 9)."""
+        call = cls.model_construct(name=name, args=canonical_loads(args_json))
+        call.__dict__["args_json"] = args_json
+        return call
 
     @classmethod
     def from_record(cls, record: dict[str, Any]) -> "Call":

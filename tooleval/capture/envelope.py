@@ -160,9 +160,20 @@ def build_envelope(
     return record
 
 
-def envelope_calls(envelope: dict[str, Any]) -> list[Call]:
-    """The model-boundary calls of an envelope record, as :class:`~tooleval.models.Call` objects."""
-    return [Call.from_record(record) for record in envelope.get("model_calls") or []]
+def envelope_calls(envelope: dict[str, Any], *, written_here: bool = False) -> list[Call]:
+    """The model-boundary calls of an envelope record, as :class:`~tooleval.models.Call` objects.
+
+    Args:
+        envelope: An envelope record.
+        written_here: The record is exactly what :func:`build_envelope` wrote (its stage file's sha256 was
+            checked), so each well-formed call's ``args_json`` is canonical text and is read as such
+            (:meth:`~tooleval.models.Call.from_canonical`) instead of being parsed as outside text.
+    """
+    records = envelope.get("model_calls") or []
+    if not written_here:
+        return [Call.from_record(record) for record in records]
+    return [Call.from_record(r) if r.get("parse_error") is not None or r.get("args_json") is None
+            else Call.from_canonical(r["name"], r["args_json"]) for r in records]
 
 
 def boundary_calls(envelope: dict[str, Any]) -> tuple[list[Call] | None, list[tuple[Call, int]] | None]:
