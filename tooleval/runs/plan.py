@@ -8,6 +8,7 @@ usage errors and lists row-level problems (unknown case ids, cases without a tra
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import secrets
@@ -22,7 +23,7 @@ from pydantic import Field
 
 from tooleval.canonical import canonical_json
 from tooleval.agents import OpenAIAgentConfig, ReplayAgentConfig, WorkItem
-from tooleval.dataset import case_digest, check_name, find_traces_file, load_dataset
+from tooleval.dataset import case_digest, check_name, find_traces_file, load_dataset, load_dataset_cached
 from tooleval.errors import InputFileError, RevisionConflictError, RowError, RunIdConflictError
 from tooleval.capture.recorded import file_digest, index_traces
 from tooleval.capture.keys import PlannedKey, persist_key, plan_key
@@ -212,7 +213,13 @@ def plan_run(
     if agent is None and tool_results is not None:
         raise InputFileError(tool_results, None, "--tool-results is for a live agent; the replay agent's tool "
                              "results are in the recorded traces.", "drop --tool-results, or use --agent openai.")
-    loaded = load_dataset(dataset)
+    # the memoised load (a copy: slices narrow its cases): the shard tasks and run_scopes of this process then
+    # reuse it instead of parsing cases.jsonl again (2 s at 14,000 cases)
+    try:
+        loaded = dataclasses.replace(load_dataset_cached(dataset), path=Path(dataset))  # named as given
+    except Exception:
+        load_dataset(dataset)  # the error as the direct load words it (the path as given); else the first one
+        raise
     if gate_config is not None:
         load_gate_config(gate_config)
     every_case = set(loaded.cases)
