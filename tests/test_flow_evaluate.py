@@ -204,6 +204,17 @@ class TestSmallRuns:
         (error,) = result.errors
         assert error["kind"] == "bad_trace" and error["line"] == 5 and error["case_id"] == "C"
 
+    def test_a_case_whose_only_trace_line_is_bad_gets_one_error(self, tmp_path):
+        # case C's only line has trial "x" (not an int): one bad_trace entry naming C and the line, not also a
+        # missing_trace entry for the same case (the gate counts C unscored through the bad_trace entry)
+        traces = [t for t in TINY_TRACES if t["case_id"] != "C"]
+        dataset = write_dataset(tmp_path / "d", TINY_CASES, traces)
+        with (dataset / "traces.jsonl").open("a") as handle:
+            handle.write(json.dumps({"case_id": "C", "trial": "x", "messages": []}) + "\n")
+        result = _evaluate(dataset=str(dataset), out=str(tmp_path / "results"), run_id="b2")
+        (error,) = result.errors
+        assert (error["kind"], error["case_id"], error["line"]) == ("bad_trace", "C", len(traces) + 1)
+
 
 class TestBadInputWritesNothing:
     def _results_with_one_run(self, tmp_path, dataset) -> Path:

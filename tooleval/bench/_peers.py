@@ -5,7 +5,9 @@
 * agentic-evals 0.9.0 ``evaluate_suite`` with the checks of seed 004's refund example (expected tools with
   arguments, forbidden tools, order) applied to each row.
 
-Each function returns the rows it processed; the caller times it.
+Each function returns the rows it processed; the caller times it. The two peers take ``limit``: at a million
+rows agentic-evals alone runs for about an hour (~250 rows/s), so ``tooleval bench`` measures the peers' rate on
+the corpus's first ``--peer-rows`` lines (a rate per row, the rows drawn the same way as the rest of the corpus).
 """
 
 from __future__ import annotations
@@ -50,12 +52,14 @@ def _cases(dataset: Path) -> dict[str, list[dict]]:
         return {str(c["case_id"]): c.get("expected_calls") or [] for c in map(loads, handle)}
 
 
-def _rows(dataset: Path) -> Iterator[tuple[list[dict], list[tuple[str, Any]]]]:
-    """(expected calls, observed (name, argument text)) per trace line."""
+def _rows(dataset: Path, limit: int | None = None) -> Iterator[tuple[list[dict], list[tuple[str, Any]]]]:
+    """(expected calls, observed (name, argument text)) per trace line, the first ``limit`` lines (all: None)."""
     _, loads = fastest_loads()
     cases = _cases(dataset)
     with (dataset / "traces.jsonl").open("rb") as handle:
-        for line in handle:
+        for number, line in enumerate(handle):
+            if limit is not None and number >= limit:
+                return
             trace = loads(line)
             observed = [(c["function"]["name"], c["function"].get("arguments"))
                         for m in trace["messages"] if m.get("role") == "assistant"
@@ -73,8 +77,9 @@ def _args(text: Any) -> dict:
     return value if isinstance(value, dict) else {"__malformed__": text}
 
 
-def ragas_loop(dataset: Path) -> int:
-    """What a ragas user writes: per row, ragas messages and ``await ToolCallF1().ascore(...)``."""
+def ragas_loop(dataset: Path, limit: int | None = None) -> int:
+    """What a ragas user writes: per row, ragas messages and ``await ToolCallF1().ascore(...)``; the first
+    ``limit`` rows (all: None)."""
     import asyncio
 
     from ragas.messages import AIMessage, ToolCall
@@ -83,7 +88,7 @@ def ragas_loop(dataset: Path) -> int:
     async def run() -> int:
         metric = ToolCallF1()
         count = 0
-        for expected, observed in _rows(dataset):
+        for expected, observed in _rows(dataset, limit):
             message = AIMessage(content="", tool_calls=[ToolCall(name=n, args=_args(a)) for n, a in observed])
             reference = [ToolCall(name=c["name"], args=c.get("args") or {}) for c in expected]
             await metric.ascore(user_input=[message], reference_tool_calls=reference)
@@ -93,11 +98,11 @@ def ragas_loop(dataset: Path) -> int:
     return asyncio.run(run())
 
 
-def agentic_evals_loop(dataset: Path, batch: int = 1000) -> int:
+def agentic_evals_loop(dataset: Path, batch: int = 1000, limit: int | None = None) -> int:
     """agentic-evals ``evaluate_suite`` over every row, in suites of ``batch`` rows: each row is a test case with
     seed 004's checks — required tools and their order (the expected calls), expected tool arguments, forbidden
     tools (every tool of the dataset's tools.json that the row does not expect) — and a sample whose trace holds
-    the observed calls."""
+    the observed calls; the first ``limit`` rows (all: None)."""
     from agentic_evals import (EvalSpan, EvalTrace, EvaluationSample, TestCase, TestSuite, default_registry,
                                evaluate_suite)
 
@@ -114,7 +119,7 @@ def agentic_evals_loop(dataset: Path, batch: int = 1000) -> int:
             cases.clear()
             samples.clear()
 
-    for expected, observed in _rows(dataset):
+    for expected, observed in _rows(dataset, limit):
         case_id = f"row-{count}"
         names = [c["name"] for c in expected]
         cases.append(TestCase(

@@ -7,7 +7,9 @@ Figures (issue 9 item 5), each rows / seconds of wall time:
   publication; no legacy pass), cold, timed from the flow call to its return; Prefect's start-up (the temporary
   API server, paid once per process) is measured apart as ``startup_s`` by a trivial flow run first;
 * ``run_rows_per_s`` (a') — the whole run, cold, with the legacy pass (ragas on every row) and the drift check;
-* ``ragas_loop_rows_per_s`` (b) and ``agentic_evals_rows_per_s`` (c) — :mod:`tooleval.bench._peers`;
+* ``ragas_loop_rows_per_s`` (b) and ``agentic_evals_rows_per_s`` (c) — :mod:`tooleval.bench._peers`, over the
+  corpus's first ``peer_rows`` rows (all of them up to :data:`PEER_ROWS`; agentic-evals needs about an hour for
+  a million rows);
 * ``peak_rss_mb`` — the largest summed RSS of this process and all its descendants (process-pool workers and the
   Prefect server included), sampled every 0.1 s;
 * ``prefect_overhead_share`` — for run (a): 1 − (seconds inside stage task bodies, summed over the tasks that
@@ -24,10 +26,13 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-__all__ = ["BENCH_KEYS", "run_bench"]
+__all__ = ["BENCH_KEYS", "PEER_ROWS", "run_bench"]
 
 BENCH_KEYS = ("rows", "profile", "input_mb", "startup_s", "floor_rows_per_s", "tooleval_rows_per_s", "run_rows_per_s",
-              "ragas_loop_rows_per_s", "agentic_evals_rows_per_s", "peak_rss_mb", "prefect_overhead_share")
+              "ragas_loop_rows_per_s", "agentic_evals_rows_per_s", "peak_rss_mb", "prefect_overhead_share",
+              "peer_rows")
+PEER_ROWS = 100_000
+"""Default rows the two peers (b, c) are timed on: their rates are steady long before this."""
 
 
 class _TreeRss:
@@ -74,7 +79,7 @@ def _timed(fn: Callable[[], Any], log: Callable[[str], None], what: str) -> tupl
 
 
 def run_bench(rows: int, profile: str, *, seed: int = 0, workdir: str | Path | None = None,
-              workers: int | None = None, shard_size: int | None = None,
+              workers: int | None = None, shard_size: int | None = None, peer_rows: int = PEER_ROWS,
               log: Callable[[str], None] = lambda _: None) -> dict[str, Any]:
     """Measure every figure of the module docstring on one synthetic corpus of ``rows`` rows.
 
@@ -85,6 +90,7 @@ def run_bench(rows: int, profile: str, *, seed: int = 0, workdir: str | Path | N
         workdir: Folder for the corpus and the two runs' results (default: a temporary folder, removed after).
         workers: ``--workers`` of the runs (default: the cores).
         shard_size: ``--shard-size`` of the runs (default: tooleval's default).
+        peer_rows: The peers (b, c) are timed on the corpus's first ``min(rows, peer_rows)`` rows (>= 1).
         log: Progress lines (one per measurement).
 
     Returns:
@@ -107,16 +113,18 @@ def run_bench(rows: int, profile: str, *, seed: int = 0, workdir: str | Path | N
         with _TreeRss() as rss:
             _, floor_s = _timed(lambda: floor(traces), log, "floor (read + decode)")
             startup_s, (row_path, row_s), (_, run_s) = _runs(data, root, workers, shard_size, log)
-            _, ragas_s = _timed(lambda: ragas_loop(data), log, "ragas loop")
-            _, agentic_s = _timed(lambda: agentic_evals_loop(data), log, "agentic-evals evaluate_suite")
+            sample = min(rows, peer_rows)
+            _, ragas_s = _timed(lambda: ragas_loop(data, limit=sample), log, f"ragas loop ({sample:,} rows)")
+            _, agentic_s = _timed(lambda: agentic_evals_loop(data, limit=sample), log,
+                                  f"agentic-evals evaluate_suite ({sample:,} rows)")
         timing = row_path.summary["timing"]
         overhead = 1 - (timing["body_s"] / timing["workers"]) / row_s
         return {
             "rows": rows, "profile": profile, "input_mb": round(traces.stat().st_size / 1e6, 1),
             "startup_s": round(startup_s, 2), "floor_rows_per_s": round(rows / floor_s),
             "tooleval_rows_per_s": round(rows / row_s), "run_rows_per_s": round(rows / run_s),
-            "ragas_loop_rows_per_s": round(rows / ragas_s), "agentic_evals_rows_per_s": round(rows / agentic_s),
-            "peak_rss_mb": round(rss.peak_mb), "prefect_overhead_share": round(overhead, 3),
+            "ragas_loop_rows_per_s": round(sample / ragas_s), "agentic_evals_rows_per_s": round(sample / agentic_s),
+            "peak_rss_mb": round(rss.peak_mb), "prefect_overhead_share": round(overhead, 3), "peer_rows": sample,
         }
     finally:
         if own:

@@ -38,6 +38,8 @@ def bench(
     shard_size: Annotated[Optional[int], typer.Option(min=1, help="Rows per shard (default: tooleval's).")] = None,
     workdir: Annotated[Optional[Path], typer.Option(help="Keep the corpus and runs here (reused if present).")]
     = None,
+    peer_rows: Annotated[int, typer.Option(min=1, help="Time the ragas loop and agentic-evals on the corpus's "
+                                           "first N rows.")] = 100_000,
     json_: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
     """Benchmark tooleval against the floor, the ragas loop and agentic-evals on one synthetic corpus."""
@@ -56,7 +58,7 @@ def bench(
         err_console.print(f"[bold red]error:[/] {exc}; install the bench extra: pip install -e '.[bench]'")
         raise typer.Exit(2)
     result = run_bench(rows, profile, seed=seed, workdir=workdir, workers=workers, shard_size=shard_size,
-                       log=lambda line: err_console.print(line, highlight=False))
+                       peer_rows=peer_rows, log=lambda line: err_console.print(line, highlight=False))
     if json_:
         typer.echo(json.dumps(result))
         return

@@ -269,8 +269,9 @@ def plan_run(
         traced_cases.add(case_id)
         keys.append((case_id, trial))
         lines[line] = (case_id, trial)
+    named = {error.case_id for error in index.errors if error.case_id is not None}  # one error per bad line
     for case_id in loaded.cases:
-        if case_id not in traced_cases:
+        if case_id not in traced_cases and case_id not in named:
             errors.append(
                 RowError("missing_trace", case_id, None, f"no trace in {traces_path} for this case", str(traces_path))
             )
