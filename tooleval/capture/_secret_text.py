@@ -59,6 +59,8 @@ def _decode_value(literal: str) -> Any:
 def text_pairs(text: str, is_redacted: Callable[[str], bool]) -> Iterator[tuple[int, int, Any, str]]:
     """``(start, end, value, literal)`` of every ``key: value`` / ``key=value`` pair in ``text`` whose decoded,
     case-folded key ``is_redacted``; ``start:end`` spans the value's literal."""
+    if ":" not in text and "=" not in text:  # every pair has one (issue 9: most leaves have neither)
+        return
     for match in _PAIR.finditer(text):
         quoted = match.group("key")
         key = _unescape(quoted, match.group("q")) if quoted is not None else match.group("bare")
