@@ -30,7 +30,7 @@ from tooleval.runs.legacy import LegacyResult
 from tooleval.runs.shards import cyclic_gc_paused
 from tooleval.storage.stages import StageRef
 
-__all__ = ["ShardContext", "ShardOutcome", "run_shard", "warm_worker"]
+__all__ = ["ShardContext", "ShardOutcome", "run_shard", "unwalked", "warm_worker"]
 
 _DRIFT_COLUMNS = ["case_id", "trial", "ragas_tool_call_f1", "ragas_version", "scorer_version"]
 
@@ -135,6 +135,16 @@ def _run_shard(context: ShardContext, items: list[WorkItem], offsets: list[tuple
     return ShardOutcome(generation=generated, envelopes=captured, rows=rows, states=states, body_s=sum(timing),
                         wall_s=time.perf_counter() - started, legacy=legacy.model_copy(update={"per_row": []}),
                         legacy_sum=math.fsum(scored), legacy_count=len(scored), drift=drift)
+
+
+def unwalked(value: Any) -> Any:
+    """``quote(value)``, so that Prefect does not walk every work item of a shard looking for futures when the shard
+    is submitted (issue 9); the value itself on a Dask runner, whose client rebuilds tuples in task arguments (a
+    ``quote`` is a named tuple: it arrived as a plain tuple)."""
+    from prefect.context import FlowRunContext
+
+    runner = getattr(FlowRunContext.get(), "task_runner", None)
+    return value if type(runner).__name__ == "DaskTaskRunner" else quote(value)
 
 
 def warm_worker() -> None:

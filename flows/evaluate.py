@@ -21,11 +21,10 @@ from typing import Any
 
 from prefect import flow
 from prefect.futures import as_completed
-from prefect.utilities.annotations import quote
 
 from flows._publish import STAGES, RunResult, publish_run
 from flows._dask import check_scheduler, dask_runner, dask_workers, shard_task
-from flows._shards import ShardContext, ShardOutcome, count_states, run_shard
+from flows._shards import ShardContext, ShardOutcome, count_states, run_shard, unwalked
 from tooleval.agents import OpenAIAgentConfig
 from tooleval.rules import load_gate_config
 from tooleval.runs.legacy import LegacyResult
@@ -157,7 +156,7 @@ def _run_shards(plan: RunPlan, context: ShardContext, workers: int, progress: bo
         while position < len(shards) or pending:
             while position < len(shards) and len(pending) < 2 * workers:
                 items, offsets = plan.shard_items(shards[position])
-                future = submit.submit(context, quote(items), quote(offsets),  # not walked by Prefect
+                future = submit.submit(context, unwalked(items), unwalked(offsets),
                                        scoring_key(context.scoring_scope, items))
                 pending[future] = position
                 position += 1
