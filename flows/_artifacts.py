@@ -8,10 +8,11 @@ import json
 from pathlib import Path
 from typing import Any
 
-import duckdb
 from prefect.artifacts import create_link_artifact, create_markdown_artifact, create_table_artifact
 
 from tooleval.runs.report._data import worst_rows
+from tooleval.storage import as_location, join, source_connection
+from tooleval.storage._fs import location_exists
 
 __all__ = ["TABLE_ROWS", "publish_artifacts", "summary_markdown"]
 
@@ -23,7 +24,7 @@ def _fmt(value: Any) -> str:
     return f"{value:.4f}" if isinstance(value, float) else ("-" if value is None else str(value))
 
 
-def summary_markdown(summary: dict[str, Any], report: Path | None) -> str:
+def summary_markdown(summary: dict[str, Any], report: Path | str | None) -> str:
     """The markdown summary of a run: gate and drift verdicts, then its headline figures."""
     gate = summary.get("gate") or {}
     verdict = "-" if not gate else ("PASS" if gate.get("passed") else "FAIL")
@@ -41,20 +42,20 @@ def summary_markdown(summary: dict[str, Any], report: Path | None) -> str:
     return "\n".join(lines)
 
 
-def publish_artifacts(summary: dict[str, Any], run_path: Path, rows_source: str | None) -> None:
+def publish_artifacts(summary: dict[str, Any], run_path: Path | str, rows_source: str | None) -> None:
     """Create the run's artifacts in the current flow run.
 
     Args:
         summary: The run's ``summary.json`` content.
-        run_path: ``<out>/runs/<run>`` (published).
+        run_path: ``<out>/runs/<run>`` (published): a folder, or a URL on object storage.
         rows_source: DuckDB table expression over the published rows, or ``None`` for a legacy-only run.
     """
-    report = run_path / "report.html"
-    has_report = report.is_file()
+    report = join(as_location(run_path) if isinstance(run_path, str) else run_path, "report.html")
+    has_report = location_exists(report)
     create_markdown_artifact(summary_markdown(summary, report if has_report else None), key="tooleval-summary",
                              description=f"run {summary['run_id']}")
     if rows_source is not None:
-        rows, failing = worst_rows(duckdb.connect(), rows_source, TABLE_ROWS)
+        rows, failing = worst_rows(source_connection(rows_source), rows_source, TABLE_ROWS)
         table = [{"case_id": r["case_id"], "trial": r["trial"], "f1": r["f1"],
                   "ragas_tool_call_f1": r["ragas_tool_call_f1"], "blocking": r["blocking"],
                   "categories": ", ".join(r["mismatch_categories"] or []),
@@ -63,5 +64,6 @@ def publish_artifacts(summary: dict[str, Any], run_path: Path, rows_source: str 
         create_table_artifact(json.loads(json.dumps(table, default=str)), key="tooleval-worst-rows",
                               description=f"the {len(table)} worst of {failing} failing rows")
     if has_report:
-        create_link_artifact(report.resolve().as_uri(), link_text=f"report of run {summary['run_id']}",
+        link = report.resolve().as_uri() if isinstance(report, Path) else report
+        create_link_artifact(link, link_text=f"report of run {summary['run_id']}",
                              key="tooleval-report")

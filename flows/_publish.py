@@ -6,11 +6,9 @@ from __future__ import annotations
 
 from collections import Counter
 from datetime import datetime, timezone
-from pathlib import Path
 from typing import Any, Iterator
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 from prefect.states import Failed, State
 from pydantic import BaseModel
 
@@ -21,12 +19,13 @@ from tooleval.runs.drift import check_drift, drift_report
 from tooleval.dataset import load_dataset_cached
 from tooleval.runs.gate import gate_config_for, gate_rows, gate_scope, run_gate, write_junit
 from tooleval.runs.legacy import LegacyResult, legacy_record, stage_legacy
-from tooleval.runs.plan import DatasetRef, revision_record_path
+from tooleval.runs.plan import DatasetRef, revision_record_relpath
 from tooleval.runs.report import build_report
 from tooleval.scoring.ragas_metric import ragas_version
 from tooleval.capture.redaction import RedactionConfig
-from tooleval.storage.stages import StageRef
-from tooleval.storage import ENVELOPE_SCHEMA, ROW_SCHEMA, ROW_SCHEMA_VERSION, Publication, scan_parquet_sql
+from tooleval.storage.stages import StageRef, read_stage_table
+from tooleval.storage import (ENVELOPE_SCHEMA, ROW_SCHEMA, ROW_SCHEMA_VERSION, Publication, as_location, join,
+                              scan_parquet_sql, tree_of)
 from tooleval.runs.variability import outcome_from_spec, variability_summary
 from tooleval.versions import scorer_version, tooleval_version
 
@@ -53,7 +52,7 @@ class RunResult(BaseModel):
 
 
 def _has_errors(ref: StageRef) -> bool:
-    table = pq.read_table(ref.path, columns=["error"])
+    table = read_stage_table(ref, columns=["error"])
     return table.num_rows > table.column("error").null_count
 
 
@@ -78,13 +77,13 @@ def run_stage(task: Any, states: Counter, *args: Any, retry_errors: bool = False
 def _tables(refs: list[StageRef], schema: pa.Schema) -> Iterator[pa.Table]:
     """The stage files one at a time (a partition is streamed shard by shard, never concatenated)."""
     for ref in refs:
-        yield pq.read_table(ref.path, schema=schema)
+        yield read_stage_table(ref, schema=schema)
 
 
 def _row_errors(refs: list[StageRef]) -> list[dict]:
     errors = []
     for ref in refs:
-        table = pq.read_table(ref.path, columns=["case_id", "trial", "error"])
+        table = read_stage_table(ref, columns=["case_id", "trial", "error"])
         if table.column("error").null_count == table.num_rows:
             continue
         errors += [
@@ -105,7 +104,7 @@ and the provenance columns stay in the Parquet files: the flow holds only these)
 def _gate_records(refs: list[StageRef], run_id: str) -> list[dict]:
     records = []
     for ref in refs:
-        for record in pq.read_table(ref.path, columns=_GATE_COLUMNS).to_pylist():
+        for record in read_stage_table(ref, columns=_GATE_COLUMNS).to_pylist():
             record["run_id"] = run_id
             records.append(record)
     return records
@@ -131,7 +130,7 @@ def _drift(legacy: LegacyResult, row_refs: list[StageRef], partials: list[dict] 
     if partials is not None:
         return drift_report(partials, legacy)
     columns = ["case_id", "trial", "ragas_tool_call_f1", "ragas_version", "scorer_version"]
-    new_rows = [r for ref in row_refs for r in pq.read_table(ref.path, columns=columns).to_pylist()]
+    new_rows = [r for ref in row_refs for r in read_stage_table(ref, columns=columns).to_pylist()]
     return check_drift(legacy, new_rows)
 
 
@@ -175,7 +174,7 @@ def publish_run(
         The :class:`RunResult`, or a ``Failed`` state carrying it when the drift check found drift.
     """
     code, ragas = scorer_version(), ragas_version()
-    revision, out_path = dataset.revision, Path(out)
+    revision, out_path = dataset.revision, as_location(out)  # a folder, or a URL (s3://…)
     published_at = datetime.now(timezone.utc)  # the run's one time: legacy computed_at and completed_at
     # the gate's scope: the whole dataset or the --slices asked for; a diagnostic subset judges its own rows
     scope = gate_scope(load_dataset_cached(dataset.path).cases, slices) if publish_legacy else None
@@ -207,11 +206,11 @@ def publish_run(
             records = _gate_records(row_refs, run_id)
             summary["variability"] = variability_summary(records, outcome_from_spec(outcome))
             judged = gate_rows(records, scope, errors)
-            verdict = run_gate(judged, gate_config_for(dataset.path, gate_config))
+            verdict = run_gate(judged, gate_config_for(load_dataset_cached(dataset.path).path, gate_config))
             summary["gate"] = _listed_worst(verdict.to_dict())
             summary.update({k: v for k, v in verdict.counts.items() if k not in summary})
-            junit = publication.add_text(f"runs/{run_id}/junit.xml", "")
-            write_junit(verdict, judged, junit, suite_name=revision)
+            with publication.document_file(f"runs/{run_id}/junit.xml") as junit:
+                write_junit(verdict, judged, junit, suite_name=revision)
             if drift is not None:
                 drift["slices"] = slices
                 summary["drift"] = {"verdict": drift["verdict"], "attribution": drift["attribution"],
@@ -225,22 +224,21 @@ def publish_run(
         publication.add_json(f"runs/{run_id}/errors.json", errors)
         used = [*(generation_refs or []), *envelope_refs, *row_refs]
         publication.add_json(f"runs/{run_id}/{STAGES_FILE}", {"digests": sorted({r.digest for r in used})})
-        record = revision_record_path(out_path, revision)
-        if not record.exists():
+        record = revision_record_relpath(revision)
+        if not tree_of(out_path).is_file(record):
             publication.add_json(
-                str(record.relative_to(out_path)),
-                {"revision": revision, "dataset": dataset.name, "content_digest": dataset.content_digest},
+                record, {"revision": revision, "dataset": dataset.name, "content_digest": dataset.content_digest},
             )
-    partition = Path(f"dataset_revision={revision}") / f"run_id={run_id}"
-    published_rows = None if legacy_only else scan_parquet_sql(str(out_path / "rows" / partition / "*.parquet"))
-    publish_artifacts(summary, out_path / "runs" / run_id, published_rows)
+    partition = f"dataset_revision={revision}/run_id={run_id}"
+    published_rows = None if legacy_only else scan_parquet_sql(str(join(out_path, f"rows/{partition}/*.parquet")))
+    publish_artifacts(summary, join(out_path, f"runs/{run_id}"), published_rows)
     result = RunResult(
         run_id=run_id,
         dataset_revision=revision,
         out=str(out_path),
-        rows_path=None if legacy_only else str(out_path / "rows" / partition),
-        traces_path=str(out_path / "traces" / partition),
-        run_path=str(out_path / "runs" / run_id),
+        rows_path=None if legacy_only else str(join(out_path, f"rows/{partition}")),
+        traces_path=str(join(out_path, f"traces/{partition}")),
+        run_path=str(join(out_path, f"runs/{run_id}")),
         stage_states={name: dict(counter) for name, counter in states.items() if counter},
         summary=summary,
         errors=errors,

@@ -16,7 +16,6 @@ from collections import Counter
 from datetime import datetime, timezone
 from typing import Any
 
-import pyarrow.parquet as pq
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 from prefect.utilities.annotations import quote
@@ -28,7 +27,7 @@ from tooleval.agents import WorkItem
 from tooleval.runs.drift import drift_partial
 from tooleval.runs.legacy import LegacyResult
 from tooleval.runs.shards import cyclic_gc_paused
-from tooleval.storage.stages import StageRef
+from tooleval.storage.stages import StageRef, read_stage_table
 
 __all__ = ["ShardContext", "ShardOutcome", "run_shard", "unwalked", "warm_worker"]
 
@@ -129,7 +128,7 @@ def _run_shard(context: ShardContext, items: list[WorkItem], offsets: list[tuple
                     c.redaction, c.code, c.ragas, c.out, scope=scoring_scope)
     drift = None
     if rows is not None:
-        new_rows = pq.read_table(rows.path, columns=_DRIFT_COLUMNS).to_pylist()
+        new_rows = read_stage_table(rows, columns=_DRIFT_COLUMNS).to_pylist()
         drift = drift_partial(legacy.per_row, new_rows)
     scored = [r.value for r in legacy.per_row if r.value is not None]
     return ShardOutcome(generation=generated, envelopes=captured, rows=rows, states=states, body_s=sum(timing),

@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import json
 import time
-from pathlib import Path
-
 from prefect import task
 from prefect.cache_policies import INPUTS, TASK_SOURCE
 
@@ -24,6 +22,7 @@ from tooleval.dataset import load_dataset_cached
 from tooleval.runs.plan import AgentConfig, DatasetRef, ExecutorRef
 from tooleval.capture.redaction import RedactionConfig
 from tasks._shared import cached_redactor
+from tooleval.storage._machine import local_state_dir
 from tooleval.storage.stages import GENERATION_SCHEMA, StageRef, write_stage_table
 
 
@@ -82,7 +81,7 @@ def generate_shard(
 
         records = replay_generate(agent, items, offsets, transform=redact_line if redactor else None)
     else:
-        store = GenerationStore(Path(out) / ".tooleval" / "generations")
+        store = GenerationStore(local_state_dir(out, "generations"))
         records = openai_generate(agent, items, loaded.cases, loaded.tools, executor=_executor(executor),
                                   store=store, transform=redact)
     return write_stage_table(stage_dir, "generation", records, GENERATION_SCHEMA, started=started)

@@ -9,11 +9,11 @@ from __future__ import annotations
 import time
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 from prefect import task
 from prefect.cache_policies import INPUTS, TASK_SOURCE
 
 from tooleval.dataset import load_dataset_cached
+from tooleval.storage._fs import read_parquet, read_parquet_schema
 from tooleval.runs.legacy import LegacyResult, legacy_score
 from tooleval.runs.plan import DatasetRef
 from tooleval.capture.redaction import RedactionConfig
@@ -25,8 +25,8 @@ _COLUMNS = ["case_id", "trial", "messages_json", "metadata_json", "error"]
 def _read(files: list[str]) -> list[dict]:
     tables = []
     for path in files:
-        schema = pq.read_schema(path)
-        tables.append(pq.read_table(path, columns=[c for c in _COLUMNS if c in schema.names]))
+        schema = read_parquet_schema(path)
+        tables.append(read_parquet(path, columns=[c for c in _COLUMNS if c in schema.names]))
     if not tables:
         return []
     return pa.concat_tables(tables, promote_options="default").to_pylist()

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import hashlib
 import time
-from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -26,6 +25,7 @@ from tooleval.rules import ToolTable, load_policy
 from tooleval.scoring.rows import score_envelopes
 from tooleval.storage.stages import StageRef, read_stage_table, write_stage_table
 from tooleval.storage import ROW_SCHEMA
+from tooleval.storage._fs import read_location_bytes
 
 
 def _read_checked(ref: StageRef) -> tuple[pa.Table, bool]:
@@ -34,7 +34,7 @@ def _read_checked(ref: StageRef) -> tuple[pa.Table, bool]:
     scoring does not compute it a second time. A file that cannot be read locally as bytes is read as usual and
     its digests are recomputed."""
     try:
-        data = Path(ref.path).read_bytes()
+        data = read_location_bytes(ref.path)
     except OSError:
         return read_stage_table(ref), False
     return pq.read_table(pa.BufferReader(data)), hashlib.sha256(data).hexdigest() == ref.digest

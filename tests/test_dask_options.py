@@ -103,8 +103,23 @@ class TestRunOption:
         assert result.exit_code == 2 and f"cannot reach the Dask scheduler at tcp://127.0.0.1:{port}" in result.output
         assert not (out / "rows").exists() and not (out / "runs").exists()
 
-    def test_run_refuses_an_object_storage_out_and_writes_no_local_folder(self, tmp_path, monkeypatch):
+    def test_run_on_object_storage_without_credentials_is_exit_2_and_writes_no_local_folder(self, tmp_path,
+                                                                                           monkeypatch):
         monkeypatch.chdir(tmp_path)
-        result = runner.invoke(app, ["run", "--out", "s3://bucket/nightly"], env=WIDE)
-        assert result.exit_code == 2 and "only `tooleval sql` reads results on object storage" in result.output
+        from s3fs import S3FileSystem
+
+        S3FileSystem.clear_instance_cache()  # an instance cached by an earlier test holds its credentials
+        no_credentials = {**WIDE, "AWS_ACCESS_KEY_ID": None, "AWS_SECRET_ACCESS_KEY": None, "AWS_SESSION_TOKEN": None,
+                          "AWS_PROFILE": None, "AWS_SHARED_CREDENTIALS_FILE": str(tmp_path / "none"),
+                          "AWS_CONFIG_FILE": str(tmp_path / "none"), "AWS_EC2_METADATA_DISABLED": "true",
+                          "AWS_ENDPOINT_URL": f"http://127.0.0.1:{_closed_port()}"}
+        result = runner.invoke(app, ["run", "--out", "s3://bucket/nightly"], env=no_credentials)
+        assert result.exit_code == 2 and "cannot reach the results location" in result.output
+        assert "AWS_ACCESS_KEY_ID" in result.output
+        assert list(tmp_path.iterdir()) == []
+
+    def test_other_commands_refuse_an_object_storage_out_and_write_no_local_folder(self, tmp_path, monkeypatch):
+        monkeypatch.chdir(tmp_path)
+        result = runner.invoke(app, ["gate", "--run-id", "r1", "--out", "s3://bucket/nightly"], env=WIDE)
+        assert result.exit_code == 2 and "only `tooleval run` and `tooleval sql` work on object storage" in result.output
         assert list(tmp_path.iterdir()) == []

@@ -176,11 +176,22 @@ def _load_cases(path: Path) -> dict[str, Case]:
     return cases
 
 
+def _local(path: str | Path) -> Path:
+    """``path``, or for an fsspec URL (``--dataset s3://…``) this machine's copy of it
+    (:func:`tooleval.storage._machine.local_copy`; imported lazily: only a URL needs the storage layer)."""
+    if isinstance(path, str) and "://" in path:
+        from tooleval.storage._machine import local_copy
+
+        return local_copy(path)
+    return Path(path)
+
+
 def load_dataset(path: str | Path) -> Dataset:
     """Read and validate a dataset folder.
 
     Args:
-        path: Folder with ``dataset.json`` and ``cases.jsonl`` (``tools.json`` optional).
+        path: Folder with ``dataset.json`` and ``cases.jsonl`` (``tools.json`` optional), or an fsspec URL of
+            one (read from this machine's copy).
 
     Returns:
         A :class:`Dataset`.
@@ -190,7 +201,7 @@ def load_dataset(path: str | Path) -> Dataset:
             an invalid case, a duplicate ``case_id``.
         UnsafeRevisionError: the manifest's revision is not a safe partition value.
     """
-    root = Path(path)
+    root = _local(path)
     if not root.is_dir():
         raise InputFileError(root, None, "not a dataset folder.", "pass a folder holding dataset.json and cases.jsonl.")
     manifest_path = root / "dataset.json"
@@ -272,7 +283,7 @@ def load_dataset_cached(path: str | Path) -> Dataset:
     ``dataset.json``, ``cases.jsonl``, ``tools.json``): each shard task of a run needs the cases, and parsing
     ``cases.jsonl`` once per shard is repeated work. Callers must not mutate the returned dataset.
     """
-    root = Path(path).resolve()
+    root = _local(path).resolve()
     stamps = tuple(
         (name, stat.st_size, stat.st_mtime_ns) if (stat := _stat(root / name)) else (name, None, None)
         for name in ("dataset.json", "cases.jsonl", "tools.json", "gate.toml")

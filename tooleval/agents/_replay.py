@@ -84,6 +84,10 @@ def replay_generate(
     wanted = {(item.case_id, item.trial): item for item in items}
     found: dict[tuple[str, int], dict[str, Any]] = {}
     path = Path(config.traces_path)
+    if "://" in config.traces_path:  # --traces s3://…: this machine's copy of the object
+        from tooleval.storage._machine import local_copy
+
+        path = local_copy(config.traces_path)
     direct = offsets is not None and all(offset >= 0 for offset, _ in offsets)
     lines = _lines_at(path, *zip(*offsets)) if direct and offsets else iter_trace_lines(path)
     for line in lines:

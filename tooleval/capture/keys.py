@@ -5,7 +5,8 @@ Where the key comes from, in order:
 1. ``$TOOLEVAL_REDACTION_KEY`` (its text): what workers of a distributed run and CI secrets use;
 2. ``$TOOLEVAL_REDACTION_KEY_FILE``: a key file each machine can read (its bytes, surrounding whitespace
    stripped, so ``openssl rand -hex 32 > key`` works); the key itself never travels with a flow or task (issue 10);
-3. ``<out>/redaction.key``, created once per results folder (mode 0600).
+3. ``<out>/redaction.key``, created once per results folder (mode 0600) — never on object storage: with
+   ``--out s3://…`` the key must come from the environment (1 or 2), so it never lands next to the results.
 
 A run is redacted with one key, and only that key can rescore it, gate it or check its drift (the key's sha256
 is in ``summary.json``). So a *new* key — no key file yet, or an environment key — is refused where runs made
@@ -69,20 +70,20 @@ class PlannedKey:
         return hashlib.sha256(self.key).hexdigest()
 
 
-def recorded_key_digests(out: Path) -> dict[str, str]:
-    """Run id -> the key digest its ``summary.json`` records (redacted runs only)."""
-    from tooleval.storage import document_path
+def recorded_key_digests(out: Path | str) -> dict[str, str]:
+    """Run id -> the key digest its ``summary.json`` records (redacted runs only); ``out`` a folder or a URL."""
+    from tooleval.storage import read_document, tree_of
 
     found: dict[str, str] = {}
-    runs = out / "runs"
-    for run in sorted(runs.iterdir()) if runs.is_dir() else []:
+    for run in tree_of(out).folders("runs/*"):
+        run_id = run.rsplit("/", 1)[-1]
         try:
-            summary = json.loads(document_path(out, f"runs/{run.name}/summary.json").read_text(encoding="utf-8"))
+            summary = json.loads(read_document(out, f"runs/{run_id}/summary.json") or b"null")
         except (OSError, ValueError, InputFileError):
             continue
         digest = ((summary.get("redaction") or {}) if isinstance(summary, dict) else {}).get("key_digest")
         if isinstance(digest, str) and digest:
-            found[run.name] = digest
+            found[run_id] = digest
     return found
 
 
@@ -97,12 +98,21 @@ def plan_key(out: str | Path, *, new_key: bool = False) -> PlannedKey:
         InputFileError: the key would be new (no key file, or an environment key) while runs redacted with
             another key exist under ``out``, and ``new_key`` is false; or the key file is unreadable.
     """
-    out = Path(out).absolute()
-    path = out / "redaction.key"
+    from tooleval.storage import is_remote
+
     env = environment_key()
-    if env:
+    if is_remote(str(out)):
+        if not env:
+            raise InputFileError(None, None, f"--out {out} is object storage: the redaction key is never stored "
+                                 "next to the results there.", f"set {KEY_ENV} (or {KEY_FILE_ENV}=PATH) here and "
+                                 "on every worker, or pass --no-redaction.")
+        path: Path | str = f"{out}/redaction.key"
         planned = PlannedKey(env, "env")
-    elif path.is_file():
+    elif env:
+        out = Path(out).absolute()
+        path = out / "redaction.key"
+        planned = PlannedKey(env, "env")
+    elif (path := Path(out).absolute() / "redaction.key").is_file():
         try:
             return PlannedKey(path.read_bytes(), "file")
         except OSError as exc:
@@ -116,7 +126,7 @@ def plan_key(out: str | Path, *, new_key: bool = False) -> PlannedKey:
         problem = ("redaction.key is missing" if planned.source == "new"
                    else f"${KEY_ENV} is not the key") + f", but runs here were redacted with another key ({runs})."
         raise InputFileError(path, None, problem,
-                             f"restore {path.name} or set {KEY_ENV} to the key those runs used; or pass "
+                             f"restore redaction.key or set {KEY_ENV} to the key those runs used; or pass "
                              "--new-redaction-key to start a new key (earlier runs can then no longer be "
                              "rescored, gated or drift-checked), or use another --out.")
     return planned

@@ -71,13 +71,18 @@ def prefect_environment(out: Path) -> dict[str, str]:
     """Set the Prefect environment for a command that runs flows, before Prefect is imported.
 
     Prefect's home (its SQLite database and cached results) goes to ``$TOOLEVAL_PREFECT_HOME`` or, by default,
-    ``<out>/.tooleval/prefect``, so a run never touches the user's ``~/.prefect``. Settings the user already
+    ``<out>/.tooleval/prefect`` (for ``--out s3://…``, a folder of this machine's cache:
+    :func:`tooleval.storage._machine.local_state_dir`), so a run never touches the user's ``~/.prefect``. Settings the user already
     exported win. With ``PREFECT_API_URL`` set, runs go to that server instead of a temporary one.
 
     Returns:
         The variables this call set.
     """
-    home = os.environ.get("TOOLEVAL_PREFECT_HOME") or str(out.resolve() / ".tooleval" / "prefect")
+    from tooleval.storage._machine import local_state_dir
+
+    location = results_location(out)
+    local = location.resolve() if isinstance(location, Path) else location
+    home = os.environ.get("TOOLEVAL_PREFECT_HOME") or str(local_state_dir(local, "prefect"))
     wanted = {
         "PREFECT_HOME": home,
         "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
@@ -181,24 +186,49 @@ def interrupted(message: str = "interrupted: nothing of this command was publish
     raise typer.Exit(130)
 
 
-def open_results(out: Path) -> None:
+_URL_AS_PATH = re.compile(r"[A-Za-z][A-Za-z0-9+.-]+:/")
+
+
+def results_location(out: Path | str) -> Path | str:
+    """``--out`` (or ``--dataset``, ``--traces``) as a path or an fsspec URL: typer hands ``s3://b/p`` over as the
+    path ``s3:/b/p``, which is turned back into the URL (``file://`` URLs become their path: :func:`tooleval.storage.as_location`)."""
+    from tooleval.storage._fs import as_location
+
+    text = str(out)
+    if isinstance(out, Path) and _URL_AS_PATH.match(text) and "://" not in text:
+        text = text.replace(":/", "://", 1)
+    return as_location(text) if _URL_AS_PATH.match(text) else Path(out)
+
+
+def open_results(out: Path, *, remote: bool = False) -> None:
     """What every command that reads or writes results does first: finish or discard a publication that an
     earlier, killed command left half-done, and remove stale staging (:func:`tooleval.storage.recover`).
 
+    Args:
+        out: ``--out`` (see :func:`results_location`).
+        remote: The command works on object storage too (``tooleval run``): a URL is recovered through its
+            fsspec filesystem instead of refused.
+
     Raises:
-        InputFileError: ``out`` is a URL (``s3://…``, seen as ``s3:/…`` once made a path): only ``tooleval sql``
-            reads results there; the other commands would write a local folder named ``s3:``.
+        InputFileError: ``out`` is a URL (``s3://…``, seen as ``s3:/…`` once made a path) and the command does
+            not work there: only ``tooleval run`` and ``tooleval sql`` do so far; the other commands would write a
+            local folder named ``s3:``.
     """
     from tooleval.storage import recover
 
-    if re.match(r"[A-Za-z][A-Za-z0-9+.-]+:/", str(out)):
-        raise InputFileError(None, None, f"--out {str(out).replace(':/', '://', 1)}: this command reads and writes a "
-                             "results folder; only `tooleval sql` reads results on object storage so far.",
-                             "run with --out on a folder every Dask worker sees (README \"Running on a cluster\"), "
-                             "copy the published run to the bucket, and query it with `tooleval sql --out URL` "
-                             "(for file://, pass the path itself).")
-    if out.is_dir():
-        recover(out)
+    location = results_location(out)
+    if isinstance(location, str):
+        if not remote:
+            raise InputFileError(None, None, f"--out {location}: this command reads and writes a results folder; "
+                                 "only `tooleval run` and `tooleval sql` work on object storage so far.",
+                                 "run it on a local copy of the results (e.g. `aws s3 sync URL DIR`), or query the "
+                                 "URL with `tooleval sql --out URL` (for file://, pass the path itself).")
+        from tooleval.storage._machine import check_remote
+
+        check_remote(location)
+        recover(location)
+    elif location.is_dir():
+        recover(location)
 
 
 def fail(exc: InputFileError, *, published: bool = True) -> None:

@@ -3,11 +3,17 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 from rich.table import Table
 
 from tooleval.cli._app import console, err_console, fmt
+
+
+def _under(location: str, relpath: str) -> str:
+    """``relpath`` under a printed location (a folder or an fsspec URL)."""
+    from tooleval.storage import as_location, join
+
+    return str(join(as_location(location), relpath))
 
 
 def print_run(result) -> None:
@@ -38,13 +44,16 @@ def print_run(result) -> None:
         _unless_quiet(False).print(errors)
     if result.rows_path is not None:
         console.print(f"rows:    {result.rows_path}")
-        console.print(f"report:  {Path(result.run_path) / 'report.html'}")
+        console.print(f"report:  {_under(result.run_path, 'report.html')}")
     console.print(f"traces:  {result.traces_path}")
-    console.print(f"summary: {Path(result.run_path) / 'summary.json'}")
-    console.print(f"errors:  {Path(result.run_path) / 'errors.json'}")
+    console.print(f"summary: {_under(result.run_path, 'summary.json')}")
+    console.print(f"errors:  {_under(result.run_path, 'errors.json')}")
     legacy = s.get("legacy") or {}
-    scalar = Path(result.out) / "legacy" / f"dataset_revision={result.dataset_revision}" / f"run_id={result.run_id}"
-    where = f"({scalar})" if scalar.is_dir() else "(not published: a diagnostic subset)"
+    scalar = _under(result.out, f"legacy/dataset_revision={result.dataset_revision}/run_id={result.run_id}")
+    from tooleval.storage import committed_files
+
+    published = committed_files(result.out, "legacy", result.dataset_revision, result.run_id)
+    where = f"({scalar})" if published else "(not published: a diagnostic subset)"
     console.print(f"legacy:  tool_call_f1 = {fmt(legacy.get('value'))} over {fmt(legacy.get('rows'))} rows {where}")
     if result.rows_path is not None:
         console.print(f"query:   tooleval sql --out {result.out} \"SELECT case_id, trial, f1 FROM rows WHERE "

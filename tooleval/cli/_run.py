@@ -10,7 +10,7 @@ import typer
 from tooleval.errors import InputFileError
 
 from tooleval.cli._app import (OutOption, _bundled_dataset, app, console, err_console, fail, open_results,
-                               prefect_session)
+                               prefect_session, results_location)
 from tooleval.storage import hold_run
 from tooleval.cli._report import print_drift, print_gate_line, print_run
 
@@ -49,8 +49,8 @@ def _check_cluster_key(no_redaction: bool) -> None:
 @app.command()
 def run(
     ctx: typer.Context,
-    dataset: Annotated[Optional[Path], typer.Option(help="Dataset folder (default: bundled tau-bench airline).")] = None,
-    traces: Annotated[Optional[Path], typer.Option(help="Recorded traces file for the replay agent.")] = None,
+    dataset: Annotated[Optional[Path], typer.Option(help="Dataset folder or fsspec URL (default: bundled tau-bench airline).")] = None,
+    traces: Annotated[Optional[Path], typer.Option(help="Recorded traces file (or fsspec URL) for the replay agent.")] = None,
     out: OutOption = Path("results"),
     run_id: Annotated[Optional[str], typer.Option("--run-id", help="Run id (default: a new one).")] = None,
     shard_size: Annotated[Optional[int], typer.Option(
@@ -98,7 +98,8 @@ def run(
 
     from tooleval.runs.variability import outcome_from_spec
 
-    dataset = dataset or _bundled_dataset()
+    dataset = results_location(dataset or _bundled_dataset())  # a folder, or an fsspec URL (s3://…)
+    traces = None if traces is None else results_location(traces)
     slice_list = None if slices is None else [s.strip() for s in slices.split(",") if s.strip()]
     live = None
     try:
@@ -121,8 +122,9 @@ def run(
 
             parse_address(dask_address)
             _check_cluster_key(no_redaction)
-        open_results(out)
-        plan = plan_run(dataset, traces, out, run_id, slices=slice_list, agent=live, repeats=repeats,
+        open_results(out, remote=True)
+        location = results_location(out)  # a folder, or an fsspec URL (s3://bucket/prefix)
+        plan = plan_run(dataset, traces, location, run_id, slices=slice_list, agent=live, repeats=repeats,
                         tool_results=tool_results, redact_fields=redact_field, redaction=not no_redaction,
                         gate_config=gate_config, new_redaction_key=new_redaction_key, write_key=False)
     except ValueError as exc:
@@ -131,13 +133,13 @@ def run(
     except InputFileError as exc:
         fail(exc)
     expected: list[int] = []
-    lease = hold_run(out, plan.run_id)
+    lease = hold_run(location, plan.run_id)
     try:
         lease.__enter__()
     except InputFileError as exc:
         fail(exc)
     try:
-        check_run_id(Path(plan.out), plan.run_id, plan.dataset.revision)  # again, now that no one else writes it
+        check_run_id(plan.out, plan.run_id, plan.dataset.revision)  # again, now that no one else writes it
     except InputFileError as exc:
         lease.__exit__(None, None, None)
         fail(exc)
@@ -147,7 +149,7 @@ def run(
 
             result, drifted = run_evaluate(
                 rows_hint=plan.index.rows, dask_address=dask_address,
-                dataset=str(dataset), traces=None if traces is None else str(traces), out=str(out),
+                dataset=str(dataset), traces=None if traces is None else str(traces), out=str(location),
                 run_id=plan.run_id, shard_size=shard_size, slices=slice_list, legacy_only=legacy_only,
                 agent=live, repeats=repeats, tool_results=None if tool_results is None else str(tool_results),
                 outcome=outcome, redact_fields=redact_field, redaction=not no_redaction,

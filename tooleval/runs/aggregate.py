@@ -16,6 +16,8 @@ from typing import Any
 
 import duckdb
 
+from tooleval.storage._query import source_connection
+
 __all__ = ["summarize_rows", "has_column"]
 
 _FIGURES = """
@@ -107,7 +109,7 @@ def summarize_rows(source: str, connection: duckdb.DuckDBPyConnection | None = N
         i.e. the dataset has a tools.json) and ``schema_findings_by_tool`` maps tool name to ``{kind: n}``
         (kinds: :data:`tooleval.rules.FINDING_KINDS`).
     """
-    con = connection or duckdb.connect()
+    con = connection or source_connection(source)
     cursor = con.execute(_FIGURES.format(source=source))
     names = [d[0] for d in cursor.description]
     figures = dict(zip(names, cursor.fetchone()))

@@ -30,7 +30,7 @@ from tooleval.capture.keys import PlannedKey, persist_key, plan_key
 from tooleval.capture.redaction import DEFAULT_FIELDS, RedactionConfig
 from tooleval.runs.shards import ShardIndex, cyclic_gc_paused, default_shard_size, scan_lines
 
-__all__ = ["DatasetRef", "RunPlan", "plan_run", "new_run_id", "revision_record_path"]
+__all__ = ["DatasetRef", "RunPlan", "plan_run", "new_run_id", "revision_record_path", "revision_record_relpath"]
 
 
 class DatasetRef(BaseModel):
@@ -119,16 +119,24 @@ def new_run_id(now: datetime | None = None) -> str:
     return f"{now:%Y%m%dT%H%M%SZ}-{secrets.token_hex(3)}"
 
 
+def revision_record_relpath(revision: str) -> str:
+    """Where, relative to ``--out``, the content digest of a written revision is recorded (the revision ledger)."""
+    return f"revisions/{revision}.json"
+
+
 def revision_record_path(out: Path, revision: str) -> Path:
     """Where the content digest of a written revision is recorded: ``<out>/revisions/<revision>.json``."""
-    return out / "revisions" / f"{revision}.json"
+    return out / revision_record_relpath(revision)
 
 
-def _check_revision_registry(out: Path, dataset_path: Path, revision: str, digest: str) -> None:
-    record = revision_record_path(out, revision)
-    if not record.is_file():
+def _check_revision_registry(out: Path | str, dataset_path: Path, revision: str, digest: str) -> None:
+    from tooleval.storage import tree_of
+
+    try:
+        data = tree_of(out).read_bytes(revision_record_relpath(revision))
+    except (FileNotFoundError, IsADirectoryError):
         return
-    known = json.loads(record.read_text()).get("content_digest")
+    known = json.loads(data).get("content_digest")
     if known != digest:
         raise RevisionConflictError(
             dataset_path / "dataset.json",
@@ -139,13 +147,14 @@ def _check_revision_registry(out: Path, dataset_path: Path, revision: str, diges
         )
 
 
-def check_run_id(out: Path, run_id: str, revision: str) -> None:
-    from tooleval.storage import document_path
+def check_run_id(out: Path | str, run_id: str, revision: str) -> None:
+    from tooleval.storage import document_path, read_document
 
-    summary = document_path(out, f"runs/{run_id}/summary.json")
-    if not summary.is_file():
+    data = read_document(out, f"runs/{run_id}/summary.json")
+    if data is None:
         return
-    previous = json.loads(summary.read_text()).get("dataset_revision")
+    summary = document_path(out, f"runs/{run_id}/summary.json")
+    previous = json.loads(data).get("dataset_revision")
     if previous != revision:
         raise RunIdConflictError(
             summary,
@@ -202,10 +211,15 @@ def plan_run(
         InputFileError: any file or usage error (the message names the file, the line and the fix).
     """
     from tooleval.rules import load_gate_config
-    from tooleval.storage import check_out_folder
+    from tooleval.storage import as_location, check_out_folder
+    from tooleval.storage._machine import check_remote
 
-    out_path = Path(out).resolve()
-    check_out_folder(out_path)
+    location = as_location(out) if isinstance(out, str) else Path(out)
+    out_path = location.resolve() if isinstance(location, Path) else location  # a folder, or a URL (s3://…)
+    if isinstance(out_path, Path):
+        check_out_folder(out_path)
+    else:
+        check_remote(out_path)
     run_id = check_name(run_id if run_id is not None else new_run_id(), what="run id")
     if agent is None and repeats != 1:
         raise InputFileError(None, None, f"--repeats {repeats} with the replay agent: replay takes its trials from "
@@ -215,11 +229,14 @@ def plan_run(
                              "results are in the recorded traces.", "drop --tool-results, or use --agent openai.")
     # the memoised load (a copy: slices narrow its cases): the shard tasks and run_scopes of this process then
     # reuse it instead of parsing cases.jsonl again (2 s at 14,000 cases)
-    try:
-        loaded = dataclasses.replace(load_dataset_cached(dataset), path=Path(dataset))  # named as given
-    except Exception:
-        load_dataset(dataset)  # the error as the direct load words it (the path as given); else the first one
-        raise
+    if isinstance(dataset, str) and "://" in dataset:  # a URL: read from this machine's copy, as given
+        loaded = load_dataset(dataset)
+    else:
+        try:
+            loaded = dataclasses.replace(load_dataset_cached(dataset), path=Path(dataset))  # named as given
+        except Exception:
+            load_dataset(dataset)  # the error as the direct load words it (the path as given); else the first
+            raise
     if gate_config is not None:
         load_gate_config(gate_config)
     every_case = set(loaded.cases)
@@ -237,13 +254,11 @@ def plan_run(
     key = plan_key(out_path, new_key=new_redaction_key) if redaction else None
     if agent is not None:
         plan = _live_plan(loaded, digests, agent, out_path, run_id, slices, repeats, tool_results, traces,
-                          _redaction_config(key, redact_fields, redact_paths), shard_size, workers)
+                          _redaction_config(key, redact_fields, redact_paths), shard_size, workers, dataset)
         if write_key and key is not None:
             persist_key(out_path, key)
         return plan
-    traces_path = Path(traces) if traces is not None else find_traces_file(loaded.path)
-    if traces is not None and not traces_path.is_file():
-        raise InputFileError(traces_path, None, "traces file not found.", "check the --traces path.")
+    traces_path, traces_source = _traces_file(traces, loaded.path, dataset)
     index = index_traces(traces_path)
     _check_revision_registry(out_path, loaded.path, loaded.revision, loaded.content_digest)
     check_run_id(out_path, run_id, loaded.revision)
@@ -282,8 +297,8 @@ def plan_run(
         persist_key(out_path, key)
     return RunPlan(
         redaction=_redaction_config(key, redact_fields, redact_paths),
-        dataset=dataset_ref(loaded),
-        agent=ReplayAgentConfig(traces_path=str(traces_path.resolve()), traces_digest=index.digest),
+        dataset=dataset_ref(loaded, source=dataset),
+        agent=ReplayAgentConfig(traces_path=traces_source, traces_digest=index.digest),
         out=str(out_path),
         run_id=run_id,
         index=ShardIndex.build(keys, size, offsets, line_digests),
@@ -306,7 +321,7 @@ def _redaction_config(key: PlannedKey | None, fields: list[str] | None, paths: l
 
 
 def _live_plan(loaded, digests, agent, out_path, run_id, slices, repeats, tool_results, traces, redaction,
-               shard_size, workers):
+               shard_size, workers, dataset):
     if traces is not None:
         raise InputFileError(traces, None, "--traces is for the replay agent.", "drop --traces with --agent openai.")
     if repeats < 1:
@@ -325,13 +340,41 @@ def _live_plan(loaded, digests, agent, out_path, run_id, slices, repeats, tool_r
     check_run_id(out_path, run_id, loaded.revision)
     keys = [(case_id, trial) for case_id in sorted(loaded.cases) for trial in range(repeats)]
     size = shard_size or default_shard_size(len(keys), workers)
-    return RunPlan(dataset=dataset_ref(loaded), agent=agent, executor=executor, out=str(out_path), run_id=run_id,
+    return RunPlan(dataset=dataset_ref(loaded, source=dataset), agent=agent, executor=executor, out=str(out_path), run_id=run_id,
                    index=ShardIndex.build(keys, size), case_digests=digests, shard_size=size, errors=[],
                    slices=slices, redaction=redaction, has_requests=True)
 
 
-def dataset_ref(loaded) -> DatasetRef:
-    """The :class:`DatasetRef` of a loaded :class:`tooleval.dataset.Dataset`."""
+def _traces_file(traces: str | Path | None, dataset_folder: Path, dataset: str | Path) -> tuple[Path, str]:
+    """``(a local file to read, the location every worker reads)`` of the run's recorded traces: ``--traces``, or
+    the dataset's own file. A URL (``--traces s3://…``, or the file inside a ``--dataset s3://…``) is read from
+    this machine's copy (:func:`tooleval.storage._machine.local_copy`) and stays a URL for the workers.
+
+    Raises:
+        InputFileError: no such file.
+    """
+    from tooleval.storage._fs import as_location
+    from tooleval.storage._machine import local_copy
+
+    if traces is None:
+        local = find_traces_file(dataset_folder)
+        source = as_location(str(dataset)) if isinstance(dataset, str) else None
+        if isinstance(source, str):
+            return local, f"{source}/{local.relative_to(dataset_folder).as_posix()}"
+        return local, str(local.resolve())
+    location = as_location(str(traces)) if isinstance(traces, str) else Path(traces)
+    local = local_copy(location)
+    if not local.is_file():
+        raise InputFileError(local, None, "traces file not found.", "check the --traces path.")
+    return local, location if isinstance(location, str) else str(local.resolve())
+
+
+def dataset_ref(loaded, source: str | Path | None = None) -> DatasetRef:
+    """The :class:`DatasetRef` of a loaded :class:`tooleval.dataset.Dataset`; ``source`` is the ``--dataset``
+    given, kept as the path when it is a URL (``s3://…``: every worker reads its own copy of it)."""
+    from tooleval.storage._fs import as_location
+
+    location = as_location(str(source)) if isinstance(source, str) else None
     from tooleval.rules import load_policy
 
     tools_path = loaded.path / "tools.json"
@@ -339,7 +382,7 @@ def dataset_ref(loaded) -> DatasetRef:
     return DatasetRef(
         policy_digest=hashlib.sha256(canonical_json(policy).encode()).hexdigest(),
         tool_schema_version=f"tools-{file_digest(tools_path)[:12]}" if tools_path.is_file() else None,
-        path=str(loaded.path.resolve()),
+        path=location if isinstance(location, str) else str(loaded.path.resolve()),
         name=loaded.manifest.name,
         revision=loaded.revision,
         content_digest=loaded.content_digest,

@@ -11,11 +11,11 @@ from tooleval.storage._partition import (
     validate_partition_value,
     write_partition,
 )
-from tooleval.storage._commit import MARKER, committed_files, document_path, read_marker, recover
-from tooleval.storage._fs import as_location, is_remote
+from tooleval.storage._commit import MARKER, committed_files, document_path, read_document, read_marker, recover
+from tooleval.storage._fs import as_location, is_remote, join, tree_of
 from tooleval.storage._lease import LeaseHeldError, RunLease, hold_run
 from tooleval.storage._paths import OutFolderError, check_out_folder, encode_name, ensure_dir, write_bytes
-from tooleval.storage._query import PARTITION_TYPES, PARTITIONING, connect, read_table, scan_parquet_sql
+from tooleval.storage._query import PARTITION_TYPES, PARTITIONING, connect, read_table, scan_parquet_sql, source_connection
 from tooleval.storage._versions import CURRENT_VERSIONS, VERSION_COLUMNS, conform, read_versioned
 from tooleval.storage._schema import (
     CALL_TYPE,
@@ -37,6 +37,7 @@ __all__ = [
     "MARKER",
     "committed_files",
     "document_path",
+    "read_document",
     "read_marker",
     "recover",
     "LeaseHeldError",
@@ -72,8 +73,11 @@ __all__ = [
     "PARTITION_TYPES",
     "PARTITIONING",
     "connect",
+    "source_connection",
     "scan_parquet_sql",
     "read_table",
     "as_location",
     "is_remote",
+    "join",
+    "tree_of",
 ]

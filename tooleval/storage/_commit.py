@@ -4,7 +4,7 @@ A publication never moves or overwrites what readers use. It writes new, uniquel
 files ``part-<publication>.parquet`` beside the old ones, and run documents (``summary.json``, ``junit.xml``,
 the legacy ``scalar.json``, ...) under ``runs/<run>/.publications/<publication>/`` — then commits by writing
 the marker in one whole-object write (a temporary file and ``os.replace`` here; one PUT on object storage, where
-no rename is needed)::
+no rename is needed: a PUT is atomic, so the marker's one PUT is the single step that commits)::
 
     {"format": 1, "run_id", "dataset_revision", "publication", "committed_at", "state",
      "partitions": {"rows/dataset_revision=r1/run_id=x": ["rows/dataset_revision=r1/run_id=x/part-<p>.parquet"]},
@@ -15,6 +15,9 @@ Readers that honour the marker (:func:`committed_files`, :func:`document_path`, 
 After the commit, the documents are copied to their usual names for people and other tools, and files no marker
 names are deleted (:func:`sweep`). A publication killed before its marker is discarded, one killed after it is
 finished, by :func:`recover` at the start of the next command.
+
+Every function here works on a results :class:`~tooleval.storage._fs.Tree` by relative paths, so the same
+protocol serves a local folder and an fsspec URL (``s3://bucket/prefix``).
 """
 
 from __future__ import annotations
@@ -22,19 +25,18 @@ from __future__ import annotations
 import json
 import logging
 import re
-import shutil
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 from tooleval.errors import InputFileError
-from tooleval.storage._fs import Location, tree_of
-from tooleval.storage._lease import RunLease, holder_alive
-from tooleval.storage._paths import OutFolderError, write_bytes
+from tooleval.storage._fs import Location, Tree, is_remote, tree_of
+from tooleval.storage._lease import holder_alive, lease_for
+from tooleval.storage._paths import OutFolderError
 from tooleval.storage._schema import SCHEMAS
 
 __all__ = ["MARKER", "PUBLICATIONS", "read_marker", "write_marker", "committed_files", "document_path",
-           "run_partition_folders", "sweep", "recover", "unmarked_files"]
+           "read_document", "run_partition_folders", "sweep", "recover", "unmarked_files"]
 
 logger = logging.getLogger(__name__)
 
@@ -45,17 +47,20 @@ VERSIONED = re.compile(r".+-[0-9a-f]{32}\.parquet")
 """A partition file written under a publication id (``part-<32 hex>.parquet``): visible only once committed."""
 
 
-def marker_path(out: Path, run_id: str) -> Path:
-    return Path(out) / "runs" / run_id / MARKER
+def _tree(out: str | Path | Tree) -> Tree:
+    return out if hasattr(out, "write_bytes") and hasattr(out, "walk_files") else tree_of(out)
 
 
-def read_marker(out: str | Path, run_id: str) -> dict | None:
+def read_marker(out: str | Path | Tree, run_id: str) -> dict | None:
     """The run's commit marker, or None when the run has none (not published, or published before markers).
+
+    Args:
+        out: The results folder, an fsspec URL, or its :class:`~tooleval.storage._fs.Tree`.
 
     Raises:
         InputFileError: the marker exists but is not a marker this tooleval reads.
     """
-    tree = tree_of(out)
+    tree = _tree(out)
     path = tree.location(f"runs/{run_id}/{MARKER}")
     try:
         marker = json.loads(tree.read_bytes(f"runs/{run_id}/{MARKER}"))
@@ -71,20 +76,26 @@ def read_marker(out: str | Path, run_id: str) -> dict | None:
     return marker
 
 
-def write_marker(out: Path, run_id: str, marker: dict) -> None:
-    """Commit: write the whole marker in one write (readers see the previous marker or this one)."""
-    write_bytes(out, f"runs/{run_id}/{MARKER}", (json.dumps(marker, indent=2) + "\n").encode())
+def write_marker(out: str | Path | Tree, run_id: str, marker: dict) -> None:
+    """Commit: write the whole marker in one write (readers see the previous marker or this one): a temporary
+    file and ``os.replace`` in a folder, one PUT on object storage."""
+    _tree(out).write_bytes(f"runs/{run_id}/{MARKER}", (json.dumps(marker, indent=2) + "\n").encode())
 
 
-def run_partition_folders(out: Path, run_id: str) -> list[Path]:
-    """Every partition folder of ``run_id`` (any kind, any revision)."""
-    return sorted(p for kind in SCHEMAS for p in (Path(out) / kind).glob(f"dataset_revision=*/run_id={run_id}"))
+def run_partition_folders(out: str | Path | Tree, run_id: str) -> list[str]:
+    """Every partition folder of ``run_id`` (any kind, any revision), relative to ``out``."""
+    tree = _tree(out)
+    return sorted(p for kind in SCHEMAS for p in tree.folders(f"{kind}/dataset_revision=*/run_id={run_id}"))
 
 
-def unmarked_files(folder: Path) -> list[Path]:
+def _name(relpath: str) -> str:
+    return relpath.rsplit("/", 1)[-1]
+
+
+def unmarked_files(out: str | Path | Tree, folder: str) -> list[str]:
     """Partition files a run without a marker shows: those written before markers existed (``part-0.parquet``);
-    files of an uncommitted publication (``part-<id>.parquet``) are never shown."""
-    return sorted(f for f in folder.glob("*.parquet") if not VERSIONED.fullmatch(f.name) and f.is_file())
+    files of an uncommitted publication (``part-<id>.parquet``) are never shown. Relative to ``out``."""
+    return [f for f in _tree(out).files(f"{folder}/*.parquet") if not VERSIONED.fullmatch(_name(f))]
 
 
 def committed_files(out: str | Path, kind: str, revision: str | None = None,
@@ -106,15 +117,15 @@ def committed_files(out: str | Path, kind: str, revision: str | None = None,
     files: list[str] = []
     markers: dict[str, dict | None] = {}
     for folder in tree.folders(f"{kind}/{revision_glob}/{run_glob}"):
-        name = folder.rsplit("/", 1)[-1]
+        name = _name(folder)
         if not name.startswith("run_id="):
             continue
         run = name[len("run_id="):]
         if run not in markers:
-            markers[run] = read_marker(out, run)
+            markers[run] = read_marker(tree, run)
         marker = markers[run]
         if marker is None:
-            files += [f for f in tree.files(f"{folder}/*.parquet") if not VERSIONED.fullmatch(f.rsplit("/", 1)[-1])]
+            files += unmarked_files(tree, folder)
         else:
             files += marker.get("partitions", {}).get(folder, [])
     return sorted(tree.location(name) for name in files)
@@ -129,18 +140,38 @@ def _run_of(relpath: str) -> str | None:
     return None
 
 
-def document_path(out: str | Path, relpath: str) -> Path:
+def _physical(tree: Tree, relpath: str) -> str:
+    run = _run_of(relpath)
+    marker = read_marker(tree, run) if run is not None else None
+    return (marker or {}).get("documents", {}).get(relpath) or relpath
+
+
+def document_path(out: str | Path, relpath: str) -> Location:
     """Where the committed content of document ``relpath`` (e.g. ``runs/x/summary.json``) is: the copy the
     run's marker names, else the usual path (runs published before markers, documents outside a run).
+
+    Returns:
+        A local path for a folder, a URL for a remote ``out``.
 
     Raises:
         InputFileError: the run's commit marker is unreadable.
     """
-    out = Path(out)
-    run = _run_of(relpath)
-    marker = read_marker(out, run) if run is not None else None
-    physical = (marker or {}).get("documents", {}).get(relpath)
-    return out / (physical or relpath)
+    tree = tree_of(out)
+    return tree.location(_physical(tree, relpath))
+
+
+def read_document(out: str | Path, relpath: str) -> bytes | None:
+    """The committed content of document ``relpath`` (see :func:`document_path`), or None when there is none.
+
+    Raises:
+        InputFileError: the run's commit marker is unreadable.
+        OSError: the document exists but cannot be read.
+    """
+    tree = tree_of(out)
+    try:
+        return tree.read_bytes(_physical(tree, relpath))
+    except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+        return None
 
 
 def _pause(point: str) -> None:
@@ -149,106 +180,121 @@ def _pause(point: str) -> None:
     pause_point(point)
 
 
-def sweep(out: Path, run_id: str, marker: dict) -> None:
+def sweep(out: str | Path | Tree, run_id: str, marker: dict) -> None:
     """Finish a committed publication: copy each document to its usual name, delete the run's files that the
     marker does not name (older publications, an interrupted one), mark the marker clean. Idempotent; the
     caller holds the run's lease."""
-    out = Path(out)
+    tree = _tree(out)
     first = True
     for logical, physical in sorted(marker.get("documents", {}).items()):
-        source, target = out / physical, out / logical
-        data = source.read_bytes()
-        if not target.is_file() or target.is_symlink() or target.read_bytes() != data:
-            write_bytes(out, logical, data)
+        data = tree.read_bytes(physical)
+        location = tree.location(logical)
+        if isinstance(location, Path) and (location.is_symlink() or not location.is_file()):
+            current = None
+        else:
+            try:
+                current = tree.read_bytes(logical)
+            except (FileNotFoundError, IsADirectoryError):
+                current = None
+        if current != data:
+            tree.write_bytes(logical, data)
             if first:
                 _pause("rolling")
                 first = False
     named = {name for files in marker.get("partitions", {}).values() for name in files}
     named |= set(marker.get("documents", {}).values())
-    for folder in run_partition_folders(out, run_id):
-        for entry in folder.iterdir():
-            relative = entry.relative_to(out).as_posix()
-            stale = (entry.suffix == ".parquet" and relative not in named) or entry.name.endswith(".tmp")
-            if entry.is_file() and stale:
-                entry.unlink(missing_ok=True)
-        remove_empty(folder, stop=out)
-    publications = out / "runs" / run_id / PUBLICATIONS
-    if publications.is_dir():
-        for entry in sorted(publications.rglob("*"), reverse=True):
-            if entry.is_file() and entry.relative_to(out).as_posix() not in named:
-                entry.unlink(missing_ok=True)
-            elif entry.is_dir() and not any(entry.iterdir()):
-                entry.rmdir()
+    for folder in run_partition_folders(tree, run_id):
+        for entry in tree.files(f"{folder}/*"):
+            name = _name(entry)
+            if (name.endswith(".parquet") and entry not in named) or name.endswith(".tmp"):
+                tree.delete(entry)
+        tree.prune(folder)
+    publications = f"runs/{run_id}/{PUBLICATIONS}"
+    for entry in tree.walk_files(publications):
+        if entry not in named:
+            tree.delete(entry)
+    tree.remove_empty_folders(publications)
     if marker.get("state") != "clean":
-        write_marker(out, run_id, dict(marker, state="clean"))
+        write_marker(tree, run_id, dict(marker, state="clean"))
 
 
-def discard(out: Path, run_id: str) -> None:
+def discard(out: str | Path | Tree, run_id: str) -> None:
     """Delete an uncommitted first publication of ``run_id`` (no marker): its versioned files and documents."""
-    for folder in run_partition_folders(out, run_id):
-        for entry in folder.iterdir():
-            if VERSIONED.fullmatch(entry.name) or entry.name.endswith(".tmp"):
-                entry.unlink(missing_ok=True)
-        remove_empty(folder, stop=out)
-    shutil.rmtree(out / "runs" / run_id / PUBLICATIONS, ignore_errors=True)
+    tree = _tree(out)
+    for folder in run_partition_folders(tree, run_id):
+        for entry in tree.files(f"{folder}/*"):
+            if VERSIONED.fullmatch(_name(entry)) or entry.endswith(".tmp"):
+                tree.delete(entry)
+        tree.prune(folder)
+    tree.delete_tree(f"runs/{run_id}/{PUBLICATIONS}")
 
 
-def remove_empty(folder: Path, stop: Path) -> None:
-    for path in (folder, folder.parent):
-        if path != stop and path.is_dir() and not any(path.iterdir()):
-            path.rmdir()
-
-
-def _needs_work(out: Path, run_dir: Path) -> dict | None | bool:
+def _needs_work(tree: Tree, run_id: str) -> bool:
     try:
-        marker = read_marker(out, run_dir.name)
+        marker = read_marker(tree, run_id)
     except InputFileError:
         return False  # reported by the command that reads this run
-    publications = run_dir / PUBLICATIONS
     if marker is not None and marker.get("state") != "clean":
         return True
-    if publications.is_dir():
-        used = {physical.split("/")[3] for physical in (marker or {}).get("documents", {}).values()}
-        return any(entry.name not in used for entry in publications.iterdir())
-    return False
+    used = {physical.split("/")[3] for physical in (marker or {}).get("documents", {}).values()}
+    publications = f"runs/{run_id}/{PUBLICATIONS}"
+    return any(entry.split("/")[3] not in used for entry in tree.folders(f"{publications}/*"))
+
+
+def _runs(tree: Tree) -> list[str]:
+    """Run ids with a ``runs/<run>/`` folder (a local link there is skipped: never followed)."""
+    found = []
+    for folder in tree.folders("runs/*"):
+        location = tree.location(folder)
+        if isinstance(location, Path) and location.is_symlink():
+            continue
+        found.append(_name(folder))
+    return found
 
 
 def recover(out: str | Path) -> list[str]:
     """Finish or discard interrupted publications under ``out`` and clean a stale ``.staging``; skip runs a
     live writer holds. Called at the start of every command that reads or writes results.
 
+    Args:
+        out: The results folder, or an fsspec URL.
+
     Returns:
         The run ids recovered.
     """
-    out = Path(out)
-    runs = out / "runs"
+    tree = tree_of(out)
+    runs = tree.location("runs")
     recovered: list[str] = []
-    if runs.is_dir() and not runs.is_symlink():
-        for run_dir in sorted(runs.iterdir()):
-            if run_dir.is_symlink() or not run_dir.is_dir() or not _needs_work(out, run_dir):
+    if isinstance(runs, Path) and runs.is_symlink():
+        return recovered
+    for run_id in _runs(tree):
+        if not _needs_work(tree, run_id):
+            continue
+        lease = lease_for(out, run_id)
+        try:
+            if lease.try_acquire() is not None:
                 continue
-            lease = RunLease(out, run_dir.name)
             try:
-                if lease.try_acquire() is not None:
-                    continue
-                try:
-                    marker = read_marker(out, run_dir.name)
-                    if marker is None:
-                        discard(out, run_dir.name)
-                    else:
-                        sweep(out, run_dir.name, marker)
-                    recovered.append(run_dir.name)
-                    logger.warning("recovered an interrupted publication of run %r under %s", run_dir.name, out)
-                finally:
-                    lease.release()
-            except (OSError, OutFolderError) as exc:
-                logger.warning("could not recover run %r under %s: %s", run_dir.name, out, exc)
-    _clean_staging(out)
+                marker = read_marker(tree, run_id)
+                if marker is None:
+                    discard(tree, run_id)
+                else:
+                    sweep(tree, run_id, marker)
+                recovered.append(run_id)
+                logger.warning("recovered an interrupted publication of run %r under %s", run_id, out)
+            finally:
+                lease.release()
+        except (OSError, OutFolderError) as exc:
+            logger.warning("could not recover run %r under %s: %s", run_id, out, exc)
+    if not is_remote(str(out)):
+        _clean_staging(Path(tree.location("")))
     return recovered
 
 
 def _clean_staging(out: Path) -> None:
     """Remove ``.staging`` (left by tooleval versions before commit markers) when no writer is alive."""
+    import shutil
+
     staging = out / ".staging"
     if not (staging.exists() or staging.is_symlink()):
         return
@@ -268,14 +314,13 @@ def _clean_staging(out: Path) -> None:
         logger.warning("could not remove stale %s: %s", staging, exc)
 
 
-def new_marker(out: Path, run_id: str, publication: str, revision: str | None, previous: dict | None,
+def new_marker(out: str | Path | Tree, run_id: str, publication: str, revision: str | None, previous: dict | None,
                partitions: dict[str, list[str]], documents: dict[str, str]) -> dict[str, Any]:
     """The marker committing ``publication``: the previous marker's entries overridden by this publication's
     (a run published before markers existed has its files adopted)."""
     if previous is None:
-        previous = {"partitions": {f.relative_to(out).as_posix(): [p.relative_to(out).as_posix()
-                                                                   for p in unmarked_files(f)]
-                                   for f in run_partition_folders(out, run_id)},
+        tree = _tree(out)
+        previous = {"partitions": {folder: unmarked_files(tree, folder) for folder in run_partition_folders(tree, run_id)},
                     "documents": {}}
     return {
         "format": MARKER_FORMAT,

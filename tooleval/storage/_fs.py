@@ -1,19 +1,30 @@
 """Where results live: a local folder or an fsspec URL (``s3://bucket/prefix``, ``gs://…``, ``file://…``).
 
-``--out`` may name object storage (issue 10). The readers of published results (:func:`committed_files`,
-:func:`tooleval.storage.connect`) go through a :class:`Tree`: a :class:`LocalTree` over :mod:`pathlib` for a
-folder (exactly the behaviour of a local ``--out``), a :class:`RemoteTree` over an fsspec filesystem for a URL.
-Credentials and endpoints come from the filesystem's standard environment (for S3: ``AWS_ACCESS_KEY_ID``,
-``AWS_SECRET_ACCESS_KEY``, ``AWS_ENDPOINT_URL`` / ``AWS_ENDPOINT_URL_S3``, as botocore reads them).
+``--out`` may name object storage (issue 10). Everything that reads or writes the results tree — the readers of
+published results (:func:`committed_files`, :func:`tooleval.storage.connect`), the publication and its commit
+marker, the revision ledger, the writer lease — goes through a :class:`Tree` addressed by ``/``-separated
+relative paths: a :class:`LocalTree` over :mod:`pathlib` for a folder (exactly the behaviour of a local
+``--out``: folders checked component by component, files written to a temporary name, then ``os.replace``), a
+:class:`RemoteTree` over an fsspec filesystem for a URL (each file one whole-object PUT: object stores have no
+rename, and a PUT is atomic — a reader sees the old object or the new one). What a machine keeps for itself
+(Prefect's home, copies of input URLs) is in :mod:`tooleval.storage._machine`. Credentials and endpoints come from
+the filesystem's standard environment (for S3: ``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY``,
+``AWS_ENDPOINT_URL`` / ``AWS_ENDPOINT_URL_S3``, as botocore reads them).
 """
 
 from __future__ import annotations
 
+import io
+import os
 import re
 from pathlib import Path
 from typing import Any, Protocol
 
-__all__ = ["Location", "is_remote", "as_location", "Tree", "LocalTree", "RemoteTree", "tree_of"]
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+__all__ = ["Location", "is_remote", "as_location", "Tree", "LocalTree", "RemoteTree", "tree_of", "filesystem",
+           "read_parquet", "read_parquet_schema", "read_location_bytes", "location_exists", "join"]
 
 Location = Path | str
 """A local folder (:class:`~pathlib.Path`) or a remote URL (``str``, no trailing ``/``)."""
@@ -68,6 +79,49 @@ class Tree(Protocol):
         """``relpath`` as a local path or a URL that a reader (pyarrow, DuckDB with the filesystem) opens."""
         ...
 
+    def is_file(self, relpath: str) -> bool:
+        """Whether a file is at ``relpath``."""
+        ...
+
+    def write_bytes(self, relpath: str, data: bytes) -> None:
+        """Write ``relpath`` whole (a reader sees the old content or the new, never a part).
+
+        Raises:
+            OutFolderError: the tree cannot be written there (a link or a file where a folder belongs,
+                read-only, no space; an object store refusing the PUT).
+        """
+        ...
+
+    def write_parquet(self, relpath: str, table: pa.Table) -> None:
+        """Write ``table`` as one zstd Parquet file at ``relpath``, whole (see :meth:`write_bytes`)."""
+        ...
+
+    def delete(self, relpath: str) -> None:
+        """Delete the file at ``relpath`` if it is there."""
+        ...
+
+    def delete_tree(self, relpath: str) -> None:
+        """Delete everything under ``relpath`` (a folder or a prefix), if anything."""
+        ...
+
+    def walk_files(self, relpath: str) -> list[str]:
+        """Relative paths of every file under ``relpath``, at any depth, sorted."""
+        ...
+
+    def prepare(self, relpath: str) -> None:
+        """Make ready to write a file at ``relpath``: on a local folder its folders are checked and created
+        (links and files where folders belong refused: :func:`tooleval.storage._paths.safe_target`); an object
+        store has no folders.
+
+        Raises:
+            OutFolderError: see :meth:`write_bytes`.
+        """
+        ...
+
+    def prune(self, relpath: str) -> None:
+        """Remove the folder ``relpath`` and its parent if they are empty (a local folder; no-op on a store)."""
+        ...
+
 
 class LocalTree:
     """A local results folder (:mod:`pathlib`)."""
@@ -90,6 +144,61 @@ class LocalTree:
     def location(self, relpath: str) -> Path:
         return self.root / relpath
 
+    def is_file(self, relpath: str) -> bool:
+        return (self.root / relpath).is_file()
+
+    def write_bytes(self, relpath: str, data: bytes) -> None:
+        from tooleval.storage._paths import write_bytes
+
+        write_bytes(self.root, relpath, data)
+
+    def write_parquet(self, relpath: str, table: pa.Table) -> None:
+        from tooleval.storage._paths import OutFolderError, safe_target
+
+        target = safe_target(self.root, relpath)
+        tmp = target.with_name(f".{target.name}.tmp")
+        try:
+            pq.write_table(table, tmp, compression="zstd")
+            os.replace(tmp, target)
+        except OSError as exc:
+            tmp.unlink(missing_ok=True)
+            raise OutFolderError(target.parent, None, f"cannot write the partition file ({exc.strerror or exc}).",
+                                 "check free space and permissions of --out.") from None
+
+    def delete(self, relpath: str) -> None:
+        (self.root / relpath).unlink(missing_ok=True)
+
+    def delete_tree(self, relpath: str) -> None:
+        import shutil
+
+        shutil.rmtree(self.root / relpath, ignore_errors=True)
+
+    def walk_files(self, relpath: str) -> list[str]:
+        folder = self.root / relpath
+        if not folder.is_dir() or folder.is_symlink():
+            return []
+        return sorted(p.relative_to(self.root).as_posix() for p in folder.rglob("*") if p.is_file())
+
+    def prepare(self, relpath: str) -> None:
+        from tooleval.storage._paths import safe_target
+
+        safe_target(self.root, relpath)
+
+    def prune(self, relpath: str) -> None:
+        folder = self.root / relpath
+        for path in (folder, folder.parent):
+            if path != self.root and path.is_dir() and not path.is_symlink() and not any(path.iterdir()):
+                path.rmdir()
+
+    def remove_empty_folders(self, relpath: str) -> None:
+        """Remove every empty folder below ``relpath``, deepest first."""
+        folder = self.root / relpath
+        if not folder.is_dir() or folder.is_symlink():
+            return
+        for entry in sorted(folder.rglob("*"), reverse=True):
+            if entry.is_dir() and not entry.is_symlink() and not any(entry.iterdir()):
+                entry.rmdir()
+
 
 class RemoteTree:
     """A results prefix on an fsspec filesystem (``s3://bucket/prefix``)."""
@@ -101,6 +210,7 @@ class RemoteTree:
         self.protocol = url.split("://", 1)[0]
         self.fs, self.root = fsspec.core.url_to_fs(url) if fs is None else (fs, fs._strip_protocol(url))
         self.root = self.root.rstrip("/")
+        self.fs.invalidate_cache()  # listings cached by an earlier tree may predate other writers (processes)
 
     def _relative(self, path: str) -> str:
         return path[len(self.root) + 1:]
@@ -121,8 +231,107 @@ class RemoteTree:
     def location(self, relpath: str) -> str:
         return f"{self.protocol}://{self.root}/{relpath}"
 
+    def _path(self, relpath: str) -> str:
+        return f"{self.root}/{relpath}" if relpath else self.root
+
+    def is_file(self, relpath: str) -> bool:
+        return bool(self.fs.isfile(self._path(relpath)))
+
+    def write_bytes(self, relpath: str, data: bytes) -> None:
+        from tooleval.storage._paths import OutFolderError
+
+        try:
+            self.fs.pipe_file(self._path(relpath), data)  # one PUT: the object appears whole or not at all
+        except OSError as exc:
+            raise OutFolderError(self.location(relpath), None, f"the object store refused the write ({exc}).",
+                                 "check the bucket, the credentials (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY) "
+                                 "and the endpoint (AWS_ENDPOINT_URL).") from None
+
+    def write_parquet(self, relpath: str, table: pa.Table) -> None:
+        buffer = io.BytesIO()
+        pq.write_table(table, buffer, compression="zstd")
+        self.write_bytes(relpath, buffer.getvalue())
+
+    def delete(self, relpath: str) -> None:
+        try:
+            self.fs.rm_file(self._path(relpath))
+        except FileNotFoundError:
+            pass
+
+    def delete_tree(self, relpath: str) -> None:
+        files = self.walk_files(relpath)
+        if files:
+            self.fs.rm([self._path(f) for f in files])
+
+    def walk_files(self, relpath: str) -> list[str]:
+        try:
+            found = self.fs.find(self._path(relpath))
+        except FileNotFoundError:
+            return []
+        return sorted(self._relative(path) for path in found)
+
+    def prepare(self, relpath: str) -> None:
+        return None
+
+    def prune(self, relpath: str) -> None:
+        return None
+
+    def remove_empty_folders(self, relpath: str) -> None:
+        return None
+
 
 def tree_of(out: str | Path) -> Tree:
     """The :class:`Tree` of a results location (see :func:`as_location`)."""
     location = as_location(out)
     return RemoteTree(location) if isinstance(location, str) else LocalTree(location)
+
+
+def join(location: Location, relpath: str) -> Location:
+    """``location / relpath`` for a path, ``location + "/" + relpath`` for a URL."""
+    return location / relpath if isinstance(location, Path) else f"{location}/{relpath}"
+
+
+def filesystem(location: str | Path) -> tuple[Any, str]:
+    """``(fsspec filesystem, path on it)`` of a URL; ``(None, path)`` for a local path or ``file://`` URL."""
+    found = as_location(location) if isinstance(location, str) else location
+    if isinstance(found, Path):
+        return None, str(found)
+    import fsspec
+
+    return fsspec.core.url_to_fs(found)
+
+
+def read_parquet(location: str | Path, **options: Any) -> pa.Table:
+    """``pyarrow.parquet.read_table`` of a local path or a URL (read through its fsspec filesystem).
+
+    Raises:
+        FileNotFoundError: nothing there.
+    """
+    fs, path = filesystem(location)
+    return pq.read_table(path, filesystem=fs, **options)
+
+
+def read_parquet_schema(location: str | Path) -> pa.Schema:
+    """The Arrow schema of the Parquet file at a local path or URL."""
+    fs, path = filesystem(location)
+    if fs is None:
+        return pq.read_schema(path)
+    with fs.open(path, "rb") as handle:
+        return pq.read_schema(handle)
+
+
+def read_location_bytes(location: str | Path) -> bytes:
+    """The bytes of the file at a local path or URL.
+
+    Raises:
+        FileNotFoundError / OSError: nothing there, or unreadable.
+    """
+    fs, path = filesystem(location)
+    return Path(path).read_bytes() if fs is None else fs.cat_file(path)
+
+
+def location_exists(location: str | Path) -> bool:
+    """Whether a file is at a local path or URL."""
+    fs, path = filesystem(location)
+    return Path(path).is_file() if fs is None else bool(fs.isfile(path))
+

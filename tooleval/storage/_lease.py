@@ -12,10 +12,11 @@ A lease is a small JSON object at ``<out>/.tooleval/locks/<run>.json``::
   holder). A stale lease is taken over.
 * Different run ids have different leases: they publish side by side.
 
-Every change is a read, a decision and one whole-object write done while holding a guard (``fcntl.flock`` on
-``locks/.guard`` here). That is the compare-and-swap an object store offers as a conditional PUT
-(``If-None-Match: *`` to create, ``If-Match: <etag>`` to take over or renew), so the same protocol carries over
-to fsspec storage without relying on renames or local process ids alone.
+In a local folder every change is a read, a decision and one whole-object write done while holding a guard
+(``fcntl.flock`` on ``locks/.guard``): a true compare-and-swap. On object storage (``--out s3://…``) there is no
+such guard; :class:`tooleval.storage._remote_lease.RemoteLease` writes and then reads back to verify, which
+narrows the race between two writers to a window but does not close it (its docstring says exactly when).
+:func:`lease_for` picks the kind for a results location.
 """
 
 from __future__ import annotations
@@ -34,8 +35,8 @@ from typing import Any, Iterator
 from tooleval.errors import InputFileError
 from tooleval.storage._paths import ensure_dir
 
-__all__ = ["LeaseHeldError", "RunLease", "hold_run", "lease_ttl", "holder_alive", "process_alive", "process_start",
-           "read_lease"]
+__all__ = ["LeaseHeldError", "RunLease", "hold_run", "lease_for", "lease_ttl", "holder_alive", "process_alive",
+           "process_start", "read_lease"]
 
 TTL_ENV = "TOOLEVAL_LOCK_TTL_S"
 DEFAULT_TTL_S = 120.0
@@ -101,11 +102,17 @@ def _lock_dir(out: Path) -> Path:
     return ensure_dir(out, ".tooleval/locks")
 
 
+def lease_relpath(run_id: str) -> str:
+    """Where the lease of ``run_id`` lives under the results location."""
+    return f".tooleval/locks/{run_id}.json"
+
+
 def read_lease(out: str | Path, run_id: str) -> dict | None:
-    """The lease record of ``run_id`` under ``out``, or None (absent or unreadable)."""
-    path = Path(out) / ".tooleval" / "locks" / f"{run_id}.json"
+    """The lease record of ``run_id`` under ``out`` (a folder or an fsspec URL), or None (absent or unreadable)."""
+    from tooleval.storage._fs import tree_of
+
     try:
-        record = json.loads(path.read_text(encoding="utf-8"))
+        record = json.loads(tree_of(out).read_bytes(lease_relpath(run_id)))
     except (OSError, ValueError):
         return None
     return record if isinstance(record, dict) else None
@@ -198,6 +205,11 @@ class RunLease:
             except (OSError, InputFileError):  # the folder went away: the lease expires on its own
                 return
 
+    def held(self) -> bool:
+        """Whether the lease record still carries this holder's token (False once another writer took it over)."""
+        current = read_lease(self.out, self.run_id)
+        return current is not None and current.get("token") == self.token
+
     def release(self) -> None:
         """Give the lease back (only if it is still ours). Idempotent."""
         self._stop.set()
@@ -212,6 +224,19 @@ class RunLease:
             pass
 
 
+def lease_for(out: str | Path, run_id: str, ttl: float | None = None) -> RunLease:
+    """The lease of ``run_id`` under ``out``: a :class:`RunLease` in a local folder (``file://`` included), a
+    :class:`tooleval.storage._remote_lease.RemoteLease` on an fsspec URL."""
+    from tooleval.storage._fs import as_location
+
+    location = as_location(out) if isinstance(out, str) else Path(out)
+    if isinstance(location, str):
+        from tooleval.storage._remote_lease import RemoteLease
+
+        return RemoteLease(location, run_id, ttl)
+    return RunLease(location.resolve(), run_id, ttl)
+
+
 _HELD: dict[tuple[str, str], list] = {}
 _HELD_LOCK = threading.Lock()
 
@@ -224,11 +249,11 @@ def hold_run(out: str | Path, run_id: str) -> Iterator[RunLease]:
     Raises:
         LeaseHeldError: another live writer holds it.
     """
-    key = (str(Path(out).resolve()), run_id)
+    lease = lease_for(out, run_id)
+    key = (str(lease.out), run_id)
     with _HELD_LOCK:
         entry = _HELD.get(key)
         if entry is None:
-            lease = RunLease(Path(out).resolve(), run_id)
             lease.acquire()
             entry = _HELD[key] = [lease, 0]
         entry[1] += 1

@@ -10,29 +10,32 @@ A rerun of ``(revision, run)`` *replaces* exactly that partition (H13): the new 
 one under a new name and becomes the partition when the marker names it; the old file is deleted after. Readers
 honour the marker (:mod:`tooleval.storage._commit`), so they see the old run or the new one, never a mix, even
 when the writer is killed at any point; the next command finishes or discards an interrupted publication.
+
+``out`` may be an fsspec URL (``s3://bucket/prefix``): every file is then one whole-object PUT through the
+location's :class:`~tooleval.storage._fs.Tree`, and the commit marker's PUT is the one step that publishes.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import os
 import re
-import shutil
+import tempfile
 import uuid
+from contextlib import contextmanager
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Iterable
+from typing import Any, Iterable, Iterator
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from tooleval.errors import InputFileError
-from tooleval.storage._commit import PUBLICATIONS, new_marker, read_marker, remove_empty, sweep, write_marker
-from tooleval.storage._lease import hold_run
+from tooleval.storage._commit import PUBLICATIONS, new_marker, read_marker, sweep, write_marker
+from tooleval.storage._fs import Location, as_location, join, tree_of
+from tooleval.storage._lease import LeaseHeldError, hold_run
 from tooleval.storage._pause import pause_point
-from tooleval.storage._paths import OutFolderError, ensure_dir, safe_target, write_bytes
+from tooleval.storage._paths import ensure_dir
 from tooleval.storage._schema import SCHEMAS
 
 __all__ = ["UnsafeNameError", "validate_partition_value", "partition_dir", "Publication", "write_partition"]
@@ -147,15 +150,19 @@ class Publication:
     """
 
     def __init__(self, out: str | Path) -> None:
-        self.out = Path(out).absolute()
+        location = as_location(out) if isinstance(out, str) else Path(out)
+        self.out: Location = location.absolute() if isinstance(location, Path) else location
+        self.remote = isinstance(self.out, str)
+        self.tree = tree_of(self.out)
         self.id = uuid.uuid4().hex
         self.run_id: str | None = None
         self.revision: str | None = None
         self._partitions: dict[str, list[str]] = {}
         self._tables: dict[tuple[str, str, str], Path] = {}
         self._documents: dict[str, str] = {}
-        self._parts: list[Path] = []
+        self._parts: list[str] = []
         self._lease: Any = None
+        self._holder: Any = None
         self._closed = False
 
     def _open(self) -> None:
@@ -166,9 +173,10 @@ class Publication:
         validate_partition_value(run_id, what="run id")
         if self.run_id is None:
             self._lease = hold_run(self.out, run_id)
-            self._lease.__enter__()
+            self._holder = self._lease.__enter__()
             self.run_id = run_id
-            ensure_dir(self.out, f"runs/{run_id}/{PUBLICATIONS}/{self.id}")
+            if not self.remote:
+                ensure_dir(self.out, f"runs/{run_id}/{PUBLICATIONS}/{self.id}")
         elif run_id != self.run_id:
             raise ValueError(f"a publication covers one run: it holds {self.run_id!r}, not {run_id!r}")
         if revision is not None:
@@ -178,7 +186,7 @@ class Publication:
 
     def add_table(
         self, kind: str, revision: str, run_id: str, table: pa.Table, *, filename: str = PART_FILE
-    ) -> Path:
+    ) -> Location:
         """Write ``table`` as the whole content of one partition (visible at commit).
 
         Writes one zstd file ``<stem>-<publication id>.parquet`` (stem of ``filename``: ``part``; the legacy path
@@ -200,15 +208,15 @@ class Publication:
             raise ValueError(f"partition {relative} is already staged in this publication")
         table = _stamp(_stamp(table, "dataset_revision", revision), "run_id", run_id)
         self._bind(run_id, revision if kind != "legacy" or self.revision is None else self.revision)
-        folder = ensure_dir(self.out, relative)
+        folder = relative.as_posix()
         target = self._write_part(folder, f"{Path(filename).stem}-{self.id}.parquet", table)
-        self._tables[(kind, revision, run_id)] = target
-        self._partitions[relative.as_posix()] = [target.relative_to(self.out).as_posix()]
-        return target
+        self._tables[(kind, revision, run_id)] = self.tree.location(target)
+        self._partitions[folder] = [target]
+        return self.tree.location(target)
 
     def add_parts(
         self, kind: str, revision: str, run_id: str, parts: Iterable[pa.Table], schema: pa.Schema
-    ) -> tuple[list[Path], int]:
+    ) -> tuple[list[Location], int]:
         """Write a partition streamed as several tables, one ``part-<i>-<publication id>.parquet`` per table (one
         per shard), so the whole partition is never in memory (issue 9); visible at commit. No table at all
         writes one zero-row file with ``schema``, like :meth:`add_table`.
@@ -224,10 +232,10 @@ class Publication:
         if (kind, revision, run_id) in self._tables:
             raise ValueError(f"partition {relative} is already staged in this publication")
         self._bind(run_id, revision if kind != "legacy" or self.revision is None else self.revision)
-        folder = ensure_dir(self.out, relative)
-        files: list[Path] = []
-        self._tables[(kind, revision, run_id)] = folder
-        self._partitions[relative.as_posix()] = []
+        folder = relative.as_posix()
+        files: list[str] = []
+        self._tables[(kind, revision, run_id)] = self.tree.location(folder)
+        self._partitions[folder] = []
         rows = 0
         for table in parts:
             table = _stamp(_stamp(table, "dataset_revision", revision), "run_id", run_id)
@@ -235,22 +243,17 @@ class Publication:
             rows += table.num_rows
         if not files:
             files.append(self._write_part(folder, f"part-0-{self.id}.parquet", schema.empty_table()))
-        self._partitions[relative.as_posix()] = [f.relative_to(self.out).as_posix() for f in files]
-        return files, rows
+        self._partitions[folder] = files
+        return [self.tree.location(f) for f in files], rows
 
-    def _write_part(self, folder: Path, name: str, table: pa.Table) -> Path:
-        target, tmp = folder / name, folder / f".{name}.tmp"
-        try:
-            pq.write_table(table, tmp, compression="zstd")
-            os.replace(tmp, target)
-        except OSError as exc:
-            tmp.unlink(missing_ok=True)
-            raise OutFolderError(folder, None, f"cannot write the partition file ({exc.strerror or exc}).",
-                                 "check free space and permissions of --out.") from None
+    def _write_part(self, folder: str, name: str, table: pa.Table) -> str:
+        """Write one partition file whole (a temporary file renamed in a folder; one PUT on a store)."""
+        target = f"{folder}/{name}"
+        self.tree.write_parquet(target, table)
         self._parts.append(target)
         return target
 
-    def add_partition_json(self, kind: str, revision: str, run_id: str, name: str, obj: Any) -> Path:
+    def add_partition_json(self, kind: str, revision: str, run_id: str, name: str, obj: Any) -> Location:
         """Write a JSON document that lives in a partition folder (e.g. the legacy ``scalar.json``).
 
         Raises:
@@ -263,20 +266,21 @@ class Publication:
         logical = (partition_dir(Path(), kind, revision, run_id) / name).as_posix()
         return self._document(logical, _json_bytes(obj))
 
-    def _document(self, logical: str, data: bytes) -> Path:
+    def _document(self, logical: str, data: bytes) -> Location:
         if self.run_id is None:
             raise ValueError(f"add a table or a runs/<run>/ file before {logical!r}: a publication covers one run")
-        safe_target(self.out, logical)  # the usual path is checked now (links, files as folders), written later
+        self.tree.prepare(logical)  # the usual path is checked now (links, files as folders), written later
         physical = f"runs/{self.run_id}/{PUBLICATIONS}/{self.id}/{logical}"
-        path = write_bytes(self.out, physical, data)
+        self.tree.write_bytes(physical, data)
         self._documents[logical] = physical
-        return path
+        return self.tree.location(physical)
 
-    def add_text(self, relpath: str, text: str) -> Path:
+    def add_text(self, relpath: str, text: str) -> Location:
         """Write a UTF-8 text document at ``out/relpath`` (e.g. ``"runs/<run>/junit.xml"``), visible at commit.
 
         Returns:
-            The file written now (the committed copy; callers may rewrite it before commit).
+            The file written now (the committed copy; a local caller may rewrite it before commit; on object
+            storage use :meth:`rewrite`).
         """
         self._open()
         relative = _check_relpath(relpath)
@@ -284,7 +288,26 @@ class Publication:
             self._bind(relative.parts[1])
         return self._document(relative.as_posix(), text.encode("utf-8"))
 
-    def add_json(self, relpath: str, obj: Any) -> Path:
+    @contextmanager
+    def document_file(self, relpath: str) -> Iterator[Path]:
+        """A local file to write the document ``relpath`` into (e.g. a JUnit report a writer streams to a path);
+        it becomes the document when the block ends without an error, visible at commit. In a local folder it is
+        the committed copy itself; on object storage a temporary file, uploaded in one PUT.
+
+        Raises:
+            See :meth:`add_text`.
+        """
+        written = self.add_text(relpath, "")
+        if not self.remote:
+            yield Path(written)
+            return
+        with tempfile.TemporaryDirectory(prefix="tooleval-doc-") as folder:
+            local = Path(folder) / Path(relpath).name
+            local.touch()
+            yield local
+            self._document(_check_relpath(relpath).as_posix(), local.read_bytes())
+
+    def add_json(self, relpath: str, obj: Any) -> Location:
         """Write ``obj`` as a JSON document at ``out/relpath`` (e.g. ``"runs/<run>/summary.json"``).
 
         Raises:
@@ -293,7 +316,7 @@ class Publication:
         """
         return self.add_text(relpath, _json_bytes(obj).decode("utf-8"))
 
-    def staged_path(self, kind: str, revision: str, run_id: str) -> Path:
+    def staged_path(self, kind: str, revision: str, run_id: str) -> Location:
         """The written (not yet committed) file of a partition added to this publication.
 
         Raises:
@@ -310,6 +333,7 @@ class Publication:
             return
         try:
             pause_point("written")
+            self._check_still_held()
             previous = read_marker(self.out, self.run_id)
             marker = new_marker(self.out, self.run_id, self.id, self.revision, previous, self._partitions,
                                 self._documents)
@@ -330,6 +354,14 @@ class Publication:
         logger.debug("published run %r (%d partition(s), %d document(s)) under %s", self.run_id,
                      len(self._partitions), len(self._documents), self.out)
 
+    def _check_still_held(self) -> None:
+        """On object storage, refuse to commit when the lease was taken over meanwhile (this writer was presumed
+        dead); the check narrows, not closes, the race described in :mod:`tooleval.storage._remote_lease`."""
+        if self.remote and self._holder is not None and not self._holder.held():
+            raise LeaseHeldError(self._holder.path, None, f"the lease of run {self.run_id!r} was taken over by "
+                                 "another writer while this one was publishing; nothing was committed.",
+                                 "rerun with a fresh --run-id; keep TOOLEVAL_LOCK_TTL_S above the longest stall.")
+
     def abort(self) -> None:
         """Discard everything written; what readers see is unchanged. Idempotent."""
         if not self._closed and self.run_id is not None:
@@ -339,10 +371,10 @@ class Publication:
 
     def _discard(self) -> None:
         for path in self._parts:
-            path.unlink(missing_ok=True)
-            remove_empty(path.parent, stop=self.out)
+            self.tree.delete(path)
+            self.tree.prune(path.rsplit("/", 1)[0])
         if self.run_id is not None:
-            shutil.rmtree(self.out / "runs" / self.run_id / PUBLICATIONS / self.id, ignore_errors=True)
+            self.tree.delete_tree(f"runs/{self.run_id}/{PUBLICATIONS}/{self.id}")
 
     def _release(self) -> None:
         lease, self._lease = self._lease, None
@@ -367,10 +399,13 @@ def _json_bytes(obj: Any) -> bytes:
     return (json.dumps(obj, indent=2, ensure_ascii=False, allow_nan=False) + "\n").encode("utf-8")
 
 
-def write_partition(out: Path, kind: str, revision: str, run_id: str, table: pa.Table) -> Path:
-    """Replace one partition with ``table`` (a one-table :class:`Publication`); returns the partition folder.
+def write_partition(out: str | Path, kind: str, revision: str, run_id: str, table: pa.Table) -> Location:
+    """Replace one partition with ``table`` (a one-table :class:`Publication`); returns the partition folder
+    (a path, or a URL for an fsspec ``out``).
 
     The run's other committed partitions and documents stay as they were."""
     with Publication(out) as publication:
         publication.add_table(kind, revision, run_id, table)
+    if publication.remote:
+        return join(publication.out, partition_dir(Path(), kind, revision, run_id).as_posix())
     return partition_dir(out, kind, revision, run_id)

@@ -10,20 +10,20 @@ calls per row with ``coalesce(len(observed_calls), 0)`` so zero-call rows still 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from pathlib import Path
 
 import duckdb
 import pyarrow as pa
 import pyarrow.dataset as ds
-import pyarrow.parquet as pq
 
 from tooleval.storage._commit import committed_files
-from tooleval.storage._fs import RemoteTree, is_remote, tree_of
+from tooleval.storage._fs import RemoteTree, is_remote, read_parquet_schema, tree_of
 from tooleval.storage._partition import _check_kind, validate_partition_value
 from tooleval.storage._schema import SCHEMAS, VIEW_NAMES
 
-__all__ = ["PARTITION_TYPES", "PARTITIONING", "connect", "scan_parquet_sql", "read_table"]
+__all__ = ["PARTITION_TYPES", "PARTITIONING", "connect", "source_connection", "scan_parquet_sql", "read_table"]
 
 PARTITION_TYPES = {"dataset_revision": "VARCHAR", "run_id": "VARCHAR"}
 """DuckDB ``hive_types``: without it DuckDB autocasts path values (``run_id=7`` becomes BIGINT)."""
@@ -54,6 +54,23 @@ def scan_parquet_sql(paths_or_glob: str | Path | Sequence[str | Path]) -> str:
     files = ", ".join(_quote(item if is_remote(item) else str(Path(item).absolute())) for item in items)
     types = ", ".join(f"{_quote(name)}: {_quote(type_)}" for name, type_ in PARTITION_TYPES.items())
     return f"read_parquet([{files}], hive_partitioning=true, union_by_name=true, hive_types={{{types}}})"
+
+
+_URL_IN_SQL = re.compile(r"'([A-Za-z][A-Za-z0-9+.-]*)://")
+
+
+def source_connection(source: str) -> duckdb.DuckDBPyConnection:
+    """A new in-memory DuckDB connection that can read ``source`` (a :func:`scan_parquet_sql` expression): the
+    fsspec filesystem of every URL protocol in it (``s3``, ``gs``, ...) is registered, as :func:`connect` does;
+    a source of local paths gets a plain connection."""
+    con = duckdb.connect()
+    protocols = sorted({match.lower() for match in _URL_IN_SQL.findall(source)} - {"file"})
+    if protocols:
+        import fsspec
+
+        for protocol in protocols:
+            con.register_filesystem(fsspec.filesystem(protocol))
+    return con
 
 
 def _empty_select_sql(con: duckdb.DuckDBPyConnection, schema: pa.Schema) -> str:
@@ -98,11 +115,11 @@ def connect(out: str | Path, database: str = ":memory:") -> duckdb.DuckDBPyConne
     return con
 
 
-def read_table(out: Path, kind: str, *, revision: str | None = None, run_id: str | None = None) -> pa.Table:
+def read_table(out: Path | str, kind: str, *, revision: str | None = None, run_id: str | None = None) -> pa.Table:
     """Read the partitions of one kind with pyarrow.dataset, optionally only one revision and/or run.
 
     Args:
-        out: The results folder.
+        out: The results folder, or an fsspec URL (read through its filesystem).
         kind: ``"rows"`` or ``"traces"``.
         revision: Only this dataset revision, when given.
         run_id: Only this run, when given.
@@ -116,20 +133,24 @@ def read_table(out: Path, kind: str, *, revision: str | None = None, run_id: str
         ValueError: unknown ``kind``; UnsafeNameError: unsafe ``revision`` or ``run_id``.
         pyarrow.ArrowTypeError / ArrowInvalid: a file stores a column with an incompatible type.
     """
-    base = Path(out) / _check_kind(kind)
+    _check_kind(kind)
     if revision is not None:
         validate_partition_value(revision, what="dataset revision")
     if run_id is not None:
         validate_partition_value(run_id, what="run id")
     files = committed_files(out, kind, revision, run_id)
-    schema = pa.unify_schemas([SCHEMAS[kind], *(pq.read_schema(path) for path in files)]).remove_metadata()
+    schema = pa.unify_schemas([SCHEMAS[kind], *(read_parquet_schema(path) for path in files)]).remove_metadata()
     if not files:
         return schema.empty_table()
+    tree = tree_of(out)
+    fs = tree.fs if isinstance(tree, RemoteTree) else None
+    base = f"{tree.root}/{kind}" if fs is not None else str(Path(out) / kind)
     dataset = ds.dataset(
-        [str(path) for path in files],
+        [str(path) if fs is None else fs._strip_protocol(path) for path in files],
         schema=schema,
         format="parquet",
         partitioning=PARTITIONING,
-        partition_base_dir=str(base),
+        partition_base_dir=base,
+        filesystem=fs,
     )
     return dataset.to_table()

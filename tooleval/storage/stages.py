@@ -5,6 +5,11 @@ results and hashes task inputs, and a path plus a content digest hashes stably a
 file is named by the sha256 of its bytes, written to a temporary name and renamed, so a file that exists is
 complete. Stage files live under ``<out>/.tooleval/stages/<stage>/`` and carry no run id: a later run over the
 same inputs reuses them through Prefect's cache and publishes them under its own run id.
+
+With ``--out s3://bucket/prefix`` the stage folder is ``s3://bucket/prefix/.tooleval/stages/<stage>``: a worker
+writes the file to a local temporary file, hashes it, and uploads it in one PUT under its digest (an object store
+shows an object whole or not at all, so the rename is not needed), and every reader opens the URL through its
+fsspec filesystem. Stage files written by a worker that died before its PUT simply do not exist.
 """
 
 from __future__ import annotations
@@ -19,6 +24,8 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 from pydantic import BaseModel, ConfigDict
+
+from tooleval.storage._fs import RemoteTree, as_location, is_remote, location_exists, read_parquet
 
 __all__ = ["StageRef", "GENERATION_SCHEMA", "write_stage_table", "read_stage_table", "stage_dir"]
 
@@ -48,13 +55,17 @@ class StageRef(BaseModel):
     for tasks that ran)."""
 
     def exists(self) -> bool:
-        """True when the file is still on disk (a cached ref whose file was deleted must be recomputed)."""
-        return Path(self.path).is_file()
+        """True when the file is still there (a cached ref whose file was deleted must be recomputed); ``path``
+        may be a URL."""
+        return location_exists(self.path)
 
 
-def stage_dir(out: str | Path, stage: str) -> Path:
-    """``<out>/.tooleval/stages/<stage>`` (created)."""
-    path = Path(out).resolve() / ".tooleval" / "stages" / stage
+def stage_dir(out: str | Path, stage: str) -> Path | str:
+    """``<out>/.tooleval/stages/<stage>`` (created in a local folder; a URL prefix on object storage)."""
+    location = as_location(out) if isinstance(out, str) else Path(out)
+    if isinstance(location, str):
+        return f"{location}/.tooleval/stages/{stage}"
+    path = location.resolve() / ".tooleval" / "stages" / stage
     path.mkdir(parents=True, exist_ok=True)
     return path
 
@@ -65,7 +76,7 @@ def write_stage_table(
     """Write ``rows`` with ``schema`` as one content-addressed Parquet file.
 
     Args:
-        directory: Stage folder (see :func:`stage_dir`).
+        directory: Stage folder or URL prefix (see :func:`stage_dir`).
         stage: Stage name recorded in the ref.
         rows: Records whose keys are the schema's column names.
         schema: Explicit Arrow schema (never inferred).
@@ -74,9 +85,11 @@ def write_stage_table(
     Returns:
         The :class:`StageRef` of ``<directory>/<sha256>.parquet``.
     """
+    table = pa.Table.from_pylist(rows, schema=schema)
+    if is_remote(str(directory)):
+        return _put_stage_table(str(directory), stage, table, started)
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
-    table = pa.Table.from_pylist(rows, schema=schema)
     handle, tmp_name = tempfile.mkstemp(dir=directory, suffix=".tmp")
     os.close(handle)
     try:
@@ -91,10 +104,26 @@ def write_stage_table(
     return StageRef(stage=stage, path=str(final), digest=digest, rows=table.num_rows, elapsed_s=elapsed)
 
 
-def read_stage_table(ref: StageRef) -> pa.Table:
-    """Read a stage file back.
+def _put_stage_table(url: str, stage: str, table: pa.Table, started: float | None) -> StageRef:
+    """Write ``table`` to a local temporary file, hash it, and upload it in one PUT as ``<url>/<sha256>.parquet``."""
+    with tempfile.TemporaryDirectory(prefix="tooleval-stage-") as folder:
+        local = Path(folder) / "stage.parquet"
+        pq.write_table(table, local, compression="zstd")
+        data = local.read_bytes()
+    digest = hashlib.sha256(data).hexdigest()
+    RemoteTree(url).write_bytes(f"{digest}.parquet", data)
+    elapsed = 0.0 if started is None else time.perf_counter() - started
+    return StageRef(stage=stage, path=f"{url}/{digest}.parquet", digest=digest, rows=table.num_rows,
+                    elapsed_s=elapsed)
+
+
+def read_stage_table(ref: StageRef, **options: Any) -> pa.Table:
+    """Read a stage file back (a local path or a URL).
+
+    Args:
+        **options: Passed to ``pyarrow.parquet.read_table`` (``columns``, ``schema``).
 
     Raises:
         FileNotFoundError: the file is gone (the flow then recomputes the stage with ``refresh_cache``).
     """
-    return pq.read_table(ref.path)
+    return read_parquet(ref.path, **options)

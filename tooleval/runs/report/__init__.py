@@ -11,11 +11,11 @@ import json
 from pathlib import Path
 from typing import Any
 
-import duckdb
 
 from tooleval.runs.report import _charts, _data
 from tooleval.runs.report._data import CASE_LIMIT, WORST_ROWS
 from tooleval.runs.report._page import render_page
+from tooleval.storage._query import source_connection
 
 __all__ = ["WORST_ROWS", "CASE_LIMIT", "build_report", "report_for_run"]
 
@@ -55,7 +55,7 @@ def build_report(rows_source: str, summary: dict[str, Any], drift: dict[str, Any
     Returns:
         The HTML text (UTF-8; ~1 MB, most of it the inlined vega-embed bundle).
     """
-    con = duckdb.connect()
+    con = source_connection(rows_source)
     rows, failing = _data.worst_rows(con, rows_source, limit)
     views = [_row_view(r) for r in rows]
     gate = summary.get("gate") or {}
@@ -68,7 +68,7 @@ def build_report(rows_source: str, summary: dict[str, Any], drift: dict[str, Any
     if summary.get("variability"):
         specs["variability"] = _charts.variability(summary["variability"])
     specs["cases"] = _charts.case_outcomes(_data.case_trials(con, rows_source))
-    specs["trend"] = _charts.trend(_data.run_history(Path(out), summary))
+    specs["trend"] = _charts.trend(_data.run_history(out, summary))
     if drift is not None:
         specs["drift"] = _charts.drift_panel(drift)
     provenance = summary.get("provenance") or {}

@@ -111,11 +111,11 @@ def case_trials(con: duckdb.DuckDBPyConnection, source: str, limit: int = CASE_L
     return _records(con, _CASES.format(source=source, limit=int(limit)))
 
 
-def run_history(out: Path, current: dict[str, Any] | None = None, limit: int = 200) -> list[dict[str, Any]]:
+def run_history(out: Path | str, current: dict[str, Any] | None = None, limit: int = 200) -> list[dict[str, Any]]:
     """Figures of the published runs under ``out`` (``runs/*/summary.json``), oldest first, at most ``limit``.
 
     Args:
-        out: Results folder.
+        out: Results folder, or an fsspec URL (``s3://…``: the report of a run published there).
         current: The summary of a run being published (not on disk yet); it replaces a run of the same id.
 
     Returns:
@@ -123,13 +123,15 @@ def run_history(out: Path, current: dict[str, Any] | None = None, limit: int = 2
         "legacy_value", "rows"}]``; a summary that cannot be read is skipped.
     """
     from tooleval.errors import InputFileError
-    from tooleval.storage import document_path
+    from tooleval.storage import read_document, tree_of
 
     summaries = {}
-    runs = Path(out) / "runs"
-    for run_dir in sorted(runs.iterdir()) if runs.is_dir() else []:
+    for folder in tree_of(out).folders("runs/*"):
+        run = folder.rsplit("/", 1)[-1]
         try:
-            summaries[run_dir.name] = json.loads(document_path(out, f"runs/{run_dir.name}/summary.json").read_text())
+            data = read_document(out, f"runs/{run}/summary.json")
+            if data is not None:
+                summaries[run] = json.loads(data)
         except (OSError, ValueError, InputFileError):
             continue
     if current is not None:
