@@ -15,7 +15,7 @@ import pyarrow.parquet as pq
 import pytest
 from typer.testing import CliRunner
 
-from conftest import load_chat_server, write_dataset
+from conftest import load_chat_server, run_small, write_dataset
 from tooleval.cli import app
 
 KEY_ENV = "OPENAI_API_KEY"
@@ -78,7 +78,6 @@ class TestLiveRuns:
         assert "pass@k" in first.output or "pass@" in first.output
 
     def test_429_storm_persistent_400_and_malformed_arguments(self, tmp_path):
-        from flows.evaluate import run_evaluate
         from tooleval.agents import OpenAIAgentConfig
 
         dataset = _dataset(tmp_path, ["c1", "c2", "c3"])
@@ -91,8 +90,8 @@ class TestLiveRuns:
         with chat.ChatServer(routes) as server:
             agent = OpenAIAgentConfig(base_url=server.base_url, model="scripted", backoff_initial_s=0.01,
                                       backoff_max_s=0.05, max_retries=6, concurrency=1)
-            result, _ = run_evaluate(dataset=str(dataset), out=str(tmp_path / "out"), run_id="r", agent=agent,
-                                     outcome="exact")
+            result, _ = run_small(dataset=str(dataset), out=str(tmp_path / "out"), run_id="r", agent=agent,
+                                   outcome="exact")
             assert server.count_for("question c1") == 5  # four 429s ridden out, then success
             assert server.count_for("question c2") == 1  # a 400 is not retried
         rows = {r["case_id"]: r for r in pq.read_table(result.rows_path).to_pylist()}
