@@ -109,9 +109,12 @@ def _cli(args: list[str], env: dict) -> subprocess.Popen:
                             stderr=subprocess.STDOUT, text=True, start_new_session=True)
 
 
+@pytest.mark.usefixtures("prefect_harness")
 def test_sigkill_midway_then_rerun_generates_only_the_missing_trials(tmp_path):
     """A run killed (SIGKILL, process group) while c3's generation hangs, after c0..c2 finished; the rerun asks only
-    for c3..c5 and ends with rows identical to an uninterrupted run's."""
+    for c3..c5 and ends with rows identical to an uninterrupted run's. Only the killed run is a separate process;
+    the rerun and the uninterrupted run go through the same CLI in this process (each separate process pays a
+    temporary Prefect server's start-up)."""
     case_ids = [f"c{i}" for i in range(6)]
     dataset = _dataset(tmp_path, case_ids)
     routes = {f"question {c}": [_ok(c)] for c in case_ids}
@@ -133,13 +136,12 @@ def test_sigkill_midway_then_rerun_generates_only_the_missing_trials(tmp_path):
         child.stdout.close()
         assert server.count == 4 and len(list(store.rglob("*.json"))) == 3
         server.routes["question c3"] = [_ok("c3")]  # the server recovers
-        rerun = _cli(["run", *common, "--out", str(out), "--run-id", "k1"], env)
-        output, _ = rerun.communicate(timeout=300)
-        assert rerun.returncode == 0, output
+        rerun = CliRunner().invoke(app, ["run", *common, "--out", str(out), "--run-id", "k1"], env={"COLUMNS": "200"})
+        assert rerun.exit_code == 0, rerun.output
         assert sorted(s.route for s in server.requests[4:]) == ["question c3", "question c4", "question c5"]
-        clean = _cli(["run", *common, "--out", str(tmp_path / "clean"), "--run-id", "k1"], env)
-        output, _ = clean.communicate(timeout=300)
-        assert clean.returncode == 0, output
+        clean = CliRunner().invoke(app, ["run", *common, "--out", str(tmp_path / "clean"), "--run-id", "k1"],
+                                   env={"COLUMNS": "200"})
+        assert clean.exit_code == 0, clean.output
     keep = ["case_id", "trial", "request_id", "response_id", "observed_calls", "tp", "fp", "fn", "f1",
             "ragas_tool_call_f1", "error"]
     resumed = [{k: r[k] for k in keep} for r in _rows(out, "k1")]
