@@ -15,9 +15,9 @@ from pydantic import BaseModel
 from flows._artifacts import publish_artifacts
 from tasks import aggregate_rows
 from tooleval.runs.catalog import STAGES_FILE
-from tooleval.runs.drift import check_drift, drift_report
+from tooleval.runs.drift import drift_partial_sql, drift_report
 from tooleval.dataset import load_dataset_cached
-from tooleval.runs.gate import gate_config_for, gate_rows, gate_scope, run_gate, write_junit
+from tooleval.runs.gate import gate_batches, gate_config_for, gate_scope, judge_rows, write_junit
 from tooleval.runs.legacy import LegacyResult, legacy_record, stage_legacy
 from tooleval.runs.plan import DatasetRef, revision_record_relpath
 from tooleval.runs.report import build_report
@@ -25,8 +25,8 @@ from tooleval.scoring.ragas_metric import ragas_version
 from tooleval.capture.redaction import RedactionConfig
 from tooleval.storage.stages import StageRef, read_stage_table
 from tooleval.storage import (ENVELOPE_SCHEMA, ROW_SCHEMA, ROW_SCHEMA_VERSION, Publication, as_location, join,
-                              scan_parquet_sql, tree_of)
-from tooleval.runs.variability import outcome_from_spec, variability_summary
+                              scan_parquet_sql, source_connection, tree_of)
+from tooleval.runs.variability import outcome_from_spec, variability_of_parquet
 from tooleval.versions import scorer_version, tooleval_version
 
 __all__ = ["RunResult", "STAGES", "run_stage", "publish_run"]
@@ -94,44 +94,16 @@ def _row_errors(refs: list[StageRef]) -> list[dict]:
     return errors
 
 
-_GATE_COLUMNS = ["dataset_revision", "case_id", "trial", "slice", "violations", "error", "missing_calls",
-                 "extra_calls", "wrong_args", "f1", "exact_match", "fp", "fn", "tool_families", "blocking",
-                 "recorded_reward"]
-"""The row columns the gate, its JUnit report and the variability figures read (the call lists, the evidence
-and the provenance columns stay in the Parquet files: the flow holds only these)."""
-
-
-def _gate_records(refs: list[StageRef], run_id: str) -> list[dict]:
-    records = []
-    for ref in refs:
-        for record in read_stage_table(ref, columns=_GATE_COLUMNS).to_pylist():
-            record["run_id"] = run_id
-            records.append(record)
-    return records
-
-
-SUMMARY_ROWS = 100
-"""Rows listed in ``summary.json`` per gate list (failing, waived, quarantined): the worst first (lowest F1,
-unscored rows first); the rest are counted (``<list>_count``, and per rule and slice in ``gate.counts``)."""
-
-
-def _listed_worst(gate: dict[str, Any]) -> dict[str, Any]:
-    for key in ("failing_rows", "waived", "quarantined"):
-        rows = gate[key]
-        gate[f"{key}_count"] = len(rows)
-        if len(rows) > SUMMARY_ROWS:
-            worst = sorted(rows, key=lambda r: (r.get("f1") is not None, r.get("f1") or 0.0,
-                                                str(r.get("case_id")), r.get("trial") or 0))
-            gate[key] = worst[:SUMMARY_ROWS]
-    return gate
-
-
 def _drift(legacy: LegacyResult, row_refs: list[StageRef], partials: list[dict] | None) -> dict[str, Any]:
+    """The drift report from the shards' partials; without them, ``legacy.per_row`` compared with the rows by
+    DuckDB (:func:`tooleval.runs.drift.drift_partial_sql`: the rows never become Python objects)."""
     if partials is not None:
         return drift_report(partials, legacy)
-    columns = ["case_id", "trial", "ragas_tool_call_f1", "ragas_version", "scorer_version"]
-    new_rows = [r for ref in row_refs for r in read_stage_table(ref, columns=columns).to_pylist()]
-    return check_drift(legacy, new_rows)
+    values = pa.table({"case_id": pa.array([r.case_id for r in legacy.per_row], pa.string()),
+                       "trial": pa.array([r.trial for r in legacy.per_row], pa.int64()),
+                       "value": pa.array([r.value for r in legacy.per_row], pa.float64())})
+    source = scan_parquet_sql([ref.path for ref in row_refs])
+    return drift_report([drift_partial_sql(source_connection(source), values, source)], legacy)
 
 
 def publish_run(
@@ -203,14 +175,13 @@ def publish_run(
             errors += _row_errors(row_refs)
             drift = _drift(legacy, row_refs, drift_partials) if legacy_pass else None
             summary.update(figures)
-            records = _gate_records(row_refs, run_id)
-            summary["variability"] = variability_summary(records, outcome_from_spec(outcome))
-            judged = gate_rows(records, scope, errors)
-            verdict = run_gate(judged, gate_config_for(load_dataset_cached(dataset.path).path, gate_config))
-            summary["gate"] = _listed_worst(verdict.to_dict())
+            summary["variability"] = variability_of_parquet(source, outcome_from_spec(outcome))
+            verdict = judge_rows(gate_batches([r.path for r in row_refs]), scope, errors,
+                                 gate_config_for(load_dataset_cached(dataset.path).path, gate_config))
+            summary["gate"] = verdict.to_dict()
             summary.update({k: v for k, v in verdict.counts.items() if k not in summary})
             with publication.document_file(f"runs/{run_id}/junit.xml") as junit:
-                write_junit(verdict, judged, junit, suite_name=revision)
+                write_junit(verdict, junit, suite_name=revision)
             if drift is not None:
                 drift["slices"] = slices
                 summary["drift"] = {"verdict": drift["verdict"], "attribution": drift["attribution"],

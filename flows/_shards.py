@@ -22,13 +22,11 @@ from pydantic import BaseModel
 from flows._publish import run_stage
 from tasks import capture_shard, generate_shard, legacy_scalar, score_shard
 from tooleval.agents import WorkItem
-from tooleval.runs.drift import drift_partial
+from tooleval.runs.drift import DRIFT_COLUMNS, drift_partial
 from tooleval.runs.legacy import LegacyResult
 from tooleval.storage.stages import StageRef, read_stage_table
 
 __all__ = ["ShardContext", "ShardOutcome", "run_shard", "warm_worker"]
-
-_DRIFT_COLUMNS = ["case_id", "trial", "ragas_tool_call_f1", "ragas_version", "scorer_version"]
 
 
 class ShardContext(BaseModel):
@@ -117,7 +115,7 @@ def run_shard(context: ShardContext, items: list[WorkItem], offsets: list[tuple[
                     c.redaction, c.code, c.ragas, c.out, scope=scoring_scope)
     drift = None
     if rows is not None:
-        new_rows = read_stage_table(rows, columns=_DRIFT_COLUMNS).to_pylist()
+        new_rows = read_stage_table(rows, columns=DRIFT_COLUMNS).to_pylist()
         drift = drift_partial(legacy.per_row, new_rows)
     scored = [r.value for r in legacy.per_row if r.value is not None]
     return ShardOutcome(generation=generated, envelopes=captured, rows=rows, states=states, body_s=sum(timing),

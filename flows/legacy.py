@@ -10,7 +10,7 @@ from prefect.artifacts import create_markdown_artifact
 
 from tasks import legacy_scalar
 from tasks.legacy import dataset_scope
-from tooleval.runs.legacy import LegacyResult, merge_legacy, stage_legacy
+from tooleval.runs.legacy import LegacyResult, LegacyTally, stage_legacy
 from tooleval.runs.plan import dataset_ref
 from tooleval.scoring.ragas_metric import ragas_version
 from tooleval.runs.published import open_run
@@ -28,7 +28,8 @@ def legacy(run_id: str, out: str = "results", dataset: str | None = None) -> Leg
         dataset: Dataset folder; default: the one recorded in the run's summary.
 
     Returns:
-        The legacy result (scalar and per-row values).
+        The legacy result (the scalar and the row count; its ``per_row`` is empty: ``tooleval drift`` compares
+        per row).
 
     Raises:
         tooleval.errors.InputFileError: unknown run or missing dataset.
@@ -36,9 +37,13 @@ def legacy(run_id: str, out: str = "results", dataset: str | None = None) -> Leg
     run = open_run(out, run_id, dataset)
     ref = dataset_ref(run.dataset)
     files, digests, scope = run.files("traces"), run.digests("traces"), dataset_scope(ref)
-    # one task per part file (one per shard): the envelopes' messages are never all in memory at once
-    result = merge_legacy([legacy_scalar([str(f)], [d], ref, run.redaction, scorer_version(), ragas_version(),
-                                         str(run.out), scope=scope) for f, d in zip(files, digests)])
+    # one task per part file (one per shard): the envelopes' messages are never all in memory at once, and each
+    # file's per-row values are folded into the tally before the next (issue 9)
+    tally = LegacyTally()
+    for f, d in zip(files, digests):
+        tally.add(legacy_scalar([str(f)], [d], ref, run.redaction, scorer_version(), ragas_version(), str(run.out),
+                                scope=scope))
+    result = tally.result(ragas_version(), scorer_version())
     completed = run.summary.get("completed_at")
     published_at = datetime.fromisoformat(completed) if completed else None  # keep the run's place in the series
     with Publication(run.out) as publication:

@@ -17,8 +17,10 @@ from tooleval.runs.catalog import resolve_run_id
 from tooleval.runs.plan import check_run_id, new_run_id
 from tooleval.runs.plan import dataset_ref as make_dataset_ref
 from tooleval.scoring.ragas_metric import ragas_version
-from tooleval.runs.published import open_run, select_envelopes
-from tooleval.storage.stages import stage_dir, write_stage_table
+from tooleval.runs.drift import DRIFT_COLUMNS, drift_partial
+from tooleval.runs.legacy import LegacyTally
+from tooleval.runs.published import check_envelopes, iter_envelopes, open_run
+from tooleval.storage.stages import read_stage_table, stage_dir, write_stage_table
 from tooleval.storage import ENVELOPE_SCHEMA
 from tooleval.versions import scorer_version
 
@@ -46,7 +48,8 @@ def rescore(
         case: Only this case id.
         trial: Only this trial (with or without ``case``).
         dataset: Dataset folder (default: the one recorded in the run's summary).
-        shard_size: Rows per scoring task.
+        shard_size: Rows per scoring task (envelopes are read one published part file, and at most this many
+            rows, at a time).
 
     Returns:
         The new run's :class:`RunResult` (a ``Failed`` state carrying it on drift).
@@ -58,40 +61,59 @@ def rescore(
     source = open_run(out, run_id, dataset)
     target = check_name(to_run_id or new_run_id(), what="run id")
     check_run_id(source.out, target, source.revision)
-    chosen = select_envelopes(source, case, trial)
-    for envelope in chosen:
-        envelope["run_id"] = None
+    check_envelopes(source, case, trial)
     dataset_ref = make_dataset_ref(source.dataset)
     out_dir = str(source.out)
     code, ragas = scorer_version(), ragas_version()
     states = {name: Counter() for name in STAGES}
     scope = dataset_scope(dataset_ref)  # a rescore keys its scoring on the whole dataset
-    envelope_refs, row_refs = [], []
-    capture_dir, scoring_dir = str(stage_dir(out_dir, "capture")), str(stage_dir(out_dir, "scoring"))
-    for start in range(0, len(chosen), shard_size):
-        ref = write_stage_table(capture_dir, "capture", chosen[start : start + shard_size], ENVELOPE_SCHEMA)
-        envelope_refs.append(ref)
-        row_refs.append(run_stage(score_shard, states["scoring"], ref, dataset_ref, source.redaction, code, ragas,
-                                  out_dir, scoring_dir, scope=scope))
-    legacy = run_stage(legacy_scalar, states["legacy-scalar"], [r.path for r in envelope_refs],
-                       [r.digest for r in envelope_refs], dataset_ref, source.redaction, code, ragas, out_dir,
-                       scope=scope)
+    envelope_refs, row_refs, partials = [], [], []
+    tally = LegacyTally()
     subset = case is not None or trial is not None
+    unrowed = _Unrowed(source, subset)
+    capture_dir, scoring_dir = str(stage_dir(out_dir, "capture")), str(stage_dir(out_dir, "scoring"))
+    # one shard of envelopes at a time (issue 9): scored, passed through the legacy path and compared per row
+    # (a drift partial) before the next is read
+    for chunk in iter_envelopes(source, case, trial, batch_rows=shard_size):
+        for envelope in chunk:
+            envelope["run_id"] = None
+            unrowed.saw(envelope)
+        ref = write_stage_table(capture_dir, "capture", chunk, ENVELOPE_SCHEMA)
+        del chunk
+        envelope_refs.append(ref)
+        rows = run_stage(score_shard, states["scoring"], ref, dataset_ref, source.redaction, code, ragas,
+                         out_dir, scoring_dir, scope=scope)
+        row_refs.append(rows)
+        legacy = run_stage(legacy_scalar, states["legacy-scalar"], [ref.path], [ref.digest], dataset_ref,
+                           source.redaction, code, ragas, out_dir, scope=scope)
+        partials.append(drift_partial(legacy.per_row, read_stage_table(rows, columns=DRIFT_COLUMNS).to_pylist()))
+        tally.add(legacy)
+    legacy = tally.result(ragas, code)
     return publish_run(
-        errors=[] if subset else _unrowed_errors(source, chosen),
+        errors=unrowed.errors(),
         publish_legacy=not subset,
         out=out_dir, run_id=target, dataset=dataset_ref, redaction=source.redaction,
         slices=source.summary.get("slices"), envelope_refs=envelope_refs, row_refs=row_refs,
-        legacy=legacy, states=states,
+        legacy=legacy, states=states, drift_partials=partials,
         extra_summary={"rescored_from": {"run_id": run_id, "case": case, "trial": trial}},
     )
 
 
-def _unrowed_errors(source, envelopes: list[dict]) -> list[dict]:
+class _Unrowed:
     """The source run's ``errors.json`` entries that stand for no row (a trace of an unknown case, a case without
-    a trace, an unreadable line): a full rescore answers for them too (nothing unscored passes, issue 11)."""
-    path = source.out / "runs" / source.run_id / "errors.json"
-    if not path.is_file():
-        return []
-    keys = {(e["case_id"], e["trial"]) for e in envelopes}
-    return [e for e in json.loads(path.read_text()) if (e.get("case_id"), e.get("trial")) not in keys]
+    a trace, an unreadable line): a full rescore answers for them too (nothing unscored passes, issue 11). The
+    envelopes are seen one at a time; only the keys the errors name are remembered."""
+
+    def __init__(self, source, subset: bool) -> None:
+        path = source.out / "runs" / source.run_id / "errors.json"
+        self._errors = [] if subset or not path.is_file() else json.loads(path.read_text())
+        self._named = {(e.get("case_id"), e.get("trial")) for e in self._errors}
+        self._seen: set = set()
+
+    def saw(self, envelope: dict) -> None:
+        key = (envelope["case_id"], envelope["trial"])
+        if key in self._named:
+            self._seen.add(key)
+
+    def errors(self) -> list[dict]:
+        return [e for e in self._errors if (e.get("case_id"), e.get("trial")) not in self._seen]

@@ -7,14 +7,14 @@ version and this task's source.
 from __future__ import annotations
 
 import time
+from typing import Iterator
 
-import pyarrow as pa
 from prefect import task
 from prefect.cache_policies import INPUTS, TASK_SOURCE
 
 from tooleval.dataset import load_dataset_cached
 from tooleval.storage._fs import read_parquet, read_parquet_schema
-from tooleval.runs.legacy import LegacyResult, legacy_score
+from tooleval.runs.legacy import LegacyResult, legacy_score, merge_legacy
 from tooleval.runs.plan import DatasetRef
 from tooleval.capture.redaction import RedactionConfig
 from tasks._shared import cached_redactor
@@ -22,14 +22,17 @@ from tasks._shared import cached_redactor
 _COLUMNS = ["case_id", "trial", "messages_json", "metadata_json", "error"]
 
 
-def _read(files: list[str]) -> list[dict]:
-    tables = []
+BATCH_ROWS = 2_000
+"""Envelopes (their messages) decoded and scored at once: a file is read record batch by record batch."""
+
+
+def _batches(files: list[str]) -> Iterator[list[dict]]:
+    """The envelopes of ``files``, at most :data:`BATCH_ROWS` at a time (never every envelope's messages at once:
+    issue 9); a column a file lacks reads as null."""
     for path in files:
-        schema = read_parquet_schema(path)
-        tables.append(read_parquet(path, columns=[c for c in _COLUMNS if c in schema.names]))
-    if not tables:
-        return []
-    return pa.concat_tables(tables, promote_options="default").to_pylist()
+        columns = [c for c in _COLUMNS if c in read_parquet_schema(path).names]
+        for batch in read_parquet(path, columns=columns).to_batches(max_chunksize=BATCH_ROWS):
+            yield [dict(dict.fromkeys(_COLUMNS), **record) for record in batch.to_pylist()]
 
 
 def dataset_scope(dataset: DatasetRef) -> str:
@@ -69,6 +72,8 @@ def legacy_scalar(
     """
     started = time.perf_counter()
     cases = load_dataset_cached(dataset.path).cases
-    result = legacy_score(_read(envelope_files), cases, code_version, cached_redactor(out, redaction, dataset))
+    redactor = cached_redactor(out, redaction, dataset)
+    parts = [legacy_score(batch, cases, code_version, redactor) for batch in _batches(envelope_files)]
+    result = merge_legacy(parts) if parts else legacy_score([], cases, code_version, redactor)
     result.elapsed_s = time.perf_counter() - started
     return result

@@ -28,7 +28,7 @@ SCANNED = {"examples": 0, "secrets": 0}
 def test_no_secret_in_envelopes_rows_verdict_or_junit(tmp_path_factory, data):
     cases, traces, tools, secrets = data
     plain, redacted, _, verdict, envelopes = score_both(cases, traces, tools)
-    junit = write_junit(verdict, redacted, tmp_path_factory.mktemp("junit") / "junit.xml")
+    junit = write_junit(verdict, tmp_path_factory.mktemp("junit") / "junit.xml")
     text = json.dumps([envelopes, redacted, verdict.to_dict()], default=str, ensure_ascii=False)
     text += junit.read_text(encoding="utf-8")
     assert leaked(text, secrets) == []

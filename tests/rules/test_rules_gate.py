@@ -127,6 +127,11 @@ def test_counts_and_json(rows):
                                "wrong_write_arguments": 1},
         "failures_by_tool_family": {"identity": 3, "orders": 3, "payments": 3, "search": 1},
         "failures_by_slice": {"refund": 3},
+        # looping fails two rules, so the per-rule counts add up to 4 for 3 failing rows
+        "failures_by_slice_and_rule": {"refund": {"repeated_call": 1, "required_order": 1, "unexpected_tool": 1,
+                                                  "wrong_write_arguments": 1}},
+        "rows_by_slice": {"refund": {"advisory_violations": 0, "failing": 3, "quarantined": 0,
+                                     "quarantined_failing": 0, "rows": 4, "waived": 0}},
     }
     assert json.loads(json.dumps(verdict.to_dict()))["passed"] is False
 

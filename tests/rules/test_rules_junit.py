@@ -1,4 +1,5 @@
-"""``junit.xml`` of a verdict parses with a JUnit reader library (junitparser) and names every failing row."""
+"""``junit.xml`` of a verdict parses with a JUnit reader library (junitparser), names the listed failing rows and
+counts the others per slice and rule (issue 9: bounded at any corpus size)."""
 
 from __future__ import annotations
 
@@ -25,9 +26,15 @@ def _cases(path):
 
 def test_every_failing_row_is_named_with_its_rules_and_call_objects(rows, tmp_path):
     verdict = evaluate_gate(rows, GateConfig(), today=TODAY)
-    path = write_junit(verdict, rows, tmp_path / "junit.xml", suite_name="examples")
+    path = write_junit(verdict, tmp_path / "junit.xml", suite_name="examples")
     cases = _cases(path)
-    assert len(cases) == len(rows)  # one test case per row, no gate-level cases without floors or waivers
+    # 9 failing rows listed one by one (all of them: fewer than the 100 listed by default) and one count case for
+    # the passing rows of each slice: refund has 4 rows (3 failing), refund-negative 12 (6 failing)
+    passing = {key: case for key, case in cases.items() if key.endswith(" passing rows")}
+    assert sorted(passing) == ["refund-negative/6 passing rows", "refund/1 passing rows"]
+    assert all(case.is_passed for case in passing.values())
+    assert json.loads(passing["refund/1 passing rows"].system_out)["rows"] == 4
+    assert len(cases) == 9 + 2  # no gate-level cases without floors or waivers
     failed = {key: case for key, case in cases.items() if any(isinstance(r, Failure) for r in case.result)}
     expected = {f"{o.slice}/{o.case_id}#{o.trial}" for o in verdict.failing_rows}
     assert set(failed) == expected and len(expected) == 9  # 3 seed runs + 6 wrong negative trials
@@ -41,7 +48,27 @@ def test_every_failing_row_is_named_with_its_rules_and_call_objects(rows, tmp_pa
     assert [c["name"] for c in looping["extra_calls"]] == ["lookup_order", "lookup_order", "web_search"]
     skipped = json.loads(next(r for r in failed["refund/skipped-verification#0"].result).text)
     assert skipped["missing_calls"] == [{"name": "verify_identity", "args": {"customer_id": "C-118"}}]
-    assert cases["refund/correct#0"].is_passed
+    assert "refund/correct#0" not in cases  # a passing row is counted, not listed
+
+
+def test_rows_beyond_the_listed_are_counted_per_slice_and_rule(rows, tmp_path):
+    verdict = evaluate_gate(rows, GateConfig(), today=TODAY, listed=2)
+    assert len(verdict.failing_rows) == 2 and verdict.counts["blocking_rows"] == 9
+    # the worst first: the lowest F1 (the two refund-negative trials listed are those with F1 0.0)
+    assert [o.f1 for o in verdict.failing_rows] == sorted(o.f1 for o in verdict.failing_rows)
+    cases = _cases(write_junit(verdict, tmp_path / "junit.xml", suite_name="examples"))
+    listed = [key for key, case in cases.items() if "#" in key]
+    assert len(listed) == 2
+    counted = {key: case for key, case in cases.items() if " more failing rows" in key}
+    by_rule = verdict.counts["failures_by_slice_and_rule"]
+    for (slice_, rules) in by_rule.items():
+        for rule, n in rules.items():
+            shown = sum(1 for o in verdict.failing_rows if o.slice == slice_ and rule in o.rules)
+            if n > shown:
+                case = counted[f"{slice_}/{rule}: {n - shown} more failing rows"]
+                assert case.result[0].type == rule and json.loads(case.result[0].text)["failing_rows"] == n
+    assert sum(int(k.split(": ")[1].split()[0]) for k in counted) + sum(
+        len(o.rules) for o in verdict.failing_rows) == sum(n for r in by_rule.values() for n in r.values())
 
 
 def test_quarantine_waivers_and_gate_failures(rows, tmp_path):
@@ -64,7 +91,7 @@ reason = "fix in review"
 expires = 2026-06-30
 """)
     verdict = evaluate_gate(rows, config, today=TODAY)
-    cases = _cases(write_junit(verdict, rows, tmp_path / "junit.xml"))
+    cases = _cases(write_junit(verdict, tmp_path / "junit.xml"))
     looping = cases["refund/looping#0"]
     assert looping.is_skipped and "would fail: repeated_call, unexpected_tool" in looping.result[0].message
     assert isinstance(looping.result[0], Skipped)

@@ -103,6 +103,7 @@ def test_fail_on_exits_1_when_every_case_gets_worse(tmp_path):
     evaluate(dataset=str(write_dataset(tmp_path / "part", part, traces, revision="r2")), out=str(out), run_id="p")
     partial = compare_runs(out, "b", "p")
     assert partial["pairs"] == 2 and partial["only_head"] == [["d0", 0]]
+    assert (partial["only_head_count"], partial["only_base_count"]) == (1, 4)  # d0 only in p; c2-c5 only in b
     assert partial["overall"]["f1"]["rows"] == 2 and partial["overall"]["f1"]["delta"] == -0.5
     assert partial["overall"]["pass_rate"]["rows"] == 2
 

@@ -150,7 +150,7 @@ def compare(
         sys.stdout.write(json.dumps(comparison, default=str) + "\n")
         raise typer.Exit(1 if failures else 0)
     console.print(f"compare {head} (head) with {base} (base): {comparison['pairs']} paired rows; "
-                  f"{len(comparison['only_base'])} only in base, {len(comparison['only_head'])} only in head")
+                  f"{comparison['only_base_count']} only in base, {comparison['only_head_count']} only in head")
     if comparison["base_revision"] != comparison["head_revision"]:
         err_console.print(f"[yellow]warning:[/] the runs score different dataset revisions "
                           f"({comparison['base_revision']} and {comparison['head_revision']}): deltas cover the "
@@ -166,8 +166,9 @@ def compare(
                         fmt(row["base_verdict"]), fmt(row["head_verdict"]))
     console.print(changed)
     for rule, keys in comparison["new_failing_rules"].items():
+        total = comparison["new_failing_rules_count"][rule]
         console.print(f"newly failing rule {rule}: " + ", ".join(f"{c}#{t}" for c, t in keys[:20])
-                      + (f" and {len(keys) - 20} more" if len(keys) > 20 else ""), highlight=False)
+                      + (f" and {total - 20} more" if total > 20 else ""), highlight=False)
     for message in failures:
         err_console.print(f"[bold red]fail-on:[/] {message}", highlight=False)
     raise typer.Exit(1 if failures else 0)

@@ -136,6 +136,12 @@ def print_drift(drift: dict) -> None:
             console.print(f"    {side}: " + ", ".join(f"{k['case_id']}#{k['trial']}" for k in keys[:20]))
 
 
+def _more(count: int, listed: list, what: str) -> None:
+    if count > len(listed):
+        console.print(f"  ... and {count - len(listed):,} more {what} rows (the worst {len(listed)} are listed; "
+                      "junit.xml counts the rest per slice and rule)", highlight=False)
+
+
 def print_gate(verdict, run_id: str) -> None:
     style = "green" if verdict.passed else "bold red"
     _unless_quiet(verdict.passed).print(f"gate for run {run_id}: [{style}]{'PASS' if verdict.passed else 'FAIL'}[/]")
@@ -147,9 +153,12 @@ def print_gate(verdict, run_id: str) -> None:
         for key in ("missing_calls", "extra_calls", "wrong_args"):
             if evidence[key]:
                 console.print(f"      {key}: {json.dumps(evidence[key], ensure_ascii=False)}", highlight=False)
+    _more(verdict.counts["blocking_rows"], verdict.failing_rows, "failing")
     for outcome in verdict.waived:
         console.print(f"  waived: {outcome.case_id}#{outcome.trial} ({', '.join(outcome.waived_rules)})")
+    _more(verdict.counts["waived_rows"], verdict.waived, "waived")
     for outcome in verdict.quarantined:
         console.print(f"  quarantined (not blocking): {outcome.case_id}#{outcome.trial} {', '.join(outcome.rules)}")
+    _more(verdict.counts["quarantined_rows"], verdict.quarantined, "quarantined")
     for advisory in verdict.advisories:
         console.print(f"  advisory: {advisory}", highlight=False)

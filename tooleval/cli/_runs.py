@@ -81,12 +81,12 @@ def rescore(
     """
     from tooleval.dataset import check_name
     from tooleval.runs.plan import check_run_id
-    from tooleval.runs.published import open_run, select_envelopes
+    from tooleval.runs.published import check_envelopes, open_run
 
     try:
         open_results(out)
         source = open_run(out, run_id, dataset)
-        select_envelopes(source, case, trial)
+        check_envelopes(source, case, trial)
         if to_run_id is not None:
             check_run_id(source.out, check_name(to_run_id, what="run id"), source.revision)
     except InputFileError as exc:
@@ -137,14 +137,16 @@ def gate(
     out: OutOption = Path("results"),
     config: Annotated[Optional[Path], typer.Option(help="Gate config (default: the dataset's gate.toml).")] = None,
     dataset: Annotated[Optional[Path], typer.Option(help="Dataset folder (default: the run's).")] = None,
+    listed_rows: Annotated[Optional[int], typer.Option(
+        "--listed-rows", min=0, help="Rows listed one by one per list (default: gate.toml listed_rows, 100).")] = None,
 ) -> None:
-    """Judge a run with the release gate: print each failing row, write runs/<run>/junit.xml.
+    """Judge a run with the release gate: print the worst failing rows (all of them up to --listed-rows), count
+    the rest per slice and rule, write runs/<run>/junit.xml and gate.json.
 
     Exit 0: pass; 1: a blocking failure; 2: usage or input error.
     """
-    import pyarrow as pa
-
-    from tooleval.runs.gate import gate_config_for, gate_rows, gate_scope, run_gate, write_junit
+    from tooleval.runs.gate import (GATE_BATCH_ROWS, GATE_COLUMNS, gate_config_for, gate_scope, judge_rows,
+                                    write_junit)
     from tooleval.runs.published import open_run
     from tooleval.storage import Publication, read_versioned
 
@@ -152,23 +154,27 @@ def gate(
         open_results(out)
         run_ = open_run(out, run_id, dataset)
         cfg = gate_config_for(run_.dataset.path, config)
-        tables = [read_versioned(path, "rows") for path in run_.files("rows")]
-        if not tables:
+        if listed_rows is not None:
+            cfg = cfg.model_copy(update={"listed_rows": listed_rows})
+        files = run_.files("rows")
+        if not files:
             raise InputFileError(run_.out / "rows", None, f"run {run_id!r} has no rows.",
                                  "run the row-level path first (tooleval run without --legacy-only).")
+        origin = run_.summary.get("rescored_from") or {}
+        subset = origin.get("case") is not None or origin.get("trial") is not None
+        errors_file = run_.out / "runs" / run_id / "errors.json"
+        errors = json.loads(errors_file.read_text()) if errors_file.is_file() else []
+        # the gate's columns of one file (one shard) at a time, as dicts 5,000 rows at a time: never every row
+        batches = (batch.to_pylist() for path in files
+                   for batch in read_versioned(path, "rows", GATE_COLUMNS).to_batches(GATE_BATCH_ROWS))
+        scope = None if subset else gate_scope(run_.dataset.cases, run_.summary.get("slices"))
+        verdict = judge_rows(batches, scope, errors, cfg)
     except InputFileError as exc:
         fail(exc)
-    rows = pa.concat_tables(tables).to_pylist()
-    origin = run_.summary.get("rescored_from") or {}
-    subset = origin.get("case") is not None or origin.get("trial") is not None
-    errors_file = run_.out / "runs" / run_id / "errors.json"
-    errors = json.loads(errors_file.read_text()) if errors_file.is_file() else []
-    rows = gate_rows(rows, None if subset else gate_scope(run_.dataset.cases, run_.summary.get("slices")), errors)
-    verdict = run_gate(rows, cfg)
     try:
         with Publication(run_.out) as publication:
             junit = publication.add_text(f"runs/{run_id}/junit.xml", "")
-            write_junit(verdict, rows, junit, suite_name=run_.revision)
+            write_junit(verdict, junit, suite_name=run_.revision)
             publication.add_json(f"runs/{run_id}/gate.json", verdict.to_dict())
     except InputFileError as exc:
         fail(exc)

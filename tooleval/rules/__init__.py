@@ -16,7 +16,7 @@ Formats and decisions: docs/rules.md.
 
 from tooleval.rules._arguments import ArgumentRules, rule_diff_paths
 from tooleval.rules._confirmation import ConfirmationConfig, ConfirmationDetector, KeywordConfirmation
-from tooleval.rules._gate import evaluate_gate
+from tooleval.rules._gate import GateTally, evaluate_gate
 from tooleval.rules._gate_config import (
     GATE_RULES,
     F1Advisory,
@@ -68,6 +68,7 @@ __all__ = [
     "QuarantineEntry",
     "load_gate_config",
     "load_policy",
+    "GateTally",
     "GateVerdict",
     "RowOutcome",
     "SliceResult",

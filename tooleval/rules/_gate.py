@@ -21,15 +21,16 @@ Decisions (docs/rules.md "Gate"):
 
 from __future__ import annotations
 
+import heapq
 from collections import Counter
 from datetime import date
-from typing import Any
+from typing import Any, Iterable
 
 from tooleval.rules._gate_config import Floor, GateConfig, Waiver
 from tooleval.rules._schema import SCHEMA_RULE
 from tooleval.rules._verdict import NO_SLICE, GateVerdict, RowOutcome, SliceResult
 
-__all__ = ["evaluate_gate"]
+__all__ = ["GateTally", "evaluate_gate"]
 
 def _rule_label(rule: str | None) -> str:
     """``rule 'x'``, or ``all rules`` for a waiver that names no rule (it covers the whole case)."""
@@ -69,112 +70,257 @@ def _outcome(row: dict, config: GateConfig, active: list[Waiver], quarantine: di
         waived_rules=sorted(waived),
         waivers=[w.to_dict() for w in waivers.values()],
         quarantine=quarantine[case_id].to_dict() if case_id in quarantine else None,
+        no_trial=row.get("trial") is None,
     )
 
 
-def _slice(kind: str, name: str, members: list[RowOutcome], floor: Floor | None) -> SliceResult:
-    counted = [r for r in members if r.quarantine is None]
-    scored = [r.f1 for r in counted if r.f1 is not None]
-    exact = sum(1 for r in counted if r.exact_match)
-    mean = sum(scored) / len(scored) if scored else None
-    failures: list[str] = []
-    label = f"{kind} {name!r}"
-    if floor is not None:
-        if len(counted) < floor.min_rows:
-            what = "missing from the run" if not counted else f"{len(counted)} row(s)"
-            failures.append(f"{label}: {what}; min_rows is {floor.min_rows}")
-        if floor.min_mean_f1 is not None and (mean is None or mean < floor.min_mean_f1):
-            failures.append(f"{label}: mean f1 {'n/a' if mean is None else f'{mean:.4f}'} "
-                            f"is below its floor {floor.min_mean_f1}")
-        rate = exact / len(scored) if scored else None
-        if floor.min_exact_match_rate is not None and (rate is None or rate < floor.min_exact_match_rate):
-            failures.append(f"{label}: exact-match rate {'n/a' if rate is None else f'{rate:.4f}'} "
-                            f"is below its floor {floor.min_exact_match_rate}")
-    return SliceResult(
-        kind=kind, name=name, rows=len(counted), quarantined_rows=len(members) - len(counted),
-        exact_match_rows=exact, mean_f1=mean, min_f1=min(scored) if scored else None,
-        fp=sum(r.fp for r in counted), fn=sum(r.fn for r in counted),
-        failing_rows=sum(1 for r in counted if r.rules), configured=floor is not None,
-        passed=not failures, failures=failures,
-    )
+class _GroupTally:
+    """Running figures of one slice or tool family (what :class:`SliceResult` reports)."""
+
+    __slots__ = ("rows", "quarantined", "exact", "f1_sum", "f1_count", "f1_min", "fp", "fn", "failing")
+
+    def __init__(self) -> None:
+        self.rows = self.quarantined = self.exact = self.f1_count = self.fp = self.fn = self.failing = 0
+        self.f1_sum, self.f1_min = 0, None
+
+    def add(self, o: RowOutcome) -> None:
+        if o.quarantine is not None:
+            self.quarantined += 1
+            return
+        self.rows += 1
+        if o.f1 is not None:  # summed in row order, as ``sum()`` over the list of values did
+            self.f1_sum += o.f1
+            self.f1_count += 1
+            self.f1_min = o.f1 if self.f1_min is None or o.f1 < self.f1_min else self.f1_min
+        self.exact += 1 if o.exact_match else 0
+        self.fp += o.fp
+        self.fn += o.fn
+        self.failing += 1 if o.rules else 0
+
+    def result(self, kind: str, name: str, floor: Floor | None) -> SliceResult:
+        mean = self.f1_sum / self.f1_count if self.f1_count else None
+        failures: list[str] = []
+        label = f"{kind} {name!r}"
+        if floor is not None:
+            if self.rows < floor.min_rows:
+                what = "missing from the run" if not self.rows else f"{self.rows} row(s)"
+                failures.append(f"{label}: {what}; min_rows is {floor.min_rows}")
+            if floor.min_mean_f1 is not None and (mean is None or mean < floor.min_mean_f1):
+                failures.append(f"{label}: mean f1 {'n/a' if mean is None else f'{mean:.4f}'} "
+                                f"is below its floor {floor.min_mean_f1}")
+            rate = self.exact / self.f1_count if self.f1_count else None
+            if floor.min_exact_match_rate is not None and (rate is None or rate < floor.min_exact_match_rate):
+                failures.append(f"{label}: exact-match rate {'n/a' if rate is None else f'{rate:.4f}'} "
+                                f"is below its floor {floor.min_exact_match_rate}")
+        return SliceResult(
+            kind=kind, name=name, rows=self.rows, quarantined_rows=self.quarantined, exact_match_rows=self.exact,
+            mean_f1=mean, min_f1=self.f1_min, fp=self.fp, fn=self.fn, failing_rows=self.failing,
+            configured=floor is not None, passed=not failures, failures=failures,
+        )
 
 
-def evaluate_gate(rows: list[dict[str, Any]], config: GateConfig, *, today: date) -> GateVerdict:
+def _worst_key(o: RowOutcome) -> tuple:
+    """Listing order, the worst first: rows without an F1 (unscored, errors), then the lowest F1; by key."""
+    return (o.f1 is not None, o.f1 or 0.0, o.case_id, o.trial)
+
+
+class _Listed:
+    """The ``limit`` worst outcomes of one list (failing, waived, quarantined) and the count of all of them.
+
+    :meth:`items` gives them in arrival order while the list holds no more than ``limit``, else the worst first.
+    """
+
+    def __init__(self, limit: int) -> None:
+        self.limit, self.count = limit, 0
+        self._heap: list[tuple[_Desc, int, RowOutcome]] = []
+
+    def add(self, o: RowOutcome) -> None:
+        item = (_Desc(_worst_key(o)), self.count, o)
+        self.count += 1
+        if len(self._heap) < self.limit:
+            heapq.heappush(self._heap, item)
+        elif self.limit and item[0] > self._heap[0][0]:
+            heapq.heapreplace(self._heap, item)
+
+    def items(self) -> list[RowOutcome]:
+        if self.count <= self.limit:
+            return [o for _, _, o in sorted(self._heap, key=lambda i: i[1])]
+        return [o for _, _, o in sorted(self._heap, key=lambda i: _worst_key(i[2]))]
+
+
+class _Desc:
+    """A key in reverse order: the heap's top is the *best* of the kept (worst) rows, the first to give way."""
+
+    __slots__ = ("key",)
+
+    def __init__(self, key: tuple) -> None:
+        self.key = key
+
+    def __lt__(self, other: "_Desc") -> bool:
+        return self.key > other.key
+
+    def __gt__(self, other: "_Desc") -> bool:
+        return self.key < other.key
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Desc) and self.key == other.key
+
+
+_SLICE_TALLY = ("rows", "failing", "waived", "quarantined", "quarantined_failing", "advisory_violations")
+
+
+class GateTally:
+    """The release gate over rows streamed one at a time, in memory bounded by ``listed`` (the rows kept with
+    their evidence) and by the number of slices, tool families and rules — never by the number of rows.
+
+    Feed every row (then the placeholders of unscored cases) to :meth:`add`; :meth:`verdict` gives the
+    :class:`GateVerdict`. Its ``failing_rows``, ``waived`` and ``quarantined`` list at most ``listed`` rows each
+    (the worst first once there are more; in row order otherwise); every count covers all rows.
+
+    Args:
+        config: The gate configuration.
+        today: The date waivers are checked against.
+        listed: Rows listed per list; default ``config.listed_rows``.
+    """
+
+    def __init__(self, config: GateConfig, *, today: date, listed: int | None = None) -> None:
+        self.config = config
+        self.listed = config.listed_rows if listed is None else listed
+        self._quarantine = {q.case: q for q in config.quarantine}
+        self._active = [w for w in config.waivers if not w.expired(today)]
+        self._expired = [w for w in config.waivers if w.expired(today)]
+        self._lists = {name: _Listed(self.listed) for name in ("failing", "waived", "quarantined")}
+        self._groups: dict[tuple[str, str], _GroupTally] = {}
+        self._matched: set[int] = set()
+        self._counted = _GroupTally()
+        self._rows = self._scored = self._unscored = self._exact = self._fp = self._fn = self._advisory = 0
+        self._by_rule: Counter = Counter()
+        self._failing_family: Counter = Counter()
+        self._failing_slice: Counter = Counter()
+        self._failing_slice_rule: Counter = Counter()
+        self._by_slice: dict[str, Counter] = {}
+
+    def add(self, row: dict[str, Any]) -> RowOutcome:
+        """Judge one row (a row dict as in :func:`evaluate_gate`) and fold it into the figures."""
+        o = _outcome(row, self.config, self._active, self._quarantine)
+        unscored = bool(row.get("unscored"))
+        self._rows += 0 if unscored else 1
+        self._unscored += 1 if unscored else 0
+        self._scored += 1 if not row.get("error") and not unscored else 0
+        self._exact += 1 if row.get("exact_match") else 0
+        self._fp += row.get("fp") or 0
+        self._fn += row.get("fn") or 0
+        for v in o.violations:
+            self._by_rule[v["rule"]] += 1
+            self._advisory += 1 if v["severity"] == "advisory" else 0
+            for index, w in enumerate(self._active):
+                if index not in self._matched and w.covers(o.case_id, v["rule"]):
+                    self._matched.add(index)
+        slice_ = o.slice or NO_SLICE
+        tally = self._by_slice.get(slice_)
+        if tally is None:
+            tally = self._by_slice[slice_] = Counter(dict.fromkeys(_SLICE_TALLY, 0))
+        tally["rows"] += 1
+        tally["advisory_violations"] += sum(1 for v in o.violations if v["severity"] == "advisory")
+        failing = bool(o.rules) and o.quarantine is None
+        if failing:
+            self._lists["failing"].add(o)
+            self._failing_slice[slice_] += 1
+            for family in o.tool_families or [NO_SLICE]:
+                self._failing_family[family] += 1
+            for rule in o.rules:
+                self._failing_slice_rule[(slice_, rule)] += 1
+            tally["failing"] += 1
+        if o.waived_rules and o.quarantine is None:
+            self._lists["waived"].add(o)
+            tally["waived"] += 1
+        if o.quarantine is not None:
+            self._lists["quarantined"].add(o)
+            tally["quarantined"] += 1
+            tally["quarantined_failing"] += 1 if o.rules else 0
+        self._counted.add(o)
+        if o.slice is not None:
+            self._groups.setdefault(("slice", o.slice), _GroupTally()).add(o)
+        for family in o.tool_families:
+            self._groups.setdefault(("family", family), _GroupTally()).add(o)
+        return o
+
+    def verdict(self) -> GateVerdict:
+        """The :class:`GateVerdict` of every row added so far."""
+        config = self.config
+        floors = {**{("slice", k): v for k, v in config.slices.items()},
+                  **{("family", k): v for k, v in config.families.items()}}
+        keys = sorted(set(self._groups) | set(floors))
+        slices = [self._groups.get(key, _GroupTally()).result(*key, floors.get(key)) for key in keys]
+        failing, waived, quarantined = (self._lists[n] for n in ("failing", "waived", "quarantined"))
+        reasons = [] if self._scored else ["no scored row: nothing was evaluated"]
+        reasons += [f"{failing.count} blocking row(s)"] if failing.count else []
+        reasons += [f for s in slices for f in s.failures]
+        reasons += [f"waiver (case {w.case!r}, {_rule_label(w.rule)}, owner {w.owner}) expired on "
+                    f"{w.expires.isoformat()}" for w in self._expired]
+        by_slice_rule: dict[str, dict[str, int]] = {}
+        for (slice_, rule), n in sorted(self._failing_slice_rule.items()):
+            by_slice_rule.setdefault(slice_, {})[rule] = n
+        counts = {
+            "rows_evaluated": self._rows,
+            "scored_rows": self._scored,
+            "unscored_cases": self._unscored,
+            "exact_match_rows": self._exact,
+            "false_positive_calls": self._fp,
+            "false_negative_calls": self._fn,
+            "blocking_rows": failing.count,
+            "waived_rows": waived.count,
+            "quarantined_rows": quarantined.count,
+            "advisory_violations": self._advisory,
+            "violations_by_rule": dict(sorted(self._by_rule.items())),
+            "failures_by_tool_family": dict(sorted(self._failing_family.items())),
+            "failures_by_slice": dict(sorted(self._failing_slice.items())),
+            "failures_by_slice_and_rule": by_slice_rule,
+            "rows_by_slice": {name: dict(sorted(c.items())) for name, c in sorted(self._by_slice.items())},
+        }
+        return GateVerdict(
+            passed=not reasons, reasons=reasons, failing_rows=failing.items(), waived=waived.items(),
+            quarantined=quarantined.items(), slices=slices, counts=counts, expired_waivers=self._expired,
+            advisories=self._advisories(counts), listed=self.listed,
+        )
+
+    def _advisories(self, counts: dict) -> list[str]:
+        config, counted = self.config, self._counted
+        notes: list[str] = []
+        mean = counted.f1_sum / counted.f1_count if counted.f1_count else None
+        if config.f1.min_mean is not None and mean is not None and mean < config.f1.min_mean:
+            notes.append(f"mean f1 {mean:.4f} is below the advisory threshold {config.f1.min_mean}")
+        if config.f1.min_exact_match_rate is not None and counted.f1_count:
+            rate = counted.exact / counted.f1_count
+            if rate < config.f1.min_exact_match_rate:
+                notes.append(f"exact-match rate {rate:.4f} is below the advisory threshold "
+                             f"{config.f1.min_exact_match_rate}")
+        if counts["advisory_violations"]:
+            notes.append(f"{counts['advisory_violations']} advisory violation(s)")
+        for index, w in enumerate(self._active):
+            if index not in self._matched:
+                notes.append(f"waiver (case {w.case!r}, {_rule_label(w.rule)}) matched no violation")
+        return notes
+
+
+def evaluate_gate(rows: Iterable[dict[str, Any]], config: GateConfig, *, today: date,
+                  listed: int | None = None) -> GateVerdict:
     """Judge a run.
 
     Args:
         rows: Row dicts with at least ``case_id``, ``trial``, ``slice``, ``f1``, ``exact_match``, ``fp``, ``fn``,
             ``missing_calls``, ``extra_calls``, ``wrong_args``, ``violations`` (``[{rule, severity, tool,
             detail}]``) and optionally ``tool_families`` and ``error`` (as read back from ``rows/``), followed
-            by the placeholder rows of unscored cases (``unscored: true``, ``error`` saying why).
+            by the placeholder rows of unscored cases (``unscored: true``, ``error`` saying why). Any iterable:
+            they are judged one at a time (:class:`GateTally`).
         config: The gate configuration.
         today: The date waivers are checked against (pass it explicitly: the verdict must be reproducible).
+        listed: Rows listed per list (failing, waived, quarantined); default ``config.listed_rows``.
 
     Returns:
         A :class:`GateVerdict`.
     """
-    quarantine = {q.case: q for q in config.quarantine}
-    active = [w for w in config.waivers if not w.expired(today)]
-    expired = [w for w in config.waivers if w.expired(today)]
-    outcomes = [_outcome(row, config, active, quarantine) for row in rows]
-    failing = [o for o in outcomes if o.rules and o.quarantine is None]
-    waived = [o for o in outcomes if o.waived_rules and o.quarantine is None]
-    quarantined = [o for o in outcomes if o.quarantine is not None]
-    groups: dict[tuple[str, str], list[RowOutcome]] = {}
-    for o in outcomes:
-        if o.slice is not None:
-            groups.setdefault(("slice", o.slice), []).append(o)
-        for family in o.tool_families:
-            groups.setdefault(("family", family), []).append(o)
-    floors = {**{("slice", k): v for k, v in config.slices.items()},
-              **{("family", k): v for k, v in config.families.items()}}
-    keys = sorted(set(groups) | set(floors))
-    slices = [_slice(kind, name, groups.get((kind, name), []), floors.get((kind, name))) for kind, name in keys]
-    scored = sum(1 for r in rows if not r.get("error") and not r.get("unscored"))
-    reasons = [] if scored else ["no scored row: nothing was evaluated"]
-    reasons += [f"{len(failing)} blocking row(s)"] if failing else []
-    reasons += [f for s in slices for f in s.failures]
-    reasons += [f"waiver (case {w.case!r}, {_rule_label(w.rule)}, owner {w.owner}) expired on {w.expires.isoformat()}"
-                for w in expired]
-    all_violations = [v for o in outcomes for v in o.violations]
-    counts = {
-        "rows_evaluated": sum(1 for r in rows if not r.get("unscored")),
-        "scored_rows": scored,
-        "unscored_cases": sum(1 for r in rows if r.get("unscored")),
-        "exact_match_rows": sum(1 for r in rows if r.get("exact_match")),
-        "false_positive_calls": sum(r.get("fp") or 0 for r in rows),
-        "false_negative_calls": sum(r.get("fn") or 0 for r in rows),
-        "blocking_rows": len(failing),
-        "waived_rows": len(waived),
-        "quarantined_rows": len(quarantined),
-        "advisory_violations": sum(1 for v in all_violations if v["severity"] == "advisory"),
-        "violations_by_rule": dict(sorted(Counter(v["rule"] for v in all_violations).items())),
-        "failures_by_tool_family": dict(sorted(Counter(f for o in failing for f in o.tool_families or [NO_SLICE])
-                                               .items())),
-        "failures_by_slice": dict(sorted(Counter(o.slice or NO_SLICE for o in failing).items())),
-    }
-    return GateVerdict(
-        passed=not reasons, reasons=reasons, failing_rows=failing, waived=waived, quarantined=quarantined,
-        slices=slices, counts=counts, expired_waivers=expired,
-        advisories=_advisories(config, outcomes, active, counts),
-    )
-
-
-def _advisories(config: GateConfig, outcomes: list[RowOutcome], active: list[Waiver], counts: dict) -> list[str]:
-    notes: list[str] = []
-    counted = [o for o in outcomes if o.quarantine is None]
-    scored = [o.f1 for o in counted if o.f1 is not None]
-    mean = sum(scored) / len(scored) if scored else None
-    if config.f1.min_mean is not None and mean is not None and mean < config.f1.min_mean:
-        notes.append(f"mean f1 {mean:.4f} is below the advisory threshold {config.f1.min_mean}")
-    if config.f1.min_exact_match_rate is not None and scored:
-        rate = sum(1 for o in counted if o.exact_match) / len(scored)
-        if rate < config.f1.min_exact_match_rate:
-            notes.append(f"exact-match rate {rate:.4f} is below the advisory threshold "
-                         f"{config.f1.min_exact_match_rate}")
-    if counts["advisory_violations"]:
-        notes.append(f"{counts['advisory_violations']} advisory violation(s)")
-    for w in active:
-        if not any(w.covers(o.case_id, v["rule"]) for o in outcomes for v in o.violations):
-            notes.append(f"waiver (case {w.case!r}, {_rule_label(w.rule)}) matched no violation")
-    return notes
+    tally = GateTally(config, today=today, listed=listed)
+    for row in rows:
+        tally.add(row)
+    return tally.verdict()

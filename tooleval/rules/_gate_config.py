@@ -146,6 +146,10 @@ class GateConfig(BaseModel):
     """Tool family (tools.json ``family``, row column ``tool_families``) -> floors."""
     waivers: list[Waiver] = Field(default_factory=list)
     quarantine: list[QuarantineEntry] = Field(default_factory=list)
+    listed_rows: int = Field(default=100, ge=0)
+    """Rows listed one by one, with their evidence, per list (failing, waived, quarantined) in ``junit.xml``,
+    ``summary.json``'s ``gate`` and ``tooleval gate``'s output: the worst first (no F1, then the lowest F1).
+    The other rows are counted per slice and rule; the verdict and every count cover all rows."""
 
     @field_validator("severity")
     @classmethod

@@ -37,6 +37,8 @@ class RowOutcome:
     waived_rules: list[str] = field(default_factory=list)
     waivers: list[dict] = field(default_factory=list)
     quarantine: dict | None = None
+    no_trial: bool = False
+    """True for a placeholder of a case that has no row at all (its trial is unknown: JUnit names it ``#-``)."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -105,9 +107,15 @@ class GateVerdict:
     counts: dict[str, Any]
     """``rows_evaluated``, ``exact_match_rows``, ``false_positive_calls``, ``false_negative_calls``,
     ``blocking_rows``, ``waived_rows``, ``quarantined_rows``, ``advisory_violations``, ``violations_by_rule``,
-    ``failures_by_tool_family``, ``failures_by_slice``."""
+    ``failures_by_tool_family``, ``failures_by_slice``, ``failures_by_slice_and_rule`` (slice -> blocking rule
+    -> failing rows; a row failing two rules counts under both) and ``rows_by_slice`` (slice -> ``rows``,
+    ``failing``, ``waived``, ``quarantined``, ``quarantined_failing``, ``advisory_violations``; rows without a
+    slice under ``(none)``). Every count covers all rows, listed or not."""
     expired_waivers: list[Waiver]
     advisories: list[str]
+    listed: int = 100
+    """Rows listed at most in each of ``failing_rows``, ``waived`` and ``quarantined`` (the worst first when
+    there were more: see :class:`tooleval.rules.GateTally`); ``counts`` has them all."""
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form (dates as ISO text), for ``summary.json``'s ``gate`` key."""
@@ -115,6 +123,10 @@ class GateVerdict:
             "passed": self.passed,
             "reasons": list(self.reasons),
             "counts": self.counts,
+            "listed": self.listed,
+            "failing_rows_count": self.counts["blocking_rows"],
+            "waived_count": self.counts["waived_rows"],
+            "quarantined_count": self.counts["quarantined_rows"],
             "failing_rows": [r.to_dict() for r in self.failing_rows],
             "waived": [r.to_dict() for r in self.waived],
             "quarantined": [r.to_dict() for r in self.quarantined],

@@ -18,6 +18,10 @@ __all__ = ["SEED", "RESAMPLES", "cluster_mean_ci"]
 SEED = 20261130
 """Seed of the bootstrap's random generator (a fixed seed makes intervals reproducible)."""
 RESAMPLES = 9999
+BATCH_ELEMENTS = 2_000_000
+"""Resampled values held at once (about 16 MB per array): above ``RESAMPLES`` x cases, resamples are drawn in
+batches (``scipy.stats.bootstrap(batch=...)``), so a run with a million rows' cases stays in bounded memory.
+Below it (every bundled dataset) the draw is one batch, as before."""
 
 
 def _ratio(sums: np.ndarray, counts: np.ndarray, axis: int = -1) -> np.ndarray:
@@ -44,6 +48,7 @@ def cluster_mean_ci(sums: Sequence[float], counts: Sequence[float], level: float
     if s.size == 1 or np.allclose(per_case, per_case[0], rtol=0.0, atol=1e-12):
         mean = float(s.sum() / c.sum())
         return (mean, mean)
-    result = bootstrap((s, c), _ratio, paired=True, vectorized=True, n_resamples=RESAMPLES,
+    batch = None if s.size * RESAMPLES <= BATCH_ELEMENTS else max(1, BATCH_ELEMENTS // s.size)
+    result = bootstrap((s, c), _ratio, paired=True, vectorized=True, n_resamples=RESAMPLES, batch=batch,
                        confidence_level=level, method="percentile", rng=np.random.default_rng(SEED))
     return (float(result.confidence_interval.low), float(result.confidence_interval.high))

@@ -100,7 +100,8 @@ def compare_runs(out: str | Path, base: str, head: str) -> dict[str, Any]:
         ``changed_rows`` (at most 1,000, ``changed_count`` counts all) lists ``{case_id, trial, base_f1,
         head_f1, base_verdict, head_verdict}`` for pairs whose F1 or verdict differ or that are in one run only;
         ``new_failing_rules`` maps a blocking rule to the ``[case_id, trial]`` pairs it fails in HEAD but not in
-        BASE.
+        BASE. Every list holds at most 1,000 entries (by key: ``only_base``, ``only_head``, each rule's pairs);
+        ``only_base_count``, ``only_head_count`` and ``new_failing_rules_count`` (rule -> pairs) count them all.
 
     Raises:
         InputFileError: a run that is not under ``out`` or has no rows, or two runs without a common
@@ -123,7 +124,7 @@ def compare_runs(out: str | Path, base: str, head: str) -> dict[str, Any]:
     columns = ", ".join(f"{_qualify(sql, 'b')} AS b_{m}, {_qualify(sql, 'h')} AS h_{m}" for m, sql in METRICS.items())
     verdicts = ", ".join(_VERDICT.format(t=t) for t in ("b", "h"))
     con.execute(_PAIRS.format(columns=columns, verdicts=verdicts), params)
-    keys = "SELECT case_id, trial FROM pairs WHERE {} ORDER BY case_id, trial"
+    keys = f"SELECT case_id, trial FROM pairs WHERE {{}} ORDER BY case_id, trial LIMIT {_CHANGED_LIMIT}"
     pairs = con.execute("SELECT count(*) FROM pairs WHERE in_base AND in_head").fetchone()[0]
     revisions = [con.execute("SELECT any_value(dataset_revision) FROM rows WHERE run_id = $r", {"r": run}).fetchone()[0]
                  for run in (base, head)]
@@ -137,6 +138,8 @@ def compare_runs(out: str | Path, base: str, head: str) -> dict[str, Any]:
         "pairs": pairs,
         "only_base": [list(k) for k in con.execute(keys.format("NOT in_head")).fetchall()],
         "only_head": [list(k) for k in con.execute(keys.format("NOT in_base")).fetchall()],
+        "only_base_count": con.execute("SELECT count(*) FROM pairs WHERE NOT in_head").fetchone()[0],
+        "only_head_count": con.execute("SELECT count(*) FROM pairs WHERE NOT in_base").fetchone()[0],
         "overall": _group(con, "true", {}),
     }
     slices = [r[0] for r in con.execute("SELECT DISTINCT slice FROM pairs WHERE slice IS NOT NULL ORDER BY 1").fetchall()]
@@ -151,11 +154,17 @@ def compare_runs(out: str | Path, base: str, head: str) -> dict[str, Any]:
     names = [d[0] for d in cursor.description]
     result["changed_rows"] = [dict(zip(names, r)) for r in cursor.fetchall()]
     new_rules: dict[str, list] = {}
-    for rule, case_id, trial in con.execute(
-            "SELECT rule, case_id, trial FROM (SELECT unnest(list_filter(head_rules, lambda r: NOT list_contains("
-            "base_rules, r))) AS rule, case_id, trial FROM pairs WHERE in_base AND in_head) ORDER BY ALL").fetchall():
+    counts: dict[str, int] = {}
+    newly = ("SELECT rule, case_id, trial FROM (SELECT unnest(list_filter(head_rules, lambda r: NOT list_contains("
+             "base_rules, r))) AS rule, case_id, trial FROM pairs WHERE in_base AND in_head)")
+    for rule, n in con.execute(f"SELECT rule, count(*) FROM ({newly}) GROUP BY ALL ORDER BY 1").fetchall():
+        counts[rule] = n
+    listed = (f"SELECT rule, case_id, trial FROM (SELECT *, row_number() OVER (PARTITION BY rule ORDER BY case_id, "
+              f"trial) AS n FROM ({newly})) WHERE n <= {_CHANGED_LIMIT} ORDER BY ALL")
+    for rule, case_id, trial in con.execute(listed).fetchall():
         new_rules.setdefault(rule, []).append([case_id, trial])
     result["new_failing_rules"] = new_rules
+    result["new_failing_rules_count"] = counts
     return result
 
 

@@ -12,14 +12,19 @@ from __future__ import annotations
 
 import math
 from collections import Counter
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 from tooleval.runs.legacy import LegacyResult
 
-__all__ = ["check_drift", "drift_partial", "drift_report", "DEFAULT_TOLERANCE", "MAX_LISTED"]
+__all__ = ["DRIFT_COLUMNS", "check_drift", "drift_partial_sql", "recheck_run",
+           "drift_partial", "drift_report", "DEFAULT_TOLERANCE", "MAX_LISTED"]
 
 DEFAULT_TOLERANCE = 1e-9
+
+DRIFT_COLUMNS = ["case_id", "trial", "ragas_tool_call_f1", "ragas_version", "scorer_version"]
+"""The row columns a :func:`drift_partial` reads."""
 
 
 MAX_LISTED = 1000
@@ -40,7 +45,9 @@ def drift_partial(legacy_rows: list[Any], new_rows: list[dict[str, Any]], *, tol
         tolerance: Largest accepted absolute difference between row values.
 
     Returns:
-        A JSON-ready partial for :func:`drift_report`: counts, exact sums (``math.fsum``) and the listed keys.
+        A JSON-ready partial for :func:`drift_report`: counts, exact sums (``math.fsum``) and the keys of each list
+        (one side only, twice, differing) up to :data:`MAX_LISTED`, with their counts (``<list>_count``): what
+        a worker sends back stays small even when every row of its shard drifted.
     """
     legacy_keys = Counter((r.case_id, r.trial) for r in legacy_rows)
     new_keys = Counter((r["case_id"], r["trial"]) for r in new_rows)
@@ -53,22 +60,26 @@ def drift_partial(legacy_rows: list[Any], new_rows: list[dict[str, Any]], *, tol
             differing.append({"case_id": key[0], "trial": key[1], "legacy": a, "new": b})
     legacy_scored = [r.value for r in legacy_rows if r.value is not None]
     new_scored = [r["ragas_tool_call_f1"] for r in new_rows if r["ragas_tool_call_f1"] is not None]
-    return {
+    partial: dict[str, Any] = {
         "legacy_rows": len(legacy_keys), "new_rows": len(new_rows), "new_keys": len(new_keys),
         "legacy_sum": math.fsum(legacy_scored), "legacy_count": len(legacy_scored),
         "new_sum": math.fsum(new_scored), "new_count": len(new_scored),
-        "only_legacy": sorted(set(legacy_keys) - set(new_keys)), "only_new": sorted(set(new_keys) - set(legacy_keys)),
-        "twice_legacy": sorted(k for k, n in legacy_keys.items() if n > 1),
-        "twice_new": sorted(k for k, n in new_keys.items() if n > 1),
-        "differing": differing,
         "ragas_versions": sorted({r["ragas_version"] for r in new_rows if r.get("ragas_version")}),
         "scorer_versions": sorted({r["scorer_version"] for r in new_rows if r.get("scorer_version")}),
     }
+    lists = {"only_legacy": sorted(set(legacy_keys) - set(new_keys)),
+             "only_new": sorted(set(new_keys) - set(legacy_keys)),
+             "twice_legacy": sorted(k for k, n in legacy_keys.items() if n > 1),
+             "twice_new": sorted(k for k, n in new_keys.items() if n > 1), "differing": differing}
+    for name, listed in lists.items():  # the first MAX_LISTED by key: all that drift_report can list
+        partial[name], partial[f"{name}_count"] = listed[:MAX_LISTED], len(listed)
+    return partial
 
 
 def _keys(parts: list[dict], name: str) -> tuple[list[dict], int]:
-    keys = [k for part in parts for k in part[name]]
-    return [{"case_id": c, "trial": t} for c, t in sorted(keys)[:MAX_LISTED]], len(keys)
+    keys = [tuple(k) for part in parts for k in part[name]]
+    count = sum(p.get(f"{name}_count", len(p[name])) for p in parts)  # a partial may list only the first keys
+    return [{"case_id": c, "trial": t} for c, t in sorted(keys)[:MAX_LISTED]], count
 
 
 def drift_report(partials: list[dict[str, Any]], legacy: LegacyResult, *, tolerance: float = DEFAULT_TOLERANCE
@@ -77,7 +88,8 @@ def drift_report(partials: list[dict[str, Any]], legacy: LegacyResult, *, tolera
 
     ``legacy`` supplies the legacy side's metric, value, row count and versions (its ``per_row`` is not read).
     Key lists and differing rows are listed up to :data:`MAX_LISTED` each, sorted by key; their full counts are
-    ``coverage.*_count`` and ``rows_differing_count``.
+    ``coverage.*_count`` and ``rows_differing_count`` (a partial that lists only some of its keys carries their
+    count as ``<list>_count``, e.g. ``only_legacy_count``, ``differing_count``: :func:`drift_partial_sql`).
     """
     new_count = sum(p["new_count"] for p in partials)
     new_value = math.fsum(p["new_sum"] for p in partials) / new_count if new_count else None
@@ -86,6 +98,7 @@ def drift_report(partials: list[dict[str, Any]], legacy: LegacyResult, *, tolera
     twice_legacy, n_twice_legacy = _keys(partials, "twice_legacy")
     twice_new, n_twice_new = _keys(partials, "twice_new")
     differing = sorted((d for p in partials for d in p["differing"]), key=lambda d: (d["case_id"], d["trial"]))
+    n_differing = sum(p.get("differing_count", len(p["differing"])) for p in partials)
     new_ragas = sorted({v for p in partials for v in p["ragas_versions"]})
     new_scorer = sorted({v for p in partials for v in p["scorer_versions"]})
     if legacy.value is None or new_value is None:
@@ -103,8 +116,8 @@ def drift_report(partials: list[dict[str, Any]], legacy: LegacyResult, *, tolera
                        "the row-level path")
     if n_twice_legacy or n_twice_new:
         reasons.append(f"keys scored more than once: legacy {n_twice_legacy}, row-level {n_twice_new}")
-    if differing:
-        reasons.append(f"{len(differing)} row(s) with different values")
+    if n_differing:
+        reasons.append(f"{n_differing} row(s) with different values")
     if difference is not None and abs(difference) > tolerance:
         reasons.append(f"scalar differs by {difference:+.3g} (tolerance {tolerance:g})")
     attribution = None
@@ -131,7 +144,7 @@ def drift_report(partials: list[dict[str, Any]], legacy: LegacyResult, *, tolera
             "only_new_count": n_only_new,
         },
         "rows_differing": differing[:MAX_LISTED],
-        "rows_differing_count": len(differing),
+        "rows_differing_count": n_differing,
     }
 
 
@@ -155,12 +168,70 @@ def check_drift(
     return drift_report([drift_partial(legacy.per_row, new_rows, tolerance=tolerance)], legacy, tolerance=tolerance)
 
 
+_PARTIAL_SQL = {
+    "counts": """
+        SELECT (SELECT count(*) FROM legacy), (SELECT count(*) FROM ({new})),
+               (SELECT count(*) FROM (SELECT DISTINCT case_id, trial FROM ({new}))),
+               (SELECT fsum(ragas_tool_call_f1) FROM ({new})), (SELECT count(ragas_tool_call_f1) FROM ({new}))""",
+    "only_legacy": """SELECT case_id, trial FROM (SELECT DISTINCT case_id, trial FROM legacy)
+        ANTI JOIN (SELECT DISTINCT case_id, trial FROM ({new})) USING (case_id, trial) ORDER BY 1, 2""",
+    "only_new": """SELECT case_id, trial FROM (SELECT DISTINCT case_id, trial FROM ({new}))
+        ANTI JOIN (SELECT DISTINCT case_id, trial FROM legacy) USING (case_id, trial) ORDER BY 1, 2""",
+    "twice_legacy": "SELECT case_id, trial FROM legacy GROUP BY ALL HAVING count(*) > 1 ORDER BY 1, 2",
+    "twice_new": "SELECT case_id, trial FROM ({new}) GROUP BY ALL HAVING count(*) > 1 ORDER BY 1, 2",
+    "differing": """SELECT l.case_id, l.trial, l.value, n.ragas_tool_call_f1 FROM legacy l
+        JOIN ({new}) n USING (case_id, trial)
+        WHERE (l.value IS NULL) != (n.ragas_tool_call_f1 IS NULL) OR abs(l.value - n.ragas_tool_call_f1) > {tol}
+        ORDER BY 1, 2""",
+}
+
+
+def drift_partial_sql(con: Any, legacy: Any, new_source: str, *, tolerance: float = DEFAULT_TOLERANCE
+                      ) -> dict[str, Any]:
+    """:func:`drift_partial` computed by DuckDB, for a whole published run at once: what ``tooleval drift``
+    compares without holding a row per key in Python (issue 9).
+
+    Args:
+        con: A DuckDB connection.
+        legacy: An Arrow table of the legacy per-row values: ``case_id``, ``trial``, ``value``.
+        new_source: A DuckDB table expression over the run's rows (:func:`tooleval.storage.scan_parquet_sql`).
+        tolerance: As in :func:`drift_partial`.
+
+    Returns:
+        The partial, listing at most :data:`MAX_LISTED` keys per list with the full counts as ``<list>_count``.
+    """
+    con.register("legacy", legacy)
+    try:
+        new = f"SELECT case_id, trial, ragas_tool_call_f1, ragas_version, scorer_version FROM {new_source}"
+        n_legacy, n_new, n_keys, new_sum, new_count = con.execute(_PARTIAL_SQL["counts"].format(new=new)).fetchone()
+        values = legacy.column("value").drop_null().to_pylist()
+        partial: dict[str, Any] = {
+            "legacy_rows": n_legacy, "new_rows": n_new, "new_keys": n_keys,
+            "legacy_sum": math.fsum(values), "legacy_count": len(values),
+            "new_sum": float(new_sum or 0.0), "new_count": new_count,
+        }
+        for name in ("only_legacy", "only_new", "twice_legacy", "twice_new", "differing"):
+            sql = _PARTIAL_SQL[name].format(new=new, tol=float(tolerance))
+            partial[f"{name}_count"] = con.execute(f"SELECT count(*) FROM ({sql})").fetchone()[0]
+            listed = con.execute(f"{sql} LIMIT {MAX_LISTED}").fetchall()
+            partial[name] = ([{"case_id": c, "trial": t, "legacy": a, "new": b} for c, t, a, b in listed]
+                             if name == "differing" else [(c, t) for c, t in listed])
+        for name, column in (("ragas_versions", "ragas_version"), ("scorer_versions", "scorer_version")):
+            found = con.execute(f"SELECT DISTINCT {column} FROM ({new}) WHERE {column} IS NOT NULL").fetchall()
+            partial[name] = sorted(v for (v,) in found if v)
+        return partial
+    finally:
+        con.unregister("legacy")
+
+
 def recheck_run(run: Any, *, tolerance: float = DEFAULT_TOLERANCE) -> dict[str, Any]:
     """Re-run the drift check of a published run from its files.
 
     The legacy side is recomputed from the run's published trace envelopes with ragas
-    (:func:`tooleval.runs.legacy.legacy_score`) and compared with the run's rows; the published legacy scalar
-    (``scalar.json``) must also equal the recomputed one.
+    (:func:`tooleval.runs.legacy.legacy_score`), one part file and at most 1,000 envelopes at a time, keeping
+    only ``(case_id, trial, value)`` per envelope in Arrow columns; DuckDB compares them with the run's rows
+    (:func:`drift_partial_sql`). The published legacy scalar (``scalar.json``) must also equal the recomputed
+    one.
 
     Args:
         run: A :class:`tooleval.runs.published.PublishedRun`.
@@ -175,23 +246,37 @@ def recheck_run(run: Any, *, tolerance: float = DEFAULT_TOLERANCE) -> dict[str, 
     import json
 
     import pyarrow as pa
+
     from tooleval.runs.legacy import legacy_score
-    from tooleval.storage import document_path, partition_dir, read_versioned
+    from tooleval.storage import document_path, partition_dir, read_versioned, scan_parquet_sql, source_connection
 
-    def read(kind: str, columns: list[str]) -> list[dict]:
-        tables = [read_versioned(path, kind).select(columns) for path in run.files(kind)]
-        return pa.concat_tables(tables).to_pylist() if tables else []
-
-    if not run.files("rows"):
+    row_files = run.files("rows")
+    if not row_files:
         from tooleval.errors import InputFileError
 
         raise InputFileError(run.out / "rows", None, f"run {run.run_id!r} has no rows (a --legacy-only run?): "
                              "there is no row-level path to compare.", "run it without --legacy-only first.")
-    envelopes = read("traces", ["case_id", "trial", "messages_json", "metadata_json", "error"])
-    legacy = legacy_score(envelopes, run.dataset.cases, str(run.summary.get("versions", {}).get("scorer")),
-                          run.redactor())
-    rows = read("rows", ["case_id", "trial", "ragas_tool_call_f1", "ragas_version", "scorer_version"])
-    report = check_drift(legacy, rows, tolerance=tolerance)
+    cases, redactor = run.dataset.cases, run.redactor()
+    scorer = str(run.summary.get("versions", {}).get("scorer"))
+    parts: list[pa.Table] = []
+    rows_seen, last = 0, None
+    for path in run.files("traces"):
+        table = read_versioned(path, "traces", ["case_id", "trial", "messages_json", "metadata_json", "error"])
+        for batch in table.to_batches(max_chunksize=1000):
+            last = legacy_score(batch.to_pylist(), cases, scorer, redactor)
+            rows_seen += last.rows
+            parts.append(pa.table({"case_id": pa.array([r.case_id for r in last.per_row], pa.string()),
+                                   "trial": pa.array([r.trial for r in last.per_row], pa.int64()),
+                                   "value": pa.array([r.value for r in last.per_row], pa.float64())}))
+    values = pa.concat_tables(parts) if parts else pa.table(
+        {"case_id": pa.array([], pa.string()), "trial": pa.array([], pa.int64()), "value": pa.array([], pa.float64())})
+    scored = values.column("value").drop_null().to_pylist()
+    legacy = LegacyResult(value=math.fsum(scored) / len(scored) if scored else None, rows=rows_seen,
+                          ragas_version=last.ragas_version if last else _ragas_version(),
+                          scorer_version=scorer, computed_at=datetime.now(timezone.utc), per_row=[])
+    source = scan_parquet_sql([str(f) for f in row_files])
+    report = drift_report([drift_partial_sql(source_connection(source), values, source, tolerance=tolerance)], legacy,
+                          tolerance=tolerance)
     scalar_relpath = (partition_dir(Path(), "legacy", run.revision, run.run_id) / "scalar.json").as_posix()
     scalar_path = document_path(run.out, scalar_relpath)
     published = json.loads(scalar_path.read_text())["value"] if scalar_path.is_file() else None
@@ -204,3 +289,9 @@ def recheck_run(run: Any, *, tolerance: float = DEFAULT_TOLERANCE) -> dict[str, 
             )
             report["attribution"] = report["attribution"] or "legacy_path"
     return report
+
+
+def _ragas_version() -> str:
+    from tooleval.scoring.ragas_metric import ragas_version
+
+    return ragas_version()

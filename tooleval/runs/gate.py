@@ -13,15 +13,36 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Iterator, Mapping
 
 from tooleval.models import Case
-from tooleval.rules import GateConfig, GateVerdict, evaluate_gate, load_gate_config, write_junit
+from tooleval.rules import GateConfig, GateTally, GateVerdict, evaluate_gate, load_gate_config, write_junit
 
-__all__ = ["gate_config_for", "gate_rows", "gate_scope", "run_gate", "unscored_rows", "write_junit"]
+__all__ = ["GATE_BATCH_ROWS", "GATE_COLUMNS", "gate_batches", "gate_config_for",
+           "gate_rows", "gate_scope", "judge_rows", "run_gate", "unscored_rows", "write_junit"]
+
+GATE_COLUMNS = ["case_id", "trial", "slice", "violations", "error", "missing_calls", "extra_calls", "wrong_args",
+                "f1", "exact_match", "fp", "fn", "tool_families", "blocking"]
+"""The row columns the gate and its JUnit report read (the call lists, the evidence and the provenance columns
+stay in the Parquet files)."""
+
+GATE_BATCH_ROWS = 5_000
+"""Rows read into Python at once by the gate (one Parquet record batch)."""
 
 _UNSCORED_KINDS = ("missing_trace", "unknown_case", "bad_trace", "generation_error")
 """``errors.json`` kinds that stand for a (case, trial) without a row (a row that exists carries its own error)."""
+
+
+def gate_batches(paths: Iterable[str | Path]) -> Iterator[list[dict[str, Any]]]:
+    """The rows of ``paths`` (row Parquet files of the current row schema, in report order) for the gate: one
+    file's gate columns at a time as Arrow, turned into row dicts of :data:`GATE_COLUMNS` (those the files have)
+    at most :data:`GATE_BATCH_ROWS` rows at a time."""
+    from tooleval.storage._fs import read_parquet, read_parquet_schema
+
+    for path in paths:  # a local path or a URL (stage files on object storage)
+        columns = [c for c in GATE_COLUMNS if c in read_parquet_schema(path).names]
+        for batch in read_parquet(path, columns=columns).to_batches(max_chunksize=GATE_BATCH_ROWS):
+            yield batch.to_pylist()
 
 
 def gate_config_for(dataset_path: str | Path, config: str | Path | None = None) -> GateConfig:
@@ -64,25 +85,74 @@ def unscored_rows(rows: list[dict[str, Any]], scope: Mapping[str, str | None] | 
         order. Each has ``error`` (``"<kind>: <message>"``), ``unscored`` true and null metrics. A line that named
         no case gets the case id ``<traces line N>`` so that JUnit can name it.
     """
-    present = {(str(r["case_id"]), r.get("trial")) for r in rows}
-    cases_with_rows = {case_id for case_id, _ in present}
-    out: list[dict[str, Any]] = []
-    for error in errors:
-        if error.get("kind") not in _UNSCORED_KINDS:
-            continue
-        case_id = error.get("case_id")
-        case_id = f"<traces line {error.get('line')}>" if case_id is None else str(case_id)
-        key = (case_id, error.get("trial"))
-        if key in present or (error.get("trial") is None and case_id in cases_with_rows):
-            continue
-        present.add(key)
-        cases_with_rows.add(case_id)
-        out.append(_placeholder(case_id, error.get("trial"), (scope or {}).get(case_id),
-                                f"{error['kind']}: {error.get('message')}"))
-    for case_id, slice_ in (scope or {}).items():
-        if case_id not in cases_with_rows:
-            out.append(_placeholder(case_id, None, slice_, "missing_trace: the run has no row for this case"))
-    return out
+    seen = _Seen(errors)
+    for row in rows:
+        seen.add(row)
+    return seen.placeholders(scope)
+
+
+class _Seen:
+    """What :func:`unscored_rows` needs to know of the rows, gathered one row at a time: the case ids that have a
+    row, and which of the (case, trial) keys named by ``errors`` have one (not every key of the run)."""
+
+    def __init__(self, errors: Iterable[Mapping[str, Any]]) -> None:
+        self.errors = [e for e in errors if e.get("kind") in _UNSCORED_KINDS]
+        self.named = {(_error_case(e), e.get("trial")) for e in self.errors}
+        self.present: set[tuple[str, Any]] = set()
+        self.cases: set[str] = set()
+
+    def add(self, row: Mapping[str, Any]) -> None:
+        key = (str(row["case_id"]), row.get("trial"))
+        self.cases.add(key[0])
+        if key in self.named:
+            self.present.add(key)
+
+    def placeholders(self, scope: Mapping[str, str | None] | None) -> list[dict[str, Any]]:
+        present, cases_with_rows = set(self.present), set(self.cases)
+        out: list[dict[str, Any]] = []
+        for error in self.errors:
+            case_id = _error_case(error)
+            key = (case_id, error.get("trial"))
+            if key in present or (error.get("trial") is None and case_id in cases_with_rows):
+                continue
+            present.add(key)
+            cases_with_rows.add(case_id)
+            out.append(_placeholder(case_id, error.get("trial"), (scope or {}).get(case_id),
+                                    f"{error['kind']}: {error.get('message')}"))
+        for case_id, slice_ in (scope or {}).items():
+            if case_id not in cases_with_rows:
+                out.append(_placeholder(case_id, None, slice_, "missing_trace: the run has no row for this case"))
+        return out
+
+
+def _error_case(error: Mapping[str, Any]) -> str:
+    case_id = error.get("case_id")
+    return f"<traces line {error.get('line')}>" if case_id is None else str(case_id)
+
+
+def judge_rows(batches: Iterable[list[dict[str, Any]]], scope: Mapping[str, str | None] | None,
+               errors: Iterable[Mapping[str, Any]], config: GateConfig) -> GateVerdict:
+    """The gate verdict of a run's rows streamed batch by batch (each batch a list of row dicts, e.g. one
+    Parquet record batch's ``to_pylist()``), then of their :func:`unscored_rows` placeholders, as of today (UTC).
+
+    Only the listed rows (``config.listed_rows`` per list) are kept with their evidence, plus the run's case ids
+    (for the cases in ``scope`` without a row): memory does not grow with the rows.
+
+    Args:
+        batches: The rows, in report order.
+        scope: :func:`gate_scope`, or ``None`` for a diagnostic subset.
+        errors: ``errors.json`` entries.
+        config: The gate configuration.
+    """
+    tally = GateTally(config, today=datetime.now(timezone.utc).date())
+    seen = _Seen(errors)
+    for batch in batches:
+        for row in batch:
+            tally.add(row)
+            seen.add(row)
+    for placeholder in seen.placeholders(scope):
+        tally.add(placeholder)
+    return tally.verdict()
 
 
 def _placeholder(case_id: str, trial: int | None, slice_: str | None, error: str) -> dict[str, Any]:

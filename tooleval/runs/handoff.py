@@ -13,11 +13,9 @@ import shlex
 from pathlib import Path
 from typing import Any
 
-import pyarrow as pa
-
 from tooleval.errors import InputFileError
 from tooleval.scoring.rows import trace_reference_secrets
-from tooleval.runs.published import PublishedRun
+from tooleval.runs.published import PublishedRun, matching
 from tooleval.storage import Publication, encode_name, read_versioned
 
 __all__ = ["write_handoff", "rescore_command"]
@@ -30,9 +28,12 @@ def rescore_command(run: PublishedRun, case_id: str, trial: int) -> str:
 
 
 def _select(run: PublishedRun, kind: str, case_id: str, trial: int | None) -> list[dict]:
-    tables = [read_versioned(path, kind) for path in run.files(kind)]
-    records = pa.concat_tables(tables).to_pylist() if tables else []
-    return [r for r in records if r["case_id"] == case_id and (trial is None or r["trial"] == trial)]
+    """The records of one case (and trial) of the run's ``kind`` partition, filtered file by file in Arrow: only
+    that case's rows become Python objects (issue 9)."""
+    records: list[dict] = []
+    for path in run.files(kind):
+        records += matching(read_versioned(path, kind), case_id, trial).to_pylist()
+    return records
 
 
 def _raw_model_calls(messages_json: str | None) -> list[dict]:

@@ -27,6 +27,7 @@ __all__ = [
     "LEGACY_METRIC",
     "LegacyResult",
     "LegacyRow",
+    "LegacyTally",
     "legacy_calls",
     "legacy_record",
     "legacy_score",
@@ -163,6 +164,42 @@ def merge_legacy(results: list[LegacyResult], *, keep_rows: bool = True) -> Lega
         per_row=[r for result in results for r in result.per_row] if keep_rows else [],
         elapsed_s=sum(result.elapsed_s for result in results),
     )
+
+
+class LegacyTally:
+    """The legacy scalar of a run from per-shard (per-file) results added one at a time: their scored values go
+    into a compact array (8 bytes each) and their per-row objects are dropped, so a run's legacy pass never holds
+    a :class:`LegacyRow` per row (issue 9). :meth:`result` equals :func:`merge_legacy` with ``keep_rows=False``
+    over the same results."""
+
+    def __init__(self) -> None:
+        from array import array
+
+        self.values = array("d")
+        self.rows = 0
+        self.elapsed_s = 0.0
+        self.first: LegacyResult | None = None
+
+    def add(self, result: LegacyResult) -> None:
+        self.values.extend(r.value for r in result.per_row if r.value is not None)
+        self.rows += result.rows
+        self.elapsed_s += result.elapsed_s
+        self.first = self.first or result.model_copy(update={"per_row": []})
+
+    def result(self, ragas_version: str, scorer_version: str) -> LegacyResult:
+        """The merged result (versions and time from the first result added; these when none was)."""
+        import math
+
+        first = self.first
+        return LegacyResult(
+            value=math.fsum(self.values) / len(self.values) if self.values else None,
+            rows=self.rows,
+            ragas_version=first.ragas_version if first else ragas_version,
+            scorer_version=first.scorer_version if first else scorer_version,
+            computed_at=first.computed_at if first else datetime.now(timezone.utc),
+            per_row=[],
+            elapsed_s=self.elapsed_s,
+        )
 
 
 def legacy_record(

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Iterator
 
 from tooleval.dataset import Dataset, check_name, load_dataset
 from tooleval.errors import InputFileError
@@ -13,7 +14,7 @@ from tooleval.capture.recorded import file_digest
 from tooleval.capture.redaction import RedactionConfig, Redactor, build_redactor
 from tooleval.storage import committed_files, document_path
 
-__all__ = ["PublishedRun", "open_run"]
+__all__ = ["PublishedRun", "check_envelopes", "iter_envelopes", "matching", "open_run"]
 
 
 @dataclass
@@ -86,24 +87,50 @@ def open_run(out: str | Path, run_id: str, dataset: str | Path | None = None) ->
     return run
 
 
-def select_envelopes(run: PublishedRun, case: str | None = None, trial: int | None = None) -> list[dict]:
-    """The run's trace envelopes (older envelope versions migrated), optionally one case and/or one trial.
+def matching(table, case: str | None, trial: int | None):
+    """The rows of ``table`` of ``case`` and/or ``trial`` (all rows when both are ``None``)."""
+    import pyarrow.compute as pc
+
+    mask = None
+    for column, value in (("case_id", case), ("trial", trial)):
+        if value is not None:
+            test = pc.equal(table[column], value)
+            mask = test if mask is None else pc.and_(mask, test)
+    return table if mask is None else table.filter(mask)
+
+
+def check_envelopes(run: PublishedRun, case: str | None = None, trial: int | None = None) -> int:
+    """How many of the run's trace envelopes match ``case``/``trial`` (read from the key columns only).
 
     Raises:
         InputFileError: a newer envelope version, or no envelope matches ``case``/``trial``.
     """
-    import pyarrow as pa
-
     from tooleval.storage import read_versioned
 
     files = run.files("traces")
-    tables = [read_versioned(path, "traces") for path in files]
-    envelopes = pa.concat_tables(tables).to_pylist() if tables else []
-    chosen = [e for e in envelopes if (case is None or e["case_id"] == case) and (trial is None or e["trial"] == trial)]
-    if not chosen:
+    found = sum(matching(read_versioned(path, "traces", ["case_id", "trial"]), case, trial).num_rows
+                for path in files)
+    if not found:
         wanted = " and ".join(part for part in (
             None if case is None else f"case {case!r}", None if trial is None else f"trial {trial}") if part)
         raise InputFileError(files[0] if files else run.out / "traces", None,
                              f"run {run.run_id!r} has no trace envelope for {wanted or 'any case'}.",
                              "check --case/--trial against the run's rows (tooleval sql).")
-    return chosen
+    return found
+
+
+def iter_envelopes(run: PublishedRun, case: str | None = None, trial: int | None = None, *,
+                   batch_rows: int = 1000) -> Iterator[list[dict]]:
+    """The run's trace envelopes (older envelope versions migrated), optionally one case and/or one trial, in
+    lists of at most ``batch_rows``, one published part file at a time: a run's envelopes (their messages) are
+    never all in memory (issue 9). Call :func:`check_envelopes` first for the error when nothing matches.
+
+    Raises:
+        InputFileError: a newer envelope version.
+    """
+    from tooleval.storage import read_versioned
+
+    for path in run.files("traces"):
+        table = matching(read_versioned(path, "traces"), case, trial)
+        for batch in table.to_batches(max_chunksize=batch_rows):
+            yield batch.to_pylist()

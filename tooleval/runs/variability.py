@@ -23,17 +23,21 @@ and a set of cases reports their mean over cases, with a 95 % bootstrap interval
 
 from __future__ import annotations
 
+import heapq
 import math
 import re
 import statistics
+import sys
+from array import array
 from collections import defaultdict
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import Any, Iterable
 
 from tooleval.runs.bootstrap import cluster_mean_ci
 
-__all__ = ["Outcome", "outcome_from_spec", "pass_at_k", "pass_hat_k", "variability_summary", "format_variability",
-           "NO_SLICE"]
+__all__ = ["Outcome", "outcome_from_spec", "pass_at_k", "pass_hat_k", "variability_summary", "variability_of_parquet",
+           "VariabilityTally", "format_variability", "LISTED_CASES", "NO_SLICE"]
 
 NO_SLICE = "(none)"
 """Slice key used for cases whose ``slice`` is null."""
@@ -122,6 +126,59 @@ def _check(n: int, c: int, k: int) -> None:
         raise ValueError(f"need 0 <= c <= n and 1 <= k <= n, got n={n}, c={c}, k={k}")
 
 
+LISTED_CASES = 1000
+"""Cases listed in ``by_case`` (the flaky ones first, then the lowest pass rate, cases without an outcome last)
+and in each ``flaky_cases`` list (the first by case id); ``by_case_count`` and ``flaky_cases_count`` count them
+all, so a million-row run's summary stays small."""
+
+_SQRT_BITS = 2 * sys.float_info.mant_dig + 3
+
+
+def _sqrt_of_fraction(n: int, m: int) -> float:
+    """sqrt(n / m) correctly rounded, as :func:`statistics.stdev` rounds it (CPython 3.11 ``statistics``:
+    round-to-odd integer square root, bugs.python.org/msg407078)."""
+    def rto(a: int, b: int) -> int:
+        root = math.isqrt(a // b)
+        return root | (root * root * b != a)
+
+    q = (n.bit_length() - m.bit_length() - _SQRT_BITS) // 2
+    if q >= 0:
+        return (rto(n, m << 2 * q) << q) / 1
+    return rto(n << -2 * q, m) / (1 << -q)
+
+
+class _F1Spread:
+    """Exact running mean / sample std / min / max of F1 values, equal to :func:`statistics.fmean` and
+    :func:`statistics.stdev` over the same values in any order (exact sums of x and x² by denominator, as
+    ``statistics`` keeps them), in memory independent of the count."""
+
+    __slots__ = ("count", "low", "high", "sx", "sxx")
+
+    def __init__(self) -> None:
+        self.count, self.low, self.high = 0, None, None
+        self.sx: dict[int, int] = defaultdict(int)
+        self.sxx: dict[int, int] = defaultdict(int)
+
+    def add(self, value: float) -> None:
+        n, d = float(value).as_integer_ratio()
+        self.count += 1
+        self.sx[d] += n
+        self.sxx[d] += n * n
+        self.low = value if self.low is None or value < self.low else self.low
+        self.high = value if self.high is None or value > self.high else self.high
+
+    def figures(self) -> dict[str, float | None]:
+        if not self.count:
+            return {"mean": None, "std": None, "min": None, "max": None}
+        sx = sum((Fraction(n, d) for d, n in self.sx.items()), Fraction(0))
+        std = None
+        if self.count > 1:
+            sxx = sum((Fraction(n, d * d) for d, n in self.sxx.items()), Fraction(0))
+            mss = (self.count * sxx - sx * sx) / self.count / (self.count - 1)
+            std = _sqrt_of_fraction(mss.numerator, mss.denominator)
+        return {"mean": float(sx) / self.count, "std": std, "min": self.low, "max": self.high}
+
+
 def _f1_stats(values: list[float]) -> dict[str, float | None]:
     if not values:
         return {"mean": None, "std": None, "min": None, "max": None}
@@ -129,78 +186,188 @@ def _f1_stats(values: list[float]) -> dict[str, float | None]:
             "min": min(values), "max": max(values)}
 
 
-def _group(cases: dict[str, dict], K: int) -> dict[str, Any]:
-    """Figures of a set of cases (each ``{outcomes, f1}``): pass rate, pass@k / pass^k means, F1, flaky list."""
-    scored = {cid: c for cid, c in cases.items() if c["outcomes"]}
-    trials = sum(len(c["outcomes"]) for c in scored.values())
-    passes = sum(sum(c["outcomes"]) for c in scored.values())
-    figures: dict[str, Any] = {"cases": len(cases), "cases_with_outcome": len(scored),
-                               "trials": trials, "passes": passes,
-                               "pass_rate": passes / trials if trials else None}
-    for name, estimator in (("pass@k", pass_at_k), ("pass^k", pass_hat_k)):
-        per_k = {k: [estimator(len(c["outcomes"]), sum(c["outcomes"]), k) for c in scored.values()]
-                 for k in range(1, K + 1)}
-        figures[name] = {str(k): statistics.fmean(v) if v else None for k, v in per_k.items()}
-        intervals = {str(k): cluster_mean_ci(v, [1] * len(v)) for k, v in per_k.items()}
-        figures[f"{name}_ci95"] = {k: None if ci is None else list(ci) for k, ci in intervals.items()}
-    figures["f1"] = _f1_stats([v for c in cases.values() for v in c["f1"]])
-    figures["flaky_cases"] = sorted(cid for cid, c in scored.items() if len(set(c["outcomes"])) > 1)
-    return figures
+class _Group:
+    """Figures of a set of cases, kept as per-case (trials, passes) pairs and an exact F1 spread."""
+
+    def __init__(self) -> None:
+        self.cases = 0
+        self.trials = array("l")
+        self.passes = array("l")
+        self.f1 = _F1Spread()
+        self.flaky: list[str] = []
+        self.flaky_count = 0
+
+    def add(self, case_id: str, outcomes: list[bool], f1: list[float]) -> None:
+        self.cases += 1
+        for value in f1:
+            self.f1.add(value)
+        if outcomes:
+            self.trials.append(len(outcomes))
+            self.passes.append(sum(outcomes))
+            if len(set(outcomes)) > 1:
+                self.flaky_count += 1
+                if len(self.flaky) < LISTED_CASES:
+                    self.flaky.append(case_id)
+
+    def figures(self, K: int) -> dict[str, Any]:
+        trials, passes = sum(self.trials), sum(self.passes)
+        figures: dict[str, Any] = {"cases": self.cases, "cases_with_outcome": len(self.trials),
+                                   "trials": trials, "passes": passes,
+                                   "pass_rate": passes / trials if trials else None}
+        for name, estimator in (("pass@k", pass_at_k), ("pass^k", pass_hat_k)):
+            per_k = {k: [estimator(n, c, k) for n, c in zip(self.trials, self.passes)] for k in range(1, K + 1)}
+            figures[name] = {str(k): statistics.fmean(v) if v else None for k, v in per_k.items()}
+            intervals = {str(k): cluster_mean_ci(v, [1] * len(v)) for k, v in per_k.items()}
+            figures[f"{name}_ci95"] = {k: None if ci is None else list(ci) for k, ci in intervals.items()}
+        figures["f1"] = self.f1.figures()
+        figures["flaky_cases"] = self.flaky
+        figures["flaky_cases_count"] = self.flaky_count
+        return figures
+
+
+class VariabilityTally:
+    """Variability computed from rows streamed **in (case_id, trial) order** (every row of a case together), in
+    memory that grows with the number of cases by a few bytes each, never with the rows: what publication uses
+    over a run's Parquet files (:func:`variability_of_parquet`). Call :meth:`add` per row, then :meth:`summary`.
+
+    Raises:
+        ValueError: (from :meth:`add`) two rows with the same (case_id, trial), or rows out of order.
+    """
+
+    def __init__(self, outcome: "Outcome") -> None:
+        self.outcome = outcome
+        self.rows = self.without = 0
+        self.overall = _Group()
+        self.slices: dict[str, _Group] = defaultdict(_Group)
+        self.listed: list[tuple] = []
+        self.cases_total = 0
+        self._case: str | None = None
+        self._trial: int | None = None
+        self._slice: Any = None
+        self._outcomes: list[bool] = []
+        self._f1: list[float] = []
+
+    def add(self, row: dict[str, Any]) -> None:
+        case_id, trial = str(row["case_id"]), int(row["trial"])
+        if case_id == self._case:
+            if trial == self._trial:
+                raise ValueError(f"two rows for case {case_id!r} trial {trial}")
+            if trial < self._trial:
+                raise ValueError(f"rows of case {case_id!r} are not in trial order")
+        else:
+            if self._case is not None and case_id < self._case:
+                raise ValueError(f"rows are not in case order: {case_id!r} after {self._case!r}")
+            self._close()
+            self._case = case_id
+        self._trial = trial
+        self.rows += 1
+        self._slice = row.get("slice")
+        verdict = self.outcome(row)
+        if verdict is None:
+            self.without += 1
+        else:
+            self._outcomes.append(bool(verdict))
+        if row.get("f1") is not None:
+            self._f1.append(float(row["f1"]))
+
+    def _close(self) -> None:
+        if self._case is None:
+            return
+        case_id, outcomes, f1 = self._case, self._outcomes, self._f1
+        self.cases_total += 1
+        self.overall.add(case_id, outcomes, f1)
+        self.slices[NO_SLICE if self._slice is None else str(self._slice)].add(case_id, outcomes, f1)
+        flaky = len(set(outcomes)) > 1
+        rate = sum(outcomes) / len(outcomes) if outcomes else 2.0
+        entry = (not flaky, rate, case_id, self._slice, tuple(outcomes), tuple(f1))
+        if len(self.listed) < LISTED_CASES:
+            heapq.heappush(self.listed, _Worse(entry))
+        elif _Worse(entry) > self.listed[0]:
+            heapq.heapreplace(self.listed, _Worse(entry))
+        self._case, self._outcomes, self._f1 = None, [], []
+
+    def summary(self) -> dict[str, Any]:
+        """The figures of :func:`variability_summary` (see there)."""
+        self._close()
+        sizes = self.overall.trials
+        K = min(sizes, default=0)
+        summary = {"outcome": self.outcome.spec, "k_max": K, "rows": self.rows, "rows_without_outcome": self.without,
+                   "trials_per_case": {"min": K if sizes else None, "max": max(sizes, default=None)},
+                   **self.overall.figures(K)}
+        summary["by_slice"] = {name: group.figures(K) for name, group in sorted(self.slices.items())}
+        by_case = {}
+        for item in sorted(self.listed, key=lambda w: w.entry[2]):
+            _, _, case_id, slice_, outcomes, f1 = item.entry
+            one = _Group()
+            one.add(case_id, list(outcomes), list(f1))
+            figures = one.figures(K)
+            by_case[case_id] = {"slice": slice_, "trials": figures["trials"], "passes": figures["passes"],
+                                "pass_rate": figures["pass_rate"], "pass@k": figures["pass@k"],
+                                "pass^k": figures["pass^k"], "f1": _f1_stats(list(f1)),
+                                "flaky": bool(figures["flaky_cases"])}
+        summary["by_case"] = by_case
+        summary["by_case_count"] = self.cases_total
+        return summary
+
+
+class _Worse:
+    """Heap item ordered so that the heap's top is the *least* worth listing case (kept cases: the worst)."""
+
+    __slots__ = ("entry",)
+
+    def __init__(self, entry: tuple) -> None:
+        self.entry = entry
+
+    def __lt__(self, other: "_Worse") -> bool:
+        return self.entry[:3] > other.entry[:3]
 
 
 def variability_summary(rows: Iterable[dict[str, Any]], outcome: Outcome) -> dict[str, Any]:
     """Variability of a run's rows, JSON-ready (str keys, floats unrounded in [0, 1] or ``None``).
 
     Args:
-        rows: Scored rows, one per (case_id, trial).
+        rows: Scored rows, one per (case_id, trial), in any order (they are sorted here; a run's Parquet files go
+            through :func:`variability_of_parquet` instead, which lets DuckDB sort them).
         outcome: The verdict per row (see :func:`outcome_from_spec`).
 
     Returns:
         ``{outcome, k_max, rows, rows_without_outcome, trials_per_case: {min, max}, cases, cases_with_outcome,
         trials, passes, pass_rate, "pass@k": {"1": v, ..., "K": v}, "pass^k": {...}, "pass@k_ci95":
         {"1": [low, high], ...}, "pass^k_ci95": {...}, f1: {mean, std, min, max},
-        flaky_cases: [case_id], by_slice: {slice: <same figures>}, by_case: {case_id: {slice, trials, passes,
-        pass_rate, "pass@k", "pass^k", f1, flaky}}}``; ``k_max`` is K (0 when no row has an outcome).
+        flaky_cases: [case_id], flaky_cases_count, by_slice: {slice: <same figures>}, by_case: {case_id: {slice,
+        trials, passes, pass_rate, "pass@k", "pass^k", f1, flaky}}, by_case_count}``; ``k_max`` is K (0 when no
+        row has an outcome). ``by_case`` and ``flaky_cases`` list at most :data:`LISTED_CASES` cases.
 
     Raises:
         ValueError: two rows with the same (case_id, trial), or an outcome that cannot read the rows.
     """
-    cases: dict[str, dict[str, Any]] = defaultdict(lambda: {"slice": None, "outcomes": [], "f1": []})
-    seen: set[tuple[str, int]] = set()
-    count = without = 0
-    for row in rows:
-        key = (str(row["case_id"]), int(row["trial"]))
-        if key in seen:
-            raise ValueError(f"two rows for case {key[0]!r} trial {key[1]}")
-        seen.add(key)
-        count += 1
-        case = cases[key[0]]
-        case["slice"] = row.get("slice")
-        verdict = outcome(row)
-        if verdict is None:
-            without += 1
-        else:
-            case["outcomes"].append(bool(verdict))
-        if row.get("f1") is not None:
-            case["f1"].append(float(row["f1"]))
-    sizes = [len(c["outcomes"]) for c in cases.values() if c["outcomes"]]
-    K = min(sizes, default=0)
-    summary = {"outcome": outcome.spec, "k_max": K, "rows": count, "rows_without_outcome": without,
-               "trials_per_case": {"min": K if sizes else None, "max": max(sizes, default=None)},
-               **_group(cases, K)}
-    slices: dict[str, dict[str, dict]] = defaultdict(dict)
-    for case_id, case in cases.items():
-        slices[NO_SLICE if case["slice"] is None else str(case["slice"])][case_id] = case
-    summary["by_slice"] = {name: _group(members, K) for name, members in sorted(slices.items())}
-    by_case = {}
-    for case_id in sorted(cases):
-        figures = _group({case_id: cases[case_id]}, K)
-        by_case[case_id] = {"slice": cases[case_id]["slice"], "trials": figures["trials"],
-                            "passes": figures["passes"], "pass_rate": figures["pass_rate"],
-                            "pass@k": figures["pass@k"], "pass^k": figures["pass^k"], "f1": figures["f1"],
-                            "flaky": bool(figures["flaky_cases"])}
-    summary["by_case"] = by_case
-    return summary
+    tally = VariabilityTally(outcome)
+    for row in sorted(rows, key=lambda r: (str(r["case_id"]), int(r["trial"]))):
+        tally.add(row)
+    return tally.summary()
+
+
+def variability_of_parquet(source: str, outcome: Outcome, *, batch_rows: int = 10_000) -> dict[str, Any]:
+    """:func:`variability_summary` of the rows in ``source`` (a DuckDB table expression over a run's Parquet
+    files: :func:`tooleval.storage.scan_parquet_sql`), streamed from DuckDB in (case_id, trial) order, batch by
+    batch: the process never holds more than ``batch_rows`` rows (DuckDB sorts out of core when it must)."""
+    from tooleval.storage import source_connection
+
+    con = source_connection(source)  # reads URLs too (s3://…)
+    names = {d[0] for d in con.execute(f"SELECT * FROM {source} LIMIT 0").description}
+    columns = [c for c in _OUTCOME_COLUMNS if c in names]
+    reader = con.sql(f"SELECT {', '.join(columns)} FROM {source} ORDER BY case_id, trial").to_arrow_reader(
+        batch_rows)
+    tally = VariabilityTally(outcome)
+    for batch in reader:
+        for row in batch.to_pylist():
+            tally.add(row)
+    return tally.summary()
+
+
+_OUTCOME_COLUMNS = ("case_id", "trial", "slice", "f1", "error", "exact_match", "blocking", "gate_pass",
+                    "recorded_reward")
+"""The row columns the variability figures and every :class:`Outcome` read."""
 
 
 def format_variability(summary: dict[str, Any]) -> str:
@@ -219,6 +386,7 @@ def format_variability(summary: dict[str, Any]) -> str:
     for k in summary["pass@k"]:
         lines.append(f"{k:>3}  {fmt(summary['pass@k'][k]):>8}  {interval('pass@k', k):18}  "
                      f"{fmt(summary['pass^k'][k]):>8}  {interval('pass^k', k)}")
-    lines.append(f"pass rate {fmt(summary['pass_rate'])}; flaky cases {len(summary['flaky_cases'])}; "
+    flaky = summary.get("flaky_cases_count", len(summary["flaky_cases"]))
+    lines.append(f"pass rate {fmt(summary['pass_rate'])}; flaky cases {flaky}; "
                  f"rows without outcome {summary['rows_without_outcome']}")
     return "\n".join(lines)

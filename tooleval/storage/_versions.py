@@ -43,16 +43,29 @@ def conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
     return pa.Table.from_arrays(columns, schema=schema)
 
 
-def read_versioned(path: str | Path, kind: str) -> pa.Table:
+def read_versioned(path: str | Path, kind: str, columns: list[str] | None = None) -> pa.Table:
     """Read one Parquet file of envelopes (``kind="traces"``) or rows (``"rows"``) as the current schema.
+
+    Args:
+        path: The Parquet file.
+        kind: ``traces`` or ``rows``.
+        columns: Only these columns of the current schema (in this order; absent ones as nulls); ``None``: all.
+            Readers that need a few columns of every row of a run read only those (issue 9: memory).
 
     Raises:
         InputFileError: the file holds a version newer than this reader's (fix: upgrade tooleval), or no
             version column at all.
     """
-    table = pq.read_table(path)
     column = VERSION_COLUMNS[kind]
     current = CURRENT_VERSIONS[kind]
+    schema = SCHEMAS[kind]
+    if columns is not None:
+        present = set(pq.read_schema(path).names)
+        wanted = [c for c in dict.fromkeys([*columns, column]) if c in present]
+        table = pq.read_table(path, columns=wanted)
+        schema = pa.schema([schema.field(name) for name in columns])
+    else:
+        table = pq.read_table(path)
     if column not in table.column_names:
         raise InputFileError(path, None, f"no {column} column: not a tooleval {kind} file.",
                              "point tooleval at a results folder it wrote.")
@@ -63,4 +76,4 @@ def read_versioned(path: str | Path, kind: str) -> pa.Table:
             f"{column} {found} is newer than this tooleval reads (up to {current}).",
             "upgrade tooleval (pip install -U tooleval) to read it; nothing was changed.",
         )
-    return conform(table, SCHEMAS[kind])
+    return conform(table, schema)
