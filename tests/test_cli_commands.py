@@ -115,7 +115,10 @@ def test_sql_formats_and_a_missing_results_folder(run_folder, tmp_path):
     missing = runner.invoke(app, ["sql", "SELECT 1", "--out", str(tmp_path / "nowhere")], env=WIDE)
     assert missing.exit_code == 2 and "no results folder" in missing.output
     bad = runner.invoke(app, ["sql", "SELEC nonsense", "--out", str(out)])
-    assert bad.exit_code == 2
+    assert bad.exit_code == 2 and "views are" not in bad.output  # a syntax error: no hint about views
+    unknown = runner.invoke(app, ["sql", "SELECT count(*) FROM nosuchtable", "--out", str(out)], env=WIDE)
+    assert unknown.exit_code == 2
+    assert "tooleval's views are rows, traces and legacy_scalars" in " ".join(unknown.output.split())
 
 
 def test_truncated_cases_line_names_the_real_column(tmp_path):

@@ -141,6 +141,9 @@ def sql(
         cursor = con.execute(query)
     except duckdb.Error as exc:
         err_console.print(f"[bold red]error:[/] {exc}")
+        if isinstance(exc, duckdb.CatalogException):
+            err_console.print("tooleval's views are rows, traces and legacy_scalars (DESCRIBE rows lists the "
+                              "columns).", highlight=False)
         raise typer.Exit(2)
     names = [column[0] for column in cursor.description]
     records = cursor.fetchall()
