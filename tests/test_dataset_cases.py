@@ -49,3 +49,12 @@ def test_bundled_cases_match_and_a_changed_file_is_named(tmp_path):
         cases[first]
     assert "cases.jsonl" in str(error.value) and "changed after it was read" in str(error.value)
     assert "line 1" in str(error.value) or ":1" in str(error.value)
+
+
+def test_items_and_values_read_the_file_once_in_order(tmp_path):
+    data = write_synth(300, 0, "bfcl", tmp_path / "data").path
+    cases = load_dataset(data).cases
+    lines = [Case.model_validate(json.loads(line)) for line in (data / "cases.jsonl").read_text().splitlines()]
+    assert list(cases.items()) == [(case.case_id, case) for case in lines]
+    assert list(cases.values()) == lines and len(cases.values()) == len(lines)
+    assert dict(cases) == {case.case_id: case for case in lines}

@@ -10,9 +10,10 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass, field
-from collections.abc import Iterator, Mapping
+from collections.abc import ItemsView, Iterator, Mapping, ValuesView
 from functools import lru_cache
 from pathlib import Path
+from typing import BinaryIO
 
 from pydantic import ValidationError
 
@@ -149,12 +150,19 @@ CASE_CACHE = 2_048
 cases a few times in a row, never for every case of a large dataset at once."""
 
 
-def _parse_case(path: Path, number: int, data: object) -> Case:
+def _parse_case(path: Path, number: int, data: object, checked: bool = False) -> Case:
     """One ``cases.jsonl`` line's JSON as a :class:`Case` (an integer ``case_id`` is read as its text).
+
+    Args:
+        checked: The line was checked when the dataset was loaded: only the model is built again.
 
     Raises:
         InputFileError: a non-finite number, an invalid case or one nested too deeply (file and line named).
     """
+    if checked and isinstance(data, dict):
+        if isinstance(data.get("case_id"), int):
+            data["case_id"] = str(data["case_id"])
+        return Case.model_validate(data)
     problem = json_value_problem(data, max_depth=10**9)  # depth is the JSON-lines reader's concern
     if problem is not None:
         raise InputFileError(path, number, f"a case cannot hold this value: {problem}.",
@@ -193,13 +201,16 @@ class Cases(Mapping[str, Case]):
         self._recent[case_id] = case
         return case
 
-    def _read(self, case_id: str, offset: int, number: int) -> Case:
-        with open(self._path, "rb") as handle:
+    def _read(self, case_id: str, offset: int, number: int, handle: BinaryIO | None = None) -> Case:
+        if handle is None:
+            with open(self._path, "rb") as own:
+                return self._read(case_id, offset, number, own)
+        if handle.tell() != offset:
             handle.seek(offset)
-            raw = handle.readline()
+        raw = handle.readline()
         try:
-            case = _parse_case(self._path, number, json.loads(raw))
-        except (ValueError, InputFileError):
+            case = _parse_case(self._path, number, json.loads(raw), checked=True)
+        except (ValueError, InputFileError, RecursionError):  # ValidationError is a ValueError
             case = None
         if case is None or case.case_id != case_id:
             raise InputFileError(self._path, number, f"changed after it was read (case {case_id!r} is no longer "
@@ -209,11 +220,34 @@ class Cases(Mapping[str, Case]):
     def __iter__(self) -> Iterator[str]:
         return iter(self._index)
 
+    def items(self) -> ItemsView[str, Case]:
+        """Every ``(case_id, case)`` in file order, read in one pass over the file (the recent cases are kept)."""
+        return _StreamedItems(self)
+
+    def values(self) -> ValuesView[Case]:
+        """Every case in file order, read in one pass over the file."""
+        return _StreamedValues(self)
+
+    def _stream(self) -> Iterator[tuple[str, Case]]:
+        with open(self._path, "rb") as handle:
+            for case_id, (offset, number) in self._index.items():
+                yield case_id, self._read(case_id, offset, number, handle)
+
     def __len__(self) -> int:
         return len(self._index)
 
     def __contains__(self, case_id: object) -> bool:
         return case_id in self._index
+
+
+class _StreamedItems(ItemsView):
+    def __iter__(self) -> Iterator[tuple[str, Case]]:
+        return self._mapping._stream()
+
+
+class _StreamedValues(ValuesView):
+    def __iter__(self) -> Iterator[Case]:
+        return (case for _, case in self._mapping._stream())
 
 
 def _load_cases(path: Path) -> Cases:
