@@ -24,13 +24,13 @@ from prefect.futures import as_completed
 
 from flows._publish import STAGES, RunResult, publish_run
 from flows._dask import check_scheduler, dask_runner, dask_workers, shard_task
-from flows._shards import ShardContext, ShardOutcome, count_states, run_shard
+from flows._shards import ShardContext, ShardOutcome, count_states, run_shard, unwalked
 from tooleval.agents import OpenAIAgentConfig
 from tooleval.rules import load_gate_config
 from tooleval.runs.legacy import LegacyResult
 from tooleval.runs.plan import RunPlan, plan_run
 from tooleval.runs.progress import StageProgress
-from tooleval.runs.shards import run_scopes, scoring_key
+from tooleval.runs.shards import cyclic_gc_paused, run_scopes, scoring_key
 from tooleval.runs.variability import outcome_from_spec
 from tooleval.scoring.ragas_metric import ragas_version
 from tooleval.storage.stages import stage_dir
@@ -101,9 +101,10 @@ def evaluate(
     outcome_from_spec(outcome)  # a bad spec is a usage error, before anything runs
     if gate_config is not None:
         load_gate_config(gate_config)  # so is a bad gate config
-    plan = plan_run(dataset, traces, out, run_id, slices=slices, redact_fields=redact_fields,
-                    redaction=redaction, agent=agent, repeats=repeats, tool_results=tool_results,
-                    shard_size=shard_size, workers=workers, new_redaction_key=new_redaction_key)
+    with cyclic_gc_paused():  # the plan and the publication allocate per row: no full-heap GC passes meanwhile
+        plan = plan_run(dataset, traces, out, run_id, slices=slices, redact_fields=redact_fields,
+                        redaction=redaction, agent=agent, repeats=repeats, tool_results=tool_results,
+                        shard_size=shard_size, workers=workers, new_redaction_key=new_redaction_key)
     generation_scope, scoring_scope = run_scopes(plan)
     context = ShardContext(
         plan_agent=plan.agent, dataset=plan.dataset, redaction=plan.redaction, executor=plan.executor, out=plan.out,
@@ -124,14 +125,15 @@ def evaluate(
     legacy = _merged_legacy(outcomes, context)
     timing = {"shards": len(outcomes), "workers": _effective_workers(workers), "shard_size": plan.shard_size, "stages_wall_s": wall,
               "body_s": sum(o.body_s for o in outcomes), "shard_wall_s": sum(o.wall_s for o in outcomes)}
-    return publish_run(
-        out=plan.out, run_id=plan.run_id, dataset=plan.dataset, redaction=plan.redaction, slices=plan.slices,
-        errors=plan.errors, envelope_refs=envelope_refs, row_refs=row_refs, legacy=legacy, states=states,
-        legacy_only=legacy_only, outcome=outcome, gate_config=gate_config,
-        extra_summary={"agent": plan.agent.model_dump(mode="json"), "repeats": repeats, "timing": timing},
-        drift_partials=None if legacy_only else [o.drift for o in outcomes], legacy_pass=legacy_pass,
-        generation_refs=[o.generation for o in outcomes],
-    )
+    with cyclic_gc_paused():
+        return publish_run(
+            out=plan.out, run_id=plan.run_id, dataset=plan.dataset, redaction=plan.redaction, slices=plan.slices,
+            errors=plan.errors, envelope_refs=envelope_refs, row_refs=row_refs, legacy=legacy, states=states,
+            legacy_only=legacy_only, outcome=outcome, gate_config=gate_config,
+            extra_summary={"agent": plan.agent.model_dump(mode="json"), "repeats": repeats, "timing": timing},
+            drift_partials=None if legacy_only else [o.drift for o in outcomes], legacy_pass=legacy_pass,
+            generation_refs=[o.generation for o in outcomes],
+        )
 
 
 def _run_shards(plan: RunPlan, context: ShardContext, workers: int, progress: bool) -> list[ShardOutcome]:
@@ -155,7 +157,8 @@ def _run_shards(plan: RunPlan, context: ShardContext, workers: int, progress: bo
         while position < len(shards) or pending:
             while position < len(shards) and len(pending) < 2 * workers:
                 items, offsets = plan.shard_items(shards[position])
-                future = submit.submit(context, items, offsets, scoring_key(context.scoring_scope, items))
+                future = submit.submit(context, unwalked(items), unwalked(offsets),
+                                       scoring_key(context.scoring_scope, items))
                 pending[future] = position
                 position += 1
             done = next(as_completed(list(pending)))

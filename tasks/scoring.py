@@ -22,7 +22,7 @@ from tooleval.errors import InputFileError
 from tooleval.runs.plan import DatasetRef
 from tooleval.capture.redaction import RedactionConfig
 from tasks._shared import cached_case_inputs, cached_redactor
-from tooleval.rules import load_policy
+from tooleval.rules import ToolTable, load_policy
 from tooleval.scoring.rows import score_envelopes
 from tooleval.storage.stages import STAGE_ROW_GROUP, StageRef, iter_stage_batches, write_stage_table
 from tooleval.storage import ROW_SCHEMA
@@ -80,7 +80,7 @@ def score_shard(
     batches, intact = _read_checked(envelopes)
     redactor = cached_redactor(out, redaction, dataset)
     inputs = cached_case_inputs(out, redaction, dataset)
-    tools = {tool.name: tool for tool in loaded.tools}
+    tools = ToolTable(loaded.tools)
     policy = load_policy(loaded.path)
     rows = (row for batch in batches  # scored one batch at a time: a worker never holds a whole shard's rows
             for row in score_envelopes(loaded.cases, batch, redactor=redactor, inputs=inputs, tools=tools,

@@ -24,10 +24,11 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from typing import Any
 
 __all__ = [
-    "canonical_value", "canonical_json", "parse_arguments", "diff_paths", "strict_json_loads", "reject_duplicate_keys",
+    "canonical_value", "canonical_json", "canonical_loads", "canonical_dumps", "parse_arguments", "diff_paths", "strict_json_loads", "reject_duplicate_keys",
     "json_value_problem", "MAX_DEPTH", "MISSING",
 ]
 
@@ -57,6 +58,41 @@ def _finite_float(text: str) -> float:
     return value
 
 
+def _canonical_float(text: str) -> float | int:
+    """``parse_float`` hook that reads a number as :func:`canonical_value` would leave it: finite, and an integral
+    float as an int (``250.0 -> 250``, ``-0.0 -> 0``, ``1E2 -> 100``)."""
+    value = _finite_float(text)
+    return int(value) if value.is_integer() else value
+
+
+def canonical_loads(text: str) -> Any:
+    """``canonical_value(json.loads(text))`` in one pass: the parser itself turns integral floats into ints, so no
+    Python walk over the value follows (issue 9: the envelope digest re-read every message this way).
+
+    Object keys are JSON strings, so the only values :func:`canonical_value` changes are floats. A repeated key keeps
+    its last value, as ``json.loads`` does (use it on text this package serialised, not on argument text).
+
+    Raises:
+        ValueError: invalid JSON, ``NaN``/``Infinity`` or a number that overflows a float.
+    """
+    return _CANONICAL_DECODER.decode(text)
+
+
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+
+
+def _holds_no_problem(text: str) -> bool:
+    """True when parsed JSON ``text`` cannot hold what :func:`json_value_problem` looks for, read from the text alone:
+    fewer ``{``/``[`` than :data:`MAX_DEPTH` (nesting cannot be deeper than the brackets opened), no escape of a
+    surrogate, and no lone surrogate character (the text encodes as UTF-8). Non-finite numbers are refused by the
+    parser itself. ``False`` only means the parsed value is walked."""
+    if text.count("{") + text.count("[") >= MAX_DEPTH:
+        return False
+    if "\\u" in text and _SURROGATE_ESCAPE.search(text) is not None:
+        return False
+    return text.isascii() or _is_lone_surrogate_free(text)
+
+
 def reject_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     """``object_pairs_hook`` for :func:`json.loads` that refuses an object repeating a key.
 
@@ -69,6 +105,13 @@ def reject_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
             raise ValueError(f"duplicate key {key!r}")
         out[key] = value
     return out
+
+
+_CANONICAL_DECODER = json.JSONDecoder(parse_constant=_reject_constant, parse_float=_canonical_float)
+_ARGUMENTS_DECODER = json.JSONDecoder(parse_constant=_reject_constant, parse_float=_canonical_float,
+                                      object_pairs_hook=reject_duplicate_keys)
+"""Decoders built once (``json.loads`` with keyword arguments builds a new one per call)."""
+_CANONICAL_ENCODER = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
 def strict_json_loads(text: str, *, unique_keys: bool = False) -> Any:
@@ -158,6 +201,13 @@ def canonical_value(value: Any) -> Any:
     raise ValueError(f"{type(value).__name__} value {value!r} is not JSON")
 
 
+def canonical_dumps(value: Any) -> str:
+    """Canonical JSON text of a value that is already canonical (as :func:`parse_arguments` and
+    :func:`canonical_loads` return it): :func:`canonical_json` without its walk. Same bytes for such values."""
+    return _CANONICAL_ENCODER.encode(value)  # json.dumps(value, sort_keys=True, separators=(",", ":"),
+    #                                          ensure_ascii=False), without building an encoder per call
+
+
 def canonical_json(value: Any) -> str:
     """Serialise ``value`` as canonical JSON text: sorted keys, compact separators, integral floats as ints.
 
@@ -166,7 +216,7 @@ def canonical_json(value: Any) -> str:
     Raises:
         ValueError: see :func:`canonical_value`.
     """
-    return json.dumps(canonical_value(value), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return canonical_dumps(canonical_value(value))
 
 
 def parse_arguments(raw: str | dict | None) -> tuple[dict | None, str | None]:
@@ -194,8 +244,10 @@ def parse_arguments(raw: str | dict | None) -> tuple[dict | None, str | None]:
         return None, f"arguments must be JSON text or an object, got {type(raw).__name__}"
     if raw.strip() == "":
         return {}, None
-    try:
-        parsed = strict_json_loads(raw, unique_keys=True)
+    try:  # the strict reading of strict_json_loads(unique_keys=True), integral floats read as ints on the way
+        if raw.startswith("\ufeff"):  # json.loads names a leading BOM in its error; the decoder alone does not
+            json.loads(raw)
+        parsed = _ARGUMENTS_DECODER.decode(raw)
     except RecursionError:
         return None, f"invalid JSON: nested deeper than {MAX_DEPTH} levels"
     except ValueError as exc:
@@ -204,10 +256,10 @@ def parse_arguments(raw: str | dict | None) -> tuple[dict | None, str | None]:
         return {}, None
     if not isinstance(parsed, dict):
         return None, f"not a JSON object: {type(parsed).__name__}"
-    problem = json_value_problem(parsed)
+    problem = None if _holds_no_problem(raw) else json_value_problem(parsed)
     if problem is not None:
         return None, f"not representable: {problem}"
-    return canonical_value(parsed), None
+    return parsed, None  # already canonical: string keys, integral floats read as ints
 
 
 def _key_path(prefix: str, key: str) -> str:

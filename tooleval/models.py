@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from tooleval.canonical import canonical_json, canonical_value, parse_arguments
+from tooleval.canonical import canonical_dumps, canonical_json, canonical_loads, canonical_value, parse_arguments
 
 __all__ = [
     "REVISION_PATTERN",
@@ -78,7 +78,13 @@ class Call(BaseModel):
         if error is not None:
             text = raw if isinstance(raw, str) else repr(raw)
             return cls(name=name, args=None, args_raw=text, parse_error=error)
-        return cls(name=name, args=args)
+        if not isinstance(name, str):
+            return cls(name=name, args=args)  # validation names the problem
+        # parse_arguments returns a fresh canonical dict with string keys: nothing to validate or walk again
+        # (issue 9), and its canonical text is serialised once, here
+        call = cls.model_construct(name=name, args=args)
+        call.__dict__["args_json"] = canonical_dumps(args)
+        return call
 
     def to_record(self) -> dict[str, str | None]:
         """Return the Parquet struct ``{name, args_json, args_raw, parse_error}`` (DESIGN.md row columns)."""
@@ -88,6 +94,15 @@ class Call(BaseModel):
             "args_raw": self.args_raw,
             "parse_error": self.parse_error,
         }
+
+    @classmethod
+    def from_canonical(cls, name: str, args_json: str) -> "Call":
+        """A well-formed call from canonical argument text that this package wrote (:attr:`args_json` of a call it
+        built, as stored in an envelope it verified): read once, without the checks :meth:`from_raw` applies to
+        text from outside, and not serialised again (issue 9)."""
+        call = cls.model_construct(name=name, args=canonical_loads(args_json))
+        call.__dict__["args_json"] = args_json
+        return call
 
     @classmethod
     def from_record(cls, record: dict[str, Any]) -> "Call":

@@ -18,7 +18,7 @@ import json
 from datetime import datetime, timezone
 from typing import Any
 
-from tooleval.canonical import canonical_json
+from tooleval.canonical import canonical_dumps, canonical_json, canonical_loads, canonical_value
 from tooleval.models import AgentInfo, Call, RecordedTrace, calls_from_messages
 from tooleval.storage import ENVELOPE_VERSION
 
@@ -31,16 +31,23 @@ def _loads(text: str | None) -> Any:
     return None if text is None else json.loads(text)
 
 
-def _content(record: dict[str, Any]) -> dict[str, Any]:
-    content = {k: v for k, v in record.items() if k not in _NOT_CONTENT}
-    for key in ("messages_json", "metadata_json", "request_messages_json"):
-        if key in content:
-            content[key] = _loads(content[key])
+_JSON_TEXT = ("messages_json", "metadata_json", "request_messages_json")
+
+
+def _canonical_content(record: dict[str, Any]) -> dict[str, Any]:
+    """The digested content, canonical (:func:`tooleval.canonical.canonical_value` of it): the JSON-text columns
+    are read with :func:`tooleval.canonical.canonical_loads`, which yields their canonical values directly, so
+    only the small remaining columns are walked."""
+    content = {k: v for k, v in record.items() if k not in _NOT_CONTENT and k not in _JSON_TEXT}
     for key in ("generation_started_at", "generation_finished_at"):
         value = content.get(key)
         if isinstance(value, datetime):  # Parquet stores UTC microseconds: digest the same instant
             value = value if value.tzinfo else value.replace(tzinfo=timezone.utc)
             content[key] = value.astimezone(timezone.utc).isoformat(timespec="microseconds")
+    content = canonical_value(content)
+    for key in _JSON_TEXT:
+        if key in record:
+            content[key] = None if record[key] is None else canonical_loads(record[key])
     return content
 
 
@@ -65,7 +72,7 @@ def envelope_digest(record: dict[str, Any]) -> str:
     formula they were written with)."""
     if record.get("envelope_version") == 1:
         return _digest_v1(record)
-    return hashlib.sha256(canonical_json(_content(record)).encode()).hexdigest()
+    return hashlib.sha256(canonical_dumps(_canonical_content(record)).encode()).hexdigest()
 
 
 def digest_ok(record: dict[str, Any]) -> bool:
@@ -153,9 +160,20 @@ def build_envelope(
     return record
 
 
-def envelope_calls(envelope: dict[str, Any]) -> list[Call]:
-    """The model-boundary calls of an envelope record, as :class:`~tooleval.models.Call` objects."""
-    return [Call.from_record(record) for record in envelope.get("model_calls") or []]
+def envelope_calls(envelope: dict[str, Any], *, written_here: bool = False) -> list[Call]:
+    """The model-boundary calls of an envelope record, as :class:`~tooleval.models.Call` objects.
+
+    Args:
+        envelope: An envelope record.
+        written_here: The record is exactly what :func:`build_envelope` wrote (its stage file's sha256 was
+            checked), so each well-formed call's ``args_json`` is canonical text and is read as such
+            (:meth:`~tooleval.models.Call.from_canonical`) instead of being parsed as outside text.
+    """
+    records = envelope.get("model_calls") or []
+    if not written_here:
+        return [Call.from_record(record) for record in records]
+    return [Call.from_record(r) if r.get("parse_error") is not None or r.get("args_json") is None
+            else Call.from_canonical(r["name"], r["args_json"]) for r in records]
 
 
 def boundary_calls(envelope: dict[str, Any]) -> tuple[list[Call] | None, list[tuple[Call, int]] | None]:

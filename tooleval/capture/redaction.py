@@ -158,7 +158,7 @@ class Redactor:
                 if embedded is not None:
                     stack.append((embedded, ""))
                 else:
-                    for _, _, secret, _ in text_pairs(item, lambda k: k in self._fields):
+                    for _, _, secret, _ in text_pairs(item, lambda k: k in self._fields, self._fields):
                         self._add_secret(secret, found)
 
     # -- the transformation ----------------------------------------------------------------------------------
@@ -194,7 +194,7 @@ class Redactor:
             redacted = self._transform(embedded, replacer)
             return text if redacted == embedded else json.dumps(redacted, ensure_ascii=False)
         pieces, last = [], 0
-        for start, end, secret, _ in text_pairs(text, lambda k: k in self._fields):
+        for start, end, secret, _ in text_pairs(text, lambda k: k in self._fields, self._fields):
             if start < last:
                 continue
             pieces += [replacer.text(text[last:start]), json.dumps(self.token(secret))]

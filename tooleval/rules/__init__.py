@@ -7,7 +7,8 @@
 * Tool schema checks: :func:`schema_findings` -> :class:`SchemaFinding` records (row column ``schema_findings``,
   mismatch category ``schema``) and rule ``tool_schema``, advisory unless gate.toml's ``[tool_schema]
   blocking_tools`` names the tool.
-* Both at once for the scoring stage: :func:`evaluate_row` -> :class:`RowRules` (``.columns()``).
+* Both at once for the scoring stage: :func:`evaluate_row` -> :class:`RowRules` (``.columns()``), over a
+  :class:`ToolTable` (the tool specs by name, with their table-wide summaries computed once).
 * The gate: :class:`GateConfig` (gate.toml, :func:`load_gate_config`, :func:`load_policy`),
   :func:`evaluate_gate` -> :class:`GateVerdict`, :func:`write_junit`.
 
@@ -33,10 +34,12 @@ from tooleval.rules._match import Coercion, RuleMatch, match_plans, match_with_r
 from tooleval.rules._policy import RULE_NAMES, PolicyConfig, Violation, check_policies
 from tooleval.rules._schema import FINDING_KINDS, SCHEMA_RULE, SchemaFinding, schema_findings
 from tooleval.rules._row import RowRules, evaluate_row, tool_families
+from tooleval.rules._tools import ToolTable
 from tooleval.rules._trajectory import Step, trajectory
 from tooleval.rules._verdict import GateVerdict, RowOutcome, SliceResult
 
 __all__ = [
+    "ToolTable",
     "ArgumentRules",
     "rule_diff_paths",
     "Coercion",

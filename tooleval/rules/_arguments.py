@@ -35,6 +35,7 @@ from scipy.sparse.csgraph import maximum_bipartite_matching
 # The path format of wrong-argument pairs must be byte-identical to diff_paths', hence the private helpers.
 from tooleval.canonical import MISSING, _key_path, _same_scalar, canonical_json, diff_paths
 from tooleval.models import ArgumentRule, Case, ToolSpec
+from tooleval.rules._tools import ruled_tools
 
 __all__ = ["ArgumentRules", "ToolRules", "rule_diff_paths", "normal_form", "perfect_matching"]
 
@@ -106,7 +107,7 @@ class ArgumentRules:
     def for_case(cls, case: Case, tools: Mapping[str, ToolSpec]) -> "ArgumentRules | None":
         """The case's rules laid over its tools' rules; ``None`` when neither side declares any."""
         case_rules = case.argument_rules or {}
-        names = set(case_rules) | {name for name, spec in tools.items() if spec.argument_rules}
+        names = ruled_tools(tools).union(case_rules)
         if not names:
             return None
         resolved = {

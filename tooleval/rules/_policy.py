@@ -30,6 +30,7 @@ from tooleval.rules._confirmation import (
 )
 from tooleval.rules._content import leaked_values, missing_outputs
 from tooleval.rules._match import call_identity
+from tooleval.rules._tools import confidential_fields
 from tooleval.rules._trajectory import Step, messages_from_calls, trajectory
 
 __all__ = ["RULE_NAMES", "Severity", "Violation", "PolicyConfig", "check_policies", "describe_call"]
@@ -222,7 +223,7 @@ def check_policies(
                                 ignore_chars=policy.output_ignore_chars):
         where = "the final reply" if policy.outputs_in == "final_reply" else "any reply"
         add("missing_output", None, f"{where} does not contain {text!r}")
-    confidential = {name: t.confidential_fields for name, t in tools.items() if t.confidential_fields}
+    confidential = confidential_fields(tools)
     for step, name, value, index in leaked_values(messages, steps, confidential, min_length=policy.leak_min_length):
         add("leaked_field", step.call.name, f"{step.call.name}.{name} (value {_mask(value)!r}) from the result of "
             f"call #{step.index + 1} appears in assistant message {index}")

@@ -88,10 +88,64 @@ def _path(parts) -> str:
     return text
 
 
+_PLAIN_KEYWORDS = frozenset({
+    "type", "properties", "items", "required", "additionalProperties", "description", "title", "default",
+    "examples", "enum", "const", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf",
+    "minLength", "maxLength", "minItems", "maxItems", "uniqueItems", "minProperties", "maxProperties", "$schema",
+    "$id", "$comment", "deprecated", "readOnly", "writeOnly",
+})
+"""Keywords whose only ``type`` errors come from ``type`` itself, ``properties`` and ``items`` (the others apply no
+subschema; their errors are not type errors)."""
+
+_JSON_TYPES = {
+    "string": lambda v: isinstance(v, str),
+    "object": lambda v: isinstance(v, dict),
+    "array": lambda v: isinstance(v, list),
+    "boolean": lambda v: isinstance(v, bool),
+    "null": lambda v: v is None,
+    "number": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
+    "integer": lambda v: (isinstance(v, int) and not isinstance(v, bool)) or (isinstance(v, float) and v.is_integer()),
+}
+"""jsonschema's Draft 2020-12 type checker (``jsonschema._types.draft202012_type_checker``) over the values a
+canonical argument object holds."""
+
+
+def _surely_typed(value: Any, schema: Any) -> bool:
+    """True when ``value`` provably draws no ``type`` error from ``schema``: every keyword met is in
+    :data:`_PLAIN_KEYWORDS` (``additionalProperties`` only as a boolean), every ``type`` met holds, and so do the
+    ``properties`` and ``items`` subschemas. ``False`` means only "not proven": jsonschema decides."""
+    if schema is True:
+        return True
+    if not isinstance(schema, dict) or not _PLAIN_KEYWORDS.issuperset(schema):
+        return False
+    if "type" in schema:
+        declared = schema["type"]
+        names = declared if isinstance(declared, list) else [declared]
+        checks = [_JSON_TYPES.get(name) if isinstance(name, str) else None for name in names]
+        if None in checks or not any(check(value) for check in checks):
+            return False
+    if not isinstance(schema.get("additionalProperties", False), bool):
+        return False
+    properties = schema.get("properties")
+    if properties is not None:
+        if not isinstance(properties, dict):
+            return False
+        if isinstance(value, dict):
+            for key, item in value.items():
+                if key in properties and not _surely_typed(item, properties[key]):
+                    return False
+    items = schema.get("items")
+    if items is not None and isinstance(value, list):
+        return all(_surely_typed(item, items) for item in value)
+    return True
+
+
 def _types(args: dict[str, Any], validator: Draft202012Validator) -> list[tuple[str, str, str]]:
     """Type findings of one argument object, cached per (validator, argument text with its key order: error
     messages quote values as written) — most rows of a corpus repeat argument objects (issue 9: jsonschema cost
     ~85 µs a call)."""
+    if _surely_typed(args, validator.schema):  # most calls: no jsonschema pass, no cache key to serialise
+        return []
     try:
         key = (id(validator), orjson.dumps(args))
     except TypeError:  # an integer beyond 64 bits: not cached

@@ -8,6 +8,7 @@ usage errors and lists row-level problems (unknown case ids, cases without a tra
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import secrets
@@ -22,12 +23,12 @@ from pydantic import Field
 
 from tooleval.canonical import canonical_json
 from tooleval.agents import OpenAIAgentConfig, ReplayAgentConfig, WorkItem
-from tooleval.dataset import case_digest, check_name, find_traces_file, load_dataset
+from tooleval.dataset import case_digest, check_name, find_traces_file, load_dataset, load_dataset_cached
 from tooleval.errors import InputFileError, RevisionConflictError, RowError, RunIdConflictError
 from tooleval.capture.recorded import file_digest, index_traces
 from tooleval.capture.keys import PlannedKey, persist_key, plan_key
 from tooleval.capture.redaction import DEFAULT_FIELDS, RedactionConfig
-from tooleval.runs.shards import ShardIndex, default_shard_size, scan_lines
+from tooleval.runs.shards import ShardIndex, cyclic_gc_paused, default_shard_size, scan_lines
 
 __all__ = ["DatasetRef", "RunPlan", "plan_run", "new_run_id", "revision_record_path", "revision_record_relpath"]
 
@@ -98,10 +99,12 @@ class RunPlan(BaseModel):
     def shard_items(self, shard) -> tuple[list[WorkItem], list[tuple[int, int]]]:
         """Work items and their trace lines' ``(byte offset, line number)`` of one shard (a slice of
         :attr:`index`'s table)."""
-        items = [
-            WorkItem(case_id=c, case_digest=self.case_digests[c], trial=t, seed=s, trace_digest=d)
-            for c, t, s, d in zip(*(shard[name].to_pylist() for name in ("case_id", "trial", "seed", "line_digest")))
-        ]
+        with cyclic_gc_paused():
+            items = [
+                WorkItem(case_id=c, case_digest=self.case_digests[c], trial=t, seed=s, trace_digest=d)
+                for c, t, s, d in zip(*(shard[name].to_pylist() for name in ("case_id", "trial", "seed",
+                                                                             "line_digest")))
+            ]
         return items, list(zip(shard["offset"].to_pylist(), shard["line"].to_pylist()))
 
     @property
@@ -224,7 +227,16 @@ def plan_run(
     if agent is None and tool_results is not None:
         raise InputFileError(tool_results, None, "--tool-results is for a live agent; the replay agent's tool "
                              "results are in the recorded traces.", "drop --tool-results, or use --agent openai.")
-    loaded = load_dataset(dataset)
+    # the memoised load (a copy: slices narrow its cases): the shard tasks and run_scopes of this process then
+    # reuse it instead of parsing cases.jsonl again (2 s at 14,000 cases)
+    if isinstance(dataset, str) and "://" in dataset:  # a URL: read from this machine's copy, as given
+        loaded = load_dataset(dataset)
+    else:
+        try:
+            loaded = dataclasses.replace(load_dataset_cached(dataset), path=Path(dataset))  # named as given
+        except Exception:
+            load_dataset(dataset)  # the error as the direct load words it (the path as given); else the first
+            raise
     if gate_config is not None:
         load_gate_config(gate_config)
     every_case = set(loaded.cases)

@@ -196,7 +196,7 @@ def score_envelopes(
         if row["error"] is not None:
             _provenance(row, envelope, row_inputs, [], digests_verified)
             continue
-        observed = envelope_calls(envelope)
+        observed = envelope_calls(envelope, written_here=digests_verified)
         messages = json.loads(envelope["messages_json"]) if envelope.get("messages_json") else None
         try:
             rules = evaluate_row(case, tools or {}, messages, observed, policy=policy, plans=plans)

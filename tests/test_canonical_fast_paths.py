@@ -1,0 +1,159 @@
+"""The fast paths of issue 9 ("less work per row") give exactly what the reference definitions give.
+
+* :func:`tooleval.canonical.parse_arguments` reads integral floats as ints while parsing and skips the
+  ``json_value_problem`` walk when the text alone proves there is nothing to find; the reference is the reading it
+  replaced: ``strict_json_loads(unique_keys=True)``, then ``json_value_problem``, then ``canonical_value``.
+* :func:`tooleval.canonical.canonical_loads` equals ``canonical_value(json.loads(text))``.
+* :meth:`tooleval.models.Call.from_raw` pre-fills ``args_json``: it equals ``canonical_json(args)``; and
+  :meth:`tooleval.models.Call.from_canonical` reads that text back to the same call.
+* The envelope digest reads its JSON-text columns with ``canonical_loads``: a digest pinned before the change still
+  comes out (computed by hand from the formula below).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from datetime import datetime, timezone
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tooleval.canonical import (MAX_DEPTH, canonical_json, canonical_loads, canonical_value, json_value_problem,
+                                parse_arguments, strict_json_loads)
+from tooleval.capture.envelope import envelope_digest
+from tooleval.models import Call, ToolSpec
+from tooleval.rules import ToolTable
+from tooleval.rules._tools import confidential_fields, ruled_tools
+
+
+def reference_parse(raw: str) -> tuple[dict | None, str | None]:
+    """parse_arguments for text as it read before issue 9's fast path (tooleval 0.1.0 at commit c502cab)."""
+    if raw.strip() == "":
+        return {}, None
+    try:
+        parsed = strict_json_loads(raw, unique_keys=True)
+    except RecursionError:
+        return None, f"invalid JSON: nested deeper than {MAX_DEPTH} levels"
+    except ValueError as exc:
+        return None, f"invalid JSON: {exc}"
+    if parsed is None:
+        return {}, None
+    if not isinstance(parsed, dict):
+        return None, f"not a JSON object: {type(parsed).__name__}"
+    problem = json_value_problem(parsed)
+    if problem is not None:
+        return None, f"not representable: {problem}"
+    return canonical_value(parsed), None
+
+
+def same(a, b) -> bool:
+    """Equal including types (``1 == 1.0`` and ``True == 1`` in Python; not here)."""
+    return json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True) and repr(a) == repr(b)
+
+
+EDGE_TEXTS = [
+    '{"amount": 250.0}', '{"amount": -0.0}', '{"amount": 1E2}', '{"amount": 2.5e-3}', '{"a": 1e308}',
+    '{"a": 1e999}', '{"a": -1e999}', '{"a": NaN}', '{"a": Infinity}', '{"a": -Infinity}',
+    '{"amount": 1, "amount": 49.99}', '{"a": {"b": 1, "b": 2}}', '{"a": "\\ud800"}', '{"\\udc00": 1}',
+    '{"a": "\\ud83d\\ude00"}', '{"a": "\\\\ud800"}', '{"a": "\ud800"}', '[1, 2]', '"text"', '10', 'null', '',
+    '   ', '{', '{"a": true, "b": 1}', '{"a": [1.0, 2.50, {"c": 3.0}]}', '{"é": "ü", "a": "日本"}',
+    '{"big": 123456789012345678901234567890}', '{"x": 1.0000000000000002}',
+    '{"deep": ' + '[' * (MAX_DEPTH + 5) + ']' * (MAX_DEPTH + 5) + '}',
+    '{"deep": ' + '[' * (MAX_DEPTH - 2) + ']' * (MAX_DEPTH - 2) + '}',
+    '{"s": "' + '{' * (MAX_DEPTH + 1) + '"}', '\ufeff{"a": 1}', ' {"a": 1} ', '{"a": 1} x',
+]
+
+
+class TestParseArgumentsFastPath:
+    @pytest.mark.parametrize("text", EDGE_TEXTS)
+    def test_edge_texts_read_as_before(self, text):
+        args, error = parse_arguments(text)
+        ref_args, ref_error = reference_parse(text)
+        assert error == ref_error
+        assert same(args, ref_args)
+
+    def test_integral_floats_become_ints_while_parsing(self):
+        args, _ = parse_arguments('{"a": 250.0, "b": [1.5, -0.0], "c": 1E2}')
+        assert args == {"a": 250, "b": [1.5, 0], "c": 100}
+        assert [type(args["a"]), type(args["b"][0]), type(args["b"][1]), type(args["c"])] == [int, float, int, int]
+
+    @settings(max_examples=300, deadline=None)
+    @given(st.recursive(
+        st.none() | st.booleans() | st.integers() | st.floats(allow_nan=True, allow_infinity=True)
+        | st.text(max_size=8),
+        lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=5), children, max_size=4),
+        max_leaves=20,
+    ))
+    def test_generated_objects_read_as_before(self, value):
+        text = json.dumps({"v": value})  # NaN/Infinity written as Python writes them: both readers refuse them
+        args, error = parse_arguments(text)
+        ref_args, ref_error = reference_parse(text)
+        assert error == ref_error
+        assert same(args, ref_args)
+        if error is None:
+            call = Call.from_raw("tool", text)
+            assert call.args_json == canonical_json(ref_args)
+            assert call == Call(name="tool", args=ref_args)
+            assert call.key == Call(name="tool", args=ref_args).key
+            # what scoring reads back from a verified envelope, against the general reading of the stored record
+            carried, read = Call.from_canonical("tool", call.args_json), Call.from_record(call.to_record())
+            assert carried == read == call and carried.args_json == read.args_json == call.args_json
+            assert same(carried.args, read.args)  # key order included (canonical text: sorted keys)
+
+
+class TestCanonicalLoads:
+    @settings(max_examples=300, deadline=None)
+    @given(st.recursive(
+        st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False)
+        | st.text(max_size=8),
+        lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=5), children, max_size=4),
+        max_leaves=30,
+    ))
+    def test_equals_canonical_value_of_json_loads(self, value):
+        text = json.dumps(value, ensure_ascii=False)
+        assert same(canonical_loads(text), canonical_value(json.loads(text)))
+        assert canonical_json(json.loads(text)) == json.dumps(canonical_loads(text), sort_keys=True,
+                                                               separators=(",", ":"), ensure_ascii=False)
+
+    @pytest.mark.parametrize("text", ['[NaN]', '{"a": Infinity}', '[1e999]'])
+    def test_refuses_what_canonical_value_refuses(self, text):
+        with pytest.raises(ValueError):
+            canonical_value(json.loads(text))
+        with pytest.raises(ValueError):
+            canonical_loads(text)
+
+
+class TestEnvelopeDigest:
+    def test_digest_formula_unchanged(self):
+        captured = datetime(2024, 5, 15, 15, 0, tzinfo=timezone.utc)
+        record = {
+            "envelope_version": 2, "dataset_revision": "r1", "run_id": None, "case_id": "c", "trial": 0,
+            "agent_name": "a", "agent_version": None, "agent_model": None, "request_id": None, "response_id": None,
+            "messages_json": json.dumps([{"role": "assistant", "content": "x", "n": 250.0, "m": -0.0}]),
+            "model_calls": [{"name": "t", "args_json": '{"a":1}', "args_raw": None, "parse_error": None}],
+            "metadata_json": json.dumps({"reward": 1.0}), "captured_at": captured, "trace_digest": None,
+            "error": None, "request_messages_json": None, "adapter_calls": None, "executor_calls": None,
+            "prompt_version": None, "tool_schema_version": None, "generation_started_at": captured,
+            "generation_finished_at": None, "redacted_fields": [],
+        }
+        # the formula as written before issue 9: canonical JSON of every content column, JSON texts parsed
+        content = {k: v for k, v in record.items() if k not in {"run_id", "captured_at", "trace_digest", "error"}}
+        content["messages_json"] = json.loads(content["messages_json"])
+        content["metadata_json"] = json.loads(content["metadata_json"])
+        content["generation_started_at"] = "2024-05-15T15:00:00.000000+00:00"
+        expected = hashlib.sha256(json.dumps(canonical_value(content), sort_keys=True, separators=(",", ":"),
+                                             ensure_ascii=False).encode()).hexdigest()
+        assert envelope_digest(record) == expected
+
+
+class TestToolTable:
+    def test_summaries_equal_a_scan_of_a_plain_dict(self):
+        tools = [ToolSpec(name="pay", argument_rules={"amount": {"tolerance": 0.01}}),
+                 ToolSpec(name="user", confidential_fields=["ssn"]), ToolSpec(name="search")]
+        table = ToolTable(tools)
+        plain = {tool.name: tool for tool in tools}
+        assert table == plain
+        assert ruled_tools(table) == ruled_tools(plain) == frozenset({"pay"})
+        assert confidential_fields(table) == confidential_fields(plain) == {"user": ["ssn"]}
