@@ -108,6 +108,20 @@ def tiny_dataset(tmp_path: Path) -> Path:
     return write_dataset(tmp_path / "tiny", TINY_CASES, TINY_TRACES)
 
 
+def run_small(**parameters):
+    """:func:`flows.evaluate.run_evaluate` as ``tooleval run`` calls it on a dataset of a few rows: with a rows hint
+    below ``PROCESS_POOL_MIN_ROWS`` the shards run on one thread of this process. Without a hint, ``run_evaluate``
+    spawns a process pool of ``os.cpu_count()`` workers (~5 s a run on 2 cores) that these tests are not about;
+    tests/test_scale_flow.py covers the pool. Returns ``(RunResult, drift_failed)``."""
+    from flows.evaluate import run_evaluate
+
+    return run_evaluate(rows_hint=SMALL_RUN_ROWS, **parameters)
+
+
+SMALL_RUN_ROWS = 100
+"""The rows hint of :func:`run_small`: at least the rows of every dataset it runs (they hold at most a few dozen)."""
+
+
 @pytest.fixture(scope="session")
 def prefect_harness():
     """One Prefect test harness for the whole session (each costs ~13 s), heartbeats off (PREFECT.md)."""

@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import shutil
 
 import pytest
 from typer.testing import CliRunner
@@ -18,14 +19,26 @@ runner = CliRunner()
 WIDE = {"COLUMNS": "250"}
 
 
-@pytest.fixture
-def run_folder(tmp_path, prefect_harness):
-    dataset = write_dataset(tmp_path / "d", TINY_CASES, TINY_TRACES)
-    out = tmp_path / "out"
+@pytest.fixture(scope="module")
+def published(tmp_path_factory, prefect_harness):
+    """The tiny dataset and a results folder with two runs, published once for the module (each run costs
+    seconds of Prefect bookkeeping)."""
+    base = tmp_path_factory.mktemp("cli-commands")
+    dataset = write_dataset(base / "d", TINY_CASES, TINY_TRACES)
+    out = base / "out"
     for run_id in ("nightly-1", "nightly-2"):  # the second over unchanged inputs: every stage from the cache
         result = runner.invoke(app, ["run", "--dataset", str(dataset), "--out", str(out), "--run-id", run_id])
         assert result.exit_code == 0, result.output
     return dataset, out
+
+
+@pytest.fixture
+def run_folder(published, tmp_path):
+    """A copy of the published results folder of its own for each test (tests publish more runs into it)."""
+    dataset, out = published
+    copy = tmp_path / "out"
+    shutil.copytree(out, copy, symlinks=True)
+    return dataset, copy
 
 
 def test_cached_runs_publish_their_own_computed_at(run_folder):

@@ -10,7 +10,7 @@ import pyarrow.parquet as pq
 import pytest
 from typer.testing import CliRunner
 
-from conftest import BUNDLED, TINY_CASES, TINY_TRACES, write_dataset
+from conftest import BUNDLED, TINY_CASES, TINY_TRACES, run_small, write_dataset
 from tooleval.cli import app
 from tooleval.dataset import load_dataset
 from tooleval.runs.drift import check_drift
@@ -107,14 +107,12 @@ class TestInjectedFaults:
 @pytest.mark.usefixtures("prefect_harness")
 class TestFlowAndCommands:
     def test_old_dashboard_query_unchanged_when_the_row_writer_is_switched_on(self, tmp_path):
-        from flows.evaluate import run_evaluate
-
         dataset = write_dataset(tmp_path / "d", TINY_CASES, TINY_TRACES)
         out = tmp_path / "results"
-        before, _ = run_evaluate(dataset=str(dataset), out=str(out), run_id="nightly", legacy_only=True)
+        before, _ = run_small(dataset=str(dataset), out=str(out), run_id="nightly", legacy_only=True)
         assert before.rows_path is None and not (out / "rows").exists()
         old_before = connect(out).execute(OLD_DASHBOARD_QUERY).fetchall()
-        after, drifted = run_evaluate(dataset=str(dataset), out=str(out), run_id="nightly")
+        after, drifted = run_small(dataset=str(dataset), out=str(out), run_id="nightly")
         assert not drifted and after.drift["verdict"] == "ok"
         old_after = connect(out).execute(OLD_DASHBOARD_QUERY).fetchall()
         # By hand: ragas values A#0 1.0, A#1 0.5, B#0 0.0 (malformed), C#0 0.0 (both empty) -> mean 0.375.

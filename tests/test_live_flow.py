@@ -15,7 +15,7 @@ import pyarrow.parquet as pq
 import pytest
 from typer.testing import CliRunner
 
-from conftest import load_chat_server, write_dataset
+from conftest import load_chat_server, run_small, write_dataset
 from tooleval.cli import app
 
 KEY_ENV = "OPENAI_API_KEY"
@@ -78,7 +78,6 @@ class TestLiveRuns:
         assert "pass@k" in first.output or "pass@" in first.output
 
     def test_429_storm_persistent_400_and_malformed_arguments(self, tmp_path):
-        from flows.evaluate import run_evaluate
         from tooleval.agents import OpenAIAgentConfig
 
         dataset = _dataset(tmp_path, ["c1", "c2", "c3"])
@@ -91,8 +90,8 @@ class TestLiveRuns:
         with chat.ChatServer(routes) as server:
             agent = OpenAIAgentConfig(base_url=server.base_url, model="scripted", backoff_initial_s=0.01,
                                       backoff_max_s=0.05, max_retries=6, concurrency=1)
-            result, _ = run_evaluate(dataset=str(dataset), out=str(tmp_path / "out"), run_id="r", agent=agent,
-                                     outcome="exact")
+            result, _ = run_small(dataset=str(dataset), out=str(tmp_path / "out"), run_id="r", agent=agent,
+                                   outcome="exact")
             assert server.count_for("question c1") == 5  # four 429s ridden out, then success
             assert server.count_for("question c2") == 1  # a 400 is not retried
         rows = {r["case_id"]: r for r in pq.read_table(result.rows_path).to_pylist()}
@@ -110,9 +109,12 @@ def _cli(args: list[str], env: dict) -> subprocess.Popen:
                             stderr=subprocess.STDOUT, text=True, start_new_session=True)
 
 
+@pytest.mark.usefixtures("prefect_harness")
 def test_sigkill_midway_then_rerun_generates_only_the_missing_trials(tmp_path):
     """A run killed (SIGKILL, process group) while c3's generation hangs, after c0..c2 finished; the rerun asks only
-    for c3..c5 and ends with rows identical to an uninterrupted run's."""
+    for c3..c5 and ends with rows identical to an uninterrupted run's. Only the killed run is a separate process;
+    the rerun and the uninterrupted run go through the same CLI in this process (each separate process pays a
+    temporary Prefect server's start-up)."""
     case_ids = [f"c{i}" for i in range(6)]
     dataset = _dataset(tmp_path, case_ids)
     routes = {f"question {c}": [_ok(c)] for c in case_ids}
@@ -134,13 +136,12 @@ def test_sigkill_midway_then_rerun_generates_only_the_missing_trials(tmp_path):
         child.stdout.close()
         assert server.count == 4 and len(list(store.rglob("*.json"))) == 3
         server.routes["question c3"] = [_ok("c3")]  # the server recovers
-        rerun = _cli(["run", *common, "--out", str(out), "--run-id", "k1"], env)
-        output, _ = rerun.communicate(timeout=300)
-        assert rerun.returncode == 0, output
+        rerun = CliRunner().invoke(app, ["run", *common, "--out", str(out), "--run-id", "k1"], env={"COLUMNS": "200"})
+        assert rerun.exit_code == 0, rerun.output
         assert sorted(s.route for s in server.requests[4:]) == ["question c3", "question c4", "question c5"]
-        clean = _cli(["run", *common, "--out", str(tmp_path / "clean"), "--run-id", "k1"], env)
-        output, _ = clean.communicate(timeout=300)
-        assert clean.returncode == 0, output
+        clean = CliRunner().invoke(app, ["run", *common, "--out", str(tmp_path / "clean"), "--run-id", "k1"],
+                                   env={"COLUMNS": "200"})
+        assert clean.exit_code == 0, clean.output
     keep = ["case_id", "trial", "request_id", "response_id", "observed_calls", "tp", "fp", "fn", "f1",
             "ragas_tool_call_f1", "error"]
     resumed = [{k: r[k] for k in keep} for r in _rows(out, "k1")]

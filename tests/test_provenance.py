@@ -11,7 +11,7 @@ import pyarrow.parquet as pq
 import pytest
 from typer.testing import CliRunner
 
-from conftest import GOLDEN, TINY_CASES, TINY_TRACES, tool_call, write_dataset
+from conftest import GOLDEN, TINY_CASES, TINY_TRACES, run_small, tool_call, write_dataset
 from tooleval.cli import app
 from tooleval.capture.envelope import digest_ok
 from tooleval.errors import InputFileError
@@ -45,12 +45,10 @@ def _rows(result) -> dict:
 @pytest.mark.usefixtures("prefect_harness")
 class TestSeed000Join:
     def test_collector_attached_b209_trace_to_a104(self, tmp_path):
-        from flows.evaluate import run_evaluate
-
         # A-104 and B-209 ran in parallel within the same second; the collector joined B-209's healthy trace to A-104.
         traces = [_trace("A-104", B_INPUT, "req-B209", "B-209"), _trace("B-209", B_INPUT, "req-B209", "B-209")]
         dataset = write_dataset(tmp_path / "d", SEED_CASES, traces)
-        result, _ = run_evaluate(dataset=str(dataset), out=str(tmp_path / "out"), run_id="join")
+        result, _ = run_small(dataset=str(dataset), out=str(tmp_path / "out"), run_id="join")
         rows = _rows(result)
         a = rows["A-104"]
         assert a["provenance_status"] == "mismatch"
@@ -60,11 +58,9 @@ class TestSeed000Join:
         assert result.summary["provenance"] == {"ok": 1, "missing": 0, "mismatch": 1}
 
     def test_model_itself_emitted_b209_for_a104s_request(self, tmp_path):
-        from flows.evaluate import run_evaluate
-
         traces = [_trace("A-104", A_INPUT, "req-A104", "B-209"), _trace("B-209", B_INPUT, "req-B209", "B-209")]
         dataset = write_dataset(tmp_path / "d", SEED_CASES, traces)
-        result, _ = run_evaluate(dataset=str(dataset), out=str(tmp_path / "out"), run_id="agent")
+        result, _ = run_small(dataset=str(dataset), out=str(tmp_path / "out"), run_id="agent")
         a = _rows(result)["A-104"]
         assert a["provenance_status"] == "ok" and a["failure_owner"] == "agent"
         # The mismatch objects are the same as in the broken join: only provenance tells them apart.
@@ -100,8 +96,6 @@ class TestBoundaries:
 
 @pytest.mark.usefixtures("prefect_harness")
 def test_owners_through_the_flow(tmp_path):
-    from flows.evaluate import run_evaluate
-
     cases = [
         {"case_id": "r1", "input": "refund", "expected_calls": [
             {"name": "issue_refund", "args": {"order_id": "A-104", "amount_cents": 9800}}]},
@@ -132,7 +126,7 @@ def test_owners_through_the_flow(tmp_path):
         invoice,
     ]
     dataset = write_dataset(tmp_path / "d", cases, traces)
-    result, _ = run_evaluate(dataset=str(dataset), out=str(tmp_path / "out"), run_id="own")
+    result, _ = run_small(dataset=str(dataset), out=str(tmp_path / "out"), run_id="own")
     rows = _rows(result)
     assert (rows["r1"]["first_divergent_boundary"], rows["r1"]["failure_owner"]) == ("adapter", "adapter")
     assert rows["r1"]["f1"] == 1.0  # the model's own call was right
@@ -216,17 +210,15 @@ def _all_text(folder: Path) -> str:
 
 @pytest.mark.usefixtures("prefect_harness")
 def test_redaction_leaves_no_raw_value_and_the_same_scores(tmp_path):
-    from flows.evaluate import run_evaluate
-
     dataset = write_dataset(tmp_path / "d", SECRET_CASES, _secret_traces())
     out = tmp_path / "redacted"
-    redacted, _ = run_evaluate(dataset=str(dataset), out=str(out), run_id="red")
+    redacted, _ = run_small(dataset=str(dataset), out=str(out), run_id="red")
     CliRunner().invoke(app, ["handoff", "--run-id", "red", "--case", "p2", "--out", str(out)])
     text = _all_text(out)
     for secret in SECRETS:
         assert secret not in text, secret
     assert "redacted:" in text
-    plain, _ = run_evaluate(dataset=str(dataset), out=str(tmp_path / "plain"), run_id="plain", redaction=False)
+    plain, _ = run_small(dataset=str(dataset), out=str(tmp_path / "plain"), run_id="plain", redaction=False)
     columns = ["case_id", "tp", "fp", "fn", "f1", "ragas_tool_call_f1", "exact_match", "duplicate_calls",
                "malformed_calls", "provenance_status", "first_divergent_boundary"]
     assert (pq.read_table(redacted.rows_path, columns=columns).to_pylist()
@@ -241,20 +233,16 @@ class TestRedactionKey:
     def test_deleting_the_disposable_folder_keeps_the_run_rescorable(self, tiny_dataset, tmp_path):
         import shutil
 
-        from flows.evaluate import run_evaluate
-
         out = tmp_path / "out"
-        run_evaluate(dataset=str(tiny_dataset), out=str(out), run_id="k1")
+        run_small(dataset=str(tiny_dataset), out=str(out), run_id="k1")
         shutil.rmtree(out / ".tooleval")
         result = CliRunner().invoke(app, ["rescore", "--run-id", "k1", "--to-run-id", "k2", "--out", str(out)],
                                     env={"COLUMNS": "200"})
         assert result.exit_code == 0, result.output
 
     def test_a_different_key_is_refused_by_name(self, tiny_dataset, tmp_path):
-        from flows.evaluate import run_evaluate
-
         out = tmp_path / "out"
-        run_evaluate(dataset=str(tiny_dataset), out=str(out), run_id="k1")
+        run_small(dataset=str(tiny_dataset), out=str(out), run_id="k1")
         (out / "redaction.key").write_text("another key")
         result = CliRunner().invoke(app, ["rescore", "--run-id", "k1", "--out", str(out)], env={"COLUMNS": "300"})
         assert result.exit_code == 2 and "redaction.key" in result.output and "Traceback" not in result.output
@@ -270,13 +258,11 @@ class TestRedactionKey:
 @pytest.mark.usefixtures("prefect_harness")
 class TestRescoreAndHandoff:
     def test_handoff_opens_the_named_case_when_failed_generations_were_filtered(self, tmp_path):
-        from flows.evaluate import run_evaluate
-
         # Case A's traces are missing (its generations failed and were filtered): positions shift, ids do not.
         traces = [t for t in TINY_TRACES if t["case_id"] != "A"]
         dataset = write_dataset(tmp_path / "d", TINY_CASES, traces)
         out = tmp_path / "out"
-        run_evaluate(dataset=str(dataset), out=str(out), run_id="h1")
+        run_small(dataset=str(dataset), out=str(out), run_id="h1")
         result = CliRunner().invoke(app, ["handoff", "--run-id", "h1", "--case", "C", "--out", str(out)])
         assert result.exit_code == 0, result.output
         handoff = json.loads((out / "runs" / "h1" / "handoff" / "C" / "trial-0" / "handoff.json").read_text())
@@ -291,10 +277,8 @@ class TestRescoreAndHandoff:
         assert missing.exit_code == 2
 
     def test_rescore_reproduces_a_row_into_a_new_run_without_generation(self, tiny_dataset, tmp_path):
-        from flows.evaluate import run_evaluate
-
         out = tmp_path / "out"
-        first, _ = run_evaluate(dataset=str(tiny_dataset), out=str(out), run_id="orig")
+        first, _ = run_small(dataset=str(tiny_dataset), out=str(out), run_id="orig")
         result = CliRunner().invoke(app, ["rescore", "--run-id", "orig", "--case", "A", "--trial", "1",
                                           "--to-run-id", "again", "--out", str(out)], env={"COLUMNS": "200"})
         assert result.exit_code == 0, result.output
@@ -308,10 +292,8 @@ class TestRescoreAndHandoff:
         assert "generation" not in result.output  # no generation stage ran
 
     def test_rescore_with_changed_case_rules_under_the_same_revision_is_refused(self, tiny_dataset, tmp_path):
-        from flows.evaluate import run_evaluate
-
         out = tmp_path / "out"
-        run_evaluate(dataset=str(tiny_dataset), out=str(out), run_id="orig")
+        run_small(dataset=str(tiny_dataset), out=str(out), run_id="orig")
         changed = write_dataset(tmp_path / "changed", [dict(TINY_CASES[0], forbidden_tools=["refund"]),
                                                         *TINY_CASES[1:]], TINY_TRACES)
         result = CliRunner().invoke(app, ["rescore", "--run-id", "orig", "--out", str(out), "--dataset",
