@@ -15,7 +15,7 @@ from prefect.cache_policies import INPUTS, TASK_SOURCE
 
 from tooleval.capture.envelope import build_envelope
 from tooleval.models import RecordedTrace
-from tooleval.storage.stages import StageRef, read_stage_table, write_stage_table
+from tooleval.storage.stages import StageRef, iter_stage_batches, write_stage_table
 from tooleval.storage import ENVELOPE_SCHEMA, ENVELOPE_VERSION
 
 
@@ -51,17 +51,20 @@ def capture_shard(
     """
     started = time.perf_counter()
     captured_at = datetime.now(timezone.utc)
-    envelopes = []
-    for record in read_stage_table(generation).to_pylist():
-        if record["payload_json"] is None:
-            envelopes.append(_error_envelope(record, revision, captured_at))
-            continue
-        payload = json.loads(record["payload_json"])
-        redacted = payload.pop("redacted_fields", None)
-        trace = RecordedTrace.model_validate(payload)
-        envelope = build_envelope(trace, revision, captured_at, tool_schema_version=tool_schema_version,
-                                  redacted_fields=redacted)
-        if record["error"] is not None:  # a failed generation keeps what was captured (its attempts included)
-            envelope["error"] = record["error"]
-        envelopes.append(envelope)
+    envelopes = (_envelope(record, revision, captured_at, tool_schema_version)
+                 for batch in iter_stage_batches(generation) for record in batch)  # one batch at a time (issue 9)
     return write_stage_table(stage_dir, "capture", envelopes, ENVELOPE_SCHEMA, started=started)
+
+
+def _envelope(record: dict, revision: str, captured_at: datetime, tool_schema_version: str | None) -> dict:
+    """The envelope of one generation record (an error envelope when it has no payload)."""
+    if record["payload_json"] is None:
+        return _error_envelope(record, revision, captured_at)
+    payload = json.loads(record["payload_json"])
+    redacted = payload.pop("redacted_fields", None)
+    trace = RecordedTrace.model_validate(payload)
+    envelope = build_envelope(trace, revision, captured_at, tool_schema_version=tool_schema_version,
+                              redacted_fields=redacted)
+    if record["error"] is not None:  # a failed generation keeps what was captured (its attempts included)
+        envelope["error"] = record["error"]
+    return envelope

@@ -13,7 +13,7 @@ from prefect import task
 from prefect.cache_policies import INPUTS, TASK_SOURCE
 
 from tooleval.dataset import load_dataset_cached
-from tooleval.storage._fs import read_parquet, read_parquet_schema
+from tooleval.storage._fs import iter_parquet_batches, read_parquet_schema
 from tooleval.runs.legacy import LegacyResult, legacy_score, merge_legacy
 from tooleval.runs.plan import DatasetRef
 from tooleval.capture.redaction import RedactionConfig
@@ -31,8 +31,8 @@ def _batches(files: list[str]) -> Iterator[list[dict]]:
     issue 9); a column a file lacks reads as null."""
     for path in files:
         columns = [c for c in _COLUMNS if c in read_parquet_schema(path).names]
-        for batch in read_parquet(path, columns=columns).to_batches(max_chunksize=BATCH_ROWS):
-            yield [dict(dict.fromkeys(_COLUMNS), **record) for record in batch.to_pylist()]
+        for batch in iter_parquet_batches(path, BATCH_ROWS, columns):
+            yield [dict(dict.fromkeys(_COLUMNS), **record) for record in batch]
 
 
 def dataset_scope(dataset: DatasetRef) -> str:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import time
+from typing import Iterator
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -23,21 +24,23 @@ from tooleval.capture.redaction import RedactionConfig
 from tasks._shared import cached_case_inputs, cached_redactor
 from tooleval.rules import ToolTable, load_policy
 from tooleval.scoring.rows import score_envelopes
-from tooleval.storage.stages import StageRef, read_stage_table, write_stage_table
+from tooleval.storage.stages import STAGE_ROW_GROUP, StageRef, iter_stage_batches, write_stage_table
 from tooleval.storage import ROW_SCHEMA
 from tooleval.storage._fs import read_location_bytes
 
 
-def _read_checked(ref: StageRef) -> tuple[pa.Table, bool]:
-    """The envelope stage file and whether its bytes are the ones capture wrote (sha256 equal to the ref's digest,
-    which names the file): then every stored trace digest is the one capture computed from that content, and
-    scoring does not compute it a second time. A file that cannot be read locally as bytes is read as usual and
-    its digests are recomputed."""
+def _read_checked(ref: StageRef) -> tuple[Iterator[list[dict]], bool]:
+    """The envelope stage file's rows, :data:`tooleval.storage.stages.STAGE_ROW_GROUP` at a time, and whether its
+    bytes are the ones capture wrote (sha256 equal to the ref's digest, which names the file): then every stored
+    trace digest is the one capture computed from that content, and scoring does not compute it a second time. A
+    file that cannot be read locally as bytes is read as usual and its digests are recomputed. Only the file's
+    (compressed) bytes and one batch of rows are held at once (issue 9)."""
     try:
         data = read_location_bytes(ref.path)
     except OSError:
-        return read_stage_table(ref), False
-    return pq.read_table(pa.BufferReader(data)), hashlib.sha256(data).hexdigest() == ref.digest
+        return iter_stage_batches(ref), False
+    batches = pq.ParquetFile(pa.BufferReader(data)).iter_batches(batch_size=STAGE_ROW_GROUP)
+    return (batch.to_pylist() for batch in batches), hashlib.sha256(data).hexdigest() == ref.digest
 
 
 @task(name="scoring", cache_policy=INPUTS - "dataset" + TASK_SOURCE, persist_result=True)
@@ -74,14 +77,12 @@ def score_shard(
     loaded = load_dataset_cached(dataset.path)
     if loaded.content_digest != dataset.content_digest:
         raise InputFileError(dataset.path, None, "the dataset changed while the run was going on.", "rerun.")
-    table, intact = _read_checked(envelopes)
-    rows = score_envelopes(
-        loaded.cases,
-        table.to_pylist(),
-        redactor=cached_redactor(out, redaction, dataset),
-        inputs=cached_case_inputs(out, redaction, dataset),
-        tools=ToolTable(loaded.tools),
-        policy=load_policy(loaded.path),
-        digests_verified=intact,
-    )
+    batches, intact = _read_checked(envelopes)
+    redactor = cached_redactor(out, redaction, dataset)
+    inputs = cached_case_inputs(out, redaction, dataset)
+    tools = ToolTable(loaded.tools)
+    policy = load_policy(loaded.path)
+    rows = (row for batch in batches  # scored one batch at a time: a worker never holds a whole shard's rows
+            for row in score_envelopes(loaded.cases, batch, redactor=redactor, inputs=inputs, tools=tools,
+                                       policy=policy, digests_verified=intact))
     return write_stage_table(stage_dir, "scoring", rows, ROW_SCHEMA, started=started)

@@ -31,10 +31,11 @@ def _captured(tmp_path):
 
 def test_an_intact_stage_file_is_scored_alike_without_recomputing(tmp_path):
     loaded, ref = _captured(tmp_path)
-    table, intact = _read_checked(ref)
+    batches, intact = _read_checked(ref)
     assert intact
-    trusted = score_envelopes(loaded.cases, table.to_pylist(), digests_verified=True)
-    recomputed = score_envelopes(loaded.cases, table.to_pylist())
+    envelopes = [envelope for batch in batches for envelope in batch]
+    trusted = score_envelopes(loaded.cases, envelopes, digests_verified=True)
+    recomputed = score_envelopes(loaded.cases, envelopes)
     assert trusted == recomputed
     assert len(trusted) == 200
     assert not any(row["provenance_detail"] == MISMATCH for row in trusted)
@@ -48,6 +49,6 @@ def test_a_stage_file_changed_after_capture_recomputes_and_names_the_row(tmp_pat
     pq.write_table(table.from_pylist(envelopes, schema=table.schema), ref.path)
     changed, intact = _read_checked(ref)
     assert not intact
-    rows = score_envelopes(loaded.cases, changed.to_pylist(), digests_verified=intact)
+    rows = score_envelopes(loaded.cases, [e for batch in changed for e in batch], digests_verified=intact)
     flagged = [i for i, row in enumerate(rows) if row["provenance_detail"] == MISMATCH]
     assert flagged == [3]

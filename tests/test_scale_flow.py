@@ -59,3 +59,26 @@ def test_adding_ten_cases_reruns_only_the_shards_that_hold_them(tmp_path):
     assert sum(generation.values()) == shards > 10
     assert generation.get("Completed", 0) <= 2
     assert generation["Cached"] >= shards - 2
+
+
+def test_process_pool_workers_end_before_the_publication(tmp_path, monkeypatch):
+    """Issue 9: the pool's workers (each holding a worker's imports and caches) are gone once every shard is
+    done, so they do not add to the publication's peak memory."""
+    import multiprocessing
+
+    import flows.evaluate as evaluate_module
+
+    seen: list[list[str]] = []
+    publish = evaluate_module.publish_run
+
+    def recording_publish(**kwargs):
+        seen.append(sorted(p.name for p in multiprocessing.active_children()))
+        return publish(**kwargs)
+
+    monkeypatch.setattr(evaluate_module, "publish_run", recording_publish)
+    data = write_synth(300, 3, "bfcl", tmp_path / "data").path
+    result, drift = evaluate_module.run_evaluate(rows_hint=None, dataset=str(data), out=str(tmp_path / "out"),
+                                                 run_id="pool", workers=2, shard_size=100)
+    assert drift is False and result.summary["timing"]["workers"] == 2
+    assert result.summary["timing"]["shards"] >= 2  # the shards did run on the pool's workers
+    assert seen == [[]]  # no worker process left alive when the publication started

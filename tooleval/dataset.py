@@ -10,8 +10,10 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass, field
+from collections.abc import ItemsView, Iterator, Mapping, ValuesView
 from functools import lru_cache
 from pathlib import Path
+from typing import BinaryIO
 
 from pydantic import ValidationError
 
@@ -20,7 +22,7 @@ from tooleval.errors import InputFileError, UnsafeRevisionError
 from tooleval.models import REVISION_PATTERN, Case, DatasetManifest, ToolSpec
 from tooleval.capture.recorded import iter_json_lines
 
-__all__ = ["Dataset", "load_dataset", "load_dataset_cached", "check_name", "case_digest", "find_traces_file"]
+__all__ = ["Dataset", "Cases", "load_dataset", "load_dataset_cached", "check_name", "case_digest", "find_traces_file"]
 
 SCHEMA_VERSIONS = (1,)
 DATASET_DOCS = "see the README's 'Datasets' section for the dataset folder format."
@@ -63,7 +65,8 @@ class Dataset:
 
     path: Path
     manifest: DatasetManifest
-    cases: dict[str, Case]
+    cases: Mapping[str, Case]
+    """By ``case_id`` in file order: a :class:`Cases` read on demand (or a dict, when a caller narrows it)."""
     tools: list[ToolSpec] = field(default_factory=list)
     content_digest: str = ""
     """sha256 over dataset.json, cases.jsonl and tools.json bytes: a revision's identity."""
@@ -142,38 +145,143 @@ def _first_error(exc: ValidationError) -> str:
     return f"{where}: {err['msg']}"
 
 
-def _load_cases(path: Path) -> dict[str, Case]:
-    cases: dict[str, Case] = {}
-    lines: dict[str, int] = {}
-    for line in iter_json_lines(path, missing="file not found.", fix="every dataset folder needs a cases.jsonl."):
-        data, number = line.data, line.line
-        problem = json_value_problem(data, max_depth=10**9)  # depth is the JSON-lines reader's concern
-        if problem is not None:
-            raise InputFileError(path, number, f"a case cannot hold this value: {problem}.",
-                                 "write a finite JSON number (or a string) there; NaN, Infinity and 1e999 are "
-                                 "not JSON numbers.")
-        if isinstance(data, dict) and isinstance(data.get("case_id"), int):
+CASE_CACHE = 2_048
+"""Parsed cases a :class:`Cases` mapping keeps (most recently used first out last): a shard asks for each of its
+cases a few times in a row, never for every case of a large dataset at once."""
+
+
+def _parse_case(path: Path, number: int, data: object, checked: bool = False) -> Case:
+    """One ``cases.jsonl`` line's JSON as a :class:`Case` (an integer ``case_id`` is read as its text).
+
+    Args:
+        checked: The line was checked when the dataset was loaded: only the model is built again.
+
+    Raises:
+        InputFileError: a non-finite number, an invalid case or one nested too deeply (file and line named).
+    """
+    if checked and isinstance(data, dict):
+        if isinstance(data.get("case_id"), int):
             data["case_id"] = str(data["case_id"])
+        return Case.model_validate(data)
+    problem = json_value_problem(data, max_depth=10**9)  # depth is the JSON-lines reader's concern
+    if problem is not None:
+        raise InputFileError(path, number, f"a case cannot hold this value: {problem}.",
+                             "write a finite JSON number (or a string) there; NaN, Infinity and 1e999 are "
+                             "not JSON numbers.")
+    if isinstance(data, dict) and isinstance(data.get("case_id"), int):
+        data["case_id"] = str(data["case_id"])
+    try:
+        case = Case.model_validate(data)
+        case_digest(case)
+    except ValidationError as exc:
+        raise InputFileError(path, number, f"not a valid case: {_first_error(exc)}.", "fix that field.") from None
+    except RecursionError:
+        raise InputFileError(path, number, "a case nested too deeply to read.", "flatten that case.") from None
+    return case
+
+
+class Cases(Mapping[str, Case]):
+    """A dataset's cases by ``case_id``, in file order, read from ``cases.jsonl`` when asked for (issue 9: every
+    process of a run held every case of a large dataset as a pydantic model, ~0.5 GB at 142,858 cases). Holds
+    only each case's ``(byte offset, line number)`` and the :data:`CASE_CACHE` most recently used cases; every
+    line was validated when the dataset was loaded. Read-only, like the dict it stands for."""
+
+    def __init__(self, path: Path, index: dict[str, tuple[int, int]]):
+        self._path = path
+        self._index = index
+        self._recent: dict[str, Case] = {}
+
+    def __getitem__(self, case_id: str) -> Case:
+        case = self._recent.pop(case_id, None)
+        if case is None:
+            offset, number = self._index[case_id]  # KeyError for a case the dataset does not hold
+            case = self._read(case_id, offset, number)
+            if len(self._recent) >= CASE_CACHE:
+                self._recent.pop(next(iter(self._recent), None), None)  # the least recently used
+        self._recent[case_id] = case
+        return case
+
+    def _read(self, case_id: str, offset: int, number: int, handle: BinaryIO | None = None) -> Case:
+        if handle is None:
+            with open(self._path, "rb") as own:
+                return self._read(case_id, offset, number, own)
+        if handle.tell() != offset:
+            handle.seek(offset)
+        raw = handle.readline()
         try:
-            case = Case.model_validate(data)
-            case_digest(case)
-        except ValidationError as exc:
-            raise InputFileError(path, number, f"not a valid case: {_first_error(exc)}.", "fix that field.") from None
-        except RecursionError:
-            raise InputFileError(path, number, "a case nested too deeply to read.", "flatten that case.") from None
-        if case.case_id in cases:
+            case = _parse_case(self._path, number, json.loads(raw), checked=True)
+        except (ValueError, InputFileError, RecursionError):  # ValidationError is a ValueError
+            case = None
+        if case is None or case.case_id != case_id:
+            raise InputFileError(self._path, number, f"changed after it was read (case {case_id!r} is no longer "
+                                 "on this line).", "keep the dataset unchanged during a run, and run again.")
+        return case
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._index)
+
+    def items(self) -> ItemsView[str, Case]:
+        """Every ``(case_id, case)`` in file order, read in one pass over the file (the recent cases are kept)."""
+        return _StreamedItems(self)
+
+    def values(self) -> ValuesView[Case]:
+        """Every case in file order, read in one pass over the file."""
+        return _StreamedValues(self)
+
+    def _stream(self) -> Iterator[tuple[str, Case]]:
+        with open(self._path, "rb") as handle:
+            for case_id, (offset, number) in self._index.items():
+                yield case_id, self._read(case_id, offset, number, handle)
+
+    def __len__(self) -> int:
+        return len(self._index)
+
+    def __contains__(self, case_id: object) -> bool:
+        return case_id in self._index
+
+
+class _StreamedItems(ItemsView):
+    def __iter__(self) -> Iterator[tuple[str, Case]]:
+        return self._mapping._stream()
+
+
+class _StreamedValues(ValuesView):
+    def __iter__(self) -> Iterator[Case]:
+        return (case for _, case in self._mapping._stream())
+
+
+def _load_cases(path: Path) -> Cases:
+    index: dict[str, tuple[int, int]] = {}
+    starts = _line_starts(path)
+    for line in iter_json_lines(path, missing="file not found.", fix="every dataset folder needs a cases.jsonl."):
+        case = _parse_case(path, line.line, line.data)
+        if case.case_id in index:
             raise InputFileError(
                 path,
-                number,
-                f"duplicate case_id {case.case_id!r} (first on line {lines[case.case_id]}).",
+                line.line,
+                f"duplicate case_id {case.case_id!r} (first on line {index[case.case_id][1]}).",
                 "give every case a unique case_id.",
             )
-        cases[case.case_id] = case
-        lines[case.case_id] = number
-    if not cases:
+        index[case.case_id] = (starts[line.line - 1], line.line)
+    if not index:
         raise InputFileError(path, None, "holds no case: there is nothing to evaluate, and an empty run would pass "
                              "its gate.", "add at least one case (one JSON object per line).")
-    return cases
+    return Cases(path, index)
+
+
+def _line_starts(path: Path) -> list[int]:
+    """Byte offset of each line of ``path`` (lines end at ``\\n``, as :func:`iter_json_lines` reads them); an
+    empty list for a file that cannot be read (the reader then names the problem)."""
+    starts: list[int] = []
+    position = 0
+    try:
+        with open(path, "rb") as handle:
+            for raw in handle:
+                starts.append(position)
+                position += len(raw)
+    except OSError:
+        return []
+    return starts
 
 
 def _local(path: str | Path) -> Path:

@@ -44,15 +44,42 @@ class WorkItem(BaseModel):
     its own lines, not the digest of the whole file (issue 9 item 6)."""
 
 
-def _lines_at(path: Path, offsets: list[int], numbers: list[int]) -> Iterator[TraceLine]:
-    """The trace lines that start at ``offsets`` (bytes; ``numbers`` are their 1-based line numbers), in file
-    order (one pass, seeking forward), read like :func:`tooleval.capture.recorded.iter_trace_lines` reads them."""
+def _record(path: Path, line: TraceLine, key: tuple[str, Any], seed: int,
+            transform: Callable[[dict[str, Any]], dict[str, Any]] | None) -> dict[str, Any]:
+    """The generation record of one trace line (see :func:`replay_generate`)."""
+    problem = trace_line_problem(line)
+    trace = parse_trace(path, line) if problem is None else None
+    error = str(trace) if isinstance(trace, RowError) else None
+    if problem is not None:
+        error = str(RowError("bad_trace", key[0], key[1], problem, str(path), line.line))
+    payload = None if problem is not None else json.dumps(transform(line.data) if transform else line.data,
+                                                          ensure_ascii=False)
+    return {"case_id": key[0], "trial": key[1], "seed": seed, "payload_json": payload, "error": error}
+
+
+def _records_at(path: Path, items: list[WorkItem], offsets: list[tuple[int, int]],
+                transform: Callable[[dict[str, Any]], dict[str, Any]] | None) -> Iterator[dict[str, Any]]:
+    """The records of ``items``, in their order, each read from its line at its ``(byte offset, line number)``
+    the moment it is asked for (a shard's records are never all held at once: issue 9).
+
+    Raises:
+        tooleval.errors.InputFileError: a planned line is no longer at its offset (the file changed).
+    """
+    first: dict[tuple[str, int], tuple[WorkItem, int, int]] = {}
+    for item, (offset, number) in zip(items, offsets):
+        first.setdefault((item.case_id, item.trial), (item, offset, number))
     with path.open("rb") as handle:
-        for offset, number in sorted(zip(offsets, numbers)):
+        for key, (item, offset, number) in first.items():
             handle.seek(offset)
             line = read_trace_line(number, handle.readline().decode("utf-8"))
-            if line is not None and isinstance(line.data, dict):  # the plan checked every line already
-                yield line
+            found = line is not None and isinstance(line.data, dict)
+            if not found or (str(line.data.get("case_id")), line.data.get("trial")) != key:
+                from tooleval.errors import InputFileError
+
+                raise InputFileError(path, None, f"the traces file changed after the run was planned (case "
+                                     f"{key[0]!r} trial {key[1]} is no longer where the plan found it).",
+                                     "keep the file unchanged during a run, and run again (the plan reads it anew).")
+            yield _record(path, line, key, item.seed, transform)
 
 
 def replay_generate(
@@ -60,8 +87,9 @@ def replay_generate(
     items: list[WorkItem],
     offsets: list[tuple[int, int]] | None = None,
     transform: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
-) -> list[dict[str, Any]]:
-    """Look up the recorded response of each work item.
+) -> Iterator[dict[str, Any]]:
+    """Look up the recorded response of each work item, one at a time (a generator: read at the plan's offsets,
+    a shard's records are made as the stage writer asks for them, never all held at once).
 
     Args:
         config: Which traces file to replay.
@@ -75,53 +103,30 @@ def replay_generate(
         tooleval.errors.InputFileError: the file became unreadable, or (read at the plan's offsets) no longer
             holds a planned line: the file changed after the plan (exit 2, nothing published).
 
-    Returns:
+    Yields:
         Generation records ``{case_id, trial, seed, payload_json, error}`` in ``items`` order; ``payload_json``
         is the recorded trace line (JSON text); ``error`` is set when the line is not a valid recorded trace, and
         ``payload_json`` is null as well when the line holds what no row can keep
         (:func:`tooleval.capture.recorded.trace_line_problem`).
     """
-    wanted = {(item.case_id, item.trial): item for item in items}
-    found: dict[tuple[str, int], dict[str, Any]] = {}
     path = Path(config.traces_path)
     if "://" in config.traces_path:  # --traces s3://…: this machine's copy of the object
         from tooleval.storage._machine import local_copy
 
         path = local_copy(config.traces_path)
-    direct = offsets is not None and all(offset >= 0 for offset, _ in offsets)
-    lines = _lines_at(path, *zip(*offsets)) if direct and offsets else iter_trace_lines(path)
-    for line in lines:
+    if offsets is not None and all(offset >= 0 for offset, _ in offsets):
+        yield from _records_at(path, items, offsets, transform)
+        return
+    wanted = {(item.case_id, item.trial): item for item in items}
+    found: dict[tuple[str, int], dict[str, Any]] = {}
+    for line in iter_trace_lines(path):  # a gzip file, or no offsets: read from the start until all are found
         key = (str(line.data.get("case_id")), line.data.get("trial"))
         if key not in wanted or key in found:
             continue
-        problem = trace_line_problem(line)
-        trace = parse_trace(path, line) if problem is None else None
-        error = str(trace) if isinstance(trace, RowError) else None
-        if problem is not None:
-            error = str(RowError("bad_trace", key[0], key[1], problem, str(path), line.line))
-        found[key] = {
-            "case_id": key[0],
-            "trial": key[1],
-            "seed": wanted[key].seed,
-            "payload_json": None if problem is not None else json.dumps(transform(line.data) if transform else line.data,
-                                                                        ensure_ascii=False),
-            "error": error,
-        }
+        found[key] = _record(path, line, key, wanted[key].seed, transform)
         if len(found) == len(wanted):
             break
-    missing = [key for key in wanted if key not in found]
-    if direct and missing:  # the planner saw each of these keys at its offset: the file changed since the plan
-        from tooleval.errors import InputFileError
-
-        case_id, trial = missing[0]
-        raise InputFileError(path, None, f"the traces file changed after the run was planned (case {case_id!r} "
-                             f"trial {trial} is no longer where the plan found it).",
-                             "keep the file unchanged during a run, and run again (the plan reads it anew).")
-    records = []
     for key, item in wanted.items():
-        records.append(
-            found.get(key)
-            or {"case_id": item.case_id, "trial": item.trial, "seed": item.seed, "payload_json": None,
-                "error": f"generation_error: no recorded response for case {item.case_id!r} trial {item.trial}"}
-        )
-    return records
+        yield (found.get(key)
+               or {"case_id": item.case_id, "trial": item.trial, "seed": item.seed, "payload_json": None,
+                   "error": f"generation_error: no recorded response for case {item.case_id!r} trial {item.trial}"})

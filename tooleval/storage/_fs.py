@@ -18,7 +18,7 @@ import io
 import os
 import re
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Iterator, Protocol
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -309,6 +309,20 @@ def read_parquet(location: str | Path, **options: Any) -> pa.Table:
     """
     fs, path = filesystem(location)
     return pq.read_table(path, filesystem=fs, **options)
+
+
+def iter_parquet_batches(location: str | Path, batch_size: int,
+                         columns: list[str] | None = None) -> Iterator[list[dict[str, Any]]]:
+    """The rows of the Parquet file at a local path or URL as lists of at most ``batch_size`` dicts, in file
+    order, decoded one record batch at a time (never the whole file's rows at once).
+
+    Raises:
+        FileNotFoundError: nothing there.
+    """
+    fs, path = filesystem(location)
+    with (open(path, "rb") if fs is None else fs.open(path, "rb")) as handle:
+        for batch in pq.ParquetFile(handle).iter_batches(batch_size=batch_size, columns=columns):
+            yield batch.to_pylist()
 
 
 def read_parquet_schema(location: str | Path) -> pa.Schema:

@@ -15,19 +15,22 @@ fsspec filesystem. Stage files written by a worker that died before its PUT simp
 from __future__ import annotations
 
 import hashlib
+import itertools
 import os
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable, Iterator
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 from pydantic import BaseModel, ConfigDict
 
-from tooleval.storage._fs import RemoteTree, as_location, is_remote, location_exists, read_parquet
+from tooleval.storage._fs import (RemoteTree, as_location, is_remote, iter_parquet_batches, location_exists,
+                                  read_parquet)
 
-__all__ = ["StageRef", "GENERATION_SCHEMA", "write_stage_table", "read_stage_table", "stage_dir"]
+__all__ = ["StageRef", "GENERATION_SCHEMA", "STAGE_ROW_GROUP", "write_stage_table", "read_stage_table",
+           "iter_stage_batches", "stage_dir"]
 
 GENERATION_SCHEMA = pa.schema(
     [
@@ -70,10 +73,18 @@ def stage_dir(out: str | Path, stage: str) -> Path | str:
     return path
 
 
+STAGE_ROW_GROUP = 4_096
+"""Rows a stage body holds as Python objects at once, and the rows of one Parquet row group of a stage file: a
+stage reads the previous stage's file and writes its own this many rows at a time, so a worker holds one batch of
+a shard, never the whole shard (issue 9: tens of KB per envelope or row as Python objects)."""
+
+
 def write_stage_table(
-    directory: str | Path, stage: str, rows: list[dict[str, Any]], schema: pa.Schema, *, started: float | None = None
+    directory: str | Path, stage: str, rows: Iterable[dict[str, Any]], schema: pa.Schema, *,
+    started: float | None = None,
 ) -> StageRef:
-    """Write ``rows`` with ``schema`` as one content-addressed Parquet file.
+    """Write ``rows`` with ``schema`` as one content-addressed Parquet file, :data:`STAGE_ROW_GROUP` rows at a
+    time (``rows`` may be a generator: it is consumed once, in order).
 
     Args:
         directory: Stage folder or URL prefix (see :func:`stage_dir`).
@@ -85,36 +96,65 @@ def write_stage_table(
     Returns:
         The :class:`StageRef` of ``<directory>/<sha256>.parquet``.
     """
-    table = pa.Table.from_pylist(rows, schema=schema)
     if is_remote(str(directory)):
-        return _put_stage_table(str(directory), stage, table, started)
+        return _put_stage_table(str(directory), stage, rows, schema, started)
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     handle, tmp_name = tempfile.mkstemp(dir=directory, suffix=".tmp")
     os.close(handle)
     try:
-        pq.write_table(table, tmp_name, compression="zstd")
-        digest = hashlib.sha256(Path(tmp_name).read_bytes()).hexdigest()
+        count = _write_rows(tmp_name, rows, schema)
+        digest = _file_digest(tmp_name)
         final = directory / f"{digest}.parquet"
         os.replace(tmp_name, final)
     except BaseException:
         Path(tmp_name).unlink(missing_ok=True)
         raise
     elapsed = 0.0 if started is None else time.perf_counter() - started
-    return StageRef(stage=stage, path=str(final), digest=digest, rows=table.num_rows, elapsed_s=elapsed)
+    return StageRef(stage=stage, path=str(final), digest=digest, rows=count, elapsed_s=elapsed)
 
 
-def _put_stage_table(url: str, stage: str, table: pa.Table, started: float | None) -> StageRef:
-    """Write ``table`` to a local temporary file, hash it, and upload it in one PUT as ``<url>/<sha256>.parquet``."""
+def _write_rows(path: str | Path, rows: Iterable[dict[str, Any]], schema: pa.Schema) -> int:
+    """Write ``rows`` to a zstd Parquet file at ``path`` in row groups of :data:`STAGE_ROW_GROUP`; the row count."""
+    count = 0
+    records = iter(rows)
+    with pq.ParquetWriter(path, schema, compression="zstd") as writer:
+        while chunk := list(itertools.islice(records, STAGE_ROW_GROUP)):
+            writer.write_table(pa.Table.from_pylist(chunk, schema=schema))
+            count += len(chunk)
+    return count
+
+
+def _file_digest(path: str | Path) -> str:
+    """sha256 (hex) of a file's bytes, read 1 MiB at a time."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        while block := handle.read(1 << 20):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _put_stage_table(url: str, stage: str, rows: Iterable[dict[str, Any]], schema: pa.Schema,
+                     started: float | None) -> StageRef:
+    """Write ``rows`` to a local temporary file, hash it, and upload it in one PUT as ``<url>/<sha256>.parquet``."""
     with tempfile.TemporaryDirectory(prefix="tooleval-stage-") as folder:
         local = Path(folder) / "stage.parquet"
-        pq.write_table(table, local, compression="zstd")
+        count = _write_rows(local, rows, schema)
         data = local.read_bytes()
     digest = hashlib.sha256(data).hexdigest()
     RemoteTree(url).write_bytes(f"{digest}.parquet", data)
     elapsed = 0.0 if started is None else time.perf_counter() - started
-    return StageRef(stage=stage, path=f"{url}/{digest}.parquet", digest=digest, rows=table.num_rows,
-                    elapsed_s=elapsed)
+    return StageRef(stage=stage, path=f"{url}/{digest}.parquet", digest=digest, rows=count, elapsed_s=elapsed)
+
+
+def iter_stage_batches(ref: StageRef, columns: list[str] | None = None) -> Iterator[list[dict[str, Any]]]:
+    """The rows of a stage file (a local path or a URL) as lists of dicts, at most :data:`STAGE_ROW_GROUP` at a
+    time, in file order.
+
+    Raises:
+        FileNotFoundError: the file is gone (the flow then recomputes the stage with ``refresh_cache``).
+    """
+    return iter_parquet_batches(ref.path, STAGE_ROW_GROUP, columns)
 
 
 def read_stage_table(ref: StageRef, **options: Any) -> pa.Table:

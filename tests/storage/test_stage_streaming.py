@@ -1,0 +1,62 @@
+"""Stage files are written and read a batch at a time (issue 9 item 1): a stage body never holds a whole shard's
+rows as Python objects, and the rows, their order and the schema are the same as one table's."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from tooleval.storage import stages
+from tooleval.storage.stages import (GENERATION_SCHEMA, STAGE_ROW_GROUP, StageRef, iter_stage_batches,
+                                     write_stage_table)
+
+
+def _record(i: int) -> dict:
+    return {"case_id": f"c{i:05d}", "trial": i % 3, "seed": i, "payload_json": None if i % 7 else "{}",
+            "error": "e" if i % 11 == 0 else None}
+
+
+def test_a_generator_is_written_one_row_group_at_a_time(tmp_path, monkeypatch):
+    total = 2 * STAGE_ROW_GROUP + 5  # 8,197 rows: two full row groups and one of 5
+    produced = 0
+    pulled_ahead: list[int] = []  # rows produced but not yet written, at each write
+
+    def records():
+        nonlocal produced
+        for i in range(total):
+            produced += 1
+            yield _record(i)
+
+    written = 0
+    original = pq.ParquetWriter.write_table
+
+    def recording_write(self, table, *args, **kwargs):
+        nonlocal written
+        pulled_ahead.append(produced - written)
+        written += table.num_rows
+        return original(self, table, *args, **kwargs)
+
+    monkeypatch.setattr(stages.pq.ParquetWriter, "write_table", recording_write)
+    ref = write_stage_table(tmp_path, "generation", records(), GENERATION_SCHEMA)
+    assert pulled_ahead == [STAGE_ROW_GROUP, STAGE_ROW_GROUP, 5]  # never more than one row group in hand
+    assert ref.rows == total
+    file = pq.ParquetFile(ref.path)
+    assert [file.metadata.row_group(i).num_rows for i in range(file.num_row_groups)] == [4096, 4096, 5]
+    assert file.schema_arrow == GENERATION_SCHEMA
+    assert file.read().to_pylist() == [_record(i) for i in range(total)]
+
+
+def test_batches_read_back_in_order_and_an_empty_stage_keeps_its_schema(tmp_path):
+    ref = write_stage_table(tmp_path, "generation", [_record(i) for i in range(STAGE_ROW_GROUP + 1)],
+                            GENERATION_SCHEMA)
+    batches = list(iter_stage_batches(ref, columns=["case_id"]))
+    assert [len(b) for b in batches] == [STAGE_ROW_GROUP, 1]
+    assert [r["case_id"] for b in batches for r in b] == [f"c{i:05d}" for i in range(STAGE_ROW_GROUP + 1)]
+    empty = write_stage_table(tmp_path, "generation", iter(()), GENERATION_SCHEMA)
+    assert empty.rows == 0 and list(iter_stage_batches(empty)) == []
+    assert pq.read_table(empty.path).schema == GENERATION_SCHEMA
+    # the same rows give the same bytes, so the same digest (stage caching keys on it)
+    again = write_stage_table(tmp_path / "again", "generation", (_record(i) for i in range(STAGE_ROW_GROUP + 1)),
+                              GENERATION_SCHEMA)
+    assert again.digest == ref.digest
+    assert isinstance(again, StageRef) and pa.types.is_string(pq.read_schema(again.path).field("case_id").type)
