@@ -28,6 +28,16 @@ from tooleval.rules import ToolTable
 from tooleval.rules._tools import confidential_fields, ruled_tools
 
 
+def json_values(finite: bool, max_leaves: int):
+    """Nested JSON-like values: scalars (floats finite or not) in lists and objects."""
+    return st.recursive(
+        st.none() | st.booleans() | st.integers() | st.floats(allow_nan=not finite, allow_infinity=not finite)
+        | st.text(max_size=8),
+        lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=5), children, max_size=4),
+        max_leaves=max_leaves,
+    )
+
+
 def reference_parse(raw: str) -> tuple[dict | None, str | None]:
     """parse_arguments for text as it read before issue 9's fast path (tooleval 0.1.0 at commit c502cab)."""
     if raw.strip() == "":
@@ -80,12 +90,7 @@ class TestParseArgumentsFastPath:
         assert [type(args["a"]), type(args["b"][0]), type(args["b"][1]), type(args["c"])] == [int, float, int, int]
 
     @settings(max_examples=300, deadline=None)
-    @given(st.recursive(
-        st.none() | st.booleans() | st.integers() | st.floats(allow_nan=True, allow_infinity=True)
-        | st.text(max_size=8),
-        lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=5), children, max_size=4),
-        max_leaves=20,
-    ))
+    @given(json_values(finite=False, max_leaves=20))
     def test_generated_objects_read_as_before(self, value):
         text = json.dumps({"v": value})  # NaN/Infinity written as Python writes them: both readers refuse them
         args, error = parse_arguments(text)
@@ -105,12 +110,7 @@ class TestParseArgumentsFastPath:
 
 class TestCanonicalLoads:
     @settings(max_examples=300, deadline=None)
-    @given(st.recursive(
-        st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False)
-        | st.text(max_size=8),
-        lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=5), children, max_size=4),
-        max_leaves=30,
-    ))
+    @given(json_values(finite=True, max_leaves=30))
     def test_equals_canonical_value_of_json_loads(self, value):
         text = json.dumps(value, ensure_ascii=False)
         assert same(canonical_loads(text), canonical_value(json.loads(text)))
