@@ -110,8 +110,8 @@ def _run_shard(context: ShardContext, items: list[WorkItem], offsets: list[tuple
     generated = _stage(generate_shard, "generation", states, timing, c.plan_agent, quote(items), c.dataset,
                        c.redaction, c.out, c.dirs["generation"], c.executor, offsets=quote(offsets),
                        scope=c.generation_scope, retry_errors=c.retry_errors)
-    captured = _stage(capture_shard, "trace-capture", states, timing, generated, c.dataset.revision,
-                      c.dataset.tool_schema_version, c.code, c.dirs["capture"])
+    captured = _stage(capture_shard, "trace-capture", states, timing, generated, c.dataset.tool_schema_version,
+                      c.code, c.dirs["capture"])
     rows = None
     if not c.legacy_only:
         rows = _stage(score_shard, "scoring", states, timing, captured, c.dataset, c.redaction, c.code, c.ragas,

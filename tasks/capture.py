@@ -1,7 +1,10 @@
 """Stage 2, trace capture: turn raw responses into immutable, versioned trace envelopes.
 
-Cache key: the generation stage file's digest, the dataset revision and tool schema version, the code version (a
-digest of the whole ``tooleval`` package, which holds the envelope builder) and this task's source.
+Cache key: the generation stage file's digest, the dataset's tool schema version, the code version (a digest of
+the whole ``tooleval`` package, which holds the envelope builder) and this task's source — not the dataset
+revision: the envelopes leave ``dataset_revision`` null (publication stamps it, and the trace digest leaves it
+out), so a corpus that grows under a new revision re-captures only the shards whose traces changed (issue 9
+item 6).
 """
 
 from __future__ import annotations
@@ -19,10 +22,10 @@ from tooleval.storage.stages import StageRef, iter_stage_batches, write_stage_ta
 from tooleval.storage import ENVELOPE_SCHEMA, ENVELOPE_VERSION
 
 
-def _error_envelope(record: dict, revision: str, captured_at: datetime) -> dict:
+def _error_envelope(record: dict, captured_at: datetime) -> dict:
     return {
         "envelope_version": ENVELOPE_VERSION,
-        "dataset_revision": revision,
+        "dataset_revision": None,
         "run_id": None,
         "case_id": record["case_id"],
         "trial": record["trial"],
@@ -34,36 +37,36 @@ def _error_envelope(record: dict, revision: str, captured_at: datetime) -> dict:
 
 @task(name="trace-capture", cache_policy=INPUTS + TASK_SOURCE, persist_result=True)
 def capture_shard(
-    generation: StageRef, revision: str, tool_schema_version: str | None, code_version: str, stage_dir: str
+    generation: StageRef, tool_schema_version: str | None, code_version: str, stage_dir: str
 ) -> StageRef:
     """Capture one shard of envelopes.
 
     Args:
         generation: Ref to the shard's generation stage file.
-        revision: Dataset revision.
         tool_schema_version: Version of the dataset's tool schemas (recorded unless the trace names its own).
         code_version: Scorer/code version (cache key only).
         stage_dir: Folder for the envelope stage file.
 
     Returns:
-        Ref to a Parquet file of :data:`tooleval.storage.ENVELOPE_SCHEMA` rows (``run_id`` null). A generation
+        Ref to a Parquet file of :data:`tooleval.storage.ENVELOPE_SCHEMA` rows (``run_id`` and
+        ``dataset_revision`` null: the partition columns are stamped at publication). A generation
         record with an error becomes an envelope that carries the error, with whatever was captured.
     """
     started = time.perf_counter()
     captured_at = datetime.now(timezone.utc)
-    envelopes = (_envelope(record, revision, captured_at, tool_schema_version)
+    envelopes = (_envelope(record, captured_at, tool_schema_version)
                  for batch in iter_stage_batches(generation) for record in batch)  # one batch at a time (issue 9)
     return write_stage_table(stage_dir, "capture", envelopes, ENVELOPE_SCHEMA, started=started)
 
 
-def _envelope(record: dict, revision: str, captured_at: datetime, tool_schema_version: str | None) -> dict:
+def _envelope(record: dict, captured_at: datetime, tool_schema_version: str | None) -> dict:
     """The envelope of one generation record (an error envelope when it has no payload)."""
     if record["payload_json"] is None:
-        return _error_envelope(record, revision, captured_at)
+        return _error_envelope(record, captured_at)
     payload = json.loads(record["payload_json"])
     redacted = payload.pop("redacted_fields", None)
     trace = RecordedTrace.model_validate(payload)
-    envelope = build_envelope(trace, revision, captured_at, tool_schema_version=tool_schema_version,
+    envelope = build_envelope(trace, None, captured_at, tool_schema_version=tool_schema_version,
                               redacted_fields=redacted)
     if record["error"] is not None:  # a failed generation keeps what was captured (its attempts included)
         envelope["error"] = record["error"]

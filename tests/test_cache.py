@@ -75,7 +75,7 @@ def test_h18_h20_scoring_reruns_on_a_new_scorer_version_and_cached_refs_restore(
     def stages(scorer: str):
         generated = generate_shard(plan.agent, plan.items, plan.dataset, plan.redaction, plan.out,
                                    dirs["generation"], return_state=True)
-        captured = capture_shard(generated.result(), "r1", None, "code", dirs["capture"], return_state=True)
+        captured = capture_shard(generated.result(), None, "code", dirs["capture"], return_state=True)
         scored = score_shard(captured.result(), plan.dataset, plan.redaction, scorer, ragas_version(), plan.out,
                              dirs["scoring"], return_state=True)
         return generated, captured, scored

@@ -152,7 +152,20 @@ class TestVersions:
             assert envelopes.column("adapter_calls").null_count == 4  # never invented
             assert rows.column("provenance_status").null_count == 4
 
-    @pytest.mark.parametrize("kind,column,name,current", [("traces", "envelope_version", "envelope", 2),
+    def test_version_3_digest_leaves_out_the_partition_columns(self):
+        """Envelope version 3 (issue 9 item 6): one capture serves every revision, so its digest must not change
+        with the revision or run it is published under, and must still change with the content; a version-2
+        digest keeps covering the revision it was written under."""
+        current = read_versioned(GOLDEN / "envelope_v3.parquet", "traces").to_pylist()
+        older = read_versioned(GOLDEN / "envelope_v2.parquet", "traces").to_pylist()
+        for record in current:
+            assert digest_ok(record) and digest_ok(dict(record, dataset_revision="r2", run_id="other"))
+            assert digest_ok(dict(record, dataset_revision=None, run_id=None))
+            assert not digest_ok(dict(record, case_id=record["case_id"] + "x"))
+        for record in older:
+            assert digest_ok(record) and not digest_ok(dict(record, dataset_revision="r2"))
+
+    @pytest.mark.parametrize("kind,column,name,current", [("traces", "envelope_version", "envelope", 3),
                                                           ("rows", "row_schema_version", "rows", 3)])
     def test_newer_version_is_refused_by_name(self, tmp_path, kind, column, name, current):
         table = pq.read_table(GOLDEN / f"{name}_v{current}.parquet")

@@ -42,8 +42,9 @@ def test_rows_identical_with_one_worker_and_a_process_pool(tmp_path):
 
 def test_adding_ten_cases_reruns_only_the_shards_that_hold_them(tmp_path):
     """10,003 bfcl rows (1,429 cases x 7 trials), then the same corpus plus 10 cases (70 rows) under a new
-    revision: the generation shards of the old cases stay Cached; only the shard(s) holding the new case ids
-    (which sort after every old id) generate again."""
+    revision: every stage's shards of the old cases stay Cached — generation, capture, scoring and the legacy
+    pass (envelopes carry no revision until publication: envelope version 3) — and only the shard(s) holding
+    the new case ids (which sort after every old id) run again. The second run's rows carry the new revision."""
     from flows.evaluate import evaluate
 
     small = write_synth(10_003, 5, "bfcl", tmp_path / "small").path
@@ -54,11 +55,19 @@ def test_adding_ten_cases_reruns_only_the_shards_that_hold_them(tmp_path):
     second = evaluate(dataset=str(grown), out=str(out), run_id="night-2", workers=1, shard_size=500)
     assert first.dataset_revision != second.dataset_revision == manifest["revision"]
     assert second.summary["rows"] == 10_073
-    generation = second.stage_states["generation"]
     shards = second.summary["timing"]["shards"]
-    assert sum(generation.values()) == shards > 10
-    assert generation.get("Completed", 0) <= 2
-    assert generation["Cached"] >= shards - 2
+    assert shards > 10
+    for stage in ("generation", "trace-capture", "scoring", "legacy-scalar"):
+        states = second.stage_states[stage]
+        assert sum(states.values()) == shards, stage
+        assert states.get("Completed", 0) <= 2 and states["Cached"] >= shards - 2, (stage, states)
+    rows = pq.read_table(out / "rows" / f"dataset_revision={second.dataset_revision}" / "run_id=night-2",
+                         columns=["dataset_revision"])
+    traces = pq.read_table(out / "traces" / f"dataset_revision={second.dataset_revision}" / "run_id=night-2",
+                           columns=["dataset_revision", "trace_digest"])
+    assert set(rows.column("dataset_revision").to_pylist()) == {second.dataset_revision}  # stamped when published
+    assert set(traces.column("dataset_revision").to_pylist()) == {second.dataset_revision}
+    assert traces.column("trace_digest").null_count == 0
 
 
 def test_process_pool_workers_end_before_the_publication(tmp_path, monkeypatch):

@@ -141,6 +141,7 @@ class ChatServer:
                 with server._lock:
                     server.in_flight += 1
                     server.max_in_flight = max(server.max_in_flight, server.in_flight)
+                done = False
                 try:
                     if self.path.rstrip("/") != "/v1/chat/completions":
                         reply = error(404, f"no route {self.path}")
@@ -150,6 +151,9 @@ class ChatServer:
                         server._stop.wait(reply.delay_s)
                     text = reply.body if isinstance(reply.body, str) else json.dumps(reply.body)
                     data = text.encode()
+                    # no longer in flight once the reply is ready: decremented after the write, the client could
+                    # already have sent its next request (counted as a third in flight under load)
+                    done = _leave(server, done)
                     self.send_response(reply.status)
                     self.send_header("Content-Type", "application/json")
                     self.send_header("Content-Length", str(len(data)))
@@ -161,7 +165,14 @@ class ChatServer:
                 except (BrokenPipeError, ConnectionResetError):
                     pass
                 finally:
-                    with server._lock:
-                        server.in_flight -= 1
+                    _leave(server, done)
 
         return Handler
+
+
+def _leave(server: "ChatServer", done: bool) -> bool:
+    """Count one request out of flight, once (``done``: already counted out)."""
+    if not done:
+        with server._lock:
+            server.in_flight -= 1
+    return True

@@ -67,7 +67,7 @@ class TestSchemas:
         assert ENVELOPE_SCHEMA.field("envelope_version").type == pa.int32()
 
     def test_versions(self):
-        assert (ROW_SCHEMA_VERSION, ENVELOPE_VERSION) == (3, 2)
+        assert (ROW_SCHEMA_VERSION, ENVELOPE_VERSION) == (3, 3)
 
 
 class TestTableFromRows:

@@ -1,9 +1,12 @@
 """Trace envelopes: the immutable, versioned record that scoring reads (DESIGN.md stage 2, "trace capture").
 
 An envelope is a plain dict shaped like :data:`tooleval.storage.ENVELOPE_SCHEMA` (one Parquet row). ``run_id``
-is filled in when a run publishes its partitions, so the same capture can be reused by a later run over the same
-inputs. ``trace_digest`` is a sha256 over the canonical envelope content — every column except ``run_id``,
-``captured_at``, ``trace_digest`` and ``error`` — and :func:`digest_ok` recomputes it from the stored columns.
+and ``dataset_revision`` are the partition columns: the capture stage leaves them null and a run fills them in
+when it publishes, so the same capture is reused by a later run over the same trace and case — also under a new
+revision of a growing corpus (issue 9 item 6). ``trace_digest`` is a sha256 over the canonical envelope
+content — every column except ``run_id``, ``dataset_revision``, ``captured_at``, ``trace_digest`` and ``error``
+(envelope version 3; versions 1 and 2 also covered ``dataset_revision`` and keep their formulas) — and
+:func:`digest_ok` recomputes it from the stored columns.
 
 Envelope version 2 records calls at three boundaries (issue 4): *model* (as emitted in the assistant messages),
 *adapter* (after parsing, validation and defaults) and *executor* (the payload each tool received, how many
@@ -24,7 +27,9 @@ from tooleval.storage import ENVELOPE_VERSION
 
 __all__ = ["build_envelope", "envelope_digest", "digest_ok", "envelope_calls", "boundary_calls"]
 
-_NOT_CONTENT = {"run_id", "captured_at", "trace_digest", "error"}
+_NOT_CONTENT = {"run_id", "dataset_revision", "captured_at", "trace_digest", "error"}
+"""Columns the version-3 digest leaves out: the partition columns, the capture time and the digest itself."""
+_NOT_CONTENT_V2 = _NOT_CONTENT - {"dataset_revision"}
 
 
 def _loads(text: str | None) -> Any:
@@ -34,11 +39,11 @@ def _loads(text: str | None) -> Any:
 _JSON_TEXT = ("messages_json", "metadata_json", "request_messages_json")
 
 
-def _canonical_content(record: dict[str, Any]) -> dict[str, Any]:
+def _canonical_content(record: dict[str, Any], skipped: set[str] = _NOT_CONTENT) -> dict[str, Any]:
     """The digested content, canonical (:func:`tooleval.canonical.canonical_value` of it): the JSON-text columns
     are read with :func:`tooleval.canonical.canonical_loads`, which yields their canonical values directly, so
     only the small remaining columns are walked."""
-    content = {k: v for k, v in record.items() if k not in _NOT_CONTENT and k not in _JSON_TEXT}
+    content = {k: v for k, v in record.items() if k not in skipped and k not in _JSON_TEXT}
     for key in ("generation_started_at", "generation_finished_at"):
         value = content.get(key)
         if isinstance(value, datetime):  # Parquet stores UTC microseconds: digest the same instant
@@ -68,11 +73,13 @@ def _digest_v1(record: dict[str, Any]) -> str:
 
 
 def envelope_digest(record: dict[str, Any]) -> str:
-    """sha256 (64 hex) of an envelope record's canonical content (version-aware: version 1 envelopes keep the
-    formula they were written with)."""
-    if record.get("envelope_version") == 1:
+    """sha256 (64 hex) of an envelope record's canonical content (version-aware: version 1 and 2 envelopes keep
+    the formula they were written with; version 3 leaves out ``dataset_revision``)."""
+    version = record.get("envelope_version")
+    if version == 1:
         return _digest_v1(record)
-    return hashlib.sha256(canonical_dumps(_canonical_content(record)).encode()).hexdigest()
+    skipped = _NOT_CONTENT_V2 if version == 2 else _NOT_CONTENT
+    return hashlib.sha256(canonical_dumps(_canonical_content(record, skipped)).encode()).hexdigest()
 
 
 def digest_ok(record: dict[str, Any]) -> bool:
@@ -100,7 +107,7 @@ def _executor_records(raw: list[dict[str, Any]] | None) -> list[dict] | None:
 
 def build_envelope(
     trace: RecordedTrace,
-    revision: str,
+    revision: str | None,
     captured_at: datetime,
     *,
     tool_schema_version: str | None = None,
@@ -110,7 +117,8 @@ def build_envelope(
 
     Args:
         trace: The agent's raw response for one (case, trial) (already redacted when redaction is on).
-        revision: Dataset revision the trace answers.
+        revision: Dataset revision the trace answers; ``None`` in a capture stage file, which any revision whose
+            case the trace answers may publish (the revision is stamped then; it is not part of the digest).
         captured_at: Timezone-aware UTC capture time.
         tool_schema_version: Version of the tool schemas the agent was offered, when the trace does not say.
         redacted_fields: Field paths redacted at capture.

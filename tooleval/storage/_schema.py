@@ -50,11 +50,14 @@ History: 1 — the foundation columns; 2 — provenance (``provenance_status``, 
 checks (``schema_findings``, the mismatch category ``schema`` and the violation rule ``tool_schema``). Readers refuse a
 newer version and read older ones through :mod:`tooleval.storage._versions`."""
 
-ENVELOPE_VERSION = 2
+ENVELOPE_VERSION = 3
 """Version of :data:`ENVELOPE_SCHEMA`; a reader refuses envelopes newer than the version it knows.
 
 History: 1 — model calls only; 2 — the request as sent, adapter and executor calls, prompt and tool schema
-versions, generation timestamps, redacted field names."""
+versions, generation timestamps, redacted field names; 3 — the same columns, but ``trace_digest`` leaves out
+``dataset_revision`` as it leaves out ``run_id``: both are partition columns, stamped when a run publishes, so an
+envelope captured once serves every later revision whose case it answers (issue 9 item 6: a growing corpus
+re-captures and rescores only the shards it changed)."""
 
 CALL_TYPE = pa.struct(
     [("name", pa.string()), ("args_json", pa.string()), ("args_raw", pa.string()), ("parse_error", pa.string())]

@@ -9,6 +9,8 @@ Migrations:
 
 * envelopes 1 -> 2: the request, adapter and executor calls, prompt/tool schema versions, generation timestamps
   and redacted field names were not recorded: they read as null (never invented).
+* envelopes 2 -> 3: no column changes; a version-2 ``trace_digest`` covers ``dataset_revision`` and is checked
+  with that formula (:func:`tooleval.capture.envelope.envelope_digest` picks the formula by version).
 * rows 1 -> 2: provenance and policy columns read as null; ``provenance_status`` is null, not ``missing``,
   because version-1 rows never looked.
 * rows 2 -> 3: ``schema_findings`` reads as null (never checked), not ``[]`` (checked and clean); their
