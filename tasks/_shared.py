@@ -7,7 +7,7 @@ from __future__ import annotations
 from functools import lru_cache
 
 from tooleval.capture.redaction import RedactionConfig, Redactor, build_redactor
-from tooleval.dataset import load_dataset_cached
+from tooleval.dataset import load_dataset_trusted
 from tooleval.runs.plan import DatasetRef
 
 __all__ = ["cached_redactor", "cached_case_inputs"]
@@ -20,12 +20,7 @@ def _redactor(out: str, redaction_json: str, path: str, content_digest: str) -> 
 
 
 def _cases(path: str, content_digest: str) -> dict:
-    from tooleval.errors import InputFileError
-
-    loaded = load_dataset_cached(path)
-    if loaded.content_digest != content_digest:
-        raise InputFileError(path, None, "the dataset changed while the run was going on.", "rerun.")
-    return loaded.cases
+    return load_dataset_trusted(path, content_digest).cases  # raises when the dataset changed since the plan
 
 
 def cached_redactor(out: str, redaction: RedactionConfig | None, dataset: DatasetRef) -> Redactor | None:

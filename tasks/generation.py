@@ -18,7 +18,7 @@ from prefect.cache_policies import INPUTS, TASK_SOURCE
 
 from tooleval.agents import (GenerationStore, ToolExecutor, WorkItem, openai_generate, read_tool_results,
                              replay_generate)
-from tooleval.dataset import load_dataset_cached
+from tooleval.dataset import load_dataset_trusted
 from tooleval.runs.plan import AgentConfig, DatasetRef, ExecutorRef
 from tooleval.capture.redaction import RedactionConfig
 from tasks._shared import cached_redactor
@@ -66,7 +66,7 @@ def generate_shard(
         live generation is a record with ``error`` set and what was captured so far.
     """
     started = time.perf_counter()
-    loaded = load_dataset_cached(dataset.path)
+    loaded = load_dataset_trusted(dataset.path, dataset.content_digest)
     redactor = cached_redactor(out, redaction, dataset)
 
     def redact(record: dict) -> dict:

@@ -12,7 +12,7 @@ from typing import Iterator
 from prefect import task
 from prefect.cache_policies import INPUTS, TASK_SOURCE
 
-from tooleval.dataset import load_dataset_cached
+from tooleval.dataset import load_dataset_trusted
 from tooleval.storage._fs import iter_parquet_batches, read_parquet_schema
 from tooleval.runs.legacy import LegacyResult, legacy_score, merge_legacy
 from tooleval.runs.plan import DatasetRef
@@ -71,7 +71,7 @@ def legacy_scalar(
         A :class:`tooleval.runs.legacy.LegacyResult`.
     """
     started = time.perf_counter()
-    cases = load_dataset_cached(dataset.path).cases
+    cases = load_dataset_trusted(dataset.path, dataset.content_digest).cases
     redactor = cached_redactor(out, redaction, dataset)
     parts = [legacy_score(batch, cases, code_version, redactor) for batch in _batches(envelope_files)]
     result = merge_legacy(parts) if parts else legacy_score([], cases, code_version, redactor)

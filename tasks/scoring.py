@@ -17,8 +17,7 @@ import pyarrow.parquet as pq
 from prefect import task
 from prefect.cache_policies import INPUTS, TASK_SOURCE
 
-from tooleval.dataset import load_dataset_cached
-from tooleval.errors import InputFileError
+from tooleval.dataset import load_dataset_trusted
 from tooleval.runs.plan import DatasetRef
 from tooleval.capture.redaction import RedactionConfig
 from tasks._shared import cached_case_inputs, cached_redactor
@@ -74,9 +73,7 @@ def score_shard(
         tooleval.errors.InputFileError: the dataset changed on disk since the run was planned.
     """
     started = time.perf_counter()
-    loaded = load_dataset_cached(dataset.path)
-    if loaded.content_digest != dataset.content_digest:
-        raise InputFileError(dataset.path, None, "the dataset changed while the run was going on.", "rerun.")
+    loaded = load_dataset_trusted(dataset.path, dataset.content_digest)  # raises when it changed since the plan
     batches, intact = _read_checked(envelopes)
     redactor = cached_redactor(out, redaction, dataset)
     inputs = cached_case_inputs(out, redaction, dataset)

@@ -66,8 +66,10 @@ def gate_scope(cases: Mapping[str, Case], slices: Iterable[str] | None = None) -
     """The cases a run answers for, ``case_id -> slice``: every case of the dataset, or those of the ``--slices``
     asked for. A diagnostic subset (``rescore --case/--trial``) has no scope beyond its own rows: pass ``None``
     to :func:`gate_rows` instead."""
+    from tooleval.dataset import case_slices
+
     wanted = None if slices is None else set(slices)
-    return {case_id: case.slice for case_id, case in cases.items() if wanted is None or case.slice in wanted}
+    return {case_id: slice_ for case_id, slice_ in case_slices(cases).items() if wanted is None or slice_ in wanted}
 
 
 def unscored_rows(rows: list[dict[str, Any]], scope: Mapping[str, str | None] | None,

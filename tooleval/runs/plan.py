@@ -23,7 +23,8 @@ from pydantic import Field
 
 from tooleval.canonical import canonical_json
 from tooleval.agents import OpenAIAgentConfig, ReplayAgentConfig, WorkItem
-from tooleval.dataset import case_digest, check_name, find_traces_file, load_dataset, load_dataset_cached
+from tooleval.dataset import (case_digests, case_slices, check_name, find_traces_file, load_dataset,
+                              load_dataset_cached)
 from tooleval.errors import InputFileError, RevisionConflictError, RowError, RunIdConflictError
 from tooleval.capture.recorded import file_digest, index_traces
 from tooleval.capture.keys import PlannedKey, persist_key, plan_key
@@ -240,17 +241,19 @@ def plan_run(
     if gate_config is not None:
         load_gate_config(gate_config)
     every_case = set(loaded.cases)
+    every_digest = case_digests(loaded.cases)  # kept from the load: not another pass over cases.jsonl
     if slices is not None:
         slices = sorted(set(slices))
-        known = {case.slice for case in loaded.cases.values()}
+        by_case = case_slices(loaded.cases)
+        known = set(by_case.values())
         unknown = [s for s in slices if s not in known]
         if unknown:
             raise InputFileError(
                 loaded.path / "cases.jsonl", None, f"no case has slice {', '.join(map(repr, unknown))}.",
                 f"choose from {sorted(s for s in known if s is not None)}.",
             )
-        loaded.cases = {k: c for k, c in loaded.cases.items() if c.slice in slices}
-    digests = {case_id: case_digest(case) for case_id, case in loaded.cases.items()}
+        loaded.cases = {k: loaded.cases[k] for k, slice_ in by_case.items() if slice_ in slices}
+    digests = {case_id: every_digest[case_id] for case_id in loaded.cases}
     key = plan_key(out_path, new_key=new_redaction_key) if redaction else None
     if agent is not None:
         plan = _live_plan(loaded, digests, agent, out_path, run_id, slices, repeats, tool_results, traces,
