@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
+import shutil
 import tempfile
 from pathlib import Path
 
 _PREFECT_HOME = Path(tempfile.mkdtemp(prefix="tooleval-test-prefect-"))
+atexit.register(shutil.rmtree, _PREFECT_HOME, ignore_errors=True)  # the harness's database and results go too
 os.environ.setdefault("PREFECT_HOME", str(_PREFECT_HOME))
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
@@ -21,6 +24,15 @@ REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / "shared" / "data"
 GOLDEN = Path(__file__).resolve().parent / "golden"
 BUNDLED = REPO / "datasets" / "tau-bench-airline"
+
+
+def pytest_terminal_summary(terminalreporter) -> None:
+    """Name the cause once when ``../shared`` is missing: the tests that read the public data fail on it."""
+    if not SHARED_DATA.parent.is_dir():
+        terminalreporter.write_line(
+            f"tooleval: {SHARED_DATA.parent} is missing, so the tests that read it fail (importers, tau-bench and "
+            "seed-example rules, `tooleval import` CLI tests): clone the repository beside shared/ "
+            "(README, 'The two commands').", red=True)
 
 
 def load_chat_server():

@@ -88,6 +88,11 @@ def test_progress_without_a_terminal_prints_plain_lines():
     assert lines[0].startswith("progress: generation 60/100")
     assert lines[1].startswith("progress: generation 100/100") and "scoring 40/100" in lines[1]
     assert lines[-1].startswith("done: generation 100/100") and "scoring 40/100" in lines[-1]
+    fused = io.StringIO()  # every stage at the same count: one count and one rate, not the same rate per stage
+    with StageProgress(["generation", "scoring"], 100, stream=fused, interval=3600.0) as bar:
+        bar.advance(["generation", "scoring"], 100)
+    (line,) = fused.getvalue().splitlines()
+    assert line.startswith("done: 100/100 rows (") and line.endswith("rows/s) through generation -> scoring")
     silent = io.StringIO()
     with StageProgress(["generation"], 1, stream=silent, enabled=False) as bar:
         bar.advance("generation", 1)

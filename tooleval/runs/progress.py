@@ -13,6 +13,10 @@ __all__ = ["StageProgress"]
 class StageProgress:
     """Rows done per stage. Use as a context manager; call :meth:`advance` as shards finish.
 
+    A plain line names each stage's count and rate, or — when every stage has done the same rows, as when a
+    run's shards pass through all stages at once — one count and rate for the stages together
+    (``progress: 600/1,000 rows (120 rows/s) through generation -> scoring``).
+
     Args:
         stages: Stage names, in display order.
         total: Rows each stage will process.
@@ -70,6 +74,12 @@ class StageProgress:
 
     def _line(self, final: bool = False) -> None:
         self._last_line = time.monotonic()
-        parts = [f"{s} {self.done[s]:,}/{self.total:,} ({self.rate(s):,.0f} rows/s)" for s in self.stages]
-        self.stream.write(("done: " if final else "progress: ") + "; ".join(parts) + "\n")
+        counts = {self.done[s] for s in self.stages}
+        if len(self.stages) > 1 and len(counts) == 1:  # the stages run fused per shard: one count, one rate
+            stage = self.stages[0]
+            text = (f"{self.done[stage]:,}/{self.total:,} rows ({self.rate(stage):,.0f} rows/s) through "
+                    + " -> ".join(self.stages))
+        else:
+            text = "; ".join(f"{s} {self.done[s]:,}/{self.total:,} ({self.rate(s):,.0f} rows/s)" for s in self.stages)
+        self.stream.write(("done: " if final else "progress: ") + text + "\n")
         self.stream.flush()
