@@ -25,7 +25,7 @@ from tooleval.rules import ToolTable, load_policy
 from tooleval.scoring.rows import score_envelopes
 from tooleval.storage.stages import STAGE_ROW_GROUP, StageRef, iter_stage_batches, write_stage_table
 from tooleval.storage import ROW_SCHEMA
-from tooleval.storage._fs import read_location_bytes
+from tooleval.storage._fs import iter_row_group_batches, read_location_bytes
 
 
 def _read_checked(ref: StageRef) -> tuple[Iterator[list[dict]], bool]:
@@ -38,8 +38,8 @@ def _read_checked(ref: StageRef) -> tuple[Iterator[list[dict]], bool]:
         data = read_location_bytes(ref.path)
     except OSError:
         return iter_stage_batches(ref), False
-    batches = pq.ParquetFile(pa.BufferReader(data)).iter_batches(batch_size=STAGE_ROW_GROUP)
-    return (batch.to_pylist() for batch in batches), hashlib.sha256(data).hexdigest() == ref.digest
+    batches = iter_row_group_batches(pq.ParquetFile(pa.BufferReader(data)), STAGE_ROW_GROUP)
+    return batches, hashlib.sha256(data).hexdigest() == ref.digest
 
 
 @task(name="scoring", cache_policy=INPUTS - "dataset" + TASK_SOURCE, persist_result=True)

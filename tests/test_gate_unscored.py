@@ -96,7 +96,8 @@ class TestCommands:
         result = runner.invoke(app, ["run", "--dataset", str(folder), "--out", str(out), "--run-id", "e"],
                                env={"COLUMNS": "250"})
         assert result.exit_code == 1, result.output  # three cases had errors
-        assert "gate: FAIL" in result.output
+        # the three cases are the blocking rows, and the line says they were never scored
+        assert "gate: FAIL (3 blocking rows, 3 unscored; details:" in result.output
         result = runner.invoke(app, ["gate", "--run-id", "e", "--out", str(out)], env={"COLUMNS": "250"})
         assert result.exit_code == 1, result.output
         cases = _junit(out, "e")

@@ -60,3 +60,23 @@ def test_batches_read_back_in_order_and_an_empty_stage_keeps_its_schema(tmp_path
                               GENERATION_SCHEMA)
     assert again.digest == ref.digest
     assert isinstance(again, StageRef) and pa.types.is_string(pq.read_schema(again.path).field("case_id").type)
+
+
+def test_row_groups_of_long_rows_end_at_the_text_budget_and_readers_follow_them(tmp_path, monkeypatch):
+    """Issue 9, memory: 4,096 tau rows are ~65 MB of trace text, so a row group ends at STAGE_GROUP_TEXT
+    characters too. Here the budget is 10,000 characters and each payload 3,000: groups of 4 rows (12,000 >=
+    10,000 closes a group), and every reader — the stage batches, the scoring task's checked read — gets one
+    group at a time even when its batch size is larger. The same rows give the same bytes."""
+    from tasks.scoring import _read_checked
+
+    monkeypatch.setattr(stages, "STAGE_GROUP_TEXT", 10_000)
+    rows = [dict(_record(i), payload_json="x" * 3_000) for i in range(10)]
+    ref = write_stage_table(tmp_path, "generation", iter(rows), GENERATION_SCHEMA)
+    file = pq.ParquetFile(ref.path)
+    assert [file.metadata.row_group(i).num_rows for i in range(file.num_row_groups)] == [4, 4, 2]
+    assert [len(b) for b in iter_stage_batches(ref)] == [4, 4, 2]
+    batches, intact = _read_checked(ref)
+    assert [len(b) for b in batches] == [4, 4, 2] and intact
+    assert [r for b in iter_stage_batches(ref) for r in b] == rows
+    again = write_stage_table(tmp_path / "again", "generation", iter(rows), GENERATION_SCHEMA)
+    assert again.digest == ref.digest

@@ -31,7 +31,7 @@ def report(
             publication.add_text(f"runs/{run_id}/report.html", html)
     except InputFileError as exc:
         fail(exc)
-    console.print(f"written: {out / 'runs' / run_id / 'report.html'}")
+    console.print(f"written: {out.absolute() / 'runs' / run_id / 'report.html'}")
 
 
 @app.command()

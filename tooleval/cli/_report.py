@@ -113,9 +113,11 @@ def print_gate_line(result) -> None:
     if verdict is None:
         return
     style = "green" if verdict["passed"] else "bold red"
+    counts = verdict["counts"]
+    unscored = counts.get("violations_by_rule", {}).get("unscored", 0)
+    blocking = f"{counts.get('blocking_rows')} blocking rows" + (f", {unscored} unscored" if unscored else "")
     _unless_quiet(verdict["passed"]).print(f"gate: [{style}]{'PASS' if verdict['passed'] else 'FAIL'}[/] "
-                  f"({verdict['counts'].get('blocking_rows')} blocking rows; details: tooleval gate --run-id "
-                  f"{result.run_id} --out {result.out})")
+                  f"({blocking}; details: tooleval gate --run-id {result.run_id} --out {result.out})")
     for reason in verdict["reasons"][:5]:
         console.print(f"  - {reason}", highlight=False)
 

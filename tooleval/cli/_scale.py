@@ -36,8 +36,8 @@ def bench(
     seed: Annotated[int, typer.Option(help="Corpus seed.")] = 0,
     workers: Annotated[Optional[int], typer.Option(min=1, help="Run workers (default: the cores).")] = None,
     shard_size: Annotated[Optional[int], typer.Option(min=1, help="Rows per shard (default: tooleval's).")] = None,
-    workdir: Annotated[Optional[Path], typer.Option(help="Keep the corpus and runs here (reused if present).")]
-    = None,
+    workdir: Annotated[Optional[Path], typer.Option(
+        help="Keep the corpus and runs here (reused if present); default: a temporary folder, removed after.")] = None,
     peer_rows: Annotated[int, typer.Option(min=1, help="Time the ragas loop and agentic-evals on the corpus's "
                                            "first N rows.")] = 100_000,
     json_: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,

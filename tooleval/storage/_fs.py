@@ -314,14 +314,24 @@ def read_parquet(location: str | Path, **options: Any) -> pa.Table:
 def iter_parquet_batches(location: str | Path, batch_size: int,
                          columns: list[str] | None = None) -> Iterator[list[dict[str, Any]]]:
     """The rows of the Parquet file at a local path or URL as lists of at most ``batch_size`` dicts, in file
-    order, decoded one record batch at a time (never the whole file's rows at once).
+    order, decoded one record batch at a time (never the whole file's rows at once). A batch never spans two row
+    groups, so a writer that sizes its row groups (a stage file: :data:`tooleval.storage.stages.STAGE_GROUP_TEXT`)
+    bounds what a reader holds too.
 
     Raises:
         FileNotFoundError: nothing there.
     """
     fs, path = filesystem(location)
     with (open(path, "rb") if fs is None else fs.open(path, "rb")) as handle:
-        for batch in pq.ParquetFile(handle).iter_batches(batch_size=batch_size, columns=columns):
+        yield from iter_row_group_batches(pq.ParquetFile(handle), batch_size, columns)
+
+
+def iter_row_group_batches(file: pq.ParquetFile, batch_size: int,
+                           columns: list[str] | None = None) -> Iterator[list[dict[str, Any]]]:
+    """The rows of an open Parquet file as lists of at most ``batch_size`` dicts, row group by row group (pyarrow's
+    ``iter_batches`` alone fills a batch across row groups)."""
+    for group in range(file.num_row_groups):
+        for batch in file.iter_batches(batch_size=batch_size, row_groups=[group], columns=columns):
             yield batch.to_pylist()
 
 

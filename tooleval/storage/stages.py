@@ -15,7 +15,6 @@ fsspec filesystem. Stage files written by a worker that died before its PUT simp
 from __future__ import annotations
 
 import hashlib
-import itertools
 import os
 import tempfile
 import time
@@ -29,7 +28,7 @@ from pydantic import BaseModel, ConfigDict
 from tooleval.storage._fs import (RemoteTree, as_location, is_remote, iter_parquet_batches, location_exists,
                                   read_parquet)
 
-__all__ = ["StageRef", "GENERATION_SCHEMA", "STAGE_ROW_GROUP", "write_stage_table", "read_stage_table",
+__all__ = ["StageRef", "GENERATION_SCHEMA", "STAGE_ROW_GROUP", "STAGE_GROUP_TEXT", "write_stage_table", "read_stage_table",
            "iter_stage_batches", "stage_dir"]
 
 GENERATION_SCHEMA = pa.schema(
@@ -74,9 +73,16 @@ def stage_dir(out: str | Path, stage: str) -> Path | str:
 
 
 STAGE_ROW_GROUP = 4_096
-"""Rows a stage body holds as Python objects at once, and the rows of one Parquet row group of a stage file: a
-stage reads the previous stage's file and writes its own this many rows at a time, so a worker holds one batch of
-a shard, never the whole shard (issue 9: tens of KB per envelope or row as Python objects)."""
+"""Rows a stage body holds as Python objects at once, and the most rows of one Parquet row group of a stage file: a
+stage reads the previous stage's file one row group at a time and writes its own the same way, so a worker holds
+one batch of a shard, never the whole shard (issue 9: tens of KB per envelope or row as Python objects)."""
+
+STAGE_GROUP_TEXT = 8 << 20
+"""The text (characters of a row's top-level string columns: trace payloads, messages) at which a row group of a
+stage file ends, if it has not reached :data:`STAGE_ROW_GROUP` rows first. bfcl
+rows (~1 KB) fill 4,096-row groups (4 MB); tau rows (~16 KB) get ~512-row groups, where 4,096 rows were ~65 MB of
+text before they became Python objects (issue 9: a tau worker peaked at 1.2 GB). Where a group ends depends only
+on the rows, so a stage file's bytes stay the same for the same rows."""
 
 
 def write_stage_table(
@@ -115,14 +121,29 @@ def write_stage_table(
 
 
 def _write_rows(path: str | Path, rows: Iterable[dict[str, Any]], schema: pa.Schema) -> int:
-    """Write ``rows`` to a zstd Parquet file at ``path`` in row groups of :data:`STAGE_ROW_GROUP`; the row count."""
+    """Write ``rows`` to a zstd Parquet file at ``path`` in row groups (:func:`_row_groups`); the row count."""
     count = 0
-    records = iter(rows)
     with pq.ParquetWriter(path, schema, compression="zstd") as writer:
-        while chunk := list(itertools.islice(records, STAGE_ROW_GROUP)):
-            writer.write_table(pa.Table.from_pylist(chunk, schema=schema))
+        for chunk in _row_groups(rows):
+            writer.write_table(pa.Table.from_pylist(chunk, schema=schema), row_group_size=len(chunk))
             count += len(chunk)
     return count
+
+
+def _row_groups(rows: Iterable[dict[str, Any]]) -> Iterator[list[dict[str, Any]]]:
+    """``rows`` in consecutive lists, each closed as soon as it holds :data:`STAGE_ROW_GROUP` rows or at least
+    :data:`STAGE_GROUP_TEXT` characters of top-level string values (so never more than one group is pulled from a
+    generator before it is written)."""
+    chunk: list[dict[str, Any]] = []
+    text = 0
+    for row in rows:
+        chunk.append(row)
+        text += sum(len(value) for value in row.values() if type(value) is str)
+        if len(chunk) >= STAGE_ROW_GROUP or text >= STAGE_GROUP_TEXT:
+            yield chunk
+            chunk, text = [], 0
+    if chunk:
+        yield chunk
 
 
 def _file_digest(path: str | Path) -> str:
@@ -148,8 +169,8 @@ def _put_stage_table(url: str, stage: str, rows: Iterable[dict[str, Any]], schem
 
 
 def iter_stage_batches(ref: StageRef, columns: list[str] | None = None) -> Iterator[list[dict[str, Any]]]:
-    """The rows of a stage file (a local path or a URL) as lists of dicts, at most :data:`STAGE_ROW_GROUP` at a
-    time, in file order.
+    """The rows of a stage file (a local path or a URL) as lists of dicts, one row group (at most
+    :data:`STAGE_ROW_GROUP` rows and about :data:`STAGE_GROUP_TEXT` of text) at a time, in file order.
 
     Raises:
         FileNotFoundError: the file is gone (the flow then recomputes the stage with ``refresh_cache``).
