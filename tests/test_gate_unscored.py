@@ -90,7 +90,10 @@ def _junit(out, run_id):
 
 @pytest.mark.usefixtures("prefect_harness")
 class TestCommands:
-    def test_empty_traces_file_fails_the_gate_naming_every_case(self, tmp_path):
+    def test_empty_traces_file_fails_the_gate_naming_every_case(self, tmp_path, monkeypatch):
+        import tooleval.cli._report as report_module
+
+        monkeypatch.setattr(report_module, "ERRORS_LISTED", 2)  # 3 errors: 2 listed, the third counted
         folder = write_dataset(tmp_path / "d", TINY_CASES, [])
         out = tmp_path / "results"
         result = runner.invoke(app, ["run", "--dataset", str(folder), "--out", str(out), "--run-id", "e"],
@@ -98,6 +101,7 @@ class TestCommands:
         assert result.exit_code == 1, result.output  # three cases had errors
         # the three cases are the blocking rows, and the line says they were never scored
         assert "gate: FAIL (3 blocking rows, 3 unscored; details:" in result.output
+        assert "... and 1 more errors (all in " in result.output
         result = runner.invoke(app, ["gate", "--run-id", "e", "--out", str(out)], env={"COLUMNS": "250"})
         assert result.exit_code == 1, result.output
         cases = _junit(out, "e")

@@ -39,9 +39,12 @@ def print_run(result) -> None:
         errors = Table(title=f"Errors ({len(result.errors)}; details in errors.json)")
         for column in ("kind", "case", "trial", "message"):
             errors.add_column(column)
-        for error in result.errors[:50]:
+        for error in result.errors[:ERRORS_LISTED]:
             errors.add_row(error["kind"], str(error["case_id"]), fmt(error["trial"]), error["message"])
         _unless_quiet(False).print(errors)
+        if len(result.errors) > ERRORS_LISTED:
+            _unless_quiet(False).print(f"... and {len(result.errors) - ERRORS_LISTED:,} more errors (all in "
+                                       f"{_under(result.run_path, 'errors.json')})", highlight=False)
     if result.rows_path is not None:
         console.print(f"rows:    {result.rows_path}")
         console.print(f"report:  {_under(result.run_path, 'report.html')}")
@@ -65,6 +68,8 @@ def print_run(result) -> None:
 
 TOP_TOOLS = 20
 """Tools the failures-by-tool table lists (the most failures first); the rest are counted in one line."""
+ERRORS_LISTED = 50
+"""Row errors a run's output lists one by one; the rest are counted (all are in errors.json)."""
 
 
 def _print_figures(result, s: dict) -> None:
