@@ -29,7 +29,7 @@ from typing import Any
 
 __all__ = [
     "canonical_value", "canonical_json", "canonical_loads", "canonical_dumps", "parse_arguments", "diff_paths", "strict_json_loads", "reject_duplicate_keys",
-    "json_value_problem", "MAX_DEPTH", "MISSING",
+    "json_value_problem", "text_holds_no_value_problem", "MAX_DEPTH", "MISSING",
 ]
 
 MAX_DEPTH = 200
@@ -81,11 +81,12 @@ def canonical_loads(text: str) -> Any:
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 
 
-def _holds_no_problem(text: str) -> bool:
+def text_holds_no_value_problem(text: str) -> bool:
     """True when parsed JSON ``text`` cannot hold what :func:`json_value_problem` looks for, read from the text alone:
     fewer ``{``/``[`` than :data:`MAX_DEPTH` (nesting cannot be deeper than the brackets opened), no escape of a
     surrogate, and no lone surrogate character (the text encodes as UTF-8). Non-finite numbers are refused by the
-    parser itself. ``False`` only means the parsed value is walked."""
+    parser itself (the argument decoder here, the traces reader's strict first reading). Anywhere in the text,
+    strings included: ``False`` only means the parsed value is walked."""
     if text.count("{") + text.count("[") >= MAX_DEPTH:
         return False
     if "\\u" in text and _SURROGATE_ESCAPE.search(text) is not None:
@@ -256,7 +257,7 @@ def parse_arguments(raw: str | dict | None) -> tuple[dict | None, str | None]:
         return {}, None
     if not isinstance(parsed, dict):
         return None, f"not a JSON object: {type(parsed).__name__}"
-    problem = None if _holds_no_problem(raw) else json_value_problem(parsed)
+    problem = None if text_holds_no_value_problem(raw) else json_value_problem(parsed)
     if problem is not None:
         return None, f"not representable: {problem}"
     return parsed, None  # already canonical: string keys, integral floats read as ints

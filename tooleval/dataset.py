@@ -410,15 +410,17 @@ def find_traces_file(dataset_path: Path, agent: str | None = None) -> Path:
 
 
 _FULL_LOADS: dict[tuple[str, tuple], Dataset] = {}
-"""The datasets :func:`_load_stamped` holds, for :func:`load_dataset_trusted` to reuse in the same process."""
+"""The last 8 full loads of this process by ``(folder, stamps)``: :func:`load_dataset_cached`'s memo, which
+:func:`load_dataset_trusted` reuses too."""
 
 
-@lru_cache(maxsize=8)
 def _load_stamped(path: str, stamps: tuple) -> Dataset:
-    loaded = load_dataset(path)
-    if len(_FULL_LOADS) >= 8:
-        _FULL_LOADS.pop(next(iter(_FULL_LOADS)))
-    _FULL_LOADS[(path, stamps)] = loaded
+    loaded = _FULL_LOADS.get((path, stamps))
+    if loaded is None:
+        loaded = load_dataset(path)
+        if len(_FULL_LOADS) >= 8:
+            _FULL_LOADS.pop(next(iter(_FULL_LOADS)))  # the oldest load
+        _FULL_LOADS[(path, stamps)] = loaded
     return loaded
 
 
@@ -444,7 +446,12 @@ def content_digest_of(root: Path) -> str:
     digest = hashlib.sha256()
     for name in ("dataset.json", "cases.jsonl", "tools.json"):
         part = root / name
-        digest.update(part.name.encode() + b"\0" + (part.read_bytes() if part.exists() else b"") + b"\0")
+        digest.update(name.encode() + b"\0")
+        if part.exists():  # streamed: a large cases.jsonl is never held whole
+            with part.open("rb") as handle:
+                while block := handle.read(1 << 20):
+                    digest.update(block)
+        digest.update(b"\0")
     return digest.hexdigest()
 
 

@@ -26,7 +26,7 @@ from typing import Callable, Iterator
 
 from pydantic import ValidationError
 
-from tooleval.canonical import MAX_DEPTH, json_value_problem
+from tooleval.canonical import json_value_problem, text_holds_no_value_problem
 from tooleval.errors import InputFileError, RowError
 from tooleval.models import RecordedTrace
 
@@ -46,7 +46,8 @@ class TraceLine:
     """Why the line cannot become a row (then ``data`` holds only what could be read: its case id and trial)."""
     plain: bool = False
     """The line's text alone proves :func:`~tooleval.canonical.json_value_problem` finds nothing in ``data``
-    (:func:`_plain_text`), so :func:`trace_line_problem` does not walk it."""
+    (:func:`~tooleval.canonical.text_holds_no_value_problem`, on a line the strict first reading parsed, so it holds
+    no non-finite number), so :func:`trace_line_problem` does not walk it."""
 
 
 def file_digest(path: Path) -> str:
@@ -188,18 +189,6 @@ _FINITE_NUMBERS = json.JSONDecoder(parse_constant=_refuse_constant, parse_float=
 ``Infinity`` and a float out of range, so that no scan of the text is needed to rule them out (issue 9: a regular
 expression over each ~1 KB bfcl line cost ~60 µs, more than the parse)."""
 
-_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
-
-
-def _plain_text(text: str) -> bool:
-    """True when ``text``, read by :data:`_FINITE_NUMBERS` without error (so it holds no non-finite number), cannot
-    hold another value problem: fewer ``{``/``[`` than :data:`~tooleval.canonical.MAX_DEPTH` (nesting cannot be
-    deeper than the brackets opened) and no escape of a surrogate (raw UTF-8 text cannot hold a lone surrogate:
-    only an escape can). Anywhere in the text, strings included: ``False`` only means the line is walked."""
-    if text.count("{") + text.count("[") >= MAX_DEPTH:
-        return False
-    return "\\u" not in text or _SURROGATE_ESCAPE.search(text) is None
-
 
 def _read_trace_line(number: int, text: str) -> TraceLine | None:
     """Read one traces-file line; a line Python's ``json`` cannot read for its depth becomes a :class:`TraceLine`
@@ -207,7 +196,7 @@ def _read_trace_line(number: int, text: str) -> TraceLine | None:
     text). ``None`` for a line that is not JSON: the reader reports that as a file error."""
     try:
         try:
-            return TraceLine(number, _FINITE_NUMBERS.decode(text), plain=_plain_text(text))
+            return TraceLine(number, _FINITE_NUMBERS.decode(text), plain=text_holds_no_value_problem(text))
         except _NotFinite:  # read it as Python's json does; trace_line_problem then names the number
             return TraceLine(number, json.loads(text), plain=False)
     except RecursionError:

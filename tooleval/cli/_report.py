@@ -119,7 +119,7 @@ def print_gate_line(result) -> None:
         return
     style = "green" if verdict["passed"] else "bold red"
     counts = verdict["counts"]
-    unscored = counts.get("violations_by_rule", {}).get("unscored", 0)
+    unscored = counts.get("unscored_cases", 0)
     blocking = f"{counts.get('blocking_rows')} blocking rows" + (f", {unscored} unscored" if unscored else "")
     _unless_quiet(verdict["passed"]).print(f"gate: [{style}]{'PASS' if verdict['passed'] else 'FAIL'}[/] "
                   f"({blocking}; details: tooleval gate --run-id {result.run_id} --out {result.out})")

@@ -89,8 +89,8 @@ def write_stage_table(
     directory: str | Path, stage: str, rows: Iterable[dict[str, Any]], schema: pa.Schema, *,
     started: float | None = None,
 ) -> StageRef:
-    """Write ``rows`` with ``schema`` as one content-addressed Parquet file, :data:`STAGE_ROW_GROUP` rows at a
-    time (``rows`` may be a generator: it is consumed once, in order).
+    """Write ``rows`` with ``schema`` as one content-addressed Parquet file, one row group at a time
+    (:func:`_row_groups`; ``rows`` may be a generator: it is consumed once, in order).
 
     Args:
         directory: Stage folder or URL prefix (see :func:`stage_dir`).
@@ -110,7 +110,8 @@ def write_stage_table(
     os.close(handle)
     try:
         count = _write_rows(tmp_name, rows, schema)
-        digest = _file_digest(tmp_name)
+        with open(tmp_name, "rb") as written:
+            digest = hashlib.file_digest(written, "sha256").hexdigest()
         final = directory / f"{digest}.parquet"
         os.replace(tmp_name, final)
     except BaseException:
@@ -144,15 +145,6 @@ def _row_groups(rows: Iterable[dict[str, Any]]) -> Iterator[list[dict[str, Any]]
             chunk, text = [], 0
     if chunk:
         yield chunk
-
-
-def _file_digest(path: str | Path) -> str:
-    """sha256 (hex) of a file's bytes, read 1 MiB at a time."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        while block := handle.read(1 << 20):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def _put_stage_table(url: str, stage: str, rows: Iterable[dict[str, Any]], schema: pa.Schema,
