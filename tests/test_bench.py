@@ -1,19 +1,25 @@
-"""``tooleval bench``: one JSON object with exactly the keys issue 9 lists, measured on a real (small) corpus."""
+"""``tooleval bench``: one JSON object with exactly the keys issue 9 lists, measured on a real (small) corpus;
+the peers timed warm and the memory of the runs sampled apart from theirs. No figure's speed is asserted."""
 
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 
 import pytest
 from typer.testing import CliRunner
 
 from tooleval.bench import BENCH_KEYS, run_bench
+from tooleval.bench._rss import TreeRss
+from tooleval.bench._run import time_warm
 from tooleval.cli import app
 
 
 @pytest.mark.usefixtures("prefect_harness")
 def test_bench_measures_every_figure(tmp_path):
-    result = run_bench(70, "bfcl", seed=1, workdir=tmp_path, workers=1, peer_rows=30)
+    lines: list[str] = []
+    result = run_bench(70, "bfcl", seed=1, workdir=tmp_path, workers=1, peer_rows=30, log=lines.append)
     assert tuple(result) == BENCH_KEYS
     assert result["rows"] == 70 and result["profile"] == "bfcl"
     assert result["peer_rows"] == 30  # the peers were timed on the first 30 rows
@@ -27,6 +33,67 @@ def test_bench_measures_every_figure(tmp_path):
     assert not list((tmp_path / "row-path" / "legacy").glob("*/*/scalar.json"))
     assert len(list((tmp_path / "whole-run" / "legacy").glob("*/*/scalar.json"))) == 1
     json.dumps(result)
+
+    # the peers were timed warm, after an untimed pass over the whole 30-row sample, and the output says so
+    assert result["peers_timed"] == "warm" and result["peer_warmup_rows"] == 30
+    for peer in ("ragas loop", "agentic-evals evaluate_suite"):
+        warmup = lines.index(f"bench: {peer} warm-up (30 rows, untimed) ...")
+        assert lines[warmup + 1] == f"bench: {peer} (30 rows, warm) ..."
+    ratios = [line for line in lines if line.startswith("bench: a/b = ")]
+    assert ratios == [f"bench: a/b = {result['a_over_b_warm']}, a'/b = {result['a_prime_over_b_warm']} "
+                      "(peers timed warm: after their imports and an untimed pass over 30 rows)"]
+    b = result["ragas_loop_rows_per_s"]
+    assert result["a_over_b_warm"] == pytest.approx(result["tooleval_rows_per_s"] / b, rel=0.1)
+    assert result["a_prime_over_b_warm"] == pytest.approx(result["run_rows_per_s"] / b, rel=0.1)
+
+    # the runs' memory: sampled during (a) and (a') only, so never above the whole benchmark's peak
+    assert 0 < result["run_rss_mb"] <= result["peak_rss_mb"]
+
+    # run (a)'s own wall time and its shard phase: the shard phase is the one summary.json of (a) holds
+    summary = json.loads((tmp_path / "row-path" / "runs" / "bench-a" / "summary.json").read_text())
+    assert result["stages_wall_s"] == round(summary["timing"]["stages_wall_s"], 2)
+    assert 0 < result["stages_wall_s"] <= result["flow_wall_s"]
+    assert 0 <= result["outside_shards_share"] < 1
+    assert result["outside_shards_share"] == pytest.approx(1 - result["stages_wall_s"] / result["flow_wall_s"],
+                                                           abs=0.01)
+    # measured inside the flow's body, so within (a) as the bench timed it around the call (its rate rounded)
+    assert result["flow_wall_s"] <= 70 / (result["tooleval_rows_per_s"] - 0.5)
+
+
+def test_peers_are_timed_after_an_untimed_warmup_pass(tmp_path):
+    now, calls = [0.0], []
+
+    def loop(dataset, limit):
+        calls.append(limit)
+        now[0] += 100.0 if len(calls) == 1 else 2.5  # the first pass pays the imports
+        return limit
+
+    assert time_warm(loop, tmp_path, 40, 7, "peer", clock=lambda: now[0]) == 2.5
+    assert calls == [7, 40]
+
+
+def test_a_peer_that_stops_short_is_refused(tmp_path):
+    with pytest.raises(RuntimeError, match="did 39 rows of the 40"):
+        time_warm(lambda dataset, limit: min(limit, 39), tmp_path, 40, 7, "peer")
+
+
+def test_an_rss_window_counts_descendants_and_only_its_own_samples():
+    megabytes = 2**20
+    holder = "import sys; held = b'x' * (80 * 2**20); print('ready', flush=True); sys.stdin.read()"
+    with TreeRss(interval=3600) as rss:  # one sample as it starts; the test takes the others
+        with rss.window() as window:
+            before = rss.sample()
+            with subprocess.Popen([sys.executable, "-c", holder], stdin=subprocess.PIPE,
+                                  stdout=subprocess.PIPE) as child:  # closing its stdin ends it
+                assert child.stdout.readline() == b"ready\n"
+                during = rss.sample()
+        ballast = b"y" * (200 * megabytes)  # after the window: the peers' memory, in the bench
+        after = rss.sample()
+        del ballast
+    assert during - before > 60  # the child's 80 MB are in the tree's sum
+    assert window.peak_mb >= during
+    assert window.peak_mb < after - 60  # the ballast is in the whole's peak, not in the window's
+    assert rss.peak_mb >= after
 
 
 def test_peers_stop_at_their_row_limit(tmp_path):

@@ -5,9 +5,10 @@
 * agentic-evals 0.9.0 ``evaluate_suite`` with the checks of seed 004's refund example (expected tools with
   arguments, forbidden tools, order) applied to each row.
 
-Each function returns the rows it processed; the caller times it. The two peers take ``limit``: at a million
-rows agentic-evals alone runs for about an hour (~250 rows/s), so ``tooleval bench`` measures the peers' rate on
-the corpus's first ``--peer-rows`` lines (a rate per row, the rows drawn the same way as the rest of the corpus).
+Each function returns the rows it processed; the caller times it (the two peers warm, after an untimed pass:
+:func:`tooleval.bench._run.time_warm`). The two peers take ``limit``: at a million rows agentic-evals alone runs for
+about an hour (~250 rows/s), so ``tooleval bench`` measures the peers' rate on the corpus's first ``--peer-rows``
+lines (a rate per row, the rows drawn the same way as the rest of the corpus).
 """
 
 from __future__ import annotations

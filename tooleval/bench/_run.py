@@ -1,19 +1,43 @@
 """``tooleval bench``: tooleval against its peers on one synthetic corpus, in one process tree and one run.
 
-Figures (issue 9 item 5), each rows / seconds of wall time:
+Keys of the JSON object, in :data:`BENCH_KEYS` order (rates are rows / seconds of wall time):
 
-* ``floor_rows_per_s`` — read and decode the traces file with the fastest JSON parser installed;
+* ``rows``, ``profile`` — the synthetic corpus (:func:`tooleval.synth.write_synth`); ``input_mb`` — its traces
+  file, MB (10**6 bytes);
+* ``startup_s`` — Prefect's start-up (the temporary API server, paid once per process), s: a trivial flow run
+  before the two runs, so that neither pays it;
+* ``floor_rows_per_s`` (d) — read and decode the traces file with the fastest JSON parser installed;
 * ``tooleval_rows_per_s`` (a) — ``tooleval run``'s row path (generation, capture, scoring, aggregation,
-  publication; no legacy pass), cold, timed from the flow call to its return; Prefect's start-up (the temporary
-  API server, paid once per process) is measured apart as ``startup_s`` by a trivial flow run first;
-* ``run_rows_per_s`` (a') — the whole run, cold, with the legacy pass (ragas on every row) and the drift check;
+  publication; no legacy pass), cold (fresh results folder, fresh process pool), timed from the flow call to its
+  return: the flow run's own set-up and teardown in, Prefect's start-up out;
+* ``run_rows_per_s`` (a') — the whole run, cold, with the legacy pass (ragas on every row) and the drift check,
+  timed the same way;
 * ``ragas_loop_rows_per_s`` (b) and ``agentic_evals_rows_per_s`` (c) — :mod:`tooleval.bench._peers`, over the
   corpus's first ``peer_rows`` rows (all of them up to :data:`PEER_ROWS`; agentic-evals needs about an hour for
-  a million rows);
-* ``peak_rss_mb`` — the largest summed RSS of this process and all its descendants (process-pool workers and the
-  Prefect server included), sampled every 0.1 s;
+  a million rows), timed warm (:func:`time_warm`);
+* ``peak_rss_mb`` — the largest summed RSS (MB, 2**20 bytes) of this process and all its descendants
+  (process-pool workers and the Prefect server included) over the whole benchmark: the floor, the start-up, both
+  runs and the peers' warm-up and timed loops (run in this process after the runs, on memory the runs left);
+  sampled every 0.1 s (:class:`tooleval.bench._rss.TreeRss`);
 * ``prefect_overhead_share`` — for run (a): 1 − (seconds inside stage task bodies, summed over the tasks that
-  ran, / workers) / the flow's wall time.
+  ran, / workers) / (a)'s wall time as timed above;
+* ``peer_rows`` — the rows (b) and (c) were timed on: ``min(rows, --peer-rows)``;
+* ``peers_timed`` — ``"warm"``: (b) and (c) ran in this process after their imports and after one untimed pass
+  over ``peer_warmup_rows`` rows;
+* ``peer_warmup_rows`` — rows of that untimed pass: the first ``min(peer_rows, PEER_WARMUP_ROWS)``, read again by
+  the timed pass (neither peer keeps results between calls: the pass warms imports and code paths, not answers);
+* ``run_rss_mb`` — the largest summed RSS (MB) of the same process tree (this process — the flow's —, the
+  process-pool workers, the Prefect server) sampled during runs (a) and (a') only: no floor, no start-up flow,
+  no peers. The figure targets judge; never above ``peak_rss_mb``;
+* ``flow_wall_s`` — run (a)'s flow wall time, s: from the start of the flow function's body to the end of the
+  publication, measured inside the flow (``timing["flow_wall_s"]`` of :func:`flows.evaluate.evaluate`), so
+  Prefect's start-up and the flow run's set-up and teardown are excluded;
+* ``stages_wall_s`` — run (a)'s shard phase wall time, s: every shard submitted and its outcome collected
+  (``timing["stages_wall_s"]``);
+* ``outside_shards_share`` — for run (a): (``flow_wall_s`` − ``stages_wall_s``) / ``flow_wall_s``, the share of
+  the flow's own time spent outside the shards (the plan, stopping the pool, the publication), in [0, 1);
+* ``a_over_b_warm``, ``a_prime_over_b_warm`` — (a) / (b) and (a') / (b), the rates' ratios with the ragas loop
+  timed warm (computed from unrounded rates).
 """
 
 from __future__ import annotations
@@ -21,52 +45,23 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
-import threading
 import time
 from pathlib import Path
 from typing import Any, Callable
 
-__all__ = ["BENCH_KEYS", "PEER_ROWS", "run_bench"]
+from tooleval.bench._rss import TreeRss
+
+__all__ = ["BENCH_KEYS", "PEER_ROWS", "PEER_WARMUP_ROWS", "run_bench", "time_warm"]
 
 BENCH_KEYS = ("rows", "profile", "input_mb", "startup_s", "floor_rows_per_s", "tooleval_rows_per_s", "run_rows_per_s",
               "ragas_loop_rows_per_s", "agentic_evals_rows_per_s", "peak_rss_mb", "prefect_overhead_share",
-              "peer_rows")
+              "peer_rows", "peers_timed", "peer_warmup_rows", "run_rss_mb", "flow_wall_s", "stages_wall_s",
+              "outside_shards_share", "a_over_b_warm", "a_prime_over_b_warm")
 PEER_ROWS = 100_000
 """Default rows the two peers (b, c) are timed on: their rates are steady long before this."""
-
-
-class _TreeRss:
-    """Peak summed RSS (MB) of this process and its descendants, sampled on a thread."""
-
-    def __init__(self, interval: float = 0.1) -> None:
-        import psutil
-
-        self._process = psutil.Process()
-        self._interval = interval
-        self._stop = threading.Event()
-        self.peak_mb = 0.0
-        self._thread = threading.Thread(target=self._sample, daemon=True)
-
-    def _sample(self) -> None:
-        import psutil
-
-        while not self._stop.is_set():
-            total = 0
-            for proc in [self._process, *self._process.children(recursive=True)]:
-                try:
-                    total += proc.memory_info().rss
-                except psutil.Error:
-                    pass
-            self.peak_mb = max(self.peak_mb, total / 2**20)
-            self._stop.wait(self._interval)
-
-    def __enter__(self) -> "_TreeRss":
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join()
+PEER_WARMUP_ROWS = 500
+"""Rows of each peer's untimed warm-up pass: enough to pay its imports and first-call set-up (ragas' import alone
+is 1-2 s, which a peer timed cold on 20,000 rows would carry as a tenth of its time)."""
 
 
 def _timed(fn: Callable[[], Any], log: Callable[[str], None], what: str) -> tuple[Any, float]:
@@ -76,6 +71,35 @@ def _timed(fn: Callable[[], Any], log: Callable[[str], None], what: str) -> tupl
     seconds = time.perf_counter() - started
     log(f"bench: {what}: {seconds:.1f} s")
     return value, seconds
+
+
+def time_warm(loop: Callable[..., int], dataset: Path, rows: int, warmup: int, what: str,
+              log: Callable[[str], None] = lambda _: None, clock: Callable[[], float] = time.perf_counter) -> float:
+    """Seconds of ``loop(dataset, limit=rows)`` timed warm: in this process, after one untimed pass
+    ``loop(dataset, limit=warmup)`` that pays the loop's imports and first-call set-up.
+
+    Args:
+        loop: A peer of :mod:`tooleval.bench._peers`: takes the dataset folder and ``limit``, returns the rows done.
+        dataset: Dataset folder with ``traces.jsonl``.
+        rows: Rows to time (>= 1).
+        warmup: Rows of the untimed pass (>= 1).
+        what: The peer's name in the progress lines.
+        log: Progress lines.
+        clock: Seconds (monotonic); the tests pass a fake one.
+
+    Raises:
+        RuntimeError: the loop did not do the rows asked for (a rate over the wrong count would be wrong).
+    """
+    log(f"bench: {what} warm-up ({warmup:,} rows, untimed) ...")
+    loop(dataset, limit=warmup)
+    log(f"bench: {what} ({rows:,} rows, warm) ...")
+    started = clock()
+    done = loop(dataset, limit=rows)
+    seconds = clock() - started
+    if done != rows:
+        raise RuntimeError(f"{what} did {done:,} rows of the {rows:,} asked for")
+    log(f"bench: {what} ({rows:,} rows, warm): {seconds:.1f} s")
+    return seconds
 
 
 def run_bench(rows: int, profile: str, *, seed: int = 0, workdir: str | Path | None = None,
@@ -91,7 +115,7 @@ def run_bench(rows: int, profile: str, *, seed: int = 0, workdir: str | Path | N
         workers: ``--workers`` of the runs (default: the cores).
         shard_size: ``--shard-size`` of the runs (default: tooleval's default).
         peer_rows: The peers (b, c) are timed on the corpus's first ``min(rows, peer_rows)`` rows (>= 1).
-        log: Progress lines (one per measurement).
+        log: Progress lines (one per measurement, then the ratios with the peers labelled warm).
 
     Returns:
         A dict with exactly :data:`BENCH_KEYS` (rates in rows/s, times in s, sizes in MB), plus nothing else.
@@ -110,28 +134,43 @@ def run_bench(rows: int, profile: str, *, seed: int = 0, workdir: str | Path | N
         for name in ("row-path", "whole-run"):
             shutil.rmtree(root / name, ignore_errors=True)
         prefect_environment(root / "row-path")  # one Prefect home for both runs (before Prefect is imported)
-        with _TreeRss() as rss:
+        sample = min(rows, peer_rows)
+        warmup = min(sample, PEER_WARMUP_ROWS)
+        with TreeRss() as rss:
             _, floor_s = _timed(lambda: floor(traces), log, "floor (read + decode)")
-            startup_s, (row_path, row_s), (_, run_s) = _runs(data, root, workers, shard_size, log)
-            sample = min(rows, peer_rows)
-            _, ragas_s = _timed(lambda: ragas_loop(data, limit=sample), log, f"ragas loop ({sample:,} rows)")
-            _, agentic_s = _timed(lambda: agentic_evals_loop(data, limit=sample), log,
-                                  f"agentic-evals evaluate_suite ({sample:,} rows)")
+            startup_s, (row_path, row_s), (_, run_s), runs_rss = _runs(data, root, workers, shard_size, rss, log)
+            ragas_s = time_warm(ragas_loop, data, sample, warmup, "ragas loop", log)
+            agentic_s = time_warm(agentic_evals_loop, data, sample, warmup, "agentic-evals evaluate_suite", log)
         timing = row_path.summary["timing"]
         overhead = 1 - (timing["body_s"] / timing["workers"]) / row_s
+        flow_s, stages_s = timing["flow_wall_s"], timing["stages_wall_s"]
+        a, a_prime, b = rows / row_s, rows / run_s, sample / ragas_s
+        ratios = {"a_over_b_warm": _figure(a / b), "a_prime_over_b_warm": _figure(a_prime / b)}
+        log(f"bench: a/b = {ratios['a_over_b_warm']}, a'/b = {ratios['a_prime_over_b_warm']} (peers timed warm: "
+            f"after their imports and an untimed pass over {warmup:,} rows)")
         return {
             "rows": rows, "profile": profile, "input_mb": round(traces.stat().st_size / 1e6, 1),
             "startup_s": round(startup_s, 2), "floor_rows_per_s": round(rows / floor_s),
-            "tooleval_rows_per_s": round(rows / row_s), "run_rows_per_s": round(rows / run_s),
-            "ragas_loop_rows_per_s": round(sample / ragas_s), "agentic_evals_rows_per_s": round(sample / agentic_s),
+            "tooleval_rows_per_s": round(a), "run_rows_per_s": round(a_prime),
+            "ragas_loop_rows_per_s": round(b), "agentic_evals_rows_per_s": round(sample / agentic_s),
             "peak_rss_mb": round(rss.peak_mb), "prefect_overhead_share": round(overhead, 3), "peer_rows": sample,
+            "peers_timed": "warm", "peer_warmup_rows": warmup, "run_rss_mb": round(runs_rss.peak_mb),
+            "flow_wall_s": round(flow_s, 2), "stages_wall_s": round(stages_s, 2),
+            "outside_shards_share": round((flow_s - stages_s) / flow_s, 3), **ratios,
         }
     finally:
         if own:
             shutil.rmtree(root, ignore_errors=True)
 
 
-def _runs(data: Path, root: Path, workers: int | None, shard_size: int | None, log: Callable[[str], None]):
+def _figure(value: float) -> float:
+    """``value`` to three significant digits (a ratio of two noisy rates carries no more)."""
+    return float(f"{value:.3g}")
+
+
+def _runs(data: Path, root: Path, workers: int | None, shard_size: int | None, rss: TreeRss,
+          log: Callable[[str], None]):
+    """Prefect's start-up, then runs (a) and (a') inside one window of ``rss`` (the start-up flow outside it)."""
     from prefect import flow
     from prefect.settings import PREFECT_FLOWS_HEARTBEAT_FREQUENCY, temporary_settings
 
@@ -147,10 +186,11 @@ def _runs(data: Path, root: Path, workers: int | None, shard_size: int | None, l
                   rows_hint=rows)
     with temporary_settings(updates={PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None}):
         _, startup_s = _timed(startup, log, "Prefect start-up")
-        (row_path, _), row_s = _timed(lambda: run_evaluate(out=str(root / "row-path"), run_id="bench-a",
-                                                           legacy_pass=False, **common), log, "(a) row path")
-        whole, run_s = _timed(lambda: run_evaluate(out=str(root / "whole-run"), run_id="bench-a-prime", **common),
-                              log, "(a') whole run with legacy and drift")
+        with rss.window() as runs_rss:
+            (row_path, _), row_s = _timed(lambda: run_evaluate(out=str(root / "row-path"), run_id="bench-a",
+                                                               legacy_pass=False, **common), log, "(a) row path")
+            whole, run_s = _timed(lambda: run_evaluate(out=str(root / "whole-run"), run_id="bench-a-prime",
+                                                       **common), log, "(a') whole run with legacy and drift")
     if whole[0].drift is None or whole[0].drift["verdict"] != "ok":
         raise RuntimeError(f"the benchmark's whole run found drift: {whole[0].drift and whole[0].drift['reasons']}")
-    return startup_s, (row_path, row_s), (whole, run_s)
+    return startup_s, (row_path, row_s), (whole, run_s), runs_rss

@@ -1,0 +1,92 @@
+"""Peak resident memory of a process tree: this process and all its descendants (process-pool workers, the
+temporary Prefect API server), summed, sampled on a thread — for the whole benchmark and for windows inside it."""
+
+from __future__ import annotations
+
+import threading
+from contextlib import contextmanager
+from typing import Iterator
+
+__all__ = ["RssWindow", "TreeRss"]
+
+
+class RssWindow:
+    """The peak of one window of a :class:`TreeRss`."""
+
+    def __init__(self) -> None:
+        self.peak_mb = 0.0
+        """Largest summed RSS (MB, 2**20 bytes) sampled while the window was open; final once it is closed."""
+
+
+class TreeRss:
+    """Peak summed RSS (MB) of this process and its descendants, sampled every ``interval`` seconds.
+
+    RSS is summed per process, so pages shared between processes (libraries, copy-on-write memory) count once per
+    process that maps them: the figure is an upper bound of the memory the tree holds. A window
+    (:meth:`window`) keeps its own peak over the samples taken while it is open, and is sampled when it opens and
+    when it closes, so a window shorter than the interval still has a figure.
+    """
+
+    def __init__(self, interval: float = 0.1) -> None:
+        import psutil
+
+        self._process = psutil.Process()
+        self._interval = interval
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self._open: list[RssWindow] = []
+        self.peak_mb = 0.0
+        """Largest summed RSS (MB) sampled while the sampler ran."""
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def sample(self) -> float:
+        """Sum the tree's RSS now and raise the peaks it exceeds (the whole and every open window).
+
+        Returns:
+            The tree's summed RSS now, MB.
+        """
+        import psutil
+
+        try:
+            processes = [self._process, *self._process.children(recursive=True)]
+        except psutil.Error:  # a descendant ended while the tree was walked: this sample counts this process only
+            processes = [self._process]
+        total = 0
+        for process in processes:
+            try:
+                total += process.memory_info().rss
+            except psutil.Error:  # ended since the walk
+                pass
+        megabytes = total / 2**20
+        with self._lock:
+            self.peak_mb = max(self.peak_mb, megabytes)
+            for window in self._open:
+                window.peak_mb = max(window.peak_mb, megabytes)
+        return megabytes
+
+    @contextmanager
+    def window(self) -> Iterator[RssWindow]:
+        """A window whose peak counts only the samples taken while it is open."""
+        window = RssWindow()
+        with self._lock:
+            self._open.append(window)
+        self.sample()
+        try:
+            yield window
+        finally:
+            self.sample()
+            with self._lock:
+                self._open.remove(window)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.sample()
+            self._stop.wait(self._interval)
+
+    def __enter__(self) -> "TreeRss":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
