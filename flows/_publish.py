@@ -15,6 +15,8 @@ from pydantic import BaseModel
 from flows._artifacts import publish_artifacts
 from tasks import aggregate_rows
 from tooleval.runs.catalog import STAGES_FILE
+from tooleval.runs.documents import (DRIFT_VERSION, ERRORS_VERSION, SUMMARY_VERSION, drift_document,
+                                     errors_document, summary_document)
 from tooleval.runs.drift import drift_partial_sql, drift_report
 from tooleval.dataset import load_dataset_cached
 from tooleval.runs.gate import gate_batches, gate_config_for, gate_scope, judge_rows, write_junit
@@ -24,8 +26,9 @@ from tooleval.runs.report import build_report
 from tooleval.scoring.ragas_metric import ragas_version
 from tooleval.capture.redaction import RedactionConfig
 from tooleval.storage.stages import StageRef, read_stage_table
+from tooleval.storage import join_error
 from tooleval.storage import (ENVELOPE_SCHEMA, ROW_SCHEMA, ROW_SCHEMA_VERSION, Publication, as_location, join,
-                              scan_parquet_sql, source_connection, tree_of)
+                              scan_rows_sql, source_connection, tree_of)
 from tooleval.runs.variability import outcome_from_spec, variability_of_parquet
 from tooleval.versions import scorer_version, tooleval_version
 
@@ -83,13 +86,13 @@ def _tables(refs: list[StageRef], schema: pa.Schema) -> Iterator[pa.Table]:
 def _row_errors(refs: list[StageRef]) -> list[dict]:
     errors = []
     for ref in refs:
-        table = read_stage_table(ref, columns=["case_id", "trial", "error"])
-        if table.column("error").null_count == table.num_rows:
+        table = read_stage_table(ref, columns=["case_id", "trial", "error_kind", "error_message"])
+        if table.column("error_kind").null_count == table.num_rows:
             continue
         errors += [
-            {"kind": r["error"].split(":", 1)[0], "case_id": r["case_id"], "trial": r["trial"],
-             "message": r["error"], "path": None, "line": None}
-            for r in table.to_pylist() if r["error"] is not None
+            {"kind": r["error_kind"], "case_id": r["case_id"], "trial": r["trial"],
+             "message": join_error(r["error_kind"], r["error_message"]), "path": None, "line": None}
+            for r in table.to_pylist() if r["error_kind"] is not None
         ]
     return errors
 
@@ -102,7 +105,7 @@ def _drift(legacy: LegacyResult, row_refs: list[StageRef], partials: list[dict] 
     values = pa.table({"case_id": pa.array([r.case_id for r in legacy.per_row], pa.string()),
                        "trial": pa.array([r.trial for r in legacy.per_row], pa.int64()),
                        "value": pa.array([r.value for r in legacy.per_row], pa.float64())})
-    source = scan_parquet_sql([ref.path for ref in row_refs])
+    source = scan_rows_sql([ref.path for ref in row_refs])
     return drift_report([drift_partial_sql(source_connection(source), values, source)], legacy)
 
 
@@ -155,7 +158,8 @@ def publish_run(
         "dataset_revision": revision,
         "run_id": run_id,
         "dataset": {"name": dataset.name, "path": dataset.path, "content_digest": dataset.content_digest},
-        "versions": {"tooleval": tooleval_version(), "scorer": code, "ragas": ragas, "row_schema": ROW_SCHEMA_VERSION},
+        "versions": {"tooleval": tooleval_version(), "scorer": code, "ragas": ragas, "row_schema": ROW_SCHEMA_VERSION,
+                     "summary": SUMMARY_VERSION, "errors": ERRORS_VERSION, "drift": DRIFT_VERSION},
         "slices": slices,
         "redaction": None if redaction is None else redaction.model_dump(),
         "dataset_ref": dataset.model_dump(),
@@ -170,7 +174,7 @@ def publish_run(
             stage_legacy(publication, legacy, revision, run_id, published_at=published_at)
         if not legacy_only:
             files, _ = publication.add_parts("rows", revision, run_id, _tables(row_refs, ROW_SCHEMA), ROW_SCHEMA)
-            source = scan_parquet_sql(files)
+            source = scan_rows_sql(files)
             figures = run_stage(aggregate_rows, states["aggregation"], source, [r.digest for r in row_refs], code)
             errors += _row_errors(row_refs)
             drift = _drift(legacy, row_refs, drift_partials) if legacy_pass else None
@@ -184,6 +188,7 @@ def publish_run(
                 write_junit(verdict, junit, suite_name=revision)
             if drift is not None:
                 drift["slices"] = slices
+                drift = drift_document(drift)
                 summary["drift"] = {"verdict": drift["verdict"], "attribution": drift["attribution"],
                                     "legacy_value": drift["legacy"]["value"], "new_value": drift["new"]["value"]}
                 publication.add_json(f"runs/{run_id}/drift.json", drift)
@@ -191,6 +196,8 @@ def publish_run(
         summary["completed_at"] = published_at.isoformat()
         if not legacy_only:
             publication.add_text(f"runs/{run_id}/report.html", build_report(source, summary, drift, out_path))
+        summary = summary_document(summary)
+        errors = errors_document(errors)
         publication.add_json(f"runs/{run_id}/summary.json", summary)
         publication.add_json(f"runs/{run_id}/errors.json", errors)
         used = [*(generation_refs or []), *envelope_refs, *row_refs]
@@ -201,7 +208,7 @@ def publish_run(
                 record, {"revision": revision, "dataset": dataset.name, "content_digest": dataset.content_digest},
             )
     partition = f"dataset_revision={revision}/run_id={run_id}"
-    published_rows = None if legacy_only else scan_parquet_sql(str(join(out_path, f"rows/{partition}/*.parquet")))
+    published_rows = None if legacy_only else scan_rows_sql(str(join(out_path, f"rows/{partition}/*.parquet")))
     publish_artifacts(summary, join(out_path, f"runs/{run_id}"), published_rows)
     result = RunResult(
         run_id=run_id,

@@ -12,6 +12,7 @@ from prefect.states import Failed
 
 from tooleval.runs.catalog import LATEST, resolve_run_id
 from tooleval.runs.drift import recheck_run
+from tooleval.runs.documents import drift_document
 from tooleval.runs.published import open_run
 from tooleval.storage import Publication
 
@@ -34,7 +35,7 @@ def drift_check(run_id: str = LATEST, out: str = "results", dataset: str | None 
     run = open_run(out, resolve_run_id(out, run_id), dataset)
     report = recheck_run(run)
     with Publication(run.out) as publication:
-        publication.add_json(f"runs/{run.run_id}/drift.json", report)
+        publication.add_json(f"runs/{run.run_id}/drift.json", drift_document(report))
     create_markdown_artifact(
         f"# drift check of run `{run.run_id}`: **{report['verdict']}**\n\nlegacy scalar "
         f"{report['legacy']['value']} over {report['legacy']['rows']} rows; row-level mean {report['new']['value']} "

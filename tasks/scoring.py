@@ -22,7 +22,7 @@ from tooleval.runs.plan import DatasetRef
 from tooleval.capture.redaction import RedactionConfig
 from tasks._shared import cached_case_inputs, cached_redactor
 from tooleval.rules import ToolTable, load_policy
-from tooleval.scoring.rows import score_envelopes
+from tooleval.scoring.rows import score_rows
 from tooleval.storage.stages import STAGE_ROW_GROUP, StageRef, iter_stage_batches, write_stage_table
 from tooleval.storage import ROW_SCHEMA
 from tooleval.storage._fs import iter_row_group_batches, read_location_bytes
@@ -79,7 +79,7 @@ def score_shard(
     inputs = cached_case_inputs(out, redaction, dataset)
     tools = ToolTable(loaded.tools)
     policy = load_policy(loaded.path)
-    rows = (row for batch in batches  # scored one batch at a time: a worker never holds a whole shard's rows
-            for row in score_envelopes(loaded.cases, batch, redactor=redactor, inputs=inputs, tools=tools,
+    rows = (row.record() for batch in batches  # one batch at a time: a worker never holds a whole shard's rows
+            for row in score_rows(loaded.cases, batch, redactor=redactor, inputs=inputs, tools=tools,
                                        policy=policy, digests_verified=intact))
     return write_stage_table(stage_dir, "scoring", rows, ROW_SCHEMA, started=started)

@@ -17,7 +17,7 @@ from tooleval.scoring.rows import score_envelopes
 
 KEY = b"property-test-key"
 METRICS = ("tp", "fp", "fn", "precision", "recall", "f1", "ragas_tool_call_f1", "exact_match", "duplicate_calls",
-           "malformed_calls", "mismatch_categories", "blocking", "chosen_plan", "error", "provenance_status",
+           "malformed_calls", "mismatch_categories", "blocking", "chosen_plan", "error_kind", "error_message", "provenance_status",
            "first_divergent_boundary", "failure_owner")
 """Every metric column, and the columns a verdict or an owner is read from."""
 

@@ -144,9 +144,9 @@ def test_each_bad_trace_line_costs_only_its_row(tmp_path):
         rows = {r["case_id"]: r for r in table}
         # the four good rows are scored exactly as without the bad lines (TINY_TRACES: exact, wrong amount,
         # malformed, abstention)
-        assert sorted((r["case_id"], r["trial"], r["f1"]) for r in table if r["error"] is None) == [
+        assert sorted((r["case_id"], r["trial"], r["f1"]) for r in table if r["error_kind"] is None) == [
             ("A", 0, 1.0), ("A", 1, 0.5), ("B", 0, 0.0), ("C", 0, 1.0)]
-        errors = {case_id: rows[case_id]["error"] for case_id in bad}
+        errors = {case_id: f'{rows[case_id]["error_kind"]}: {rows[case_id]["error_message"]}' for case_id in bad}
         assert errors["S1"].startswith("bad_trace: case 'S1' trial 0: messages[1].tool_calls[0].function"
                                        ".arguments: text holds a lone surrogate")
         assert "messages[0].content: text holds a lone surrogate" in errors["S2"]

@@ -214,17 +214,65 @@ class TestOlderRows:
         assert [len(r["schema_findings"]) for r in stored] == [2, 2, 0, 0]
         assert {r["row_schema_version"] for r in stored} == {3}
 
+    def test_version_4_fixture_is_what_the_scorer_writes(self):
+        """``rows_v4.parquet``: the version-3 fixture's envelopes and tools, plus an envelope whose trace could not
+        be read (``bad_trace``): its error is two columns, the kind and the message."""
+        tools = {"get_order": ToolSpec(name="get_order", parameters={
+                     "type": "object", "properties": {"order_id": {"type": "string"}}, "required": ["order_id"]}),
+                 "refund": ToolSpec(name="refund", parameters={
+                     "type": "object", "properties": {"id": {"type": "string"}, "cents": {"type": "integer"}},
+                     "required": ["id", "cents"]})}
+        envelopes = read_versioned(GOLDEN / "envelope_v2.parquet", "traces").to_pylist()
+        broken = dict(envelopes[3], trial=1, messages_json=None, model_calls=[], trace_digest=None,
+                      error="bad_trace: case 'C' trial 1: messages: field required")
+        cases = {c["case_id"]: Case.model_validate(c) for c in TINY_CASES}
+        scored = score_envelopes(cases, [*envelopes, broken], tools=tools)
+        stored = read_versioned(GOLDEN / "rows_v4.parquet", "rows").to_pylist()
+        skip = {"scorer_version", "ragas_version"}
+        assert [{k: v for k, v in r.items() if k not in skip} for r in stored] == [
+            {k: v for k, v in r.items() if k not in skip} for r in scored]
+        assert [(r["error_kind"], r["error_message"]) for r in stored] == [(None, None)] * 4 + [
+            ("bad_trace", "case 'C' trial 1: messages: field required")]
+        assert [r["f1"] for r in stored] == [1.0, 0.5, 0.0, 1.0, None]  # A exact, A wrong cents, B malformed, C
+        assert {r["row_schema_version"] for r in stored} == {4}
+
+    def test_a_version_3_error_text_reads_as_kind_and_message(self, tmp_path):
+        """A version-3 row kept its error as one ``"<kind>: <message>"`` text; every reader splits it the same way
+        (the kind before the first colon, the message after ``": "``; a kind outside the closed set is ``other``)."""
+        import pyarrow as pa
+
+        from tooleval.storage import scan_rows_sql, source_connection
+
+        table = pq.read_table(GOLDEN / "rows_v3.parquet")
+        texts = ["scoring_error: calls differ: 2 != 3", None, "weird: thing", None]
+        table = table.set_column(table.schema.get_field_index("error"), "error", pa.array(texts, pa.string()))
+        part = tmp_path / "rows" / "dataset_revision=r1" / "run_id=old"
+        part.mkdir(parents=True)
+        pq.write_table(table, part / "part-0.parquet")
+        expected = [("scoring_error", "calls differ: 2 != 3"), (None, None), ("other", "weird: thing"), (None, None)]
+        arrow = read_versioned(part / "part-0.parquet", "rows")
+        assert list(zip(arrow["error_kind"].to_pylist(), arrow["error_message"].to_pylist())) == expected
+        assert "error" not in arrow.column_names
+        source = scan_rows_sql(part / "part-0.parquet")
+        sql = source_connection(source).execute(f"SELECT error_kind, error_message FROM {source}").fetchall()
+        assert sql == expected
+        # the gate reads the same split
+        from tooleval.runs.gate import gate_batches
+
+        (batch,) = list(gate_batches([part / "part-0.parquet"]))
+        assert [(r["error_kind"], r["error_message"]) for r in batch] == expected
+
     def test_a_version_2_partition_still_summarizes_and_reports(self, tmp_path):
         import duckdb
 
         from tooleval.runs.aggregate import summarize_rows
         from tooleval.runs.report import _data
-        from tooleval.storage import scan_parquet_sql
+        from tooleval.storage import scan_rows_sql
 
         part = tmp_path / "rows" / "dataset_revision=r1" / "run_id=old"
         part.mkdir(parents=True)
         (part / "part-0.parquet").write_bytes((GOLDEN / "rows_v2.parquet").read_bytes())  # no schema_findings
-        source = scan_parquet_sql(part / "part-0.parquet")
+        source = scan_rows_sql(part / "part-0.parquet")
         figures = summarize_rows(source)
         assert figures["rows"] == 4 and figures["rows_schema_checked"] == 0 and figures["schema_findings"] == 0
         con = duckdb.connect()

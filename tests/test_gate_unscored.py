@@ -22,7 +22,7 @@ SCOPE = {"A": "refunds", "B": None, "C": None}
 
 def _scored(case_id: str, trial: int = 0) -> dict:
     return {"case_id": case_id, "trial": trial, "slice": SCOPE.get(case_id), "f1": 1.0, "exact_match": True,
-            "fp": 0, "fn": 0, "violations": [], "error": None}
+            "fp": 0, "fn": 0, "violations": [], "error_kind": None, "error_message": None}
 
 
 class TestUnscoredRows:
@@ -42,7 +42,7 @@ class TestUnscoredRows:
             {"kind": "scoring_error", "case_id": "A", "trial": 0, "message": "row has it", "line": None},
         ]
         rows = gate_rows([_scored("A"), _scored("C")], SCOPE, errors)
-        assert [(r["case_id"], r["trial"], r["error"].split(":")[0]) for r in rows[2:]] == [
+        assert [(r["case_id"], r["trial"], r["error_kind"]) for r in rows[2:]] == [
             ("ZZ", 0, "unknown_case"), ("B", None, "missing_trace"), ("<traces line 9>", None, "bad_trace")]
         verdict = evaluate_gate(rows, GateConfig(), today=TODAY)
         assert sorted(o.case_id for o in verdict.failing_rows) == ["<traces line 9>", "B", "ZZ"]
@@ -69,7 +69,7 @@ class TestUnscoredRows:
         assert gate_rows([_scored("A")], None) == [_scored("A")]
 
     def test_zero_scored_rows_never_pass_even_with_the_opt_out(self):
-        error_row = dict(_scored("A"), error="bad_trace: x", f1=None)
+        error_row = dict(_scored("A"), error_kind="bad_trace", error_message="x", f1=None)
         for rows in ([], [error_row], gate_rows([], SCOPE)):
             verdict = evaluate_gate(rows, GateConfig(row_errors_block=False), today=TODAY)
             assert not verdict.passed

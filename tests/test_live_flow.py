@@ -95,8 +95,9 @@ class TestLiveRuns:
             assert server.count_for("question c1") == 5  # four 429s ridden out, then success
             assert server.count_for("question c2") == 1  # a 400 is not retried
         rows = {r["case_id"]: r for r in pq.read_table(result.rows_path).to_pylist()}
-        assert rows["c1"]["f1"] == 1.0 and rows["c1"]["error"] is None
-        assert rows["c2"]["error"].startswith("generation_error: client_error") and rows["c2"]["f1"] is None
+        assert rows["c1"]["f1"] == 1.0 and rows["c1"]["error_kind"] is None
+        assert rows["c2"]["error_kind"] == "generation_error" and rows["c2"]["f1"] is None
+        assert rows["c2"]["error_message"].startswith("client_error")
         assert rows["c3"]["malformed_calls"] == 1 and rows["c3"]["observed_calls"][0]["args_raw"] == '{"id": "c3"'
         assert [e["case_id"] for e in result.errors] == ["c2"]
         envelope = next(e for e in pq.read_table(result.traces_path).to_pylist() if e["case_id"] == "c1")
@@ -143,7 +144,7 @@ def test_sigkill_midway_then_rerun_generates_only_the_missing_trials(tmp_path):
                                    env={"COLUMNS": "200"})
         assert clean.exit_code == 0, clean.output
     keep = ["case_id", "trial", "request_id", "response_id", "observed_calls", "tp", "fp", "fn", "f1",
-            "ragas_tool_call_f1", "error"]
+            "ragas_tool_call_f1", "error_kind", "error_message"]
     resumed = [{k: r[k] for k in keep} for r in _rows(out, "k1")]
     uninterrupted = [{k: r[k] for k in keep} for r in _rows(tmp_path / "clean", "k1")]
     assert resumed == uninterrupted and len(resumed) == 6

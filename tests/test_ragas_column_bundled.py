@@ -93,7 +93,7 @@ def test_bundled_has_200_rows_with_unique_keys(rows, independent):
     assert len(rows) == 200
     assert len({(r["case_id"], r["trial"]) for r in rows}) == 200
     assert len(independent) == 200
-    assert all(r["error"] is None for r in rows)
+    assert all(r["error_kind"] is None for r in rows)
 
 
 def test_ragas_column_equals_ragas_on_every_bundled_row(rows, independent):

@@ -22,7 +22,7 @@ _BLOCKING_RULES = """
 SELECT coalesce(slice, '(none)') AS slice, case_id, trial,
        list_distinct(list_transform(list_filter(coalesce(violations, []), lambda v: v.severity = 'blocking'),
                                     lambda v: v.rule)
-                     || CASE WHEN error IS NOT NULL THEN ['row_error'] ELSE [] END) AS rules
+                     || CASE WHEN error_kind IS NOT NULL THEN ['row_error'] ELSE [] END) AS rules
 FROM rows
 """
 
@@ -100,7 +100,7 @@ def test_variability_counts_equal_an_independent_count(published):
     cases, flaky, passes = con.execute("""
         WITH per_case AS (
           SELECT case_id, count(*) FILTER (WHERE NOT blocking) AS passes, count(*) AS trials FROM rows
-          WHERE error IS NULL AND blocking IS NOT NULL GROUP BY case_id)
+          WHERE error_kind IS NULL AND blocking IS NOT NULL GROUP BY case_id)
         SELECT count(*), count(*) FILTER (WHERE passes > 0 AND passes < trials), sum(passes) FROM per_case
         """).fetchone()
     assert (figures["rows"], figures["cases"], figures["passes"]) == (ROWS, cases, passes)

@@ -22,7 +22,7 @@ from tooleval.storage import (
 )
 
 REVISIONS = ["001", "1", "2024-01-01", "1e3"]
-OLD_ROW_SCHEMA = ROW_SCHEMA.remove(ROW_SCHEMA.get_field_index("error"))  # a schema before "error" existed
+OLD_ROW_SCHEMA = ROW_SCHEMA.remove(ROW_SCHEMA.get_field_index("schema_findings"))  # a schema before it existed
 
 
 def rows(n: int, prefix: str, **extra) -> list[dict]:
@@ -98,38 +98,38 @@ class TestRevisionsStayStrings:
 
 
 class TestNewerColumn:
-    """H14: r_old written without ``error``, r_new with it; nulls for the old rows whatever the file order."""
+    """H14: r_old written without ``schema_findings``, r_new with it; nulls for the old rows whatever the file order."""
 
     @pytest.fixture(params=[("r1", "r2"), ("r2", "r1")], ids=["old-file-first", "new-file-first"])
     def out(self, request, tmp_path) -> Path:
         old, new = request.param
         write_partition(tmp_path, "rows", old, "run-1", table_from_rows(rows(2, "old"), OLD_ROW_SCHEMA))
-        write_partition(tmp_path, "rows", new, "run-2", table_from_rows(rows(1, "new", error="E: x"), ROW_SCHEMA))
+        write_partition(tmp_path, "rows", new, "run-2", table_from_rows(rows(1, "new", schema_findings=[]), ROW_SCHEMA))
         (old_file,) = (tmp_path / f"rows/dataset_revision={old}/run_id=run-1").glob("part-*.parquet")
-        assert "error" not in pq.read_schema(old_file).names
+        assert "schema_findings" not in pq.read_schema(old_file).names
         return tmp_path
 
-    EXPECTED = [("new0", "E: x"), ("old0", None), ("old1", None)]
+    EXPECTED = [("new0", []), ("old0", None), ("old1", None)]
 
     def test_duckdb_view(self, out):
         con = connect(out)
-        assert con.execute("SELECT case_id, error FROM rows ORDER BY case_id").fetchall() == self.EXPECTED
+        assert con.execute("SELECT case_id, schema_findings FROM rows ORDER BY case_id").fetchall() == self.EXPECTED
 
     @pytest.mark.parametrize("reverse", [False, True])
     def test_duckdb_file_list_in_both_orders(self, out, reverse):
         files = sorted((out / "rows").glob("*/*/*.parquet"), reverse=reverse)
-        sql = f"SELECT case_id, error FROM {scan_parquet_sql(files)} ORDER BY case_id"
+        sql = f"SELECT case_id, schema_findings FROM {scan_parquet_sql(files)} ORDER BY case_id"
         assert duckdb.connect().execute(sql).fetchall() == self.EXPECTED
 
     def test_pyarrow(self, out):
         table = read_table(out, "rows").sort_by("case_id")
-        assert list(zip(table.column("case_id").to_pylist(), table.column("error").to_pylist())) == self.EXPECTED
+        assert list(zip(table.column("case_id").to_pylist(), table.column("schema_findings").to_pylist())) == self.EXPECTED
         assert table.schema.names == ROW_SCHEMA.names
 
     def test_column_missing_from_every_file_still_readable(self, tmp_path):
         write_partition(tmp_path, "rows", "r1", "run-1", table_from_rows(rows(2, "old"), OLD_ROW_SCHEMA))
-        assert connect(tmp_path).execute("SELECT count(error), count(*) FROM rows").fetchone() == (0, 2)
-        assert read_table(tmp_path, "rows").column("error").to_pylist() == [None, None]
+        assert connect(tmp_path).execute("SELECT count(schema_findings), count(*) FROM rows").fetchone() == (0, 2)
+        assert read_table(tmp_path, "rows").column("schema_findings").to_pylist() == [None, None]
 
 
 class TestZeroCallRows:

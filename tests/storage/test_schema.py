@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from datetime import datetime, timezone
 
@@ -15,6 +16,7 @@ from tooleval.storage import (
     ROW_SCHEMA,
     ROW_SCHEMA_VERSION,
     WRONG_ARGS_TYPE,
+    Row,
     connect,
     read_table,
     table_from_rows,
@@ -41,8 +43,9 @@ class TestSchemas:
             ("f1", pa.float64()), ("ragas_tool_call_f1", pa.float64()), ("exact_match", pa.bool_()),
             ("mismatch_categories", pa.list_(pa.string())), ("recorded_reward", pa.float64()),
             ("request_id", pa.string()), ("response_id", pa.string()), ("trace_digest", pa.string()),
-            ("error", pa.string()),
-            # row schema version 2 (issue 4): provenance
+            # row schema version 4: the error as a closed kind and a message (was one "kind: message" text)
+            ("error_kind", pa.string()), ("error_message", pa.string()),
+            # row schema version 2: provenance
             ("provenance_status", pa.string()), ("provenance_detail", pa.string()),
             ("first_divergent_boundary", pa.string()), ("failure_owner", pa.string()),
             ("tool_schema_version", pa.string()),
@@ -67,7 +70,11 @@ class TestSchemas:
         assert ENVELOPE_SCHEMA.field("envelope_version").type == pa.int32()
 
     def test_versions(self):
-        assert (ROW_SCHEMA_VERSION, ENVELOPE_VERSION) == (3, 3)
+        assert (ROW_SCHEMA_VERSION, ENVELOPE_VERSION) == (4, 3)
+
+    def test_row_schema_is_derived_from_the_row_model(self):
+        assert ROW_SCHEMA.names == [f.name for f in dataclasses.fields(Row)]
+        assert list(Row(case_id="a", trial=0).record()) == ROW_SCHEMA.names
 
 
 class TestTableFromRows:
@@ -80,7 +87,7 @@ class TestTableFromRows:
         (row,) = table.to_pylist()
         assert (row["case_id"], row["trial"], row["f1"], row["exact_match"]) == ("c1", 2, 0.5, False)
         assert row["observed_calls"] == [call("a", {"x": 1})]
-        assert row["error"] is None and row["run_id"] is None  # missing nullable keys read as null
+        assert row["error_kind"] is None and row["run_id"] is None  # missing nullable keys read as null
 
     def test_empty_rows_give_zero_row_table_with_every_column(self):
         table = table_from_rows([], ROW_SCHEMA)

@@ -9,6 +9,7 @@ from typing import Annotated, Optional
 import typer
 
 from tooleval.errors import InputFileError
+from tooleval.runs.documents import drift_document
 
 from tooleval.cli._app import OutOption, app, console, fail, fmt, open_results, prefect_session
 from tooleval.cli._report import print_drift, print_gate, print_gate_line, print_run
@@ -58,7 +59,7 @@ def drift(
         published = open_run(out, run_id, dataset)
         report = recheck_run(published)
         with Publication(published.out) as publication:
-            publication.add_json(f"runs/{run_id}/drift.json", report)
+            publication.add_json(f"runs/{run_id}/drift.json", drift_document(report))
     except InputFileError as exc:
         fail(exc)
     print_drift(report)

@@ -47,9 +47,10 @@ def _severity(violation: dict, config: GateConfig) -> str:
 def _outcome(row: dict, config: GateConfig, active: list[Waiver], quarantine: dict) -> RowOutcome:
     case_id = str(row["case_id"])
     violations = [dict(v, severity=_severity(v, config)) for v in row.get("violations") or []]
-    if row.get("error") and config.row_errors_block:
+    if row.get("error_kind") and config.row_errors_block:
         rule = "unscored" if row.get("unscored") else "row_error"
-        violations.append({"rule": rule, "severity": "blocking", "tool": None, "detail": str(row["error"])})
+        detail = f"{row['error_kind']}: {row.get('error_message') or ''}"
+        violations.append({"rule": rule, "severity": "blocking", "tool": None, "detail": detail})
     blocking = [v for v in violations if v["severity"] == "blocking"]
     waivers = {id(w): w for v in blocking for w in active if w.covers(case_id, v["rule"])}
     waived = {v["rule"] for v in blocking if any(w.covers(case_id, v["rule"]) for w in active)}
@@ -206,7 +207,7 @@ class GateTally:
         unscored = bool(row.get("unscored"))
         self._rows += 0 if unscored else 1
         self._unscored += 1 if unscored else 0
-        self._scored += 1 if not row.get("error") and not unscored else 0
+        self._scored += 1 if not row.get("error_kind") and not unscored else 0
         self._exact += 1 if row.get("exact_match") else 0
         self._fp += row.get("fp") or 0
         self._fn += row.get("fn") or 0

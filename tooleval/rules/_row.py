@@ -42,6 +42,11 @@ class RowRules:
         """True when any violation is blocking (before gate.toml re-grades or waives anything)."""
         return any(v.severity == "blocking" for v in self.violations)
 
+    def apply(self, row: Any) -> None:
+        """Set :meth:`columns` on ``row`` (a :class:`tooleval.storage.Row`), attribute by attribute."""
+        for name, value in self.columns().items():
+            setattr(row, name, value)
+
     def columns(self) -> dict[str, Any]:
         """Row columns: the rule-aware metric columns (same names and shapes as today) plus ``violations``,
         ``blocking``, ``coercions``, ``chosen_plan``, ``reference_calls``, ``tool_families`` and

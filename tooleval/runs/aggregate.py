@@ -33,8 +33,8 @@ SELECT
   count(*) FILTER (WHERE fp > 0) AS rows_with_extra,
   count(*) FILTER (WHERE duplicate_calls > 0) AS rows_with_duplicates,
   count(*) FILTER (WHERE malformed_calls > 0) AS rows_with_malformed,
-  count(*) FILTER (WHERE error IS NULL AND coalesce(len(observed_calls), 0) = 0) AS rows_without_calls,
-  count(*) FILTER (WHERE error IS NOT NULL) AS rows_with_errors,
+  count(*) FILTER (WHERE error_kind IS NULL AND coalesce(len(observed_calls), 0) = 0) AS rows_without_calls,
+  count(*) FILTER (WHERE error_kind IS NOT NULL) AS rows_with_errors,
   count(*) FILTER (WHERE provenance_status = 'ok') AS provenance_ok,
   count(*) FILTER (WHERE provenance_status = 'missing') AS provenance_missing,
   count(*) FILTER (WHERE provenance_status = 'mismatch') AS provenance_mismatch,
@@ -93,7 +93,7 @@ def summarize_rows(source: str, connection: duckdb.DuckDBPyConnection | None = N
 
     Args:
         source: A DuckDB table expression over the rows, e.g. ``read_parquet('…/part-*.parquet')`` (see
-            :func:`tooleval.storage.scan_parquet_sql`).
+            :func:`tooleval.storage.scan_rows_sql`).
         connection: DuckDB connection to use (a new in-memory one by default).
 
     Returns:

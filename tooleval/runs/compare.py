@@ -24,7 +24,7 @@ METRICS = {
     "f1": "f1",
     "ragas_f1": "ragas_tool_call_f1",
     "exact_match": "CAST(exact_match AS DOUBLE)",
-    "pass_rate": "CASE WHEN error IS NOT NULL THEN NULL WHEN coalesce(blocking, false) THEN CAST(0 AS DOUBLE) ELSE CAST(1 AS DOUBLE) END",
+    "pass_rate": "CASE WHEN error_kind IS NOT NULL THEN NULL WHEN coalesce(blocking, false) THEN CAST(0 AS DOUBLE) ELSE CAST(1 AS DOUBLE) END",
 }
 """Metric name -> SQL over one row (null when the row has no value: an error row has no F1 and no verdict)."""
 
@@ -44,7 +44,7 @@ SELECT coalesce(h.case_id, b.case_id) AS case_id, coalesce(h.trial, b.trial) AS 
 FROM b FULL OUTER JOIN h ON b.case_id = h.case_id AND b.trial = h.trial
 """
 
-_VERDICT = ("CASE WHEN {t}.case_id IS NULL THEN NULL WHEN {t}.error IS NOT NULL THEN 'error' "
+_VERDICT = ("CASE WHEN {t}.case_id IS NULL THEN NULL WHEN {t}.error_kind IS NOT NULL THEN 'error' "
             "WHEN coalesce({t}.blocking, false) THEN 'blocking' ELSE 'pass' END AS {t}_verdict")
 
 
@@ -170,7 +170,7 @@ def compare_runs(out: str | Path, base: str, head: str) -> dict[str, Any]:
 
 def _qualify(sql: str, alias: str) -> str:
     """Prefix the row columns a metric's SQL reads with the join alias (``f1`` -> ``b.f1``)."""
-    return re.sub(r"\b(f1|ragas_tool_call_f1|exact_match|error|blocking)\b", rf"{alias}.\1", sql)
+    return re.sub(r"\b(f1|ragas_tool_call_f1|exact_match|error_kind|blocking)\b", rf"{alias}.\1", sql)
 
 
 def failed_thresholds(comparison: dict[str, Any], fail_on: list[FailOn]) -> list[str]:

@@ -194,7 +194,7 @@ def drift_partial_sql(con: Any, legacy: Any, new_source: str, *, tolerance: floa
     Args:
         con: A DuckDB connection.
         legacy: An Arrow table of the legacy per-row values: ``case_id``, ``trial``, ``value``.
-        new_source: A DuckDB table expression over the run's rows (:func:`tooleval.storage.scan_parquet_sql`).
+        new_source: A DuckDB table expression over the run's rows (:func:`tooleval.storage.scan_rows_sql`).
         tolerance: As in :func:`drift_partial`.
 
     Returns:
@@ -248,7 +248,7 @@ def recheck_run(run: Any, *, tolerance: float = DEFAULT_TOLERANCE) -> dict[str, 
     import pyarrow as pa
 
     from tooleval.runs.legacy import legacy_score
-    from tooleval.storage import document_path, partition_dir, read_versioned, scan_parquet_sql, source_connection
+    from tooleval.storage import document_path, partition_dir, read_versioned, scan_rows_sql, source_connection
 
     row_files = run.files("rows")
     if not row_files:
@@ -274,7 +274,7 @@ def recheck_run(run: Any, *, tolerance: float = DEFAULT_TOLERANCE) -> dict[str, 
     legacy = LegacyResult(value=math.fsum(scored) / len(scored) if scored else None, rows=rows_seen,
                           ragas_version=last.ragas_version if last else _ragas_version(),
                           scorer_version=scorer, computed_at=datetime.now(timezone.utc), per_row=[])
-    source = scan_parquet_sql([str(f) for f in row_files])
+    source = scan_rows_sql([str(f) for f in row_files])
     report = drift_report([drift_partial_sql(source_connection(source), values, source, tolerance=tolerance)], legacy,
                           tolerance=tolerance)
     scalar_relpath = (partition_dir(Path(), "legacy", run.revision, run.run_id) / "scalar.json").as_posix()

@@ -21,7 +21,7 @@ from tooleval.rules import GateConfig, GateTally, GateVerdict, evaluate_gate, lo
 __all__ = ["GATE_BATCH_ROWS", "GATE_COLUMNS", "gate_batches", "gate_config_for",
            "gate_rows", "gate_scope", "judge_rows", "run_gate", "unscored_rows", "write_junit"]
 
-GATE_COLUMNS = ["case_id", "trial", "slice", "violations", "error", "missing_calls", "extra_calls", "wrong_args",
+GATE_COLUMNS = ["case_id", "trial", "slice", "violations", "error_kind", "error_message", "missing_calls", "extra_calls", "wrong_args",
                 "f1", "exact_match", "fp", "fn", "tool_families", "blocking"]
 """The row columns the gate and its JUnit report read (the call lists, the evidence and the provenance columns
 stay in the Parquet files)."""
@@ -37,11 +37,22 @@ def gate_batches(paths: Iterable[str | Path]) -> Iterator[list[dict[str, Any]]]:
     """The rows of ``paths`` (row Parquet files of the current row schema, in report order) for the gate: one
     file's gate columns at a time as Arrow, turned into row dicts of :data:`GATE_COLUMNS` (those the files have)
     at most :data:`GATE_BATCH_ROWS` rows at a time."""
+    import pyarrow as pa
+
+    from tooleval.storage import ROW_SCHEMA, conform
     from tooleval.storage._fs import read_parquet, read_parquet_schema
 
     for path in paths:  # a local path or a URL (stage files on object storage)
-        columns = [c for c in GATE_COLUMNS if c in read_parquet_schema(path).names]
-        for batch in read_parquet(path, columns=columns).to_batches(max_chunksize=GATE_BATCH_ROWS):
+        present = read_parquet_schema(path).names
+        columns = [c for c in GATE_COLUMNS if c in present]
+        if "error" in present and "error_kind" not in present:  # rows before version 4: one error text
+            columns = [*columns, "error"]
+            schema = pa.schema([ROW_SCHEMA.field(c) for c in GATE_COLUMNS
+                                if c in present or c in ("error_kind", "error_message")])
+        else:
+            schema = pa.schema([ROW_SCHEMA.field(c) for c in columns])
+        table = conform(read_parquet(path, columns=columns), schema)
+        for batch in table.to_batches(max_chunksize=GATE_BATCH_ROWS):
             yield batch.to_pylist()
 
 
@@ -84,7 +95,7 @@ def unscored_rows(rows: list[dict[str, Any]], scope: Mapping[str, str | None] | 
     Returns:
         One row per (case, trial) named by an error of kind ``missing_trace``, ``unknown_case``, ``bad_trace``
         or ``generation_error`` that has no row, then one per case of ``scope`` still without any row, in that
-        order. Each has ``error`` (``"<kind>: <message>"``), ``unscored`` true and null metrics. A line that named
+        order. Each has ``error_kind`` and ``error_message`` (from ``errors.json``), ``unscored`` true and null metrics. A line that named
         no case gets the case id ``<traces line N>`` so that JUnit can name it.
     """
     seen = _Seen(errors)
@@ -120,10 +131,10 @@ class _Seen:
             present.add(key)
             cases_with_rows.add(case_id)
             out.append(_placeholder(case_id, error.get("trial"), (scope or {}).get(case_id),
-                                    f"{error['kind']}: {error.get('message')}"))
+                                    error["kind"], error.get("message")))
         for case_id, slice_ in (scope or {}).items():
             if case_id not in cases_with_rows:
-                out.append(_placeholder(case_id, None, slice_, "missing_trace: the run has no row for this case"))
+                out.append(_placeholder(case_id, None, slice_, "missing_trace", "the run has no row for this case"))
         return out
 
 
@@ -157,8 +168,10 @@ def judge_rows(batches: Iterable[list[dict[str, Any]]], scope: Mapping[str, str 
     return tally.verdict()
 
 
-def _placeholder(case_id: str, trial: int | None, slice_: str | None, error: str) -> dict[str, Any]:
-    return {"case_id": case_id, "trial": trial, "slice": slice_, "error": error, "unscored": True, "f1": None,
+def _placeholder(case_id: str, trial: int | None, slice_: str | None, kind: str,
+                 message: str | None) -> dict[str, Any]:
+    return {"case_id": case_id, "trial": trial, "slice": slice_, "error_kind": kind, "error_message": message,
+            "unscored": True, "f1": None,
             "exact_match": None, "fp": None, "fn": None, "missing_calls": None, "extra_calls": None,
             "wrong_args": None, "violations": None, "tool_families": None}
 

@@ -100,7 +100,8 @@ def write_handoff(run: PublishedRun, case_id: str, trial: int | None = None) -> 
                 "mismatch": {key: row[key] for key in ("missing_calls", "extra_calls", "wrong_args",
                                                        "duplicate_calls", "malformed_calls", "mismatch_categories")},
                 "scores": {key: row[key] for key in ("tp", "fp", "fn", "f1", "ragas_tool_call_f1", "exact_match")},
-                "error": row["error"],
+                "error_kind": row["error_kind"],
+                "error_message": row["error_message"],
                 "rescore_command": command,
             }
             folder = f"runs/{run.run_id}/handoff/{encode_name(case_id)}/trial-{row['trial']}"

@@ -60,7 +60,7 @@ class Outcome:
         if self.kind == "recorded_reward":  # the recorded outcome exists even when scoring failed
             reward = row.get("recorded_reward")
             return None if reward is None else float(reward) >= 1.0
-        if row.get("error") is not None:
+        if row.get("error_kind") is not None:
             return None
         if self.kind == "gate":
             if row.get("gate_pass") is not None:
@@ -349,7 +349,7 @@ def variability_summary(rows: Iterable[dict[str, Any]], outcome: Outcome) -> dic
 
 def variability_of_parquet(source: str, outcome: Outcome, *, batch_rows: int = 10_000) -> dict[str, Any]:
     """:func:`variability_summary` of the rows in ``source`` (a DuckDB table expression over a run's Parquet
-    files: :func:`tooleval.storage.scan_parquet_sql`), streamed from DuckDB in (case_id, trial) order, batch by
+    files: :func:`tooleval.storage.scan_rows_sql`), streamed from DuckDB in (case_id, trial) order, batch by
     batch: the process never holds more than ``batch_rows`` rows (DuckDB sorts out of core when it must)."""
     from tooleval.storage import source_connection
 
@@ -365,7 +365,7 @@ def variability_of_parquet(source: str, outcome: Outcome, *, batch_rows: int = 1
     return tally.summary()
 
 
-_OUTCOME_COLUMNS = ("case_id", "trial", "slice", "f1", "error", "exact_match", "blocking", "gate_pass",
+_OUTCOME_COLUMNS = ("case_id", "trial", "slice", "f1", "error_kind", "exact_match", "blocking", "gate_pass",
                     "recorded_reward")
 """The row columns the variability figures and every :class:`Outcome` read."""
 

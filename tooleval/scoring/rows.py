@@ -20,10 +20,10 @@ from tooleval.scoring.ragas_f1 import ragas_set_f1
 from tooleval.scoring.ragas_metric import ragas_args, ragas_version
 from tooleval.capture.redaction import MARKER_KEY, Redactor
 from tooleval.rules import PolicyConfig, evaluate_row
-from tooleval.storage import ROW_SCHEMA_VERSION
+from tooleval.storage import ROW_SCHEMA_VERSION, Row
 from tooleval.versions import scorer_version
 
-__all__ = ["score_envelopes", "row_skeleton", "reference_calls", "case_inputs", "redacted_case",
+__all__ = ["score_envelopes", "score_rows", "row_skeleton", "reference_calls", "case_inputs", "redacted_case",
            "trace_reference_secrets"]
 
 
@@ -77,60 +77,37 @@ def case_inputs(cases: dict[str, Case], redactor: Redactor | None) -> dict[str, 
     return dict(inputs)
 
 
-def row_skeleton(case: Case, envelope: dict[str, Any], expected: list[Call] | None = None) -> dict[str, Any]:
-    """The identifying and descriptive columns of a row; the metric columns are ``None``."""
+def row_skeleton(case: Case, envelope: dict[str, Any], expected: list[Call] | None = None) -> Row:
+    """The identifying and descriptive columns of a row (the envelope's error, if any, split into kind and
+    message); the metric columns stay null."""
     expected = case.expected_calls if expected is None else expected
-    return {
-        "dataset_revision": envelope["dataset_revision"],
-        "run_id": None,
-        "case_id": case.case_id,
-        "trial": envelope["trial"],
-        "slice": case.slice,
-        "row_schema_version": ROW_SCHEMA_VERSION,
-        "scorer_version": scorer_version(),
-        "ragas_version": ragas_version(),
-        "agent_name": envelope.get("agent_name"),
-        "agent_version": envelope.get("agent_version"),
-        "expected_calls": [call.to_record() for call in expected],
-        "observed_calls": envelope.get("model_calls") or None,  # what could be read; null when nothing
-        "missing_calls": None,
-        "extra_calls": None,
-        "wrong_args": None,
-        "duplicate_calls": None,
-        "malformed_calls": None,
-        "tp": None,
-        "fp": None,
-        "fn": None,
-        "precision": None,
-        "recall": None,
-        "f1": None,
-        "ragas_tool_call_f1": None,
-        "exact_match": None,
-        "mismatch_categories": None,
-        "recorded_reward": _recorded_reward(envelope),
-        "request_id": envelope.get("request_id"),
-        "response_id": envelope.get("response_id"),
-        "trace_digest": envelope.get("trace_digest"),
-        "error": envelope.get("error"),
-        "provenance_status": None,
-        "provenance_detail": None,
-        "first_divergent_boundary": None,
-        "failure_owner": None,
-        "tool_schema_version": envelope.get("tool_schema_version"),
-        "violations": None,
-        "blocking": None,
-        "coercions": None,
-        "chosen_plan": None,
-        "reference_calls": None,
-        "tool_families": None,
-    }
+    row = Row(
+        dataset_revision=envelope["dataset_revision"],
+        case_id=case.case_id,
+        trial=envelope["trial"],
+        slice=case.slice,
+        row_schema_version=ROW_SCHEMA_VERSION,
+        scorer_version=scorer_version(),
+        ragas_version=ragas_version(),
+        agent_name=envelope.get("agent_name"),
+        agent_version=envelope.get("agent_version"),
+        expected_calls=[call.to_record() for call in expected],
+        observed_calls=envelope.get("model_calls") or None,  # what could be read; null when nothing
+        recorded_reward=_recorded_reward(envelope),
+        request_id=envelope.get("request_id"),
+        response_id=envelope.get("response_id"),
+        trace_digest=envelope.get("trace_digest"),
+        tool_schema_version=envelope.get("tool_schema_version"),
+    )
+    row.set_error(envelope.get("error"))
+    return row
 
 
-def _provenance(row: dict, envelope: dict, inputs: dict[str, list[str]], observed: list[Call],
+def _provenance(row: Row, envelope: dict, inputs: dict[str, list[str]], observed: list[Call],
                 verified: bool = False) -> None:
     request = envelope.get("request_messages_json")
     status, detail = join_check(
-        row["case_id"],
+        row.case_id,
         None if request is None else json.loads(request),
         envelope.get("request_id"),
         envelope.get("response_id"),
@@ -139,15 +116,19 @@ def _provenance(row: dict, envelope: dict, inputs: dict[str, list[str]], observe
     )
     adapter, executor = boundary_calls(envelope)
     boundary = first_divergent_boundary(observed, adapter, executor)
-    row.update(
-        provenance_status=status,
-        provenance_detail=detail,
-        first_divergent_boundary=boundary,
-        failure_owner=failure_owner(status, boundary, row["exact_match"]),
-    )
+    row.provenance_status = status
+    row.provenance_detail = detail
+    row.first_divergent_boundary = boundary
+    row.failure_owner = failure_owner(status, boundary, row.exact_match)
 
 
-def score_envelopes(
+def score_envelopes(cases: dict[str, Case], envelopes: list[dict[str, Any]], **options: Any) -> list[dict[str, Any]]:
+    """:func:`score_rows` as record dicts keyed by column name (:meth:`tooleval.storage.Row.record`), in input
+    order; ``options`` are :func:`score_rows`' keyword arguments."""
+    return [row.record() for row in score_rows(cases, envelopes, **options)]
+
+
+def score_rows(
     cases: dict[str, Case],
     envelopes: list[dict[str, Any]],
     *,
@@ -156,7 +137,7 @@ def score_envelopes(
     tools: dict[str, ToolSpec] | None = None,
     policy: PolicyConfig | None = None,
     digests_verified: bool = False,
-) -> list[dict[str, Any]]:
+) -> list[Row]:
     """Score a shard of envelopes.
 
     Args:
@@ -174,11 +155,11 @@ def score_envelopes(
             every digest is recomputed for the join check.
 
     Returns:
-        One row dict per envelope, in input order, shaped like :data:`tooleval.storage.ROW_SCHEMA` with
-        ``run_id`` ``None``. An envelope carrying an ``error`` yields a row with that error and null metrics.
+        One :class:`tooleval.storage.Row` per envelope, in input order, with ``run_id`` ``None``. An envelope
+        carrying an ``error`` yields a row with that error (``error_kind``, ``error_message``) and null metrics.
     """
     inputs = case_inputs(cases, redactor) if inputs is None else inputs
-    rows: list[dict[str, Any]] = []
+    rows: list[Row] = []
     plain: dict[str, Case] = {}  # case id -> its references redacted with the base secrets only (most rows)
     for envelope in envelopes:
         extra = trace_reference_secrets(redactor, cases[envelope["case_id"]], envelope)
@@ -193,7 +174,7 @@ def score_envelopes(
         row = row_skeleton(case, envelope, expected)
         row_inputs = inputs if not extra else {**inputs, input_key(case.input) or "": [case.case_id]}
         rows.append(row)
-        if row["error"] is not None:
+        if row.error_kind is not None:
             _provenance(row, envelope, row_inputs, [], digests_verified)
             continue
         observed = envelope_calls(envelope, written_here=digests_verified)
@@ -201,12 +182,13 @@ def score_envelopes(
         try:
             rules = evaluate_row(case, tools or {}, messages, observed, policy=policy, plans=plans)
         except ValueError as exc:  # the stored calls are not the messages' calls: the envelope is inconsistent
-            row["error"] = f"scoring_error: {exc}"
+            row.error_kind, row.error_message = "scoring_error", str(exc)
             _provenance(row, envelope, row_inputs, observed, digests_verified)
             continue
-        row.update(observed_calls=[call.to_record() for call in observed], **rules.columns())
+        row.observed_calls = [call.to_record() for call in observed]
+        rules.apply(row)
         _provenance(row, envelope, row_inputs, observed, digests_verified)
-        row["ragas_tool_call_f1"] = ragas_set_f1(
+        row.ragas_tool_call_f1 = ragas_set_f1(
             [{"name": c.name, "args": ragas_args(c)} for c in expected],
             [{"name": c.name, "args": ragas_args(c)} for c in observed],
         )

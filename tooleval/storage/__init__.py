@@ -15,8 +15,10 @@ from tooleval.storage._commit import MARKER, committed_files, document_path, rea
 from tooleval.storage._fs import as_location, is_remote, join, tree_of
 from tooleval.storage._lease import LeaseHeldError, RunLease, hold_run
 from tooleval.storage._paths import OutFolderError, check_out_folder, encode_name, ensure_dir, write_bytes
-from tooleval.storage._query import PARTITION_TYPES, PARTITIONING, connect, read_table, scan_parquet_sql, source_connection
+from tooleval.storage._query import (PARTITION_TYPES, PARTITIONING, connect, read_table, scan_parquet_sql,
+                                     scan_rows_sql, source_connection)
 from tooleval.storage._versions import CURRENT_VERSIONS, VERSION_COLUMNS, conform, read_versioned
+from tooleval.storage._row import ERROR_KINDS, ROW_COLUMNS, ErrorKind, Row, join_error, split_error
 from tooleval.storage._schema import (
     CALL_TYPE,
     ENVELOPE_SCHEMA,
@@ -34,6 +36,12 @@ from tooleval.storage._schema import (
 )
 
 __all__ = [
+    "Row",
+    "ROW_COLUMNS",
+    "ERROR_KINDS",
+    "ErrorKind",
+    "split_error",
+    "join_error",
     "MARKER",
     "committed_files",
     "document_path",
@@ -75,6 +83,7 @@ __all__ = [
     "connect",
     "source_connection",
     "scan_parquet_sql",
+    "scan_rows_sql",
     "read_table",
     "as_location",
     "is_remote",

@@ -20,10 +20,14 @@ import pyarrow.dataset as ds
 
 from tooleval.storage._commit import committed_files
 from tooleval.storage._fs import RemoteTree, is_remote, read_parquet_schema, tree_of
+from functools import lru_cache
+
 from tooleval.storage._partition import _check_kind, validate_partition_value
+from tooleval.storage._row import ERROR_KINDS, ROW_SCHEMA
 from tooleval.storage._schema import SCHEMAS, VIEW_NAMES
 
-__all__ = ["PARTITION_TYPES", "PARTITIONING", "connect", "source_connection", "scan_parquet_sql", "read_table"]
+__all__ = ["PARTITION_TYPES", "PARTITIONING", "connect", "source_connection", "scan_parquet_sql", "scan_rows_sql",
+           "read_table"]
 
 PARTITION_TYPES = {"dataset_revision": "VARCHAR", "run_id": "VARCHAR"}
 """DuckDB ``hive_types``: without it DuckDB autocasts path values (``run_id=7`` becomes BIGINT)."""
@@ -82,6 +86,46 @@ def _empty_select_sql(con: duckdb.DuckDBPyConnection, schema: pa.Schema) -> str:
     return f"SELECT {columns} WHERE false"
 
 
+_KNOWN_KIND = ("split_part(error, ':', 1) IN (" + ", ".join(f"'{k}'" for k in ERROR_KINDS if k != "other")
+               + ") AND contains(error, ':')")
+_AFTER_COLON = "substr(error, strpos(error, ':') + 1)"
+_ERROR_COLUMNS = (
+    f"coalesce(error_kind, CASE WHEN error IS NULL THEN NULL WHEN {_KNOWN_KIND} THEN split_part(error, ':', 1) "
+    f"ELSE 'other' END) AS error_kind, "
+    f"coalesce(error_message, CASE WHEN error IS NULL THEN NULL WHEN {_KNOWN_KIND} THEN (CASE WHEN "
+    f"starts_with({_AFTER_COLON}, ' ') THEN substr({_AFTER_COLON}, 2) ELSE {_AFTER_COLON} END) ELSE error END) "
+    f"AS error_message"
+)
+"""Rows before version 4 kept one ``error`` text ``"<kind>: <message>"``; these read it as ``error_kind`` and
+``error_message`` exactly as :func:`tooleval.storage._row.split_error` does."""
+
+
+@lru_cache(maxsize=1)
+def _rows_frame_sql() -> str:
+    """Zero rows with every current row column, plus the ``error`` text of older rows (null in new ones)."""
+    con = duckdb.connect()
+    try:
+        return _empty_select_sql(con, ROW_SCHEMA).replace(" WHERE false", ", CAST(NULL AS VARCHAR) AS \"error\" WHERE false")
+    finally:
+        con.close()
+
+
+def _conformed_rows_sql(scan: str | None) -> str:
+    """``SELECT`` of rows with exactly the current row columns first (older rows' ``error`` split in two)."""
+    union = _rows_frame_sql() + ("" if scan is None else f" UNION ALL BY NAME SELECT * FROM {scan}")
+    return f"SELECT * EXCLUDE (error) REPLACE ({_ERROR_COLUMNS}) FROM ({union})"
+
+
+def scan_rows_sql(paths_or_glob: str | Path | Sequence[str | Path]) -> str:
+    """A DuckDB table expression over row files of any row schema version, read as the current one.
+
+    Like :func:`scan_parquet_sql` (same arguments, same hive partition columns), but every current column exists
+    even when the files predate it (as null), and the ``error`` text of rows before version 4 reads as
+    ``error_kind`` and ``error_message``. Returns SQL usable after ``FROM`` (a parenthesised subquery).
+    """
+    return f"({_conformed_rows_sql(scan_parquet_sql(paths_or_glob))})"
+
+
 def connect(out: str | Path, database: str = ":memory:") -> duckdb.DuckDBPyConnection:
     """Open DuckDB with the views ``rows``, ``traces`` and ``legacy_scalars`` over ``out``.
 
@@ -107,10 +151,13 @@ def connect(out: str | Path, database: str = ":memory:") -> duckdb.DuckDBPyConne
         # cannot reach; an fsspec filesystem registered with DuckDB serves the URLs instead (issue 10).
         con.register_filesystem(tree.fs)
     for kind, schema in SCHEMAS.items():
-        sql = _empty_select_sql(con, schema)
         files = committed_files(out, kind)
-        if files:
-            sql += f" UNION ALL BY NAME SELECT * FROM {scan_parquet_sql(files)}"
+        if kind == "rows":
+            sql = _conformed_rows_sql(scan_parquet_sql(files) if files else None)
+        else:
+            sql = _empty_select_sql(con, schema)
+            if files:
+                sql += f" UNION ALL BY NAME SELECT * FROM {scan_parquet_sql(files)}"
         con.execute(f'CREATE OR REPLACE VIEW "{VIEW_NAMES[kind]}" AS {sql}')
     return con
 

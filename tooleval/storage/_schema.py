@@ -26,6 +26,10 @@ from typing import Any
 
 import pyarrow as pa
 
+from tooleval.storage._row import ROW_SCHEMA, ROW_SCHEMA_VERSION
+from tooleval.storage._types import (CALL_TYPE, COERCION_TYPE, EXECUTOR_CALL_TYPE, SCHEMA_FINDING_TYPE,
+                                     VIOLATION_TYPE, WRONG_ARGS_TYPE)
+
 __all__ = [
     "CALL_TYPE",
     "WRONG_ARGS_TYPE",
@@ -42,14 +46,6 @@ __all__ = [
     "table_from_rows",
 ]
 
-ROW_SCHEMA_VERSION = 3
-"""Version of :data:`ROW_SCHEMA`; bump on any change of a column's meaning or type (added columns too).
-
-History: 1 — the foundation columns; 2 — provenance (``provenance_status``, ``provenance_detail``,
-``first_divergent_boundary``, ``failure_owner``, ``tool_schema_version``) and policy columns; 3 — tool schema
-checks (``schema_findings``, the mismatch category ``schema`` and the violation rule ``tool_schema``). Readers refuse a
-newer version and read older ones through :mod:`tooleval.storage._versions`."""
-
 ENVELOPE_VERSION = 3
 """Version of :data:`ENVELOPE_SCHEMA`; a reader refuses envelopes newer than the version it knows.
 
@@ -59,113 +55,7 @@ versions, generation timestamps, redacted field names; 3 — the same columns, b
 envelope captured once serves every later revision whose case it answers (issue 9 item 6: a growing corpus
 re-captures and rescores only the shards it changed)."""
 
-CALL_TYPE = pa.struct(
-    [("name", pa.string()), ("args_json", pa.string()), ("args_raw", pa.string()), ("parse_error", pa.string())]
-)
-"""One tool call. ``args_json`` is canonical JSON text; ``args_raw``/``parse_error`` are set only when malformed."""
-
-WRONG_ARGS_TYPE = pa.struct(
-    [
-        ("name", pa.string()),
-        ("expected_args_json", pa.string()),
-        ("observed_args_json", pa.string()),
-        ("paths", pa.list_(pa.string())),
-    ]
-)
-"""One (expected, observed) pair of the same tool with differing argument ``paths`` (e.g. ``flights[0].date``)."""
-
-EXECUTOR_CALL_TYPE = pa.struct(
-    [
-        ("name", pa.string()),
-        ("args_json", pa.string()),
-        ("args_raw", pa.string()),
-        ("parse_error", pa.string()),
-        ("executions", pa.int32()),
-        ("status", pa.string()),
-    ]
-)
-"""A payload a tool received, with how many times it ran (``executions``, >= 1) and its result ``status``."""
-
 _CALLS = pa.list_(CALL_TYPE)
-
-VIOLATION_TYPE = pa.struct(
-    [("rule", pa.string()), ("severity", pa.string()), ("tool", pa.string()), ("detail", pa.string())]
-)
-"""One policy violation: ``rule`` (docs/rules.md), ``severity`` (``blocking`` | ``advisory``), tool, detail."""
-
-COERCION_TYPE = pa.struct(
-    [
-        ("call_index", pa.int32()),
-        ("tool", pa.string()),
-        ("path", pa.string()),
-        ("from_value", pa.string()),
-        ("to_value", pa.string()),
-    ]
-)
-"""One applied argument coercion (a declared per-field rule), values as canonical JSON text."""
-
-SCHEMA_FINDING_TYPE = pa.struct(
-    [
-        ("call_index", pa.int32()),
-        ("tool", pa.string()),
-        ("kind", pa.string()),
-        ("path", pa.string()),
-        ("detail", pa.string()),
-    ]
-)
-"""One way an observed call departs from its tools.json schema (:class:`tooleval.rules.SchemaFinding`): ``kind``
-is ``undeclared_tool`` | ``missing_required`` | ``unknown_parameter`` | ``wrong_type``; ``call_index`` 0-based."""
-
-ROW_SCHEMA = pa.schema(
-    [
-        ("dataset_revision", pa.string()),
-        ("run_id", pa.string()),
-        ("case_id", pa.string()),
-        ("trial", pa.int32()),
-        ("slice", pa.string()),
-        ("row_schema_version", pa.int32()),
-        ("scorer_version", pa.string()),
-        ("ragas_version", pa.string()),
-        ("agent_name", pa.string()),
-        ("agent_version", pa.string()),
-        ("expected_calls", _CALLS),
-        ("observed_calls", _CALLS),
-        ("missing_calls", _CALLS),
-        ("extra_calls", _CALLS),
-        ("wrong_args", pa.list_(WRONG_ARGS_TYPE)),
-        ("duplicate_calls", pa.int32()),
-        ("malformed_calls", pa.int32()),
-        ("tp", pa.int32()),
-        ("fp", pa.int32()),
-        ("fn", pa.int32()),
-        ("precision", pa.float64()),
-        ("recall", pa.float64()),
-        ("f1", pa.float64()),
-        ("ragas_tool_call_f1", pa.float64()),
-        ("exact_match", pa.bool_()),
-        ("mismatch_categories", pa.list_(pa.string())),
-        ("recorded_reward", pa.float64()),
-        ("request_id", pa.string()),
-        ("response_id", pa.string()),
-        ("trace_digest", pa.string()),
-        ("error", pa.string()),  # null when the row scored cleanly, else "<ErrorType>: message"
-        ("provenance_status", pa.string()),  # ok | missing | mismatch
-        ("provenance_detail", pa.string()),
-        ("first_divergent_boundary", pa.string()),  # null | adapter | executor
-        ("failure_owner", pa.string()),  # null | agent | adapter | executor | evaluation_platform
-        ("tool_schema_version", pa.string()),
-        # policy rules (issue 3)
-        ("violations", pa.list_(VIOLATION_TYPE)),
-        ("blocking", pa.bool_()),
-        ("coercions", pa.list_(COERCION_TYPE)),
-        ("chosen_plan", pa.int32()),
-        ("reference_calls", _CALLS),
-        ("tool_families", pa.list_(pa.string())),
-        # tool schema checks (issue 13): [] when checked and clean, null when not checked (no tools.json, v<3)
-        ("schema_findings", pa.list_(SCHEMA_FINDING_TYPE)),
-    ]
-)
-"""One row per (case, trial) under ``rows/`` (DESIGN.md "Row columns"). Ratios are unrounded, in [0, 1]."""
 
 ENVELOPE_SCHEMA = pa.schema(
     [

@@ -15,6 +15,9 @@ Migrations:
   because version-1 rows never looked.
 * rows 2 -> 3: ``schema_findings`` reads as null (never checked), not ``[]`` (checked and clean); their
   ``mismatch_categories`` and ``violations`` stay as written (no ``schema`` / ``tool_schema`` entries).
+* rows 3 -> 4: the one ``error`` text ``"<kind>: <message>"`` reads as ``error_kind`` and ``error_message``
+  (:func:`tooleval.storage._row.split_error`; a kind outside the closed set reads as ``other`` with the whole
+  text as its message); version-1 rows, which had no ``error`` column, read both as null.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from tooleval.errors import InputFileError
+from tooleval.storage._row import split_error
 from tooleval.storage._schema import ENVELOPE_VERSION, ROW_SCHEMA_VERSION, SCHEMAS
 
 __all__ = ["VERSION_COLUMNS", "CURRENT_VERSIONS", "conform", "read_versioned"]
@@ -35,14 +39,28 @@ CURRENT_VERSIONS = {"traces": ENVELOPE_VERSION, "rows": ROW_SCHEMA_VERSION}
 
 
 def conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
-    """Return ``table`` with exactly ``schema``'s columns, in order: absent columns as nulls, others cast."""
+    """Return ``table`` with exactly ``schema``'s columns, in order: absent columns as nulls, others cast; a row
+    table's older ``error`` text becomes ``error_kind`` and ``error_message`` (rows 3 -> 4)."""
+    wants_error = "error_kind" in schema.names or "error_message" in schema.names
+    split = _split_errors(table) if wants_error and "error_kind" not in table.column_names else {}
     columns = []
     for field in schema:
-        if field.name in table.column_names:
+        if field.name in split:
+            columns.append(split[field.name])
+        elif field.name in table.column_names:
             columns.append(table[field.name].cast(field.type))
         else:
             columns.append(pa.nulls(table.num_rows, field.type))
     return pa.Table.from_arrays(columns, schema=schema)
+
+
+def _split_errors(table: pa.Table) -> dict[str, pa.Array]:
+    """``{"error_kind": ..., "error_message": ...}`` from an older row table's ``error`` column (empty without one)."""
+    if "error" not in table.column_names:
+        return {}
+    pairs = [split_error(text) for text in table.column("error").to_pylist()]
+    return {"error_kind": pa.array([kind for kind, _ in pairs], pa.string()),
+            "error_message": pa.array([message for _, message in pairs], pa.string())}
 
 
 def read_versioned(path: str | Path, kind: str, columns: list[str] | None = None) -> pa.Table:
@@ -64,6 +82,8 @@ def read_versioned(path: str | Path, kind: str, columns: list[str] | None = None
     if columns is not None:
         present = set(pq.read_schema(path).names)
         wanted = [c for c in dict.fromkeys([*columns, column]) if c in present]
+        if kind == "rows" and "error" in present and {"error_kind", "error_message"} & set(columns):
+            wanted.append("error")  # an older file's error text, split by conform()
         table = pq.read_table(path, columns=wanted)
         schema = pa.schema([schema.field(name) for name in columns])
     else:

@@ -45,7 +45,7 @@ def build_report(rows_source: str, summary: dict[str, Any], drift: dict[str, Any
     """The report page of one run.
 
     Args:
-        rows_source: DuckDB table expression over the run's rows (:func:`tooleval.storage.scan_parquet_sql`);
+        rows_source: DuckDB table expression over the run's rows (:func:`tooleval.storage.scan_rows_sql`);
             read with aggregates and ``LIMIT`` only.
         summary: The run's ``summary.json`` content.
         drift: The run's ``drift.json`` content, or ``None`` (a legacy-only run).
@@ -96,7 +96,7 @@ def report_for_run(out: str | Path, run_id: str, *, limit: int = WORST_ROWS) -> 
     """
     from tooleval.dataset import check_name
     from tooleval.errors import InputFileError
-    from tooleval.storage import committed_files, document_path, scan_parquet_sql
+    from tooleval.storage import committed_files, document_path, scan_rows_sql
 
     out = Path(out).resolve()
     check_name(run_id, what="run id")
@@ -111,4 +111,4 @@ def report_for_run(out: str | Path, run_id: str, *, limit: int = WORST_ROWS) -> 
                              "run the row-level path first (tooleval run without --legacy-only).")
     drift_path = document_path(out, f"runs/{run_id}/drift.json")
     drift = json.loads(drift_path.read_text()) if drift_path.is_file() else None
-    return build_report(scan_parquet_sql(files), summary, drift, out, limit=limit)
+    return build_report(scan_rows_sql(files), summary, drift, out, limit=limit)

@@ -31,17 +31,19 @@ WHERE value IS NOT NULL GROUP BY ALL ORDER BY metric, bin
 """
 
 _WORST = """
-SELECT case_id, trial, slice, f1, ragas_tool_call_f1, exact_match, blocking, error, mismatch_categories,
+SELECT case_id, trial, slice, f1, ragas_tool_call_f1, exact_match, blocking, error_kind, error_message,
+       CASE WHEN error_kind IS NULL THEN NULL ELSE error_kind || ': ' || coalesce(error_message, '') END AS error,
+       mismatch_categories,
        missing_calls, extra_calls, wrong_args, violations, tool_families, trace_digest, {findings} AS schema_findings
 FROM {source}
-WHERE error IS NOT NULL OR coalesce(blocking, false) OR NOT coalesce(exact_match, false)
-ORDER BY coalesce(blocking, false) DESC, error IS NULL, f1 NULLS FIRST, case_id, trial
+WHERE error_kind IS NOT NULL OR coalesce(blocking, false) OR NOT coalesce(exact_match, false)
+ORDER BY coalesce(blocking, false) DESC, error_kind IS NULL, f1 NULLS FIRST, case_id, trial
 LIMIT {limit}
 """
 
 _FAILING = """
 SELECT count(*) FROM {source}
-WHERE error IS NOT NULL OR coalesce(blocking, false) OR NOT coalesce(exact_match, false)
+WHERE error_kind IS NOT NULL OR coalesce(blocking, false) OR NOT coalesce(exact_match, false)
 """
 
 _FINDINGS = """
@@ -56,7 +58,7 @@ WITH worst AS (
   SELECT case_id FROM {source} GROUP BY case_id ORDER BY avg(coalesce(f1, 0)), case_id LIMIT {limit}
 )
 SELECT r.case_id, r.trial, r.f1,
-       CASE WHEN r.error IS NOT NULL THEN 'error' WHEN coalesce(r.blocking, false) THEN 'blocking'
+       CASE WHEN r.error_kind IS NOT NULL THEN 'error' WHEN coalesce(r.blocking, false) THEN 'blocking'
             WHEN r.exact_match THEN 'exact' ELSE 'not exact' END AS outcome
 FROM {source} AS r JOIN worst USING (case_id) ORDER BY r.case_id, r.trial
 """

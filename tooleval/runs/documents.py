@@ -1,0 +1,235 @@
+"""The run documents under ``runs/<run>/``: one model each, with a version.
+
+``summary.json`` (:class:`RunSummary`), the entries of ``errors.json`` (:class:`ErrorEntry`) and ``drift.json``
+(:class:`DriftDocument`) are written through these models, so a key cannot appear, vanish or change type in one
+writer and be read differently elsewhere: a misspelt or unknown key is refused when the run publishes, not found
+by a dashboard later. Each document's version is recorded in it (``summary_version``, ``drift_version``; the
+errors list's version is ``summary.versions.errors``), and a test holds each model's JSON Schema to a fingerprint
+recorded per version, so changing a document's shape without bumping its version fails.
+
+Documents written before these versions existed read as version 0 (:func:`read_summary`): their keys are the
+same, only the version key is absent. A document newer than this reader is refused by name.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from tooleval.errors import InputFileError
+
+__all__ = ["SUMMARY_VERSION", "DRIFT_VERSION", "ERRORS_VERSION", "RunSummary", "ErrorEntry", "DriftDocument",
+           "read_summary", "summary_document", "errors_document", "drift_document", "DOCUMENT_MODELS"]
+
+SUMMARY_VERSION = 1
+"""Version of :class:`RunSummary`. History: 0 — unversioned summaries (same keys, no ``summary_version``); 1 — the
+typed summary (``summary_version``, ``versions.summary`` / ``errors`` / ``drift``)."""
+
+ERRORS_VERSION = 1
+"""Version of the ``errors.json`` entries (:class:`ErrorEntry`), recorded as ``summary.versions.errors``."""
+
+DRIFT_VERSION = 1
+"""Version of :class:`DriftDocument`. History: 0 — unversioned; 1 — typed, with ``drift_version``."""
+
+
+class _Document(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+
+class Versions(_Document):
+    """What wrote the run: package, scorer (a digest of the scoring package's sources), ragas, and the row schema
+    and document versions."""
+
+    tooleval: str
+    scorer: str
+    ragas: str
+    row_schema: int
+    summary: int | None = None
+    errors: int | None = None
+    drift: int | None = None
+
+
+class DatasetInfo(_Document):
+    """The dataset the run scored: its name, folder and content digest (sha256 of its files)."""
+
+    name: str
+    path: str
+    content_digest: str
+
+
+class LegacyFigures(_Document):
+    """The legacy scalar the run published: mean ragas ToolCallF1 (in [0, 1], null without scored rows) and rows."""
+
+    value: float | None
+    rows: int
+
+
+class DriftFigures(_Document):
+    """The drift check's verdict in brief (the whole check is ``drift.json``)."""
+
+    verdict: Literal["ok", "drift"]
+    attribution: str | None
+    legacy_value: float | None
+    new_value: float | None
+
+
+class RunSummary(_Document):
+    """``runs/<run>/summary.json``: what a run is and its figures (DESIGN.md "summary.json").
+
+    Counts are non-negative integers over the run's rows; means are in [0, 1] (null without scored rows). Figures
+    a legacy-only run does not compute are absent from its file (they are ``None`` here)."""
+
+    summary_version: int = SUMMARY_VERSION
+    dataset_revision: str
+    run_id: str
+    dataset: DatasetInfo
+    versions: Versions
+    slices: list[str] | None = None
+    redaction: dict[str, Any] | None = None
+    """The redaction config (field names, paths, the key's sha256); null when redaction was off."""
+    dataset_ref: dict[str, Any]
+    """The planned dataset (:class:`tooleval.runs.plan.DatasetRef`): revision, digests, tool schema version."""
+    legacy: LegacyFigures
+    agent: dict[str, Any] | None = None
+    """The agent configuration (:class:`tooleval.runs.plan.AgentConfig`)."""
+    repeats: int | None = None
+    timing: dict[str, Any] | None = None
+    """Seconds and counts of the shard phase (``shards``, ``workers``, ``shard_size``, ``stages_wall_s``, ...)."""
+    rescored_from: dict[str, Any] | None = None
+    """For ``tooleval rescore``: the run, case and trial it rescored."""
+    rows: int | None = None
+    exact_match_rows: int | None = None
+    expected_calls: int | None = None
+    observed_calls: int | None = None
+    tp: int | None = None
+    fp: int | None = None
+    fn: int | None = None
+    rows_with_missing: int | None = None
+    rows_with_extra: int | None = None
+    rows_with_duplicates: int | None = None
+    rows_with_malformed: int | None = None
+    rows_without_calls: int | None = None
+    rows_with_errors: int | None = None
+    mean_f1: float | None = None
+    mean_ragas_tool_call_f1: float | None = None
+    failures_by_tool: dict[str, dict[str, int]] | None = None
+    """Tool name -> ``{"missing", "extra", "wrong_args"}`` counts."""
+    failures_by_owner: dict[str, int] | None = None
+    provenance: dict[str, int] | None = None
+    """``{"ok", "missing", "mismatch"}`` row counts of the join check."""
+    rows_schema_checked: int | None = None
+    rows_with_schema_findings: int | None = None
+    schema_findings: int | None = None
+    schema_findings_by_tool: dict[str, dict[str, int]] | None = None
+    variability: dict[str, Any] | None = None
+    """pass@k / pass^k with bootstrap intervals (:func:`tooleval.runs.variability.variability_summary`)."""
+    gate: dict[str, Any] | None = None
+    """The release gate's verdict (:meth:`tooleval.rules.GateVerdict.to_dict`)."""
+    rows_evaluated: int | None = None
+    scored_rows: int | None = None
+    unscored_cases: int | None = None
+    false_positive_calls: int | None = None
+    false_negative_calls: int | None = None
+    blocking_rows: int | None = None
+    waived_rows: int | None = None
+    quarantined_rows: int | None = None
+    advisory_violations: int | None = None
+    violations_by_rule: dict[str, int] | None = None
+    failures_by_tool_family: dict[str, int] | None = None
+    failures_by_slice: dict[str, int] | None = None
+    failures_by_slice_and_rule: dict[str, dict[str, int]] | None = None
+    rows_by_slice: dict[str, dict[str, Any]] | None = None
+    drift: DriftFigures | None = None
+    errors: int = 0
+    """Entries in ``errors.json``."""
+    completed_at: str | None = None
+    """ISO 8601 UTC time of the publication."""
+
+
+class ErrorEntry(_Document):
+    """One entry of ``runs/<run>/errors.json``: a trace or row the run could not score.
+
+    ``kind`` is the row error kind (:data:`tooleval.storage.ERROR_KINDS`) or ``unknown_case`` / ``missing_trace``;
+    ``path`` and ``line`` (1-based) name the input where the problem was found, when there is one."""
+
+    kind: str
+    case_id: str | None = None
+    trial: int | None = None
+    message: str
+    path: str | None = None
+    line: int | None = None
+
+
+class DriftDocument(_Document):
+    """``runs/<run>/drift.json``: the legacy scalar against the row-level path on the same traces, row by row
+    (:func:`tooleval.runs.drift.drift_report` says what each figure is)."""
+
+    drift_version: int = DRIFT_VERSION
+    verdict: Literal["ok", "drift"]
+    attribution: str | None = None
+    reasons: list[str] = Field(default_factory=list)
+    tolerance: float
+    legacy: dict[str, Any]
+    new: dict[str, Any]
+    difference: float | None = None
+    coverage: dict[str, Any]
+    rows_differing: list[dict[str, Any]] = Field(default_factory=list)
+    rows_differing_count: int = 0
+    slices: list[str] | None = None
+    published_legacy_value: float | None = None
+
+
+DOCUMENT_MODELS: dict[str, tuple[type[BaseModel], int]] = {
+    "summary": (RunSummary, SUMMARY_VERSION), "errors": (ErrorEntry, ERRORS_VERSION),
+    "drift": (DriftDocument, DRIFT_VERSION),
+}
+"""Each run document's model and current version (what the version test fingerprints)."""
+
+
+def summary_document(summary: dict[str, Any]) -> dict[str, Any]:
+    """``summary`` checked against :class:`RunSummary` and returned as the JSON object to write (keys that were
+    not given stay absent; ``summary_version`` is always written).
+
+    Raises:
+        pydantic.ValidationError: an unknown key or a value of the wrong type (a defect of the writer).
+    """
+    model = RunSummary.model_validate(summary)
+    return {"summary_version": model.summary_version, **model.model_dump(mode="json", exclude_unset=True)}
+
+
+def errors_document(errors: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``errors.json``'s entries, each checked against :class:`ErrorEntry` (every key written, nulls included)."""
+    return [ErrorEntry.model_validate(entry).model_dump(mode="json") for entry in errors]
+
+
+def drift_document(drift: dict[str, Any]) -> dict[str, Any]:
+    """``drift`` checked against :class:`DriftDocument`, with ``drift_version`` (keys not given stay absent)."""
+    model = DriftDocument.model_validate(drift)
+    return {"drift_version": model.drift_version, **model.model_dump(mode="json", exclude_unset=True)}
+
+
+def read_summary(path: str | Path, text: str | bytes | None = None) -> RunSummary:
+    """Read a ``summary.json`` as a :class:`RunSummary` (a summary without ``summary_version`` is version 0).
+
+    Args:
+        path: The file (read unless ``text`` is given; named in errors).
+        text: The file's content, when already read (object storage).
+
+    Raises:
+        InputFileError: not JSON, not a summary, or a ``summary_version`` newer than this reader knows.
+    """
+    try:
+        data = json.loads(Path(path).read_bytes() if text is None else text)
+    except (OSError, ValueError) as exc:
+        raise InputFileError(path, None, f"cannot read the run summary: {exc}.",
+                             "restore the file from the run's publication or re-run it.") from exc
+    if not isinstance(data, dict):
+        raise InputFileError(path, None, "the run summary is not a JSON object.", "re-run the run.")
+    version = data.get("summary_version", 0)
+    if not isinstance(version, int) or version > SUMMARY_VERSION:
+        raise InputFileError(path, None, f"summary_version {version!r} is newer than this tooleval reads "
+                             f"(up to {SUMMARY_VERSION}).", "upgrade tooleval to read it; nothing was changed.")
+    return RunSummary.model_validate({**data, "summary_version": version})

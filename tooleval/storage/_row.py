@@ -1,0 +1,155 @@
+"""The row: one (case, trial) under ``rows/``, defined once.
+
+:class:`Row` is the only definition of a row's columns. Its fields carry their Arrow type and meaning, and
+:data:`ROW_SCHEMA` (what the scoring stage writes and every reader conforms to) is derived from them in field
+order, so a column cannot be added, renamed or retyped in one place and forgotten in another. A test holds the
+derived schema to a fingerprint recorded per :data:`ROW_SCHEMA_VERSION`: changing a column without bumping the
+version fails it.
+
+A row's error is two columns, ``error_kind`` (a closed vocabulary, :data:`ERROR_KINDS`) and ``error_message``;
+rows written before version 4 kept one ``"<kind>: <message>"`` text in ``error``, which readers split with
+:func:`split_error` (the kind is the text before the first colon, the message what follows ``": "``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+from typing import Any, Literal, get_args
+
+import pyarrow as pa
+
+from tooleval.storage._types import (CALL_TYPE, COERCION_TYPE, SCHEMA_FINDING_TYPE, VIOLATION_TYPE,
+                                     WRONG_ARGS_TYPE)
+
+__all__ = ["Row", "ROW_SCHEMA", "ROW_SCHEMA_VERSION", "ROW_COLUMNS", "ERROR_KINDS", "ErrorKind", "split_error",
+           "join_error"]
+
+ROW_SCHEMA_VERSION = 4
+"""Version of :data:`ROW_SCHEMA`; bump on any change of a column's meaning or type (added columns too).
+
+History: 1 — the foundation columns; 2 — provenance (``provenance_status``, ``provenance_detail``,
+``first_divergent_boundary``, ``failure_owner``, ``tool_schema_version``) and policy columns; 3 — tool schema
+checks (``schema_findings``, the mismatch category ``schema`` and the violation rule ``tool_schema``); 4 — the
+row's error as ``error_kind`` (closed vocabulary) and ``error_message`` instead of one ``error`` text. Readers
+refuse a newer version and read older ones through :mod:`tooleval.storage._versions`."""
+
+ErrorKind = Literal["bad_trace", "generation_error", "scoring_error", "unknown_case", "missing_trace", "other"]
+"""Why a row has no scores: ``bad_trace`` (the recorded trace could be read as JSON but not as a trace),
+``generation_error`` (the agent gave no usable response), ``scoring_error`` (scoring raised on this row: e.g. the
+envelope's stored calls are not its messages' calls), ``unknown_case`` / ``missing_trace`` (listed in
+``errors.json``; no row is written for them), ``other`` (an error text of an older row whose kind is none of
+these)."""
+
+ERROR_KINDS: tuple[str, ...] = get_args(ErrorKind)
+"""The closed set of ``error_kind`` values, in the order :data:`ErrorKind` lists them."""
+
+
+def split_error(text: str | None) -> tuple[str | None, str | None]:
+    """``(error_kind, error_message)`` of an error text ``"<kind>: <message>"`` (rows before version 4, envelope and
+    generation records).
+
+    Args:
+        text: The error text, or ``None``.
+
+    Returns:
+        ``(None, None)`` for ``None``; otherwise the text before the first ``:`` as the kind (``other`` when that is
+        not one of :data:`ERROR_KINDS`, the message then being the whole text) and what follows ``": "`` (or ``":"``)
+        as the message. :func:`join_error` of the result gives ``text`` back for every text whose kind is known.
+    """
+    if text is None:
+        return None, None
+    kind, colon, rest = text.partition(":")
+    if not colon or kind not in ERROR_KINDS or kind == "other":
+        return "other", text
+    return kind, rest[1:] if rest.startswith(" ") else rest
+
+
+def join_error(kind: str | None, message: str | None) -> str | None:
+    """The one-line text of a row's error, ``"<kind>: <message>"`` (``None`` when the row has none); the inverse of
+    :func:`split_error` (an ``other`` error is its message alone)."""
+    if kind is None:
+        return None
+    if kind == "other":
+        return message or ""
+    return f"{kind}: {message or ''}"
+
+
+def _column(type_: pa.DataType, doc: str) -> Any:
+    """A :class:`Row` field: null by default, with its Arrow type and meaning as metadata."""
+    return field(default=None, metadata={"arrow": type_, "doc": doc})
+
+
+_CALLS = pa.list_(CALL_TYPE)
+
+
+@dataclass(slots=True)
+class Row:
+    """One row per (case, trial) (DESIGN.md "Row columns"); every field is a column of :data:`ROW_SCHEMA`, null
+    unless set. Ratios are unrounded, in [0, 1]; call lists hold ``CALL_TYPE`` dicts with canonical argument text."""
+
+    dataset_revision: str | None = _column(pa.string(), "partition: stamped by the publication")
+    run_id: str | None = _column(pa.string(), "partition: stamped by the publication")
+    case_id: str | None = _column(pa.string(), "the case, any string")
+    trial: int | None = _column(pa.int32(), "trial index, >= 0")
+    slice: str | None = _column(pa.string(), "the case's slice")
+    row_schema_version: int | None = _column(pa.int32(), "ROW_SCHEMA_VERSION at writing")
+    scorer_version: str | None = _column(pa.string(), "digest of the scoring package's sources")
+    ragas_version: str | None = _column(pa.string(), "installed ragas version")
+    agent_name: str | None = _column(pa.string(), "the agent's name")
+    agent_version: str | None = _column(pa.string(), "the agent's version")
+    expected_calls: list | None = _column(_CALLS, "the case's reference calls (redacted like the trace)")
+    observed_calls: list | None = _column(_CALLS, "the calls the model made; null when nothing could be read")
+    missing_calls: list | None = _column(_CALLS, "expected calls no observed call matched")
+    extra_calls: list | None = _column(_CALLS, "observed calls that matched no expected call")
+    wrong_args: list | None = _column(pa.list_(WRONG_ARGS_TYPE), "same-tool pairs with differing argument paths")
+    duplicate_calls: int | None = _column(pa.int32(), "sum over keys of max(0, observed - max(expected, 1))")
+    malformed_calls: int | None = _column(pa.int32(), "observed calls whose argument text is not a JSON object")
+    tp: int | None = _column(pa.int32(), "multiset intersection of expected and observed keys")
+    fp: int | None = _column(pa.int32(), "observed - tp")
+    fn: int | None = _column(pa.int32(), "expected - tp")
+    precision: float | None = _column(pa.float64(), "tp / observed; null when nothing was observed")
+    recall: float | None = _column(pa.float64(), "tp / expected; null when nothing was expected")
+    f1: float | None = _column(pa.float64(), "2tp / (2tp + fp + fn); 1.0 when both lists are empty")
+    ragas_tool_call_f1: float | None = _column(pa.float64(), "ragas ToolCallF1 of the row (set F1, 4 decimals)")
+    exact_match: bool | None = _column(pa.bool_(), "fp = 0 and fn = 0")
+    mismatch_categories: list | None = _column(pa.list_(pa.string()),
+                                               "missing | extra | wrong_args | duplicate | malformed | schema")
+    recorded_reward: float | None = _column(pa.float64(), "the trace's metadata.reward, when recorded")
+    request_id: str | None = _column(pa.string(), "the generation request's id")
+    response_id: str | None = _column(pa.string(), "the model response's id")
+    trace_digest: str | None = _column(pa.string(), "sha256 of the envelope's canonical content")
+    error_kind: str | None = _column(pa.string(), "null when the row scored cleanly, else one of ERROR_KINDS")
+    error_message: str | None = _column(pa.string(), "what went wrong, when error_kind is set")
+    provenance_status: str | None = _column(pa.string(), "ok | missing | mismatch")
+    provenance_detail: str | None = _column(pa.string(), "why the join check did not pass")
+    first_divergent_boundary: str | None = _column(pa.string(), "null | adapter | executor")
+    failure_owner: str | None = _column(pa.string(), "null | agent | adapter | executor | evaluation_platform")
+    tool_schema_version: str | None = _column(pa.string(), "version of the tool schemas the trace was made with")
+    violations: list | None = _column(pa.list_(VIOLATION_TYPE), "policy rules the row broke")
+    blocking: bool | None = _column(pa.bool_(), "some violation is blocking")
+    coercions: list | None = _column(pa.list_(COERCION_TYPE), "argument coercions that declared rules applied")
+    chosen_plan: int | None = _column(pa.int32(), "0: expected_calls; i > 0: accepted plan i - 1")
+    reference_calls: list | None = _column(_CALLS, "the chosen plan's calls")
+    tool_families: list | None = _column(pa.list_(pa.string()), "sorted families of the tools involved")
+    schema_findings: list | None = _column(pa.list_(SCHEMA_FINDING_TYPE),
+                                           "[] when checked and clean, null when not checked")
+
+    def record(self) -> dict[str, Any]:
+        """The row as a dict keyed by column name, in schema order (what ``pa.Table.from_pylist`` takes)."""
+        return {name: getattr(self, name) for name in ROW_COLUMNS}
+
+    @property
+    def error(self) -> str | None:
+        """The row's error as one line, ``"<kind>: <message>"`` (:func:`join_error`); ``None`` when it has none."""
+        return join_error(self.error_kind, self.error_message)
+
+    def set_error(self, text: str | None) -> None:
+        """Set ``error_kind`` and ``error_message`` from an error text ``"<kind>: <message>"`` (:func:`split_error`)."""
+        self.error_kind, self.error_message = split_error(text)
+
+
+ROW_COLUMNS: tuple[str, ...] = tuple(f.name for f in fields(Row))
+"""The row's column names, in schema order."""
+
+ROW_SCHEMA = pa.schema([(f.name, f.metadata["arrow"]) for f in fields(Row)])
+"""One row per (case, trial) under ``rows/``, derived from :class:`Row` (DESIGN.md "Row columns")."""
