@@ -19,7 +19,7 @@ from tooleval.runs.documents import (DRIFT_VERSION, ERRORS_VERSION, SUMMARY_VERS
                                      errors_document, summary_document)
 from tooleval.runs.drift import drift_partial_sql, drift_report
 from tooleval.dataset import load_dataset_cached
-from tooleval.runs.gate import gate_batches, gate_config_for, gate_scope, judge_rows, write_junit
+from tooleval.runs.gate import GateJudge, gate_batches, gate_config_for, gate_scope, write_junit
 from tooleval.runs.legacy import LegacyResult, legacy_record, stage_legacy
 from tooleval.runs.plan import DatasetRef, revision_record_relpath
 from tooleval.runs.report import build_report
@@ -32,7 +32,7 @@ from tooleval.storage import (ENVELOPE_SCHEMA, ROW_SCHEMA, ROW_SCHEMA_VERSION, P
 from tooleval.runs.variability import outcome_from_spec, variability_of_parquet
 from tooleval.versions import scorer_version, tooleval_version
 
-__all__ = ["RunResult", "STAGES", "run_stage", "publish_run"]
+__all__ = ["RunResult", "RunPublisher", "STAGES", "run_stage", "publish_run"]
 
 STAGES = ("generation", "trace-capture", "scoring", "aggregation", "legacy-scalar")
 
@@ -109,6 +109,166 @@ def _drift(legacy: LegacyResult, row_refs: list[StageRef], partials: list[dict] 
     return drift_report([drift_partial_sql(source_connection(source), values, source)], legacy)
 
 
+class RunPublisher:
+    """One run's publication, in named steps: :meth:`add_shard` as each shard is done (its envelopes and rows
+    are written into the staged partitions and its rows judged by the gate while the other shards are still being
+    scored), then :meth:`aggregate`, :meth:`gate_and_drift`, :meth:`report` and :meth:`publish`, which commits
+    everything at once (one marker; on an exception nothing becomes visible).
+
+    ``publish_legacy=False`` (a diagnostic subset, e.g. ``tooleval rescore --case``) and a ``--slices`` run keep
+    their legacy scalar out of ``legacy/`` — the old dashboards would read a partial mean under the run's name —
+    while the drift check still runs on what was scored (``drift.json`` names the slices).
+    ``legacy_pass=False`` (``tooleval bench``'s row path alone) publishes no legacy scalar and runs no drift check.
+
+    Use it as a context manager: leaving the ``with`` block by an exception aborts the publication.
+    """
+
+    def __init__(self, *, out: str, run_id: str, dataset: DatasetRef, redaction: RedactionConfig | None,
+                 slices: list[str] | None, errors: list[dict], states: dict[str, Counter],
+                 legacy_only: bool = False, outcome: str = "gate", gate_config: str | None = None,
+                 publish_legacy: bool = True, legacy_pass: bool = True) -> None:
+        self.out, self.run_id, self.dataset, self.redaction, self.slices = (
+            as_location(out), run_id, dataset, redaction, slices)
+        self.revision = dataset.revision
+        self.states, self.legacy_only, self.outcome, self.legacy_pass = states, legacy_only, outcome, legacy_pass
+        self.code, self.ragas = scorer_version(), ragas_version()
+        self.published_at = datetime.now(timezone.utc)  # the run's one time: legacy computed_at and completed_at
+        # the gate's scope: the whole dataset or the --slices asked for; a diagnostic subset judges its own rows
+        self.scope = gate_scope(load_dataset_cached(dataset.path).cases, slices) if publish_legacy else None
+        self.publish_legacy = publish_legacy and slices is None and legacy_pass  # a --slices run is partial
+        self.errors = list(errors)
+        self.publication = Publication(self.out)
+        self.traces = self.publication.part_writer("traces", self.revision, run_id, ENVELOPE_SCHEMA)
+        self.rows = None if legacy_only else self.publication.part_writer("rows", self.revision, run_id, ROW_SCHEMA)
+        self.judge = None if legacy_only else GateJudge(
+            self.scope, errors, gate_config_for(load_dataset_cached(dataset.path).path, gate_config))
+        self.row_refs: list[StageRef] = []
+        self.refs: list[StageRef] = []
+        self.summary: dict[str, Any] = {}
+        self.drift: dict[str, Any] | None = None
+        self.source: str | None = None
+        self.verdict = None
+
+    def __enter__(self) -> "RunPublisher":
+        return self
+
+    def __exit__(self, kind: Any, *_: Any) -> None:
+        if kind is not None:
+            self.publication.abort()
+
+    def add_shard(self, index: int, envelopes: StageRef, rows: StageRef | None,
+                  generation: StageRef | None = None) -> None:
+        """Publish one shard (call in shard order): its envelopes and rows become part ``index`` of the staged
+        partitions, its rows are judged by the gate, and its row errors join ``errors.json``."""
+        self.traces.add(read_stage_table(envelopes, schema=ENVELOPE_SCHEMA), index)
+        self.refs += [ref for ref in (generation, envelopes, rows) if ref is not None]
+        if rows is None or self.rows is None:
+            return
+        self.rows.add(read_stage_table(rows, schema=ROW_SCHEMA), index)
+        self.row_refs.append(rows)
+        self.errors += _row_errors([rows])
+        for batch in gate_batches([rows.path]):
+            self.judge.add(batch)
+
+    def aggregate(self, extra_summary: dict[str, Any] | None, legacy: LegacyResult) -> dict[str, Any]:
+        """The summary's figures: what the run is, then DuckDB over the staged rows (the aggregation task) and the
+        variability across trials."""
+        dataset = self.dataset
+        self.summary = {
+            "dataset_revision": self.revision,
+            "run_id": self.run_id,
+            "dataset": {"name": dataset.name, "path": dataset.path, "content_digest": dataset.content_digest},
+            "versions": {"tooleval": tooleval_version(), "scorer": self.code, "ragas": self.ragas,
+                         "row_schema": ROW_SCHEMA_VERSION, "summary": SUMMARY_VERSION, "errors": ERRORS_VERSION,
+                         "drift": DRIFT_VERSION},
+            "slices": self.slices,
+            "redaction": None if self.redaction is None else self.redaction.model_dump(),
+            "dataset_ref": dataset.model_dump(),
+            "legacy": {k: v for k, v in legacy_record(legacy, self.revision, self.run_id).items()
+                       if k in ("value", "rows")},
+            **(extra_summary or {}),
+        }
+        self.traces.close()
+        if self.rows is not None:
+            files, _ = self.rows.close()
+            self.source = scan_rows_sql(files)
+            figures = run_stage(aggregate_rows, self.states["aggregation"], self.source,
+                                [r.digest for r in self.row_refs], self.code)
+            self.summary.update(figures)
+            self.summary["variability"] = variability_of_parquet(self.source, outcome_from_spec(self.outcome))
+        return self.summary
+
+    def gate_and_drift(self, legacy: LegacyResult, drift_partials: list[dict[str, Any]] | None) -> None:
+        """The gate's verdict (``junit.xml``) and the drift check (``drift.json``), into the summary; the legacy
+        scalar staged when this run publishes one."""
+        if self.publish_legacy:
+            stage_legacy(self.publication, legacy, self.revision, self.run_id, published_at=self.published_at)
+        if self.rows is None:
+            return
+        self.verdict = self.judge.verdict()
+        self.summary["gate"] = self.verdict.to_dict()
+        self.summary.update({k: v for k, v in self.verdict.counts.items() if k not in self.summary})
+        with self.publication.document_file(f"runs/{self.run_id}/junit.xml") as junit:
+            write_junit(self.verdict, junit, suite_name=self.revision)
+        if self.legacy_pass:
+            drift = _drift(legacy, self.row_refs, drift_partials)
+            drift["slices"] = self.slices
+            self.drift = drift_document(drift)
+            self.summary["drift"] = {"verdict": drift["verdict"], "attribution": drift["attribution"],
+                                     "legacy_value": drift["legacy"]["value"], "new_value": drift["new"]["value"]}
+            self.publication.add_json(f"runs/{self.run_id}/drift.json", self.drift)
+
+    def report(self) -> None:
+        """``report.html`` over the staged rows (none for a legacy-only run); the summary is final after it."""
+        self.summary["errors"] = len(self.errors)
+        self.summary["completed_at"] = self.published_at.isoformat()
+        self.summary = summary_document(self.summary)
+        if self.source is not None:
+            self.publication.add_text(f"runs/{self.run_id}/report.html",
+                                      build_report(self.source, self.summary, self.drift, self.out))
+
+    def publish(self, stage_refs: list[StageRef] | None = None) -> RunResult | State:
+        """Stage the run documents and commit the publication; then the Prefect artifacts.
+
+        ``runs/<run>/stages.json`` lists the digests of the stage files the run used (``stage_refs``, or those of
+        the shards added): ``tooleval gc`` keeps those for the runs it keeps.
+
+        Returns:
+            The :class:`RunResult`, or a ``Failed`` state carrying it when the drift check found drift.
+        """
+        run_id, publication = self.run_id, self.publication
+        self.errors = errors_document(self.errors)
+        publication.add_json(f"runs/{run_id}/summary.json", self.summary)
+        publication.add_json(f"runs/{run_id}/errors.json", self.errors)
+        used = self.refs if stage_refs is None else stage_refs
+        publication.add_json(f"runs/{run_id}/{STAGES_FILE}", {"digests": sorted({r.digest for r in used})})
+        record = revision_record_relpath(self.revision)
+        if not tree_of(self.out).is_file(record):
+            publication.add_json(record, {"revision": self.revision, "dataset": self.dataset.name,
+                                          "content_digest": self.dataset.content_digest})
+        publication.commit()
+        partition = f"dataset_revision={self.revision}/run_id={run_id}"
+        published_rows = None if self.legacy_only else scan_rows_sql(str(join(self.out,
+                                                                              f"rows/{partition}/*.parquet")))
+        publish_artifacts(self.summary, join(self.out, f"runs/{run_id}"), published_rows)
+        result = RunResult(
+            run_id=run_id,
+            dataset_revision=self.revision,
+            out=str(self.out),
+            rows_path=None if self.legacy_only else str(join(self.out, f"rows/{partition}")),
+            traces_path=str(join(self.out, f"traces/{partition}")),
+            run_path=str(join(self.out, f"runs/{run_id}")),
+            stage_states={name: dict(counter) for name, counter in self.states.items() if counter},
+            summary=self.summary,
+            errors=self.errors,
+            drift=self.drift,
+        )
+        if self.drift is not None and self.drift["verdict"] == "drift":
+            return Failed(message="drift between the legacy scalar and the row-level path: "
+                          + "; ".join(self.drift["reasons"]), data=result)
+        return result
+
+
 def publish_run(
     *,
     out: str,
@@ -130,99 +290,20 @@ def publish_run(
     legacy_pass: bool = True,
     generation_refs: list[StageRef] | None = None,
 ) -> RunResult | State:
-    """Aggregate, check drift, run the gate and publish one run: ``traces``, ``rows`` and ``legacy`` partitions,
-    and ``runs/<run>/{summary.json, errors.json, drift.json, junit.xml, report.html}``, all committed together (one marker).
-
-    ``publish_legacy=False`` (a diagnostic subset, e.g. ``tooleval rescore --case``) and a ``--slices`` run keep
-    their legacy scalar out of ``legacy/`` — the old dashboards would read a partial mean under the run's name —
-    while the drift check still runs on what was scored (``drift.json`` names the slices).
-
-    The ``traces`` and ``rows`` partitions are written one Parquet file per shard, read one stage file at a
-    time. ``drift_partials`` (one :func:`tooleval.runs.drift.drift_partial` per shard, computed in the workers)
-    spare the flow the legacy per-row values; without them ``legacy.per_row`` is compared with the rows.
-    ``legacy_pass=False`` (``tooleval bench``'s row path alone) publishes no legacy scalar and runs no drift check.
-
-    ``runs/<run>/stages.json`` lists the digests of the stage files the run used (``generation_refs``,
-    ``envelope_refs``, ``row_refs``): ``tooleval gc`` keeps those for the runs it keeps.
+    """Publish one run whose shards are all done: :class:`RunPublisher`'s steps in order (every shard, then
+    aggregate, gate and drift, report, publish). ``runs/<run>/stages.json`` lists ``generation_refs``,
+    ``envelope_refs`` and ``row_refs``.
 
     Returns:
         The :class:`RunResult`, or a ``Failed`` state carrying it when the drift check found drift.
     """
-    code, ragas = scorer_version(), ragas_version()
-    revision, out_path = dataset.revision, as_location(out)  # a folder, or a URL (s3://…)
-    published_at = datetime.now(timezone.utc)  # the run's one time: legacy computed_at and completed_at
-    # the gate's scope: the whole dataset or the --slices asked for; a diagnostic subset judges its own rows
-    scope = gate_scope(load_dataset_cached(dataset.path).cases, slices) if publish_legacy else None
-    publish_legacy = publish_legacy and slices is None and legacy_pass  # a --slices run is partial: no scalar
-    summary: dict[str, Any] = {
-        "dataset_revision": revision,
-        "run_id": run_id,
-        "dataset": {"name": dataset.name, "path": dataset.path, "content_digest": dataset.content_digest},
-        "versions": {"tooleval": tooleval_version(), "scorer": code, "ragas": ragas, "row_schema": ROW_SCHEMA_VERSION,
-                     "summary": SUMMARY_VERSION, "errors": ERRORS_VERSION, "drift": DRIFT_VERSION},
-        "slices": slices,
-        "redaction": None if redaction is None else redaction.model_dump(),
-        "dataset_ref": dataset.model_dump(),
-        "legacy": {k: v for k, v in legacy_record(legacy, revision, run_id).items() if k in ("value", "rows")},
-        **(extra_summary or {}),
-    }
-    drift = None
-    errors = list(errors)
-    with Publication(out_path) as publication:
-        publication.add_parts("traces", revision, run_id, _tables(envelope_refs, ENVELOPE_SCHEMA), ENVELOPE_SCHEMA)
-        if publish_legacy:
-            stage_legacy(publication, legacy, revision, run_id, published_at=published_at)
-        if not legacy_only:
-            files, _ = publication.add_parts("rows", revision, run_id, _tables(row_refs, ROW_SCHEMA), ROW_SCHEMA)
-            source = scan_rows_sql(files)
-            figures = run_stage(aggregate_rows, states["aggregation"], source, [r.digest for r in row_refs], code)
-            errors += _row_errors(row_refs)
-            drift = _drift(legacy, row_refs, drift_partials) if legacy_pass else None
-            summary.update(figures)
-            summary["variability"] = variability_of_parquet(source, outcome_from_spec(outcome))
-            verdict = judge_rows(gate_batches([r.path for r in row_refs]), scope, errors,
-                                 gate_config_for(load_dataset_cached(dataset.path).path, gate_config))
-            summary["gate"] = verdict.to_dict()
-            summary.update({k: v for k, v in verdict.counts.items() if k not in summary})
-            with publication.document_file(f"runs/{run_id}/junit.xml") as junit:
-                write_junit(verdict, junit, suite_name=revision)
-            if drift is not None:
-                drift["slices"] = slices
-                drift = drift_document(drift)
-                summary["drift"] = {"verdict": drift["verdict"], "attribution": drift["attribution"],
-                                    "legacy_value": drift["legacy"]["value"], "new_value": drift["new"]["value"]}
-                publication.add_json(f"runs/{run_id}/drift.json", drift)
-        summary["errors"] = len(errors)
-        summary["completed_at"] = published_at.isoformat()
-        if not legacy_only:
-            publication.add_text(f"runs/{run_id}/report.html", build_report(source, summary, drift, out_path))
-        summary = summary_document(summary)
-        errors = errors_document(errors)
-        publication.add_json(f"runs/{run_id}/summary.json", summary)
-        publication.add_json(f"runs/{run_id}/errors.json", errors)
-        used = [*(generation_refs or []), *envelope_refs, *row_refs]
-        publication.add_json(f"runs/{run_id}/{STAGES_FILE}", {"digests": sorted({r.digest for r in used})})
-        record = revision_record_relpath(revision)
-        if not tree_of(out_path).is_file(record):
-            publication.add_json(
-                record, {"revision": revision, "dataset": dataset.name, "content_digest": dataset.content_digest},
-            )
-    partition = f"dataset_revision={revision}/run_id={run_id}"
-    published_rows = None if legacy_only else scan_rows_sql(str(join(out_path, f"rows/{partition}/*.parquet")))
-    publish_artifacts(summary, join(out_path, f"runs/{run_id}"), published_rows)
-    result = RunResult(
-        run_id=run_id,
-        dataset_revision=revision,
-        out=str(out_path),
-        rows_path=None if legacy_only else str(join(out_path, f"rows/{partition}")),
-        traces_path=str(join(out_path, f"traces/{partition}")),
-        run_path=str(join(out_path, f"runs/{run_id}")),
-        stage_states={name: dict(counter) for name, counter in states.items() if counter},
-        summary=summary,
-        errors=errors,
-        drift=drift,
-    )
-    if drift is not None and drift["verdict"] == "drift":
-        return Failed(message="drift between the legacy scalar and the row-level path: "
-                      + "; ".join(drift["reasons"]), data=result)
-    return result
+    with RunPublisher(out=out, run_id=run_id, dataset=dataset, redaction=redaction, slices=slices, errors=errors,
+                      states=states, legacy_only=legacy_only, outcome=outcome, gate_config=gate_config,
+                      publish_legacy=publish_legacy, legacy_pass=legacy_pass) as publisher:
+        rows = row_refs if not legacy_only else [None] * len(envelope_refs)
+        for index, (envelopes, shard_rows) in enumerate(zip(envelope_refs, rows)):
+            publisher.add_shard(index, envelopes, shard_rows)
+        publisher.aggregate(extra_summary, legacy)
+        publisher.gate_and_drift(legacy, drift_partials)
+        publisher.report()
+        return publisher.publish([*(generation_refs or []), *envelope_refs, *row_refs])

@@ -17,12 +17,12 @@ import time
 from collections import Counter
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from prefect import flow
 from prefect.futures import as_completed
 
-from flows._publish import STAGES, RunResult, publish_run
+from flows._publish import STAGES, RunPublisher, RunResult
 from flows._dask import check_scheduler, dask_runner, dask_workers, shard_task
 from flows._shards import ShardContext, ShardOutcome, count_states, run_shard, unwalked
 from tooleval.agents import OpenAIAgentConfig
@@ -114,36 +114,45 @@ def evaluate(
         scoring_scope=scoring_scope, legacy_only=legacy_only, legacy_pass=legacy_pass,
         retry_errors=plan.agent.kind != "replay",
     )
-    started = time.perf_counter()
-    outcomes = _run_shards(plan, context, workers, progress)
-    wall = time.perf_counter() - started
-    _stop_worker_processes()
     states = {name: Counter() for name in STAGES}
-    for stage, counter in count_states(outcomes).items():
-        states[stage].update(counter)
-    envelope_refs = [o.envelopes for o in outcomes]
-    row_refs = [o.rows for o in outcomes if o.rows is not None]
-    legacy = _merged_legacy(outcomes, context)
-    timing = {"shards": len(outcomes), "workers": _effective_workers(workers), "shard_size": plan.shard_size, "stages_wall_s": wall,
-              "body_s": sum(o.body_s for o in outcomes), "shard_wall_s": sum(o.wall_s for o in outcomes)}
-    with cyclic_gc_paused():
-        published = publish_run(
-            out=plan.out, run_id=plan.run_id, dataset=plan.dataset, redaction=plan.redaction, slices=plan.slices,
-            errors=plan.errors, envelope_refs=envelope_refs, row_refs=row_refs, legacy=legacy, states=states,
-            legacy_only=legacy_only, outcome=outcome, gate_config=gate_config,
-            extra_summary={"agent": plan.agent.model_dump(mode="json"), "repeats": repeats, "timing": timing},
-            drift_partials=None if legacy_only else [o.drift for o in outcomes], legacy_pass=legacy_pass,
-            generation_refs=[o.generation for o in outcomes],
-        )
+    with RunPublisher(out=plan.out, run_id=plan.run_id, dataset=plan.dataset, redaction=plan.redaction,
+                      slices=plan.slices, errors=plan.errors, states=states, legacy_only=legacy_only,
+                      outcome=outcome, gate_config=gate_config, legacy_pass=legacy_pass) as publisher:
+        # each shard is published (its partition files written, its rows judged by the gate) as soon as it and
+        # every shard before it are done, while the workers score the next ones: the flow's own work overlaps
+        # the shard phase instead of following it
+        def publish_shard(index: int, done: ShardOutcome) -> None:
+            with cyclic_gc_paused():
+                publisher.add_shard(index, done.envelopes, done.rows, done.generation)
+
+        started = time.perf_counter()
+        outcomes = _run_shards(plan, context, workers, progress, publish_shard)
+        wall = time.perf_counter() - started
+        _stop_worker_processes()
+        for stage, counter in count_states(outcomes).items():
+            states[stage].update(counter)
+        legacy = _merged_legacy(outcomes, context)
+        timing = {"shards": len(outcomes), "workers": _effective_workers(workers), "shard_size": plan.shard_size,
+                  "stages_wall_s": wall, "body_s": sum(o.body_s for o in outcomes),
+                  "shard_wall_s": sum(o.wall_s for o in outcomes)}
+        with cyclic_gc_paused():
+            publisher.aggregate({"agent": plan.agent.model_dump(mode="json"), "repeats": repeats, "timing": timing},
+                                legacy)
+            publisher.gate_and_drift(legacy, None if legacy_only else [o.drift for o in outcomes])
+            publisher.report()
+            published = publisher.publish()
     # The flow's wall time ends with the publication, so it cannot be in summary.json (written during the
     # publication); it reaches the returned RunResult, whose summary holds this same timing dict.
     timing["flow_wall_s"] = time.perf_counter() - flow_started
     return published
 
 
-def _run_shards(plan: RunPlan, context: ShardContext, workers: int, progress: bool) -> list[ShardOutcome]:
+def _run_shards(plan: RunPlan, context: ShardContext, workers: int, progress: bool,
+                on_shard: Callable[[int, ShardOutcome], None]) -> list[ShardOutcome]:
     """Submit every shard to the flow's task runner, at most ``2 * workers`` in flight (the plan's index holds
-    keys only; a shard's work items exist only while it is in flight), and collect the outcomes in shard order."""
+    keys only; a shard's work items exist only while it is in flight), and collect the outcomes in shard order.
+    ``on_shard(index, outcome)`` is called for each shard in shard order, as soon as it and every shard before it
+    are done (the publication of the done shards overlaps the work of the others)."""
     shards = list(plan.index.shards())
     outcomes: dict[int, ShardOutcome] = {}
     pending: dict[Any, int] = {}
@@ -151,12 +160,21 @@ def _run_shards(plan: RunPlan, context: ShardContext, workers: int, progress: bo
               + (["legacy-scalar"] if context.legacy_pass else []))
     workers = _effective_workers(workers)
     inline = workers == 1  # one worker: no task run per shard, only the stage tasks
+    fed = 0
+
+    def feed() -> None:  # every done shard whose predecessors are all done, in order
+        nonlocal fed
+        while fed in outcomes:
+            on_shard(fed, outcomes[fed])
+            fed += 1
+
     with StageProgress(stages, plan.index.rows, enabled=progress) as bar:
         if inline:
             for index, shard in enumerate(shards):
                 items, offsets = plan.shard_items(shard)
                 outcomes[index] = run_shard.fn(context, items, offsets, scoring_key(context.scoring_scope, items))
                 bar.advance(list(outcomes[index].states), shard.num_rows)
+                feed()
             return [outcomes[i] for i in range(len(shards))]
         position, submit = 0, shard_task(run_shard)
         while position < len(shards) or pending:
@@ -171,6 +189,7 @@ def _run_shards(plan: RunPlan, context: ShardContext, workers: int, progress: bo
             outcome = done.result()
             outcomes[index] = outcome
             bar.advance(list(outcome.states), shards[index].num_rows)
+            feed()
     return [outcomes[i] for i in range(len(shards))]
 
 

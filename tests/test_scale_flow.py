@@ -71,20 +71,20 @@ def test_adding_ten_cases_reruns_only_the_shards_that_hold_them(tmp_path):
 
 
 def test_process_pool_workers_end_before_the_publication(tmp_path, monkeypatch):
-    """Issue 9: the pool's workers (each holding a worker's imports and caches) are gone once every shard is
-    done, so they do not add to the publication's peak memory."""
+    """The pool's workers (each holding a worker's imports and caches) are gone once every shard is done, so they
+    do not add to the peak memory of the publication's steps after the shards (aggregate, gate, report)."""
     import multiprocessing
 
     import flows.evaluate as evaluate_module
 
     seen: list[list[str]] = []
-    publish = evaluate_module.publish_run
+    aggregate = evaluate_module.RunPublisher.aggregate
 
-    def recording_publish(**kwargs):
+    def recording_aggregate(self, *args, **kwargs):
         seen.append(sorted(p.name for p in multiprocessing.active_children()))
-        return publish(**kwargs)
+        return aggregate(self, *args, **kwargs)
 
-    monkeypatch.setattr(evaluate_module, "publish_run", recording_publish)
+    monkeypatch.setattr(evaluate_module.RunPublisher, "aggregate", recording_aggregate)
     data = write_synth(300, 3, "bfcl", tmp_path / "data").path
     result, drift = evaluate_module.run_evaluate(rows_hint=None, dataset=str(data), out=str(tmp_path / "out"),
                                                  run_id="pool", workers=2, shard_size=100)

@@ -111,3 +111,26 @@ def test_variability_counts_equal_an_independent_count(published):
     f1_mean = con.execute("SELECT avg(f1) FROM rows").fetchone()[0]
     assert figures["f1"]["mean"] == pytest.approx(f1_mean, abs=1e-12)
     assert result.summary["mean_f1"] == pytest.approx(f1_mean, abs=1e-12)
+
+
+def test_gate_judge_fed_batch_by_batch_equals_judge_rows():
+    """The flow judges each shard's rows as the shard finishes (GateJudge); the verdict is the one judge_rows gives
+    over the same rows at once: A#0 exact, A#1 blocking (a forbidden tool), C has no row (unscored, blocking)."""
+    from tooleval.rules import GateConfig
+    from tooleval.runs.gate import GateJudge, judge_rows
+
+    def row(case_id, trial, blocking):
+        violation = [{"rule": "forbidden_tool", "severity": "blocking", "tool": "refund", "detail": ""}]
+        return {"case_id": case_id, "trial": trial, "slice": None, "violations": violation if blocking else [],
+                "error_kind": None, "error_message": None, "missing_calls": [], "extra_calls": [],
+                "wrong_args": [], "f1": 1.0 if not blocking else 0.5, "exact_match": not blocking, "fp": 0,
+                "fn": 0, "tool_families": [], "blocking": blocking}
+
+    scope = {"A": None, "B": None, "C": None}
+    batches = [[row("A", 0, False)], [row("A", 1, True), row("B", 0, False)]]
+    judge = GateJudge(scope, [], GateConfig())
+    for batch in batches:
+        judge.add(batch)
+    fed, whole = judge.verdict(), judge_rows(batches, scope, [], GateConfig())
+    assert fed.to_dict() == whole.to_dict()
+    assert sorted(o.case_id for o in fed.failing_rows) == ["A", "C"] and fed.counts["rows_evaluated"] == 3

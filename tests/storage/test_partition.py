@@ -221,3 +221,34 @@ class TestPublication:
 
 def _traces(n: int):
     return table_from_rows([{"case_id": f"t{i}", "trial": 0, "envelope_version": 1} for i in range(n)], ENVELOPE_SCHEMA)
+
+
+class TestPartWriter:
+    """A partition written shard by shard as shards finish (out of order), visible only at commit."""
+
+    def test_parts_named_by_index_and_read_in_part_order(self, tmp_path):
+        with Publication(tmp_path) as pub:
+            writer = pub.part_writer("rows", "r1", "run-1", ROW_SCHEMA)
+            writer.add(rows_table(2, "b"), 1)  # shard 1 finished first
+            assert connect(tmp_path).execute("SELECT count(*) FROM rows").fetchone() == (0,)  # not committed yet
+            writer.add(rows_table(1, "a"), 0)
+            files, rows = writer.close()
+        assert rows == 3
+        assert [Path(f).name.split("-")[1] for f in files] == ["0", "1"]
+        stored = read_table(tmp_path, "rows", run_id="run-1")
+        assert sorted(stored.column("case_id").to_pylist()) == ["a0", "b0", "b1"]
+        assert set(stored.column("run_id").to_pylist()) == {"run-1"}  # stamped into every part
+
+    def test_a_part_index_is_written_once(self, tmp_path):
+        with pytest.raises(ValueError, match="part 0 of .* is already written"):
+            with Publication(tmp_path) as pub:
+                writer = pub.part_writer("rows", "r1", "run-1", ROW_SCHEMA)
+                writer.add(rows_table(1), 0)
+                writer.add(rows_table(1), 0)
+        assert not list(tmp_path.glob("rows/**/*.parquet"))  # the aborted publication left nothing
+
+    def test_no_part_closes_as_one_empty_file_with_the_schema(self, tmp_path):
+        with Publication(tmp_path) as pub:
+            files, rows = pub.part_writer("rows", "r1", "run-1", ROW_SCHEMA).close()
+        assert rows == 0 and len(files) == 1
+        assert pq.read_schema(files[0]).names == ROW_SCHEMA.names

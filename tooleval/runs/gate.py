@@ -18,7 +18,7 @@ from typing import Any, Iterable, Iterator, Mapping
 from tooleval.models import Case
 from tooleval.rules import GateConfig, GateTally, GateVerdict, evaluate_gate, load_gate_config, write_junit
 
-__all__ = ["GATE_BATCH_ROWS", "GATE_COLUMNS", "gate_batches", "gate_config_for",
+__all__ = ["GATE_BATCH_ROWS", "GATE_COLUMNS", "GateJudge", "gate_batches", "gate_config_for",
            "gate_rows", "gate_scope", "judge_rows", "run_gate", "unscored_rows", "write_junit"]
 
 GATE_COLUMNS = ["case_id", "trial", "slice", "violations", "error_kind", "error_message", "missing_calls", "extra_calls", "wrong_args",
@@ -143,13 +143,42 @@ def _error_case(error: Mapping[str, Any]) -> str:
     return f"<traces line {error.get('line')}>" if case_id is None else str(case_id)
 
 
-def judge_rows(batches: Iterable[list[dict[str, Any]]], scope: Mapping[str, str | None] | None,
-               errors: Iterable[Mapping[str, Any]], config: GateConfig) -> GateVerdict:
-    """The gate verdict of a run's rows streamed batch by batch (each batch a list of row dicts, e.g. one
-    Parquet record batch's ``to_pylist()``), then of their :func:`unscored_rows` placeholders, as of today (UTC).
+class GateJudge:
+    """The gate of one run judged as its rows arrive, batch by batch (:meth:`add`), then :meth:`verdict`.
 
     Only the listed rows (``config.listed_rows`` per list) are kept with their evidence, plus the run's case ids
     (for the cases in ``scope`` without a row): memory does not grow with the rows.
+
+    Args:
+        scope: :func:`gate_scope`, or ``None`` for a diagnostic subset.
+        errors: ``errors.json`` entries known before the rows (those of kinds that stand for a missing row);
+            entries about rows that exist change nothing.
+        config: The gate configuration.
+    """
+
+    def __init__(self, scope: Mapping[str, str | None] | None, errors: Iterable[Mapping[str, Any]],
+                 config: GateConfig) -> None:
+        self.scope = scope
+        self.tally = GateTally(config, today=datetime.now(timezone.utc).date())
+        self.seen = _Seen(errors)
+
+    def add(self, batch: list[dict[str, Any]]) -> None:
+        """Judge a batch of row dicts (:data:`GATE_COLUMNS`), in report order."""
+        for row in batch:
+            self.tally.add(row)
+            self.seen.add(row)
+
+    def verdict(self) -> GateVerdict:
+        """The verdict, after the rows and their :func:`unscored_rows` placeholders (as of today, UTC)."""
+        for placeholder in self.seen.placeholders(self.scope):
+            self.tally.add(placeholder)
+        return self.tally.verdict()
+
+
+def judge_rows(batches: Iterable[list[dict[str, Any]]], scope: Mapping[str, str | None] | None,
+               errors: Iterable[Mapping[str, Any]], config: GateConfig) -> GateVerdict:
+    """The gate verdict of a run's rows streamed batch by batch (each batch a list of row dicts, e.g. one
+    Parquet record batch's ``to_pylist()``), then of their :func:`unscored_rows` placeholders (:class:`GateJudge`).
 
     Args:
         batches: The rows, in report order.
@@ -157,15 +186,10 @@ def judge_rows(batches: Iterable[list[dict[str, Any]]], scope: Mapping[str, str 
         errors: ``errors.json`` entries.
         config: The gate configuration.
     """
-    tally = GateTally(config, today=datetime.now(timezone.utc).date())
-    seen = _Seen(errors)
+    judge = GateJudge(scope, errors, config)
     for batch in batches:
-        for row in batch:
-            tally.add(row)
-            seen.add(row)
-    for placeholder in seen.placeholders(scope):
-        tally.add(placeholder)
-    return tally.verdict()
+        judge.add(batch)
+    return judge.verdict()
 
 
 def _placeholder(case_id: str, trial: int | None, slice_: str | None, kind: str,

@@ -38,7 +38,8 @@ from tooleval.storage._pause import pause_point
 from tooleval.storage._paths import ensure_dir
 from tooleval.storage._schema import SCHEMAS
 
-__all__ = ["UnsafeNameError", "validate_partition_value", "partition_dir", "Publication", "write_partition"]
+__all__ = ["UnsafeNameError", "validate_partition_value", "partition_dir", "Publication", "PartWriter",
+           "write_partition"]
 
 logger = logging.getLogger(__name__)
 
@@ -218,8 +219,8 @@ class Publication:
         self, kind: str, revision: str, run_id: str, parts: Iterable[pa.Table], schema: pa.Schema
     ) -> tuple[list[Location], int]:
         """Write a partition streamed as several tables, one ``part-<i>-<publication id>.parquet`` per table (one
-        per shard), so the whole partition is never in memory (issue 9); visible at commit. No table at all
-        writes one zero-row file with ``schema``, like :meth:`add_table`.
+        per shard), so the whole partition is never in memory; visible at commit. No table at all writes one
+        zero-row file with ``schema``, like :meth:`add_table`.
 
         Returns:
             ``(the files written, rows written)``.
@@ -227,24 +228,27 @@ class Publication:
         Raises:
             See :meth:`add_table`.
         """
+        writer = self.part_writer(kind, revision, run_id, schema)
+        for table in parts:
+            writer.add(table)
+        return writer.close()
+
+    def part_writer(self, kind: str, revision: str, run_id: str, schema: pa.Schema) -> "PartWriter":
+        """A partition written part by part as its tables become ready (a run publishes each shard's file while
+        the other shards are still being scored); visible at commit, like :meth:`add_parts`.
+
+        Raises:
+            See :meth:`add_table` (names and the lease are checked here, before any part is written).
+        """
         self._open()
         relative = partition_dir(Path(), kind, revision, run_id)
         if (kind, revision, run_id) in self._tables:
             raise ValueError(f"partition {relative} is already staged in this publication")
         self._bind(run_id, revision if kind != "legacy" or self.revision is None else self.revision)
         folder = relative.as_posix()
-        files: list[str] = []
         self._tables[(kind, revision, run_id)] = self.tree.location(folder)
         self._partitions[folder] = []
-        rows = 0
-        for table in parts:
-            table = _stamp(_stamp(table, "dataset_revision", revision), "run_id", run_id)
-            files.append(self._write_part(folder, f"part-{len(files)}-{self.id}.parquet", table))
-            rows += table.num_rows
-        if not files:
-            files.append(self._write_part(folder, f"part-0-{self.id}.parquet", schema.empty_table()))
-        self._partitions[folder] = files
-        return [self.tree.location(f) for f in files], rows
+        return PartWriter(self, folder, revision, run_id, schema)
 
     def _write_part(self, folder: str, name: str, table: pa.Table) -> str:
         """Write one partition file whole (a temporary file renamed in a folder; one PUT on a store)."""
@@ -393,6 +397,42 @@ class Publication:
             self.commit()
         else:
             self.abort()
+
+
+class PartWriter:
+    """The parts of one staged partition (:meth:`Publication.part_writer`): ``add`` writes one table as
+    ``part-<i>-<publication id>.parquet`` (``i`` given, e.g. the shard index, or the next number), ``close``
+    ends the partition (one zero-row file with the schema when no part was added)."""
+
+    def __init__(self, publication: Publication, folder: str, revision: str, run_id: str, schema: pa.Schema) -> None:
+        self.publication, self.folder, self.revision, self.run_id, self.schema = (
+            publication, folder, revision, run_id, schema)
+        self.files: dict[int, str] = {}
+        self.rows = 0
+
+    def add(self, table: pa.Table, index: int | None = None) -> Location:
+        """Write ``table`` (partition columns stamped) as part ``index`` (default: the next free number).
+
+        Raises:
+            ValueError: part ``index`` was already written.
+        """
+        self.publication._open()
+        index = len(self.files) if index is None else index
+        if index in self.files:
+            raise ValueError(f"part {index} of {self.folder} is already written")
+        table = _stamp(_stamp(table, "dataset_revision", self.revision), "run_id", self.run_id)
+        name = f"part-{index}-{self.publication.id}.parquet"
+        self.files[index] = self.publication._write_part(self.folder, name, table)
+        self.publication._partitions[self.folder] = [self.files[i] for i in sorted(self.files)]
+        self.rows += table.num_rows
+        return self.publication.tree.location(self.files[index])
+
+    def close(self) -> tuple[list[Location], int]:
+        """``(the files written, in part order; rows written)``."""
+        if not self.files:
+            self.add(self.schema.empty_table(), 0)
+        files = [self.files[i] for i in sorted(self.files)]
+        return [self.publication.tree.location(f) for f in files], self.rows
 
 
 def _json_bytes(obj: Any) -> bytes:
