@@ -21,14 +21,17 @@ FORMATS = {
     "tau-bench": "tau-bench trajectories file (--tools: tools.json)",
     "tau2": "tau2-bench results: DIR/<domain>[-no-user]/",
     "bfcl": "BFCL questions + answers (--results): DIR/<category>/",
+    "otlp": "OpenTelemetry GenAI spans, OTLP JSON lines or document",
+    "openinference": "OpenInference spans (Phoenix), OTLP JSON or Parquet",
 }
 """``tooleval import`` formats, one line each (shown by ``tooleval import --help``)."""
 
 _OPTIONS = {  # which format takes which option
     "tools": {"tau-bench"},
-    "references": {"openai-chat", "openai-responses", "langchain"},
+    "references": {"openai-chat", "openai-responses", "langchain", "otlp", "openinference"},
     "results": {"bfcl"},
-    "agent": {"openai-chat", "openai-responses", "langchain", "bfcl"},
+    "agent": {"openai-chat", "openai-responses", "langchain", "bfcl", "otlp", "openinference"},
+    "case_attribute": {"otlp", "openinference"},
 }
 
 
@@ -43,7 +46,7 @@ def _run_importer(fmt: str, src: Path, out: Path, options: dict):
     given = {key: value for key, value in options.items() if value and key in _OPTIONS}
     for key in given:
         if fmt not in _OPTIONS[key]:
-            raise InputFileError(None, None, f"--{key} does not apply to {fmt}.",
+            raise InputFileError(None, None, f"--{key.replace('_', '-')} does not apply to {fmt}.",
                                  f"use it with {', '.join(sorted(_OPTIONS[key]))}.")
     function = getattr(importers, "import_" + fmt.replace("-", "_"))
     result = function(src, out, **given, **{k: v for k, v in options.items() if k in ("name", "revision")})
@@ -83,16 +86,19 @@ def import_(
     revision: Annotated[Optional[str], typer.Option(help="Revision (default: from the source's digest).")] = None,
     tools: Annotated[Optional[Path], typer.Option(help="tau-bench: tool schemas (airline_tools.json).")] = None,
     references: Annotated[Optional[Path], typer.Option(
-        help="openai-chat, openai-responses, langchain: case lines keyed by case_id.")] = None,
+        help="openai-chat, openai-responses, langchain, otlp, openinference: case lines keyed by case_id.")] = None,
     results: Annotated[Optional[list[Path]], typer.Option(
         help="bfcl: result files or folders (BFCL_v4_<category>_result.json); repeatable.")] = None,
     agent: Annotated[Optional[str], typer.Option(help="Agent name of the traces (default: from the file).")] = None,
+    case_attribute: Annotated[Optional[str], typer.Option(
+        help="otlp, openinference: span attribute naming a trace's case (default: tooleval.case_id, "
+             "session.id, gen_ai.conversation.id, else the trace id).")] = None,
 ) -> None:
     if fmt not in FORMATS:
         err_console.print(f"[bold red]error:[/] unknown format {fmt!r}; known: {', '.join(FORMATS)}.")
         raise typer.Exit(2)
     options = {"name": name, "revision": revision, "tools": tools, "references": references,
-               "results": results, "agent": agent}
+               "results": results, "agent": agent, "case_attribute": case_attribute}
     try:
         report = _run_importer(fmt, src, out, options)
     except InputFileError as exc:

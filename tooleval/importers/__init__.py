@@ -9,6 +9,7 @@ from tooleval.importers._langchain import import_langchain
 from tooleval.importers._openai_chat import import_openai_chat
 from tooleval.importers._openai_responses import import_openai_responses
 from tooleval.importers._stream import ImportReport
+from tooleval.importers._span_formats import import_openinference, import_otlp
 from tooleval.importers._tau2 import import_tau2
 from tooleval.importers._tau2_checks import ActionVerdict, compare_action_checks
 from tooleval.importers._tau_bench import import_tau_bench
@@ -21,6 +22,8 @@ __all__ = [
     "import_langchain",
     "import_openai_chat",
     "import_openai_responses",
+    "import_openinference",
+    "import_otlp",
     "import_tau2",
     "import_tau_bench",
 ]

@@ -56,6 +56,8 @@ class Converted:
     """The record's other top-level keys (case and trace fields, anything else)."""
     metadata: dict[str, Any] = field(default_factory=dict)
     """What the format module kept aside (items it could not place in a message), for the trace's metadata."""
+    trace_fields: dict[str, Any] = field(default_factory=dict)
+    """Recorded-trace keys the format knows directly (``request``, ``executor_calls``), copied to the trace."""
 
 
 def split_fields(record: dict[str, Any], message_keys: frozenset[str]) -> dict[str, Any]:
@@ -198,6 +200,7 @@ class _Writer:
         for key in ("request_id", "response_id"):
             if fields.get(key) is not None:
                 trace[key] = fields[key]
+        trace.update((k, v) for k, v in converted.trace_fields.items() if v is not None)
         try:
             RecordedTrace.model_validate(trace)
         except ValidationError as exc:

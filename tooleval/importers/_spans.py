@@ -1,0 +1,239 @@
+"""Import traces that observability tools recorded as spans: ``otlp`` (GenAI) and ``openinference``.
+
+**One trace is one trajectory.** Every span of an OpenTelemetry trace (one trace id) belongs to one recorded
+trace: its model spans are the model's steps, its tool spans what the executor received
+(:mod:`~tooleval.importers._trajectory`). Spans are gathered across export batches on disk
+(:class:`~tooleval.importers._span_store.SpanStore`), so memory does not grow with the file.
+
+**How a trace names its case** (first found, looking at root spans first, then the rest in start order):
+
+1. the attribute named by ``--case-attribute``, when given;
+2. ``tooleval.case_id``, then ``session.id`` (OpenInference's ``using_session``, OpenLLMetry's association
+   properties), then ``gen_ai.conversation.id``;
+3. else the trace id (32 hex digits): a ``--references`` file may key its cases by trace id.
+
+``tooleval.trial`` (an integer) sets the trial; by default the traces of one case are numbered 0, 1, ... in start
+time order. References come from ``--references`` (case lines keyed by ``case_id``) or from a
+``tooleval.expected_calls`` attribute (JSON text of ``[{"name", "args"}]``) on a span of the trace.
+
+**Provenance** kept in the trace: ``response_id`` (the last model step's ``gen_ai.response.id`` or OpenInference's
+response ``id``), ``request`` (the first model step's input messages: the join check compares them with the case
+input), and ``metadata.spans``: ``trace_id``, ``root_span_id``, ``model_span_ids``, ``tool_span_ids``,
+``response_ids``.
+
+**Skipped with a reason and the place** (``file:line`` of the span or record): a record that is not JSON or not an
+``ExportTraceServiceRequest``, a span without valid ids, a trace with a span whose parent is missing, a cycle of
+parents, a model span in an unknown attribute layout, a trace without a model span, and what the conversation
+pipeline skips (no reference, a repeated ``(case_id, trial)``).
+"""
+
+from __future__ import annotations
+
+import json
+import pickle
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from tooleval.errors import InputFileError
+from tooleval.importers._common import check_revision, json_bytes
+from tooleval.importers._conversations import Converted, _load_references, _Writer
+from tooleval.importers._span_source import BadRecord, Span, iter_spans
+from tooleval.importers._span_store import SpanStore, check_tree
+from tooleval.importers._stream import DatasetStage, ImportReport, SkipLine, new_digest, source_files
+from tooleval.importers._trajectory import ABSENT, ModelStep, ToolRun, UnknownLayout, assemble, chat_call
+
+__all__ = ["import_spans", "CASE_ATTRIBUTES"]
+
+CASE_ATTRIBUTES = ("tooleval.case_id", "session.id", "gen_ai.conversation.id")
+"""Span attributes that name a trace's case, in the order they are tried."""
+
+SPAN_PATTERNS = ("*.jsonl", "*.jsonl.gz", "*.json", "*.json.gz", "*.parquet")
+
+SpanReader = Callable[[Span], ModelStep | ToolRun | None]
+
+
+class _SkipTrace(Exception):
+    def __init__(self, reason: str, where: str) -> None:
+        super().__init__(reason)
+        self.reason, self.where = reason, where
+
+
+def _ordered(spans: list[Span]) -> list[Span]:
+    return [s for s in spans if s.parent_id is None] + [s for s in spans if s.parent_id is not None]
+
+
+def _attribute(spans: list[Span], keys: tuple[str, ...]) -> Any:
+    for key in keys:
+        for span in spans:
+            value = span.attributes.get(key)
+            if value is not None and value != "":
+                return value
+    return None
+
+
+def _name_only_calls(runs: list[ToolRun]) -> list[dict[str, Any]]:
+    """When no model span recorded its messages, the tool spans still name the calls the model made."""
+    calls = [chat_call(run.call_id, run.name, ABSENT) for run in sorted(runs, key=lambda r: (r.start_ns, r.span_id))]
+    return [{"role": "assistant", "content": None, "tool_calls": calls}]
+
+
+def _convert(spans: list[Span], read_span: SpanReader, case_keys: tuple[str, ...], agent: str | None
+             ) -> tuple[Converted, str, int]:
+    """One trace's spans -> ``(converted, case_id, start_ns)``; :class:`_SkipTrace` when it cannot be read."""
+    ordered = _ordered(spans)
+    root = ordered[0]
+    broken = check_tree(spans)
+    if broken is not None:
+        raise _SkipTrace(*broken)
+    steps: list[ModelStep] = []
+    runs: list[ToolRun] = []
+    for span in spans:
+        try:
+            item = read_span(span)
+        except UnknownLayout as exc:
+            raise _SkipTrace(str(exc), span.where) from exc
+        if isinstance(item, ModelStep):
+            steps.append(item)
+        elif isinstance(item, ToolRun):
+            runs.append(item)
+    if not steps:
+        raise _SkipTrace("no model span in the trace (no GenAI or OpenInference LLM span)", root.where)
+    assembled = assemble(steps, runs)
+    messages = assembled["messages"]
+    from_tools = not any(m.get("role") == "assistant" for s in steps for m in s.output) and bool(runs)
+    if from_tools:
+        messages = messages + _name_only_calls(runs)
+    case_id = _attribute(ordered, case_keys)
+    fields: dict[str, Any] = {"case_id": str(case_id) if case_id is not None else root.trace_id}
+    trial = _attribute(ordered, ("tooleval.trial",))
+    if trial is not None:
+        fields["trial"] = trial
+    expected = _attribute(ordered, ("tooleval.expected_calls",))
+    if expected is not None:
+        try:
+            fields["expected_calls"] = json.loads(expected) if isinstance(expected, str) else expected
+        except ValueError as exc:
+            raise _SkipTrace("tooleval.expected_calls is not JSON", root.where) from exc
+    name = agent or root.service or "spans"
+    fields["agent"] = {"name": name, "model": assembled["model"]} if assembled["model"] else {"name": name}
+    if assembled["response_id"]:
+        fields["response_id"] = assembled["response_id"]
+    provenance = {"trace_id": root.trace_id, "root_span_id": root.span_id,
+                  "model_span_ids": [s.span_id for s in sorted(steps, key=lambda s: (s.start_ns, s.span_id))],
+                  "tool_span_ids": [r.span_id for r in sorted(runs, key=lambda r: (r.start_ns, r.span_id))],
+                  "response_ids": [s.response_id for s in steps if s.response_id]}
+    metadata: dict[str, Any] = {"spans": provenance}
+    if from_tools:
+        metadata["model_calls_from_tool_spans"] = True
+    trace_fields = {"request": assembled["request"], "executor_calls": assembled["executor_calls"]}
+    return Converted(messages, fields, metadata, trace_fields), fields["case_id"], root.start_ns
+
+
+def import_spans(
+    src: Path,
+    out: Path,
+    *,
+    fmt: str,
+    read_span: SpanReader,
+    description: str,
+    name: str | None = None,
+    revision: str | None = None,
+    references: Path | None = None,
+    agent: str | None = None,
+    case_attribute: str | None = None,
+) -> ImportReport:
+    """Import span files into one dataset folder (shapes and rules: this module's docstring).
+
+    Args:
+        src: A span file or a folder of them (``*.jsonl[.gz]``, ``*.json[.gz]``, ``*.parquet``; name order).
+        out: The dataset folder to write (``dataset.json``, ``cases.jsonl``, ``traces.jsonl.gz``).
+        fmt: ``otlp`` or ``openinference`` (for ``dataset.json``'s ``source``).
+        read_span: The format's span reader.
+        description: ``dataset.json``'s description.
+        name: Dataset name; default: the folder name of ``out``.
+        revision: Dataset revision; default ``"src-"`` + 12 hex digits of the SHA-256 of the bytes read.
+        references: Case lines keyed by ``case_id`` (DESIGN.md "Inputs").
+        agent: Agent name; default: the resource's ``service.name``, else ``spans``.
+        case_attribute: A span attribute naming the case, tried before :data:`CASE_ATTRIBUTES`.
+
+    Returns:
+        The counts: ``read`` = traces plus records that held no readable span; skips by reason with places.
+
+    Raises:
+        UnsafeRevisionError: ``revision`` is unsafe.
+        InputFileError: The source is missing or unreadable, a single JSON document is truncated, or no case
+            could be imported (nothing is written then).
+    """
+    if revision is not None:
+        check_revision(revision)
+    report = ImportReport()
+    digest = new_digest()
+    files = source_files(Path(src), SPAN_PATTERNS)
+    known = _load_references(Path(references), report, digest) if references is not None else None
+    case_keys = ((case_attribute,) if case_attribute else ()) + CASE_ATTRIBUTES
+    spans_read = 0
+    with SpanStore() as store, DatasetStage(Path(out)) as stage:
+        for item in iter_spans(files, digest):
+            if isinstance(item, BadRecord):
+                report.read += 1
+                report.skip(item.reason, item.where)
+                continue
+            store.add(item)
+            spans_read += 1
+        store.stash_table()
+        for spans in store.traces():
+            report.read += 1
+            try:
+                converted, case_id, start = _convert(spans, read_span, case_keys, agent)
+            except _SkipTrace as skip:
+                report.skip(skip.reason, skip.where)
+                continue
+            where = _ordered(spans)[0].where
+            store.stash(case_id, start, spans[0].trace_id, pickle.dumps((converted, where)))
+        writer = _Writer(stage, known, agent or "spans")
+        for body in store.stashed():
+            converted, where = pickle.loads(body)
+            try:
+                writer.add(converted, where, 0, report)
+            except SkipLine as skip:
+                report.skip(skip.reason, where)
+                continue
+            report.converted += 1
+        if known is not None:
+            writer.write_referenced_cases(stage)
+        if not writer.case_count or not report.converted:
+            reasons = "; ".join(f"{reason} ({n})" for reason, n in report.skipped.most_common(3)) or "no spans"
+            raise InputFileError(files[0], None, f"no case could be imported: {reasons}.",
+                                 "pass --references with case lines keyed by the traces' case ids (see "
+                                 "docs/importers.md), or check that the file holds model spans.")
+        report.notes.append(f"{spans_read} spans read ({store.duplicates} exported twice, kept once); one trace "
+                            "is one trajectory.")
+        manifest = {
+            "name": name or Path(out).resolve().name,
+            "revision": revision or "src-" + digest.hexdigest()[:12],
+            "schema_version": 1,
+            "description": description,
+            "license": None,
+            "source": f"{fmt}: " + ", ".join(p.name for p in files),
+        }
+        stage.write_bytes("dataset.json", json_bytes(manifest))
+        report.datasets.append(stage.commit())
+    return report
+
+
+def span_importer(fmt: str, read_span: SpanReader, what: str) -> Callable[..., ImportReport]:
+    """The public ``import_<format>`` function of a span format (arguments: :func:`import_spans`)."""
+
+    def importer(src: Path, out: Path, *, name: str | None = None, revision: str | None = None,
+                 references: Path | None = None, agent: str | None = None,
+                 case_attribute: str | None = None) -> ImportReport:
+        return import_spans(src, out, fmt=fmt, read_span=read_span, name=name, revision=revision,
+                            references=references, agent=agent, case_attribute=case_attribute,
+                            description=f"{what} imported by tooleval ({fmt}).")
+
+    importer.__name__ = importer.__qualname__ = "import_" + fmt.replace("-", "_")
+    importer.__doc__ = (f"Import {what} as a dataset folder (which spans form a case, how a trace names its "
+                        "case, what is kept: :mod:`tooleval.importers._spans`).\n\nArgs, returns and errors: "
+                        ":func:`tooleval.importers._spans.import_spans`.")
+    return importer
