@@ -18,7 +18,9 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import subprocess
 import sys
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -69,11 +71,28 @@ def references(plan: Plan) -> list[dict]:
 def produce(style: str, path: Path, plan: Plan) -> Path:
     """Run every case of ``plan`` through the real instrumentation of ``style``; write OTLP JSON lines to ``path``.
 
+    Runs in a child process: an instrumentor patches the openai module for the whole process, and one left behind
+    (uninstrumenting does not remove every wrapper) would open spans that the next producer's spans hang under.
+
     Args:
         style: ``openllmetry`` or ``openinference``.
         path: The OTLP JSON-lines file to write (appended, as the exporter does).
         plan: What each case's model emits.
+
+    Raises:
+        subprocess.CalledProcessError: The producer failed (its output is in the exception).
     """
+    plan_file = Path(str(path) + ".plan.json")
+    plan_file.write_text(json.dumps({"calls": plan.calls, "corrupt": plan.corrupt, "retried": sorted(plan.retried)}))
+    try:
+        subprocess.run([sys.executable, __file__, style, str(path), str(plan_file)], check=True,
+                       capture_output=True, text=True, timeout=1800)
+    finally:
+        plan_file.unlink()
+    return path
+
+
+def _produce_here(style: str, path: Path, plan: Plan) -> Path:
     import openai
     from opentelemetry.exporter.otlp.json.file import FileSpanExporter
     from opentelemetry.sdk.resources import Resource
@@ -90,13 +109,17 @@ def produce(style: str, path: Path, plan: Plan) -> Path:
     stream = open(path, "a", encoding="utf-8")
     provider = TracerProvider(resource=Resource.create({"service.name": f"{style}-agent"}))
     provider.add_span_processor(BatchSpanProcessor(FileSpanExporter(stream=stream), max_export_batch_size=64))
-    if style == "openllmetry":
-        os.environ["TRACELOOP_TRACE_CONTENT"] = "true"
-        from opentelemetry.instrumentation.openai import OpenAIInstrumentor
-    else:
-        from openinference.instrumentation.openai import OpenAIInstrumentor
-    instrumentor = OpenAIInstrumentor()
-    instrumentor.instrument(tracer_provider=provider)
+    with warnings.catch_warnings():
+        # OpenLLMetry 0.62 declares a pydantic model with a class-based Config, deprecated since pydantic 2.0; the
+        # producer is third-party code under test, so the deprecation is its own and does not fail our tests.
+        warnings.filterwarnings("ignore", "Support for class-based `config` is deprecated", DeprecationWarning)
+        if style == "openllmetry":
+            os.environ["TRACELOOP_TRACE_CONTENT"] = "true"
+            from opentelemetry.instrumentation.openai import OpenAIInstrumentor
+        else:
+            from openinference.instrumentation.openai import OpenAIInstrumentor
+        instrumentor = OpenAIInstrumentor()
+        instrumentor.instrument(tracer_provider=provider)
     try:
         with cs.ChatServer(routes) as server:
             client = openai.OpenAI(base_url=server.base_url, api_key="test", max_retries=0)
@@ -152,3 +175,10 @@ def _tool_span(style: str, tracer, name: str, call_id: str, arguments: str) -> N
             span.set_attribute("gen_ai.tool.name", name)
             span.set_attribute("gen_ai.tool.call.id", call_id)
             span.set_attribute("gen_ai.tool.call.arguments", arguments)
+
+
+if __name__ == "__main__":
+    _style, _path, _plan = sys.argv[1:4]
+    _raw = json.loads(Path(_plan).read_text())
+    _produce_here(_style, Path(_path), Plan([[tuple(c) for c in calls] for calls in _raw["calls"]],
+                                            {int(k): v for k, v in _raw["corrupt"].items()}, set(_raw["retried"])))

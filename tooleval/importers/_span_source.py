@@ -187,9 +187,9 @@ def _iter_document(path: Path, handle: IO[bytes]) -> Iterator[Span | BadRecord]:
                     saw_root = True
                 if event == "start_map" and prefix in (resource_prefix, span_prefix):
                     builder, depth, target = ijson.ObjectBuilder(), 0, prefix
-                elif prefix == "resourceSpans.item" and event == "start_map":
-                    service = None
                 else:
+                    if prefix == "resourceSpans.item" and event == "start_map":
+                        service = None  # a new resource: its spans must not inherit the previous one's name
                     continue
             builder.event(event, value)
             depth += 1 if event in ("start_map", "start_array") else -1 if event in ("end_map", "end_array") else 0
