@@ -64,7 +64,7 @@ def score_folder(folder: Path) -> list[dict]:
         observed = calls_from_messages(line["messages"])
         result = evaluate_row(case, tools, line["messages"], observed, policy=policy)
         rows.append({"dataset_revision": dataset.revision, "case_id": case.case_id, "trial": line["trial"],
-                     "slice": case.slice, "error": None, "recorded_reward": (line.get("metadata") or {}).get("reward"),
+                     "slice": case.slice, "error_kind": None, "recorded_reward": (line.get("metadata") or {}).get("reward"),
                      **result.columns()})
     return rows
 

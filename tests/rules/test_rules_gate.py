@@ -108,8 +108,9 @@ class TestSlices:
 
 
 def test_row_errors_block_unless_configured():
-    rows = [{"case_id": "a", "trial": 0, "slice": None, "f1": None, "error": "ScoringError: boom", "violations": None},
-            {"case_id": "b", "trial": 0, "slice": None, "f1": 1.0, "error": None, "violations": []}]
+    rows = [{"case_id": "a", "trial": 0, "slice": None, "f1": None, "error_kind": "scoring_error",
+             "error_message": "boom", "violations": None},
+            {"case_id": "b", "trial": 0, "slice": None, "f1": 1.0, "error_kind": None, "violations": []}]
     assert evaluate_gate(rows, GateConfig(), today=TODAY).failing_rows[0].rules == ["row_error"]
     assert evaluate_gate(rows, gate("row_errors_block = false\n"), today=TODAY).passed
     # with no scored row at all the opt-out does not help (issue 11: zero scored rows never pass)
