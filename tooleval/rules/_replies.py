@@ -24,13 +24,17 @@ flights?" confirms: tau-bench task 34), and "not sure what/which/..." asks about
 With no affirmative clause: ``refused`` when some clause refuses, negates or defers; ``unclear`` when some clause
 asks, hedges or sets a condition; ``silent`` otherwise. Only ``confirmed`` is a confirmation; ``unclear`` becomes a
 ``missing_confirmation`` whose detail starts with ``unclear`` so that a person can look.
+
+Cost: a set of word lists is compiled once into an index of its phrases by first word (:class:`_WordIndex`), so a
+clause is read in one pass over its own words whatever the lists' length; verdicts are cached per (reply, lists)
+in a bounded LRU, since a corpus repeats its users' replies across rows and trials.
 """
 
 from __future__ import annotations
 
 import re
 from functools import lru_cache
-from typing import Iterable, Literal
+from typing import Literal
 
 __all__ = ["ReplyVerdict", "read_reply", "clauses", "words", "DEFAULT_AFFIRMATIVES", "DEFAULT_NEGATIONS",
            "DEFAULT_NOT_AFFIRMATIVE", "DEFAULT_DEFERRALS", "DEFAULT_REFUSALS", "DEFAULT_HEDGES",
@@ -99,89 +103,165 @@ def words(text: str) -> list[str]:
     return _WORD.findall(_without_data(text).casefold().replace("\u2019", "'"))
 
 
+@lru_cache(maxsize=8192)
+def _phrase_words(phrase: str) -> tuple[str, ...]:
+    """:func:`words` of a list phrase, once per phrase (not again for every clause of every reply)."""
+    return tuple(words(phrase))
+
+
+def _clause_words(part: str) -> list[str]:
+    # a part of a text that went through _without_data holds no data chunk any more (a chunk is a whole
+    # whitespace-delimited run, and what replaced it is punctuation between spaces), so the second pass that
+    # words() would make finds nothing to remove
+    return _WORD.findall(part.casefold().replace("\u2019", "'"))
+
+
 def clauses(text: str) -> list[tuple[int, list[str]]]:
     """The reply's clauses as ``(sentence number, words)`` (see the module docstring); empty clauses dropped."""
     text = _without_data(text)
     return [(n, ws) for n, sentence in enumerate(_SENTENCE.split(text))
-            for part in _BREAK.split(sentence) if part and (ws := words(part))]
+            for part in _BREAK.split(sentence) if part and (ws := _clause_words(part))]
 
 
-@lru_cache(maxsize=8192)
-def _phrase_words(phrase: str) -> tuple[str, ...]:
-    """:func:`words` of a list phrase, once per phrase (issue 9: phrases were tokenised again for every clause of
-    every reply, 1.5 million times for 3,000 tau rows)."""
-    return tuple(words(phrase))
+_LIST_NAMES = ("affirmatives", "negations", "not_affirmative", "deferrals", "refusals", "hedges", "conditions")
+_AFFIRMATIVES, _NEGATIONS, _NOT_AFFIRMATIVE, _DEFERRALS, _REFUSALS, _HEDGES, _CONDITIONS, _POLITE, _REQUESTS = \
+    range(9)
+_HEAD_FILLER = frozenset(_FILLER | {"oh", "um", "uh", "well", "hmm"})
 
 
-def _spans(tokens: list[str], phrases: Iterable[str]) -> list[tuple[int, int]]:
-    found = []
-    for phrase in phrases:
-        parts = _phrase_words(phrase)
-        n = len(parts)
-        if n:
-            first = parts[0]
-            found += [(i, i + n) for i in range(len(tokens) - n + 1)
-                      if tokens[i] == first and tuple(tokens[i:i + n]) == parts]
-    return found
+class _WordIndex:
+    """A set of word lists compiled once: each phrase filed under its first word, so that a clause's words are
+    looked up once each instead of every phrase of every list being tried at every word of the clause.
+
+    ``first`` maps a word to ``(list number, phrase words)`` pairs, in list order and then phrase order (the
+    refusal test takes the first refusal phrase, in list order, that opens a clause). ``missing`` holds the list
+    numbers absent from the caller's dict: reading one raises the ``KeyError`` a dict lookup would, at the moment
+    the reading rule needs it."""
+
+    __slots__ = ("first", "missing")
+
+    def __init__(self, lists: tuple[tuple[str, ...] | None, ...]) -> None:
+        self.first: dict[str, list[tuple[int, tuple[str, ...]]]] = {}
+        self.missing = frozenset(number for number, phrases in enumerate(lists) if phrases is None)
+        for number, phrases in enumerate((*lists, _POLITE_IF, _REQUEST)):
+            for phrase in phrases or ():
+                parts = _phrase_words(phrase)
+                if parts:
+                    self.first.setdefault(parts[0], []).append((number, parts))
+
+    def spans(self, tokens: list[str]) -> dict[int, list[tuple[int, int]]]:
+        """``(start, end)`` word spans of every list's phrases in ``tokens``, by list number (lists with none
+        left out)."""
+        found: dict[int, list[tuple[int, int]]] = {}
+        first = self.first
+        for i, token in enumerate(tokens):
+            for number, parts in first.get(token, ()):
+                n = len(parts)
+                if n == 1 or tuple(tokens[i:i + n]) == parts:
+                    found.setdefault(number, []).append((i, i + n))
+        return found
+
+    def of(self, found: dict[int, list[tuple[int, int]]], number: int) -> list[tuple[int, int]]:
+        """The spans of one list (raises ``KeyError`` naming a list the caller's dict lacks)."""
+        if number in self.missing:
+            raise KeyError(_LIST_NAMES[number])
+        return found.get(number, [])
+
+    def opening(self, tokens: list[str], number: int) -> int | None:
+        """End of the first phrase of list ``number`` (in list order) that starts ``tokens``; ``None`` if none."""
+        if number in self.missing:
+            raise KeyError(_LIST_NAMES[number])
+        if not tokens:
+            return None
+        return next((len(parts) for listed, parts in self.first.get(tokens[0], ())
+                     if listed == number and tuple(tokens[:len(parts)]) == parts), None)
 
 
-def _hedged(tokens: list[str], lists: dict[str, tuple[str, ...]]) -> bool:
-    return any(end >= len(tokens) or tokens[end] not in _WH for _, end in _spans(tokens, lists["hedges"]))
+@lru_cache(maxsize=64)
+def _compiled(lists: tuple[tuple[str, ...] | None, ...]) -> _WordIndex:
+    return _WordIndex(lists)
 
 
-def _conditional(tokens: list[str], lists: dict[str, tuple[str, ...]]) -> bool:
-    polite = {k for start, end in _spans(tokens, _POLITE_IF) for k in range(start, end)}
-    return any(start not in polite for start, _ in _spans(tokens, lists["conditions"]))
+def _index_of(lists: dict[str, tuple[str, ...]]) -> _WordIndex:
+    # keyed by content, not identity: a detector is built per row from the same configured lists, and a dict
+    # passed by a caller may be changed between calls
+    return _compiled(tuple(tuple(lists[name]) if name in lists else None for name in _LIST_NAMES))
 
 
-def _kind(tokens: list[str], lists: dict[str, tuple[str, ...]]) -> str:
-    blocked = {k for start, end in _spans(tokens, lists["not_affirmative"]) for k in range(start, end)}
-    negations = _spans(tokens, lists["negations"])
-    found = sorted((start, end) for start, end in _spans(tokens, lists["affirmatives"])
-                   if not blocked.intersection(range(start, end)))
+def _hedged(tokens: list[str], found: dict, index: _WordIndex) -> bool:
+    return any(end >= len(tokens) or tokens[end] not in _WH for _, end in index.of(found, _HEDGES))
+
+
+def _conditional(found: dict, index: _WordIndex) -> bool:
+    polite = {k for start, end in found.get(_POLITE, ()) for k in range(start, end)}
+    return any(start not in polite for start, _ in index.of(found, _CONDITIONS))
+
+
+def _kind(tokens: list[str], index: _WordIndex) -> str:
+    found = index.spans(tokens)
+    blocked = {k for start, end in index.of(found, _NOT_AFFIRMATIVE) for k in range(start, end)}
+    negations = index.of(found, _NEGATIONS)
+    affirmatives = sorted((start, end) for start, end in index.of(found, _AFFIRMATIVES)
+                          if not blocked.intersection(range(start, end)))
     # the clause's last affirmative decides; a negation anywhere before it in the clause, overlapping it ("please
     # do not go ahead") or right after it ("absolutely not") cancels it
-    last = found[-1] if found else None
+    last = affirmatives[-1] if affirmatives else None
     negated = last is not None and any(
         s < last[0] or (s < last[1] < e) or s == last[1] for s, e in negations)  # "no problem" holds its "no"
     affirmed = last is not None and not negated
     question = tokens[-1] == "?"
     if negated:
         return "negated"
-    if _spans(tokens, lists["deferrals"]):
+    if index.of(found, _DEFERRALS):
         return "deferral"
     if affirmed:
-        request = any(start == 0 for start, _ in _spans(tokens, _REQUEST))
-        if (question and not request) or _conditional(tokens, lists) or _hedged(tokens, lists):
+        request = any(start == 0 for start, _ in found.get(_REQUESTS, ()))
+        if (question and not request) or _conditional(found, index) or _hedged(tokens, found, index):
             return "unclear_affirmative"
         return "affirmative"
     head = [t for t in tokens if t != "?"]
-    while head and head[0] in _FILLER | {"oh", "um", "uh", "well", "hmm"}:
+    while head and head[0] in _HEAD_FILLER:
         head = head[1:]
-    refusal = next((e for s, e in _spans(head, lists["refusals"]) if s == 0), None)
+    refusal = index.opening(head, _REFUSALS)
     if refusal is not None and all(t in _FILLER for t in head[refusal:]):
         return "refusal"
     if question:
         return "question"
-    if _hedged(tokens, lists):
+    if _hedged(tokens, found, index):
         return "hedge"
-    return "condition" if _conditional(tokens, lists) else "neutral"
+    return "condition" if _conditional(found, index) else "neutral"
+
+
+_CACHED_TEXT_LIMIT = 2000
+"""Replies longer than this many characters are read every time: the verdict cache holds short replies only, so
+its memory stays bounded (at most :data:`_VERDICTS` entries of this size)."""
+_VERDICTS = 16384
 
 
 def read_reply(text: str, lists: dict[str, tuple[str, ...]] | None = None) -> ReplyVerdict:
-    """The verdict of one user reply (module docstring).
+    """The verdict of one user reply (module docstring); cached per (reply, lists content).
 
     Args:
         text: The user's reply.
         lists: Word lists by name (``affirmatives``, ``negations``, ``not_affirmative``, ``deferrals``,
-            ``refusals``, ``hedges``, ``conditions``); the defaults of this module when ``None``.
+            ``refusals``, ``hedges``, ``conditions``), each a sequence of phrases (strings); the defaults of this
+            module when ``None`` or empty.
 
     Returns:
         ``"confirmed"``, ``"refused"``, ``"unclear"`` or ``"silent"``.
+
+    Raises:
+        KeyError: ``lists`` lacks a list that reading this reply needs (named by the error).
     """
-    lists = lists or DEFAULT_LISTS
+    index = _index_of(lists or DEFAULT_LISTS)
+    if len(text) > _CACHED_TEXT_LIMIT:
+        return _verdict(text, index)
+    return _cached_verdict(text, index)
+
+
+def _verdict(text: str, index: _WordIndex) -> ReplyVerdict:
     parts = clauses(text)
-    kinds = [_kind(tokens, lists) for _, tokens in parts]
+    kinds = [_kind(tokens, index) for _, tokens in parts]
     last = max((i for i, k in enumerate(kinds) if k in ("affirmative", "unclear_affirmative")), default=None)
     after = kinds if last is None else kinds[last + 1:]
     if any(k in ("negated", "deferral", "refusal") for k in after):
@@ -195,6 +275,9 @@ def read_reply(text: str, lists: dict[str, tuple[str, ...]] | None = None) -> Re
             k in ("question", "condition") for k in same_sentence):
         return "unclear"
     return "confirmed"
+
+
+_cached_verdict = lru_cache(maxsize=_VERDICTS)(_verdict)
 
 
 DEFAULT_LISTS: dict[str, tuple[str, ...]] = {
