@@ -14,7 +14,11 @@ mismatch category ``schema`` (never an f1 or exact-match change: the call is sti
 ``tool_schema`` violation per call with findings — advisory unless gate.toml's ``[tool_schema] blocking_tools``
 names the tool (docs/rules.md).
 
-Cost: a validator is compiled once per tool schema per process (:func:`validator_for`), not per call or per row.
+Cost: a validator is compiled once per tool schema per process (:func:`validator_for`), not per call or per row;
+what the required/unknown and the type checks need from a schema (its declared and required names, whether an
+undeclared parameter is reported, which types each parameter admits) is read once per tool spec into a plan
+(:class:`_ToolPlan`), so a call costs a walk over its own arguments only. jsonschema runs only on a call the plan
+cannot prove free of type errors.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Callable, Literal
 
 import orjson
 from jsonschema import Draft202012Validator
@@ -59,26 +63,6 @@ class SchemaFinding:
         """``{call_index, tool, kind, path, detail}`` (a row column's struct)."""
         return {"call_index": self.call_index, "tool": self.tool, "kind": self.kind, "path": self.path,
                 "detail": self.detail}
-
-
-def _structure(value: Any, schema: Mapping[str, Any], text: str) -> list[tuple[str, str, str]]:
-    """Missing required and unknown parameters, recursively wherever ``properties`` is declared."""
-    found: list[tuple[str, str, str]] = []
-    if isinstance(value, dict) and isinstance(schema.get("properties"), dict):
-        properties = schema["properties"]
-        for name in schema.get("required") or []:
-            if name not in value:
-                found.append(("missing_required", _key_path(text, name), f"required parameter {name!r} is missing"))
-        for name, item in value.items():
-            if name not in properties:
-                if schema.get("additionalProperties") in (None, False):
-                    found.append(("unknown_parameter", _key_path(text, name), f"{name!r} is not a declared parameter"))
-            elif isinstance(properties[name], dict):
-                found += _structure(item, properties[name], _key_path(text, name))
-    elif isinstance(value, list) and isinstance(schema.get("items"), dict):
-        for index, item in enumerate(value):
-            found += _structure(item, schema["items"], f"{text}[{index}]")
-    return found
 
 
 def _path(parts) -> str:
@@ -141,11 +125,17 @@ def _surely_typed(value: Any, schema: Any) -> bool:
 
 
 def _types(args: dict[str, Any], validator: Draft202012Validator) -> list[tuple[str, str, str]]:
-    """Type findings of one argument object, cached per (validator, argument text with its key order: error
-    messages quote values as written) — most rows of a corpus repeat argument objects (issue 9: jsonschema cost
-    ~85 µs a call)."""
-    if _surely_typed(args, validator.schema):  # most calls: no jsonschema pass, no cache key to serialise
+    """Type findings of one argument object: none when :func:`_surely_typed` proves it (most calls: no jsonschema
+    pass, no cache key to serialise), else :func:`_jsonschema_types`."""
+    if _surely_typed(args, validator.schema):
         return []
+    return _jsonschema_types(args, validator)
+
+
+def _jsonschema_types(args: dict[str, Any], validator: Draft202012Validator) -> list[tuple[str, str, str]]:
+    """jsonschema's type findings of one argument object, cached per (validator, argument text with its key order:
+    error messages quote values as written) — most rows of a corpus repeat argument objects, and a jsonschema pass
+    costs ~85 µs a call."""
     try:
         key = (id(validator), orjson.dumps(args))
     except TypeError:  # an integer beyond 64 bits: not cached
@@ -164,6 +154,146 @@ def _types(args: dict[str, Any], validator: Draft202012Validator) -> list[tuple[
 
 _TYPES: dict[tuple[int, bytes], tuple[Draft202012Validator, tuple]] = {}
 _TYPES_LIMIT = 65536
+
+
+class _Shape:
+    """The required/unknown-parameter check of one object or array (sub)schema, compiled once: its declared
+    ``properties``, its ``required`` names, whether an undeclared parameter is reported, and the checks of its
+    property and item subschemas (built the first time a value reaches this level)."""
+
+    __slots__ = ("properties", "required", "report_unknown", "items", "_children", "_item")
+
+    def __init__(self, schema: Mapping[str, Any]) -> None:
+        properties = schema.get("properties")
+        self.properties: dict | None = properties if isinstance(properties, dict) else None
+        self.required = schema.get("required") or []  # iterated as declared (validated by jsonschema separately)
+        # function schemas seldom say additionalProperties: false, and an unexpected parameter is still an error
+        self.report_unknown = schema.get("additionalProperties") in (None, False)
+        items = schema.get("items")
+        self.items: dict | None = items if isinstance(items, dict) else None
+        self._children: dict[str, _Shape | None] | None = None
+        self._item: _Shape | None = None
+
+    @property
+    def inert(self) -> bool:
+        """True when no value can draw a finding here (neither ``properties`` nor ``items`` is declared)."""
+        return self.properties is None and self.items is None
+
+    @staticmethod
+    def _of(schema: Any) -> _Shape | None:
+        """The check of a subschema; ``None`` when it can find nothing (not an object, or a scalar parameter's)."""
+        shape = _Shape(schema) if isinstance(schema, dict) else None
+        return None if shape is None or shape.inert else shape
+
+    def findings(self, value: Any, text: str) -> list[tuple[str, str, str]]:
+        """``(kind, path, detail)`` of the missing required and unknown parameters of ``value`` at path ``text``,
+        recursively wherever ``properties`` is declared."""
+        found: list[tuple[str, str, str]] = []
+        properties = self.properties
+        if properties is not None and isinstance(value, dict):
+            for name in self.required:
+                if name not in value:
+                    found.append(("missing_required", _key_path(text, name), f"required parameter {name!r} is missing"))
+            children = self._children
+            if children is None:
+                children = self._children = {name: self._of(sub) for name, sub in properties.items()}
+            for name, item in value.items():
+                if name not in properties:
+                    if self.report_unknown:
+                        found.append(("unknown_parameter", _key_path(text, name),
+                                      f"{name!r} is not a declared parameter"))
+                elif (child := children[name]) is not None:
+                    found += child.findings(item, _key_path(text, name))
+        elif self.items is not None and isinstance(value, list):
+            if self._item is None:
+                self._item = _Shape(self.items)
+            if not self._item.inert:
+                for index, item in enumerate(value):
+                    found += self._item.findings(item, f"{text}[{index}]")
+        return found
+
+
+def _always(value: Any) -> bool:
+    return True
+
+
+def _never(value: Any) -> bool:
+    return False
+
+
+def _typing_plan(schema: Any) -> Callable[[Any], bool]:
+    """:func:`_surely_typed` with ``schema`` fixed: what depends on the schema alone (known keywords, declared
+    types) is decided here, once; the returned function looks at the value only. Subschema plans are built the
+    first time a value reaches them, so no deeper than the values go."""
+    if schema is True:
+        return _always
+    if not isinstance(schema, dict) or not _PLAIN_KEYWORDS.issuperset(schema):
+        return _never
+    checks: tuple[Callable[[Any], bool], ...] | None = None
+    if "type" in schema:
+        declared = schema["type"]
+        names = declared if isinstance(declared, list) else [declared]
+        found = [_JSON_TYPES.get(name) if isinstance(name, str) else None for name in names]
+        if None in found or not found:  # an unknown type, or none at all ("type": []), holds for no value
+            return _never
+        checks = tuple(found)  # type: ignore[arg-type]
+    if not isinstance(schema.get("additionalProperties", False), bool):
+        return _never
+    properties = schema.get("properties")
+    if properties is not None and not isinstance(properties, dict):
+        return _never
+    items = schema.get("items")
+    if not properties and items is None:
+        if checks is None:
+            return _always
+        if len(checks) == 1:  # a scalar parameter: the type test itself
+            return checks[0]
+    plans: dict[str, Callable[[Any], bool]] = {}
+    item_plan: list[Callable[[Any], bool]] = []
+
+    def plan(value: Any) -> bool:
+        if checks is not None and not (checks[0](value) or any(check(value) for check in checks[1:])):
+            return False
+        if properties and isinstance(value, dict):
+            for key, item in value.items():
+                if key in properties:
+                    sub = plans.get(key)
+                    if sub is None:
+                        sub = plans[key] = _typing_plan(properties[key])
+                    if not sub(item):
+                        return False
+        if items is not None and isinstance(value, list):
+            if not item_plan:
+                item_plan.append(_typing_plan(items))
+            return all(item_plan[0](item) for item in value)
+        return True
+
+    return plan
+
+
+class _ToolPlan:
+    """Everything about one tool's ``parameters`` that does not depend on the call, built once per tool spec."""
+
+    __slots__ = ("spec", "parameters", "shape", "surely_typed")
+
+    def __init__(self, spec: ToolSpec) -> None:
+        self.spec = spec
+        self.parameters = spec.parameters
+        self.shape = _Shape(spec.parameters or {})
+        self.surely_typed = _typing_plan(spec.parameters)
+
+
+_PLANS: dict[int, _ToolPlan] = {}
+"""Compiled plans by ``id(spec)`` (the plan holds the spec, so its id is not reused)."""
+
+
+def _plan_for(spec: ToolSpec) -> _ToolPlan:
+    plan = _PLANS.get(id(spec))
+    if plan is None or plan.spec is not spec or plan.parameters is not spec.parameters:
+        if len(_PLANS) >= _CACHE_LIMIT:
+            _PLANS.clear()
+        plan = _PLANS[id(spec)] = _ToolPlan(spec)
+    return plan
 
 
 _COMPILED: dict[str, Draft202012Validator] = {}
@@ -225,7 +355,12 @@ def schema_findings(calls: list[Call], tools: Mapping[str, ToolSpec]) -> list[Sc
         schema = spec.parameters
         if not schema:
             continue
-        found = _structure(call.args or {}, schema, "") + _types(call.args or {}, validator_for(spec))
+        plan = _plan_for(spec)
+        args = call.args or {}
+        found = plan.shape.findings(args, "")
+        validator = validator_for(spec)  # raises for an invalid schema, even when the call is surely typed
+        if not plan.surely_typed(args):
+            found += _jsonschema_types(args, validator)
         found.sort(key=lambda finding: (finding[1], finding[0]))
         findings += [SchemaFinding(index, call.name, kind, path, detail) for kind, path, detail in found]
     return findings
