@@ -125,6 +125,45 @@ class TestRefusedBeforeAnythingIsWritten:
         assert_refused(result, "traces.jsonl.gz:1: line longer than 1048576 bytes", "TOOLEVAL_MAX_LINE_BYTES")
 
 
+class TestNoLinkUnderTheWorkingState:
+    """A symbolic link anywhere under <out>/.tooleval is refused like one at a layout folder (exit 2), so no stage
+    file, Prefect database, server log, lease or stored generation is written outside --out."""
+
+    @pytest.mark.parametrize("where", [".tooleval/stages", ".tooleval/stages/generation", ".tooleval/prefect",
+                                       ".tooleval/locks", ".tooleval/generations", ".tooleval/prefect/prefect.db",
+                                       ".tooleval/prefect/storage"])
+    def test_run_refuses_it(self, tiny_dataset, tmp_path, where):
+        out, elsewhere = tmp_path / "out", tmp_path / "elsewhere"
+        elsewhere.mkdir()
+        (out / where).parent.mkdir(parents=True)
+        target = elsewhere / "prefect.db" if where.endswith(".db") else elsewhere
+        (out / where).symlink_to(target, target_is_directory=not where.endswith(".db"))
+        result = run_cli(["run", "--dataset", str(tiny_dataset), "--out", str(out), "--run-id", "x"])
+        assert_refused(result, f"{out / where}: is a symbolic link inside the results folder's working state "
+                       "(.tooleval)", "remove the link")
+        assert list(elsewhere.iterdir()) == []
+        assert not (out / "runs").exists() and not (out / "redaction.key").exists()
+
+    def test_gc_refuses_it(self, tmp_path):
+        out, elsewhere = tmp_path / "out", tmp_path / "elsewhere"
+        (elsewhere / "generation").mkdir(parents=True)
+        (elsewhere / "generation" / "kept.parquet").write_bytes(b"not ours")
+        (out / ".tooleval").mkdir(parents=True)
+        (out / ".tooleval" / "stages").symlink_to(elsewhere, target_is_directory=True)
+        assert_refused(run_cli(["gc", "--out", str(out)]), f"{out / '.tooleval' / 'stages'}: is a symbolic link")
+        assert (elsewhere / "generation" / "kept.parquet").read_bytes() == b"not ours"
+
+    def test_the_stage_folder_is_made_without_following_links(self, tmp_path):
+        from tooleval.storage import OutFolderError
+        from tooleval.storage.stages import stage_dir
+
+        (tmp_path / ".tooleval").mkdir()
+        (tmp_path / ".tooleval" / "stages").symlink_to(tmp_path, target_is_directory=True)
+        with pytest.raises(OutFolderError, match="is a symbolic link"):
+            stage_dir(tmp_path, "scoring")
+        assert not (tmp_path / "scoring").exists()
+
+
 def test_gzip_bomb_of_1_gb_stays_small_in_memory(tmp_path):
     """The issue's 1 GB of zeros (a ~1 MB file) reached 2.15 GB of memory; with the default 64 MiB cap the
     refusal costs at most that line (measured in a fresh process: its peak RSS, VmHWM)."""

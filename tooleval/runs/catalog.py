@@ -148,10 +148,15 @@ def collect_garbage(out: str | Path, keep: int | None = None) -> GcReport:
 
     Raises:
         ValueError: ``keep`` < 0.
+        tooleval.storage.OutFolderError: a symbolic link under ``<out>/.tooleval`` (deleting through it would
+            delete files outside ``--out``).
     """
+    from tooleval.storage import check_state_folder
+
     if keep is not None and keep < 0:
         raise ValueError("--keep must be >= 0")
     out = Path(out)
+    check_state_folder(out)
     report = GcReport()
     runs = list_runs(out)
     kept = runs if keep is None else runs[:keep]

@@ -14,7 +14,8 @@ from tooleval.storage._partition import (
 from tooleval.storage._commit import MARKER, committed_files, document_path, read_document, read_marker, recover
 from tooleval.storage._fs import as_location, is_remote, join, tree_of
 from tooleval.storage._lease import LeaseHeldError, RunLease, hold_run
-from tooleval.storage._paths import OutFolderError, check_out_folder, encode_name, ensure_dir, write_bytes
+from tooleval.storage._paths import (OutFolderError, check_out_folder, check_state_folder, encode_name, ensure_dir,
+                                     write_bytes)
 from tooleval.storage._query import (PARTITION_TYPES, PARTITIONING, connect, read_table, scan_parquet_sql,
                                      scan_rows_sql, source_connection)
 from tooleval.storage._versions import CURRENT_VERSIONS, VERSION_COLUMNS, conform, read_versioned
@@ -54,6 +55,7 @@ __all__ = [
     "OutFolderError",
     "encode_name",
     "check_out_folder",
+    "check_state_folder",
     "ensure_dir",
     "write_bytes",
     "CURRENT_VERSIONS",

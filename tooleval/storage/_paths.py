@@ -1,7 +1,10 @@
 """Writing only inside ``--out``: folders are created component by component, and a symbolic link or a file
 where a folder of the results layout should be is refused with a clear error (exit 2), never followed.
 
-``--out`` itself may be a link (the user chose it); everything *inside* it is checked.
+``--out`` itself may be a link (the user chose it); everything *inside* it is checked. Under ``<out>/.tooleval``
+(stage files, Prefect's home, leases, the generation store) no symbolic link is accepted at any depth
+(:func:`check_state_folder`): a link there would send stage files, Prefect's database or a lease outside
+``--out`` (or let ``tooleval gc`` delete files elsewhere).
 """
 
 from __future__ import annotations
@@ -14,10 +17,14 @@ from pathlib import Path
 
 from tooleval.errors import InputFileError
 
-__all__ = ["OutFolderError", "encode_name", "ensure_dir", "safe_target", "check_out_folder", "LAYOUT_DIRS", "write_bytes"]
+__all__ = ["OutFolderError", "encode_name", "ensure_dir", "safe_target", "check_out_folder", "check_state_folder",
+           "LAYOUT_DIRS", "STATE_DIR", "write_bytes"]
 
 LAYOUT_DIRS = ("traces", "rows", "legacy", "runs", "revisions", ".tooleval")
 """Folders ``tooleval`` writes directly under ``--out``."""
+
+STATE_DIR = ".tooleval"
+"""The folder of a results folder's working state: ``stages/``, ``prefect/``, ``locks/``, ``generations/``."""
 
 DOCS = "the README's 'Results layout' section"
 
@@ -144,8 +151,9 @@ def check_out_folder(out: str | Path) -> None:
     """Check, without writing anything, that ``out`` can hold results (a plan's first check).
 
     Raises:
-        OutFolderError: ``out`` is a file; a folder of the layout is a link or a file; ``out`` (or, when it
-            does not exist yet, its nearest existing parent) is not writable.
+        OutFolderError: ``out`` is a file; a folder of the layout is a link or a file; a link stands anywhere
+            under ``.tooleval`` (:func:`check_state_folder`); ``out`` (or, when it does not exist yet, its nearest
+            existing parent) is not writable.
     """
     out = Path(out)
     if out.exists() and not out.is_dir():
@@ -158,10 +166,44 @@ def check_out_folder(out: str | Path) -> None:
             for entry in runs.iterdir():
                 if entry.is_symlink():
                     _check_component(entry)
+        check_state_folder(out)
     probe = _nearest_existing(out.absolute())
     if not os.access(probe, os.W_OK | os.X_OK) or _read_only_mount(probe):
         raise _refuse(out, f"cannot write here ({probe} is read-only).",
                       "choose a writable --out, or fix the folder's permissions.")
+
+
+def check_state_folder(out: str | Path) -> None:
+    """Refuse a symbolic link anywhere under ``<out>/.tooleval`` (folders and files alike), without writing.
+
+    Stage files, Prefect's database, server log and pid file, leases and stored generations are all written
+    under it; a link at any of those paths (``.tooleval/stages``, ``.tooleval/prefect/prefect.db``) would write
+    through it, outside ``--out``. Links that tooleval finds are never followed while looking.
+
+    Raises:
+        OutFolderError: a link (or a file where ``.tooleval`` should be a folder), naming its path; or a folder
+            under it cannot be read.
+    """
+    root = Path(out) / STATE_DIR
+    if not _check_component(root):
+        return
+    stack = [root]
+    while stack:
+        folder = stack.pop()
+        try:
+            with os.scandir(folder) as entries:
+                for entry in entries:
+                    if entry.is_symlink():
+                        raise _refuse(Path(entry.path), "is a symbolic link inside the results folder's working "
+                                      f"state ({STATE_DIR}); tooleval never writes through links, so nothing lands "
+                                      "outside --out.", f"remove the link ({STATE_DIR} holds caches and run state "
+                                      "that tooleval makes again), or point --out at a folder without links.")
+                    if entry.is_dir(follow_symlinks=False):
+                        stack.append(Path(entry.path))
+        except FileNotFoundError:
+            continue  # removed while looking (a finished write's temporary folder)
+        except OSError as exc:
+            raise _os_error(folder, exc) from None
 
 
 def _read_only_mount(path: Path) -> bool:

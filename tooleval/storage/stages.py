@@ -27,6 +27,7 @@ from pydantic import BaseModel, ConfigDict
 
 from tooleval.storage._fs import (RemoteTree, as_location, is_remote, iter_parquet_batches, location_exists,
                                   read_parquet)
+from tooleval.storage._paths import ensure_dir
 
 __all__ = ["StageRef", "GENERATION_SCHEMA", "STAGE_ROW_GROUP", "STAGE_GROUP_TEXT", "write_stage_table", "read_stage_table",
            "iter_stage_batches", "stage_dir"]
@@ -63,13 +64,16 @@ class StageRef(BaseModel):
 
 
 def stage_dir(out: str | Path, stage: str) -> Path | str:
-    """``<out>/.tooleval/stages/<stage>`` (created in a local folder; a URL prefix on object storage)."""
+    """``<out>/.tooleval/stages/<stage>`` (created in a local folder, component by component; a URL prefix on
+    object storage).
+
+    Raises:
+        tooleval.storage.OutFolderError: a link or a file stands on the way (:func:`tooleval.storage.ensure_dir`).
+    """
     location = as_location(out) if isinstance(out, str) else Path(out)
     if isinstance(location, str):
         return f"{location}/.tooleval/stages/{stage}"
-    path = location.resolve() / ".tooleval" / "stages" / stage
-    path.mkdir(parents=True, exist_ok=True)
-    return path
+    return ensure_dir(location.resolve(), f".tooleval/stages/{stage}")
 
 
 STAGE_ROW_GROUP = 4_096
