@@ -125,6 +125,65 @@ class TestRefusedBeforeAnythingIsWritten:
         assert_refused(result, "traces.jsonl.gz:1: line longer than 1048576 bytes", "TOOLEVAL_MAX_LINE_BYTES")
 
 
+class TestEnvironmentValues:
+    """Every TOOLEVAL_* variable is checked before a command does anything: exit 2 naming the variable, its value
+    and the accepted range; no fallback to the default, no traceback, nothing written."""
+
+    @pytest.mark.parametrize(("name", "value", "accepted"), [
+        ("TOOLEVAL_LOCK_TTL_S", "1e999", "a number of seconds in [1, 86400]"),
+        ("TOOLEVAL_LOCK_TTL_S", "abc", "a number of seconds in [1, 86400]"),
+        ("TOOLEVAL_LOCK_TTL_S", "0", "a number of seconds in [1, 86400]"),
+        ("TOOLEVAL_LOCK_TTL_S", "-5", "a number of seconds in [1, 86400]"),
+        ("TOOLEVAL_LOCK_TTL_S", "nan", "a number of seconds in [1, 86400]"),
+        ("TOOLEVAL_MAX_LINE_BYTES", "abc", "an integer number of bytes in [1024, 2147483647]"),
+        ("TOOLEVAL_MAX_LINE_BYTES", "1e6", "an integer number of bytes in [1024, 2147483647]"),
+        ("TOOLEVAL_MAX_LINE_BYTES", "0", "an integer number of bytes in [1024, 2147483647]"),
+        ("TOOLEVAL_MAX_LINE_BYTES", str(2**31), "an integer number of bytes in [1024, 2147483647]"),
+        ("TOOLEVAL_TEST_PUBLISH_PAUSE", "later", "one of written, committed, rolling"),
+    ])
+    def test_a_value_out_of_range_is_refused(self, tiny_dataset, tmp_path, name, value, accepted):
+        out = tmp_path / "out"
+        result = run_cli(["run", "--dataset", str(tiny_dataset), "--out", str(out), "--run-id", "x"], **{name: value})
+        assert_refused(result, f"environment variable {name}={value!r} is not {accepted}.",
+                       f"Fix: set {name} to {accepted}, or unset it (")
+        assert not out.exists()
+
+    @pytest.mark.parametrize("command", [["import", "openai-chat", "x", "--out", "y"], ["runs"], ["sql", "SELECT 1"]])
+    def test_every_command_checks_them(self, tmp_path, command):
+        result = run_cli(command, TOOLEVAL_LOCK_TTL_S="abc")
+        assert_refused(result, "environment variable TOOLEVAL_LOCK_TTL_S='abc'")
+
+    @pytest.mark.parametrize("value", ["/proc/self/nope", "/dev/null", "/dev/null/x"])
+    def test_a_prefect_home_that_cannot_be_a_folder(self, tiny_dataset, tmp_path, value):
+        out = tmp_path / "out"
+        result = run_cli(["run", "--dataset", str(tiny_dataset), "--out", str(out), "--run-id", "x"],
+                         TOOLEVAL_PREFECT_HOME=value)
+        assert_refused(result, f"environment variable TOOLEVAL_PREFECT_HOME={value!r} is not a folder tooleval can "
+                       "write, or a path where one can be created.")
+        assert not out.exists()
+
+    def test_in_range_and_empty_values_are_read(self, monkeypatch):
+        from tooleval.settings import check_environment, lock_ttl_s, max_line_bytes
+
+        monkeypatch.setenv("TOOLEVAL_LOCK_TTL_S", " 0.5e1 ")
+        monkeypatch.setenv("TOOLEVAL_MAX_LINE_BYTES", "1024")
+        assert (lock_ttl_s(), max_line_bytes()) == (5.0, 1024)
+        monkeypatch.setenv("TOOLEVAL_LOCK_TTL_S", "")  # the shell's way to unset it for one command
+        monkeypatch.delenv("TOOLEVAL_MAX_LINE_BYTES")
+        assert (lock_ttl_s(), max_line_bytes()) == (120.0, 64 << 20)
+        check_environment()
+
+    def test_the_error_pickles_with_its_inputs(self):
+        import pickle
+
+        from tooleval.settings import EnvironmentValueError
+
+        error = pickle.loads(pickle.dumps(EnvironmentValueError("TOOLEVAL_LOCK_TTL_S", "abc", "a number", "default 1")))
+        assert (error.variable, error.value, error.path, error.line) == ("TOOLEVAL_LOCK_TTL_S", "abc", None, None)
+        assert str(error) == ("environment variable TOOLEVAL_LOCK_TTL_S='abc' is not a number. Fix: set "
+                              "TOOLEVAL_LOCK_TTL_S to a number, or unset it (default 1).")
+
+
 class TestNoLinkUnderTheWorkingState:
     """A symbolic link anywhere under <out>/.tooleval is refused like one at a layout folder (exit 2), so no stage
     file, Prefect database, server log, lease or stored generation is written outside --out."""

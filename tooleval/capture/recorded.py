@@ -17,7 +17,6 @@ import gzip
 import hashlib
 import json
 import math
-import os
 import re
 import zlib
 from dataclasses import dataclass, field
@@ -26,6 +25,7 @@ from typing import Callable, Iterator
 
 from pydantic import ValidationError
 
+from tooleval import settings
 from tooleval.canonical import json_value_problem, text_holds_no_value_problem
 from tooleval.errors import InputFileError, RowError
 from tooleval.models import RecordedTrace
@@ -59,17 +59,9 @@ def file_digest(path: Path) -> str:
     return digest.hexdigest()
 
 
-MAX_LINE_ENV = "TOOLEVAL_MAX_LINE_BYTES"
-DEFAULT_MAX_LINE_BYTES = 64 << 20
-
-
-def max_line_bytes() -> int:
-    """The longest JSON line read (bytes, after gunzip): ``$TOOLEVAL_MAX_LINE_BYTES`` or 64 MiB. A cap keeps a
-    gzip bomb (1 GB of zeros expands from a 1 MB file) from filling memory before the line error."""
-    try:
-        return max(1024, int(os.environ.get(MAX_LINE_ENV, DEFAULT_MAX_LINE_BYTES)))
-    except ValueError:
-        return DEFAULT_MAX_LINE_BYTES
+MAX_LINE_ENV = settings.MAX_LINE_ENV
+DEFAULT_MAX_LINE_BYTES = settings.DEFAULT_MAX_LINE_BYTES
+max_line_bytes = settings.max_line_bytes
 
 
 def _decode(path: Path, number: int, raw: bytes) -> str:

@@ -55,6 +55,12 @@ def _main(
 ) -> None:
     """Evaluate AI agents' tool calls."""
     _setup_consoles(quiet)
+    from tooleval.settings import check_environment
+
+    try:
+        check_environment()  # a bad TOOLEVAL_* value is refused before any command reads or writes anything
+    except InputFileError as exc:
+        fail(exc)
 
 OutOption = Annotated[Path, typer.Option("--out", help="Results folder.")]
 
@@ -77,12 +83,25 @@ def prefect_environment(out: Path) -> dict[str, str]:
 
     Returns:
         The variables this call set.
+
+    Raises:
+        tooleval.settings.EnvironmentValueError: ``$TOOLEVAL_PREFECT_HOME`` cannot be a folder (exit 2).
+        tooleval.storage.OutFolderError: a symbolic link under ``<out>/.tooleval`` (exit 2).
     """
+    from tooleval.settings import make_prefect_home
+    from tooleval.storage import check_state_folder, ensure_dir
     from tooleval.storage._machine import local_state_dir
 
     location = results_location(out)
     local = location.resolve() if isinstance(location, Path) else location
-    home = os.environ.get("TOOLEVAL_PREFECT_HOME") or str(local_state_dir(local, "prefect"))
+    configured = make_prefect_home()  # $TOOLEVAL_PREFECT_HOME, checked and created
+    if configured is not None:
+        home = str(configured)
+    elif isinstance(local, Path):  # <out>/.tooleval/prefect: no link on the way, nor anywhere under .tooleval
+        check_state_folder(local)
+        home = str(ensure_dir(local, ".tooleval/prefect"))  # where local_state_dir puts it for a folder
+    else:
+        home = str(local_state_dir(local, "prefect"))
     wanted = {
         "PREFECT_HOME": home,
         "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
@@ -94,7 +113,7 @@ def prefect_environment(out: Path) -> dict[str, str]:
     Path(home).mkdir(parents=True, exist_ok=True)
     applied = {}
     for key, value in wanted.items():
-        if key not in os.environ or (key == "PREFECT_HOME" and "TOOLEVAL_PREFECT_HOME" in os.environ):
+        if key not in os.environ or (key == "PREFECT_HOME" and configured is not None):
             os.environ[key] = value
             applied[key] = value
     return applied
@@ -110,7 +129,10 @@ def prefect_session(out: Path, expected_task_runs: list[int] | None = None) -> I
     command are waited for until recorded in final states (at least ``expected_task_runs[0]`` when the caller
     fills it in). Ctrl-C ends the command with exit 130, the interrupted runs recorded ``Crashed``.
     """
-    prefect_environment(out)
+    try:
+        prefect_environment(out)
+    except InputFileError as exc:
+        fail(exc)
     from prefect import tags
     from prefect.settings import PREFECT_API_URL, PREFECT_FLOWS_HEARTBEAT_FREQUENCY, temporary_settings
 

@@ -95,6 +95,7 @@ def run(
     130: interrupted (Ctrl-C; nothing of the run published).
     """
     from tooleval.runs.plan import check_run_id, plan_run
+    from tooleval.settings import make_prefect_home
 
     from tooleval.runs.variability import outcome_from_spec
 
@@ -127,6 +128,7 @@ def run(
         plan = plan_run(dataset, traces, location, run_id, slices=slice_list, agent=live, repeats=repeats,
                         tool_results=tool_results, redact_fields=redact_field, redaction=not no_redaction,
                         gate_config=gate_config, new_redaction_key=new_redaction_key, write_key=False)
+        make_prefect_home()  # a $TOOLEVAL_PREFECT_HOME that cannot be made is refused before the lease is written
     except ValueError as exc:
         err_console.print(f"[bold red]error:[/] {exc}", highlight=False)
         raise typer.Exit(2)

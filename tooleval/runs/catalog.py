@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import base64
 import json
-import os
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -57,7 +56,9 @@ class GcReport:
 def prefect_home(out: Path) -> Path:
     """Prefect's home for runs into ``out``: ``$TOOLEVAL_PREFECT_HOME`` or ``<out>/.tooleval/prefect`` (as the CLI
     sets it)."""
-    return Path(os.environ.get("TOOLEVAL_PREFECT_HOME") or Path(out).resolve() / ".tooleval" / "prefect")
+    from tooleval.settings import prefect_home as configured
+
+    return configured() or Path(out).resolve() / ".tooleval" / "prefect"
 
 
 def _summary(path: Path) -> dict[str, Any] | None:

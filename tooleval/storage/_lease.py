@@ -33,13 +33,14 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from tooleval.errors import InputFileError
+from tooleval.settings import DEFAULT_LOCK_TTL_S, LOCK_TTL_ENV, lock_ttl_s
 from tooleval.storage._paths import ensure_dir
 
 __all__ = ["LeaseHeldError", "RunLease", "hold_run", "lease_for", "lease_ttl", "holder_alive", "process_alive",
            "process_start", "read_lease"]
 
-TTL_ENV = "TOOLEVAL_LOCK_TTL_S"
-DEFAULT_TTL_S = 120.0
+TTL_ENV = LOCK_TTL_ENV
+DEFAULT_TTL_S = DEFAULT_LOCK_TTL_S
 
 
 class LeaseHeldError(InputFileError):
@@ -52,11 +53,12 @@ class LeaseHeldError(InputFileError):
 
 
 def lease_ttl() -> float:
-    """Seconds a lease lives without renewal: ``$TOOLEVAL_LOCK_TTL_S`` or 120."""
-    try:
-        return max(1.0, float(os.environ.get(TTL_ENV, DEFAULT_TTL_S)))
-    except ValueError:
-        return DEFAULT_TTL_S
+    """Seconds a lease lives without renewal: ``$TOOLEVAL_LOCK_TTL_S`` in [1, 86400], or 120.
+
+    Raises:
+        tooleval.settings.EnvironmentValueError: the variable holds anything else (exit 2, naming it).
+    """
+    return lock_ttl_s()
 
 
 def process_start(pid: int) -> str | None:

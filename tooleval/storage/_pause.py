@@ -12,11 +12,11 @@ import os
 import time
 from pathlib import Path
 
+from tooleval.settings import PAUSE_ENV, PAUSE_FILE_ENV, PAUSE_POINTS
+
 __all__ = ["PAUSE_ENV", "PAUSE_FILE_ENV", "POINTS", "pause_point"]
 
-PAUSE_ENV = "TOOLEVAL_TEST_PUBLISH_PAUSE"
-PAUSE_FILE_ENV = "TOOLEVAL_TEST_PUBLISH_PAUSE_FILE"
-POINTS = ("written", "committed", "rolling")
+POINTS = PAUSE_POINTS
 
 
 def pause_point(point: str) -> None:
