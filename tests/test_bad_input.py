@@ -9,6 +9,8 @@ import json
 
 import pyarrow.parquet as pq
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from conftest import TINY_CASES, TINY_TRACES, tool_call, trace, write_dataset
@@ -156,3 +158,240 @@ def test_each_bad_trace_line_costs_only_its_row(tmp_path):
             assert rows[case_id]["f1"] is None and rows[case_id]["trial"] == 0
         summary = json.loads((out / "runs" / "bad" / "summary.json").read_text())
         assert summary["rows"] == 4 + len(bad)
+
+
+def _traces(path, lines: list) -> None:
+    """Write a traces file: dicts as JSON lines, text and bytes as they are."""
+    with path.open("wb") as handle:
+        for line in lines:
+            data = line if isinstance(line, bytes) else (line if isinstance(line, str) else json.dumps(line)).encode()
+            handle.write(data + b"\n")
+
+
+class TestTraceKeysInRange:
+    """A trace line's key — ``case_id`` and ``trial`` — is checked where it is read: a trial is an integer in
+    0..2**31 - 1 (the int32 column), never a boolean or a float; a line whose key cannot be read is an errors.json
+    entry naming the file and the line, and every other line is still indexed."""
+
+    @pytest.mark.parametrize(("trial", "shown"), [
+        (2**63, "9223372036854775808"), (10**30, "1" + "0" * 30), (True, "true"), (2**31, "2147483648"),
+        (-1, "-1"), (1.0, "1.0"), ("0", '"0"'), (None, "null"),
+    ])
+    def test_a_trial_out_of_range_is_an_entry_naming_the_file_and_line(self, tmp_path, trial, shown):
+        from tooleval.capture.recorded import index_traces
+
+        path = tmp_path / "traces.jsonl"
+        _traces(path, [trace("A", 0, []), trace("A", trial, []), trace("B", 0, [])])
+        index = index_traces(path)
+        assert index.keys == {("A", 0): 1, ("B", 0): 3}
+        (error,) = index.errors
+        assert (error.kind, error.case_id, error.trial, error.path, error.line) == (
+            "bad_trace", "A", None, str(path), 2)
+        assert error.message == ("which row the line answers cannot be read: trial must be an integer in "
+                                 f"0..2147483647, not {shown}")
+
+    def test_the_largest_trial_is_a_key(self, tmp_path):
+        from tooleval.capture.recorded import index_traces
+
+        path = tmp_path / "traces.jsonl"
+        _traces(path, [trace("A", 2**31 - 1, [])])
+        assert index_traces(path).keys == {("A", 2**31 - 1): 1}
+
+    @pytest.mark.parametrize(("case_id", "problem"), [
+        (None, "case_id must be a non-empty string, not null"), ("", 'case_id must be a non-empty string, not ""'),
+        (True, "case_id must be a non-empty string, not true"), (["A"], 'case_id must be a non-empty string, not ["A"]'),
+    ])
+    def test_a_case_id_that_names_no_case(self, tmp_path, case_id, problem):
+        from tooleval.capture.recorded import index_traces
+
+        path = tmp_path / "traces.jsonl"
+        _traces(path, [trace("A", 0, []), dict(trace("A", 0, []), case_id=case_id)])
+        (error,) = index_traces(path).errors
+        assert (error.kind, error.case_id, error.line, error.message) == (
+            "bad_trace", None, 2, f"which row the line answers cannot be read: {problem}")
+
+    def test_a_line_too_deep_to_parse_keeps_the_trial_check(self, tmp_path):
+        from tooleval.capture.recorded import index_traces
+
+        path = tmp_path / "traces.jsonl"
+        deep = '{"case_id": "A", "trial": TRIAL, "messages": ' + _deep(100_000) + "}"
+        _traces(path, [deep.replace("TRIAL", str(2**63)), deep.replace("TRIAL", "1.5"), deep.replace("TRIAL", "3")])
+        index = index_traces(path)
+        assert index.keys == {("A", 3): 3}  # that line's row is written with its depth error
+        assert [(e.kind, e.case_id, e.line, e.message) for e in index.errors] == [
+            ("bad_trace", "A", 1, "which row the line answers cannot be read: trial must be an integer in "
+                                  "0..2147483647, not 9223372036854775808"),
+            ("bad_trace", "A", 2, "which row the line answers cannot be read: trial must be an integer in "
+                                  "0..2147483647, not 1.5"),
+        ]
+
+
+class TestTraceLinesThatAreNotObjects:
+    """A traces-file line that is not a JSON object names no row: an ``unreadable_trace`` entry with the file and
+    line, every other line indexed (cases, tools and the manifest stay file errors)."""
+
+    @pytest.mark.parametrize(("line", "problem"), [
+        ("[1, 2]", "a JSON array, not an object"),
+        ('"hello"', "a JSON string, not an object"),
+        ("null", "a JSON null, not an object"),
+        ("42", "a JSON number, not an object"),
+        ('{"case_id": "A", "tri', "not valid JSON (Unterminated string starting at, column 18)"),
+        ("{'case_id': 'A'}", "not valid JSON (Expecting property name enclosed in double quotes, column 2)"),
+        (b'{"case_id": "\xe9"}', "not UTF-8 text (byte 14 of the line: b'\\xe9')"),
+    ])
+    def test_an_entry_naming_the_file_and_line(self, tmp_path, line, problem):
+        from tooleval.capture.recorded import index_traces
+
+        path = tmp_path / "traces.jsonl"
+        _traces(path, [trace("A", 0, []), line, "", trace("B", 0, [])])
+        index = index_traces(path)
+        assert index.keys == {("A", 0): 1, ("B", 0): 4}  # the blank line 3 is counted, not reported
+        (error,) = index.errors
+        assert (error.kind, error.case_id, error.trial, error.path, error.line) == (
+            "unreadable_trace", None, None, str(path), 2)
+        assert error.message == f"{problem}; a trace line must be one JSON object: repair or remove it"
+
+    def test_a_gzip_file_too(self, tmp_path):
+        import gzip
+
+        from tooleval.capture.recorded import index_traces
+
+        path = tmp_path / "traces.jsonl.gz"
+        path.write_bytes(gzip.compress(b'[]\n{"case_id": "A", "trial": 0, "messages": []}\n'))
+        index = index_traces(path)
+        assert index.keys == {("A", 0): 2} and [(e.kind, e.line) for e in index.errors] == [("unreadable_trace", 1)]
+
+    def test_readers_outside_a_run_still_refuse_the_file(self, tmp_path):
+        from tooleval.capture.recorded import iter_trace_lines
+
+        path = tmp_path / "traces.jsonl"
+        _traces(path, [trace("A", 0, []), "null"])
+        with pytest.raises(InputFileError) as info:
+            list(iter_trace_lines(path))
+        assert (info.value.path, info.value.line) == (str(path), 2)
+        assert info.value.problem == "a JSON null, not an object: a trace line must be a JSON object."
+
+
+class TestRepeatedKeys:
+    """An object that repeats a key says two things at once (Python's ``json`` keeps the last silently): in a trace
+    it is a ``duplicate_key`` row naming the key; in cases.jsonl, tools.json and dataset.json a file error naming
+    the line."""
+
+    def test_a_trace_object_keeps_its_row_with_the_error(self, tmp_path):
+        from tooleval.capture.recorded import index_traces, iter_trace_lines, trace_line_problem
+
+        path = tmp_path / "traces.jsonl"
+        _traces(path, [trace("A", 0, []), '{"case_id": "B", "trial": 0, "messages": [], "messages": [{}]}'])
+        assert index_traces(path).keys == {("A", 0): 1, ("B", 0): 2} and index_traces(path).errors == []
+        line = list(iter_trace_lines(path))[1]
+        assert line.kind == "duplicate_key"
+        assert trace_line_problem(line) == ("an object repeats the key 'messages' (JSON readers differ on which "
+                                            "value counts: keep one)")
+
+    def test_a_nested_repeat_is_found_too(self):
+        from tooleval.capture.recorded import read_trace_line
+
+        line = read_trace_line(1, '{"case_id": "A", "trial": 0, "messages": [{"role": "user", "role": "system"}]}')
+        assert (line.kind, line.data["case_id"]) == ("duplicate_key", "A") and "'role'" in line.problem
+
+    @pytest.mark.parametrize("key", ["case_id", "trial"])
+    def test_a_repeated_key_field_names_no_row(self, tmp_path, key):
+        from tooleval.capture.recorded import index_traces
+
+        path = tmp_path / "traces.jsonl"
+        text = '{"case_id": "A", "trial": 0, "messages": []}'.replace(f'"{key}"', f'"{key}": "x", "{key}"', 1)
+        _traces(path, [text])
+        index = index_traces(path)
+        assert index.keys == {}
+        (error,) = index.errors
+        assert (error.kind, error.case_id, error.line) == ("duplicate_key", "A" if key == "trial" else None, 1)
+        assert error.message.startswith(f"an object repeats the key '{key}'")
+
+    @settings(max_examples=300, deadline=None, derandomize=True)
+    @given(st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=4),
+                        lambda inner: st.lists(inner, max_size=3)
+                        | st.lists(st.tuples(st.sampled_from(["a", "b", 'c"', "d\\", "é", ":"]), inner), max_size=4),
+                        max_leaves=15),
+           st.sampled_from([(", ", ": "), (",", ":"), (" ,\n", " :\n ")]))
+    def test_every_repeat_is_found_and_placed(self, value, separators):
+        """Objects drawn as lists of pairs, so keys may repeat, written with any separators: the traces reader marks
+        exactly the lines that repeat a key, and a dataset file is refused exactly then, on the repeated key's line."""
+        import ast
+        from pathlib import Path
+
+        from tooleval.capture.recorded import load_unique_json, read_trace_line
+        from tooleval.canonical import repeated_keys
+
+        text = _pairs_json(value, separators)
+        expected = _repeats(text)
+        assert repeated_keys(text)[0] == expected
+        line = read_trace_line(1, '{"case_id": "A", "trial": 0, "messages": [], "x": ' + text + "}")
+        assert (line.kind == "duplicate_key") is bool(expected)
+        if not expected:
+            assert load_unique_json(Path("f.json"), text) == json.loads(text)
+            return
+        with pytest.raises(InputFileError) as info:
+            load_unique_json(Path("f.json"), text)
+        key = info.value.problem.split("repeats the key ", 1)[1].split(" (", 1)[0]
+        assert ast.literal_eval(key) in expected  # the repr of a drawn key
+        assert 1 <= info.value.line <= text.count("\n") + 1
+
+
+def _pairs_json(value, separators) -> str:
+    """JSON text of a drawn value where a list of (key, value) tuples is an object (keys may repeat)."""
+    comma, colon = separators
+    if isinstance(value, list) and value and all(isinstance(v, tuple) for v in value):
+        return "{" + comma.join(json.dumps(k) + colon + _pairs_json(v, separators) for k, v in value) + "}"
+    if isinstance(value, list):
+        return "[" + comma.join(_pairs_json(v, separators) for v in value) + "]"
+    return json.dumps(value)
+
+
+def _repeats(text: str) -> list[str]:
+    found: list[str] = []
+
+    def hook(pairs):
+        keys = [k for k, _ in pairs]
+        found.extend(k for i, k in enumerate(keys) if k in keys[:i] and k not in found)
+        return dict(pairs)
+
+    json.loads(text, object_pairs_hook=hook)
+    return found
+
+
+@pytest.mark.usefixtures("prefect_harness")
+def test_no_trace_line_stops_the_run(tmp_path):
+    """Every kind of bad traces-file line at once: the run completes (exit 1, no traceback), the good rows are scored
+    as without them, each unusable line is an errors.json entry with its file and line, and the line that repeats a
+    key is its case's error row."""
+    lines = [
+        json.dumps(trace("A", 2**63, [])), json.dumps(trace("A", 10**30, [])), json.dumps(trace("C", True, [])),
+        json.dumps(trace("C", 2**31, [])), json.dumps(dict(trace("A", 5, []), case_id=None)),
+        "[1, 2]", '"text"', "null", '{"case_id": "C", "tri',
+        '{"case_id": "D", "trial": 0, "messages": [], "messages": []}',
+    ]
+    cases = TINY_CASES + [{"case_id": "D", "input": "hi", "expected_calls": []}]
+    folder = write_dataset(tmp_path / "d", cases, TINY_TRACES)
+    with (folder / "traces.jsonl").open("a", encoding="utf-8") as handle:
+        handle.write("".join(line + "\n" for line in lines))
+    out = tmp_path / "results"
+    result = runner.invoke(app, ["run", "--dataset", str(folder), "--out", str(out), "--run-id", "bad"],
+                           env={"COLUMNS": "300"})
+    assert result.exit_code == 1, result.output
+    assert "Traceback" not in result.output
+    table = [r for part in sorted((out / "rows").rglob("*.parquet")) for r in pq.read_table(part).to_pylist()]
+    assert sorted((r["case_id"], r["trial"], r["f1"]) for r in table if r["error_kind"] is None) == [
+        ("A", 0, 1.0), ("A", 1, 0.5), ("B", 0, 0.0), ("C", 0, 1.0)]
+    (row,) = [r for r in table if r["error_kind"] is not None]
+    assert (row["case_id"], row["trial"], row["error_kind"], row["f1"]) == ("D", 0, "duplicate_key", None)
+    assert "repeats the key 'messages'" in row["error_message"]
+    errors = json.loads((out / "runs" / "bad" / "errors.json").read_text())
+    traces_file = str(folder / "traces.jsonl")
+    listed = [(e["kind"], e["line"]) for e in errors if e["path"] == traces_file]
+    assert listed == [("bad_trace", 5), ("bad_trace", 6), ("bad_trace", 7), ("bad_trace", 8), ("bad_trace", 9),
+                      ("unreadable_trace", 10), ("unreadable_trace", 11), ("unreadable_trace", 12),
+                      ("unreadable_trace", 13)]
+    assert [(e["kind"], e["case_id"], e["trial"]) for e in errors if e["path"] is None] == [
+        ("duplicate_key", "D", 0)]
+    summary = json.loads((out / "runs" / "bad" / "summary.json").read_text())
+    assert (summary["rows"], summary["errors"]) == (5, 10)

@@ -257,15 +257,17 @@ class TestBadInputWritesNothing:
         with pytest.raises(InputFileError, match="already belongs to dataset revision 'r1'"):
             _evaluate(dataset=str(other), out=str(out), run_id="good")
 
-    def test_unreadable_traces_line(self, tiny_dataset, tmp_path):
+    def test_an_unreadable_traces_line_is_listed_not_a_file_error(self, tiny_dataset, tmp_path):
+        # one bad line of a traces file never stops the run (cases, tools and the manifest stay file errors)
         out = self._results_with_one_run(tmp_path, tiny_dataset)
-        before = _tree(out)
         with (tiny_dataset / "traces.jsonl").open("a") as handle:
             handle.write("{not json\n")
-        with pytest.raises(InputFileError) as info:
-            _evaluate(dataset=str(tiny_dataset), out=str(out), run_id="good")
-        assert info.value.line == 5
-        assert _tree(out) == before
+        result = _evaluate(dataset=str(tiny_dataset), out=str(out), run_id="good")
+        assert result.summary["rows"] == 4
+        (error,) = result.errors
+        assert (error["kind"], error["path"], error["line"]) == (
+            "unreadable_trace", str(tiny_dataset / "traces.jsonl"), 5)
+        assert error["message"].startswith("not valid JSON (Expecting property name enclosed in double quotes")
 
 
 def test_partition_columns_read_as_strings(bundled_runs):

@@ -107,5 +107,21 @@ class TestRunDocumentGoldens:
         assert drift_document(drift) == drift and drift["drift_version"] == 1
         assert drift["coverage"]["legacy"] == drift["coverage"]["new"] == 200
         errors = json.loads((GOLDEN / "errors_v1.json").read_text())
-        assert errors_document(errors) == errors
+        assert errors_document(errors) == errors  # a version-1 document is a version-2 one
         assert [(e["kind"], e["line"]) for e in errors] == [("unknown_case", 3)]
+
+    def test_errors_v2_kinds_are_the_closed_set(self):
+        """``errors_v2.json`` holds the kinds a traces file's bad lines make (a trial out of range, a line that is
+        not an object, a repeated key); a kind outside :data:`tooleval.storage.ERROR_KINDS` is refused at writing."""
+        from pydantic import ValidationError
+
+        from tooleval.runs.documents import ERRORS_VERSION, errors_document
+        from tooleval.storage import ERROR_KINDS
+
+        errors = json.loads((GOLDEN / "errors_v2.json").read_text())
+        assert ERRORS_VERSION == 2 and errors_document(errors) == errors
+        assert [(e["kind"], e["line"]) for e in errors] == [("bad_trace", 5), ("unreadable_trace", 6),
+                                                            ("duplicate_key", None)]
+        assert {"unreadable_trace", "duplicate_key"} <= set(ERROR_KINDS)
+        with pytest.raises(ValidationError, match="kind"):
+            errors_document([{**errors[0], "kind": "bad_line"}])

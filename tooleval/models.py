@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from datetime import datetime
 from functools import cached_property
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -19,6 +19,7 @@ from tooleval.canonical import canonical_dumps, canonical_json, canonical_loads,
 
 __all__ = [
     "REVISION_PATTERN",
+    "TRIAL_MAX",
     "Call",
     "Case",
     "DatasetManifest",
@@ -33,6 +34,12 @@ __all__ = [
 
 REVISION_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 """A dataset revision / run id: 1–64 of ``[A-Za-z0-9._-]``, starting with a letter or digit (DESIGN.md)."""
+
+TRIAL_MAX = 2**31 - 1
+"""The largest trial index: a trial is an ``int32`` column in rows, trace envelopes and stage files."""
+
+Trial = Annotated[int, Field(strict=True, ge=0, le=TRIAL_MAX)]
+"""A trial index: a JSON integer in ``0..TRIAL_MAX`` (``true`` is not 1, ``1.0`` not 1: a key is read exactly)."""
 
 
 class Call(BaseModel):
@@ -340,7 +347,8 @@ class RecordedTrace(BaseModel):
     model_config = ConfigDict(extra="allow")
 
     case_id: str = Field(min_length=1)
-    trial: int = Field(ge=0)
+    trial: Trial
+    """In ``0..TRIAL_MAX``; a boolean or a float is refused."""
     agent: AgentInfo = Field(default_factory=AgentInfo)
     request_id: str | None = None
     response_id: str | None = None
@@ -361,6 +369,17 @@ class RecordedTrace(BaseModel):
     @classmethod
     def _case_id_text(cls, value: Any) -> Any:
         return str(value) if isinstance(value, int) and not isinstance(value, bool) else value
+
+    @field_validator("executor_calls", mode="after")
+    @classmethod
+    def _executions_in_range(cls, value: list[dict[str, Any]] | None) -> list[dict[str, Any]] | None:
+        # stored as an int32 column: a count out of that range would stop the whole capture stage
+        for i, call in enumerate(value or []):
+            executions = call.get("executions")
+            if executions is not None and (type(executions) is not int or not 0 <= executions <= TRIAL_MAX):
+                raise ValueError(f"executor_calls[{i}].executions must be an integer in 0..{TRIAL_MAX} (times "
+                                 f"the tool ran), not {executions!r}")
+        return value
 
 
 def calls_from_messages(messages: list[dict[str, Any]]) -> list[Call]:

@@ -13,7 +13,7 @@ from typing import Any, Callable, Iterator, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from tooleval.capture.recorded import (TraceLine, iter_trace_lines, parse_trace, read_trace_line,
+from tooleval.capture.recorded import (TraceLine, iter_trace_lines, parse_trace, read_trace_line, trace_key,
                                        trace_line_problem)
 from tooleval.errors import RowError
 
@@ -51,7 +51,7 @@ def _record(path: Path, line: TraceLine, key: tuple[str, Any], seed: int,
     trace = parse_trace(path, line) if problem is None else None
     error = str(trace) if isinstance(trace, RowError) else None
     if problem is not None:
-        error = str(RowError("bad_trace", key[0], key[1], problem, str(path), line.line))
+        error = str(RowError(line.kind, key[0], key[1], problem, str(path), line.line))
     payload = None if problem is not None else json.dumps(transform(line.data) if transform else line.data,
                                                           ensure_ascii=False)
     return {"case_id": key[0], "trial": key[1], "seed": seed, "payload_json": payload, "error": error}
@@ -71,9 +71,11 @@ def _records_at(path: Path, items: list[WorkItem], offsets: list[tuple[int, int]
     with path.open("rb") as handle:
         for key, (item, offset, number) in first.items():
             handle.seek(offset)
-            line = read_trace_line(number, handle.readline().decode("utf-8"))
-            found = line is not None and isinstance(line.data, dict)
-            if not found or (str(line.data.get("case_id")), line.data.get("trial")) != key:
+            try:
+                line = read_trace_line(number, handle.readline().decode("utf-8"))
+            except UnicodeDecodeError:  # it was UTF-8 when planned
+                line = None
+            if line is None or trace_key(line.data) != key:
                 from tooleval.errors import InputFileError
 
                 raise InputFileError(path, None, f"the traces file changed after the run was planned (case "
@@ -119,8 +121,8 @@ def replay_generate(
         return
     wanted = {(item.case_id, item.trial): item for item in items}
     found: dict[tuple[str, int], dict[str, Any]] = {}
-    for line in iter_trace_lines(path):  # a gzip file, or no offsets: read from the start until all are found
-        key = (str(line.data.get("case_id")), line.data.get("trial"))
+    for line in iter_trace_lines(path, keep_unreadable=True):  # a gzip file, or no offsets: read from the start
+        key = trace_key(line.data)  # until all are found; a line naming no row is passed over, as planned
         if key not in wanted or key in found:
             continue
         found[key] = _record(path, line, key, wanted[key].seed, transform)

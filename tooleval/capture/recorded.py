@@ -1,14 +1,28 @@
 """Reading recorded traces files (DESIGN.md "Recorded traces"): JSON lines, optionally gzip-compressed.
 
-A line that is not JSON makes the whole file unreadable (:class:`~tooleval.errors.InputFileError`, exit 2,
-nothing written). A line that is JSON but not a valid recorded trace is a row-level problem: it is reported as a
-:class:`~tooleval.errors.RowError` and the batch goes on.
+One bad line never stops a run: every line is read on its own, and a line that cannot become a scored row is
+reported with its file and line while every other line is scored. What a bad line becomes depends on what can
+still be read of it:
 
-A line that is JSON but holds something no row can keep (issue 11) is row-level too: nesting deeper than
-:data:`tooleval.canonical.MAX_DEPTH` (even 100,000 deep: Python's ``json`` raises ``RecursionError`` on it, which
-is caught here), ``Infinity``/``NaN``/``1e999`` anywhere (``metadata.reward`` included), a lone surrogate
-(``\ud800``) in any text. Its (case, trial) is still planned when the line names them, and that row is written
-with the typed error ``bad_trace`` (:func:`trace_line_problem`); every other row is scored.
+* A line that is not a JSON object — not UTF-8, not JSON (truncated, say), or JSON of another type (an array, a
+  string, a number, ``null``) — names no row: it is an ``errors.json`` entry of kind ``unreadable_trace``.
+* An object whose key fields cannot be read — no usable ``case_id`` (a non-empty string, or an integer), or a
+  ``trial`` that is not an integer in ``0..2**31 - 1`` (:data:`tooleval.models.TRIAL_MAX`: the trial is an int32
+  column; ``true`` is not 1) — names no row either: an ``errors.json`` entry of kind ``bad_trace``
+  (:func:`trace_key`).
+* An object that repeats a key (``{"messages": [...], "messages": [...]}``: Python's ``json`` silently keeps
+  the last) is a row with the error ``duplicate_key`` naming the key, or an ``errors.json`` entry when the repeated
+  key is ``case_id`` or ``trial`` (then which row it answers is itself ambiguous).
+* An object that holds something no row can keep (issue 11) — nesting deeper than
+  :data:`tooleval.canonical.MAX_DEPTH` (even 100,000 deep: Python's ``json`` raises ``RecursionError`` on it, which
+  is caught here), ``Infinity``/``NaN``/``1e999`` anywhere (``metadata.reward`` included), a lone surrogate
+  (``\ud800``) in any text — is a row with the error ``bad_trace`` (:func:`trace_line_problem`).
+* Any other object that is not a valid recorded trace is an ``errors.json`` entry ``bad_trace`` (its case stays
+  unscored; the gate counts it).
+
+What stays a file error (:class:`~tooleval.errors.InputFileError`, exit 2, nothing written) is what concerns the
+whole file: it is missing, not gzip, or a line is longer than :func:`max_line_bytes` (the cap against runaway
+input, which stops reading).
 """
 
 from __future__ import annotations
@@ -18,6 +32,7 @@ import hashlib
 import json
 import math
 import re
+import threading
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,13 +41,14 @@ from typing import Callable, Iterator
 from pydantic import ValidationError
 
 from tooleval import settings
-from tooleval.canonical import json_value_problem, text_holds_no_value_problem
+from tooleval.canonical import (DuplicateKeyError, json_type_name, json_value_problem, reject_duplicate_keys,
+                                repeated_key_at, repeated_keys, text_holds_no_value_problem)
 from tooleval.errors import InputFileError, RowError
-from tooleval.models import RecordedTrace
+from tooleval.models import TRIAL_MAX, RecordedTrace
 
 __all__ = [
     "TraceLine", "TraceIndex", "iter_json_lines", "iter_trace_lines", "index_traces", "file_digest",
-    "trace_line_problem",
+    "trace_line_problem", "trace_key", "read_trace_line", "load_unique_json",
 ]
 
 
@@ -43,7 +59,11 @@ class TraceLine:
     line: int
     data: dict
     problem: str | None = None
-    """Why the line cannot become a row (then ``data`` holds only what could be read: its case id and trial)."""
+    """Why the line cannot become a scored row (then ``data`` holds what could be read: for a line too deep to
+    parse, only its case id and trial; for a line that is not a JSON object, nothing)."""
+    kind: str = "bad_trace"
+    """The error kind of ``problem`` (:data:`tooleval.storage.ERROR_KINDS`): ``bad_trace``, ``duplicate_key`` or
+    ``unreadable_trace`` (the line is not a JSON object)."""
     plain: bool = False
     """The line's text alone proves :func:`~tooleval.canonical.json_value_problem` finds nothing in ``data``
     (:func:`~tooleval.canonical.text_holds_no_value_problem`, on a line the strict first reading parsed, so it holds
@@ -72,14 +92,18 @@ def _decode(path: Path, number: int, raw: bytes) -> str:
                              f"{raw[exc.start:exc.start + 1]!r}).", "save the file as UTF-8.") from None
 
 
-def parse_json_line(path: Path, number: int, text: str) -> object:
+def parse_json_line(path: Path, number: int, text: str, *, unique_keys: bool = False) -> object:
     """One line parsed as JSON.
 
+    Args:
+        unique_keys: Refuse an object that repeats a key (:func:`load_unique_json`).
+
     Raises:
-        InputFileError: not JSON, or nested deeper than the parser allows (file and line named).
+        InputFileError: not JSON, nested deeper than the parser allows, or (``unique_keys``) an object repeats a
+            key (file and line named).
     """
     try:
-        return json.loads(text)
+        return load_unique_json(path, text, number) if unique_keys else json.loads(text)
     except json.JSONDecodeError as exc:
         raise InputFileError(
             path, number, f"not valid JSON ({exc.msg}, column {exc.colno}).", "repair or remove that line."
@@ -87,6 +111,34 @@ def parse_json_line(path: Path, number: int, text: str) -> object:
     except RecursionError:
         raise InputFileError(path, number, "nested too deeply to read (JSON arrays/objects inside each other "
                              "beyond Python's recursion limit).", "flatten or remove that line.") from None
+
+
+def load_unique_json(path: Path, text: str, line: int | None = None) -> object:
+    """JSON ``text`` read from ``path`` as ``json.loads`` reads it, refusing an object that repeats a key: readers
+    differ on which value counts (Python's ``json`` keeps the last one silently), so the file says two things at
+    once.
+
+    Args:
+        path: The file, for messages.
+        text: Its JSON text: one line of a JSON-lines file, or the whole file.
+        line: The text's line number in the file; ``None`` when ``text`` is the whole file (lines are counted in it).
+
+    Raises:
+        json.JSONDecodeError: not JSON (the caller words it).
+        RecursionError: nested deeper than Python's parser allows (the caller words it).
+        InputFileError: an object repeats a key (naming the file, the line of the repeated key and the key).
+    """
+    try:
+        return _UNIQUE_KEYS.decode(text)
+    except DuplicateKeyError as exc:
+        found = repeated_key_at(text)
+        key, offset = found if found is not None else (exc.key, 0)
+        number = line if line is not None else text.count("\n", 0, offset) + 1
+        raise InputFileError(path, number, f"an object repeats the key {key!r} (JSON readers differ on which value "
+                             "counts; Python's json keeps the last one silently).", "keep one of the two.") from None
+
+
+_UNIQUE_KEYS = json.JSONDecoder(object_pairs_hook=reject_duplicate_keys)
 
 
 def _raw_lines(handle, cap: int, chunk: int = 1 << 20) -> Iterator[bytes | None]:
@@ -114,19 +166,22 @@ def _raw_lines(handle, cap: int, chunk: int = 1 << 20) -> Iterator[bytes | None]
 
 
 def iter_json_lines(path: Path, *, missing: str, fix: str,
-                    parse_line: Callable[[int, str], TraceLine | None] | None = None) -> Iterator[TraceLine]:
+                    parse_line: Callable[[int, bytes], TraceLine | None] | None = None,
+                    unique_keys: bool = False) -> Iterator[TraceLine]:
     """Yield every non-blank line of a JSON-lines file (``.gz`` read as gzip) as parsed JSON, with its number.
 
     Args:
         path: The file.
         missing: Problem text when the file does not exist.
         fix: Fix text when the file does not exist.
-        parse_line: Reads one line ``(number, text)`` instead of ``json.loads``; returning ``None`` falls back to
-            ``json.loads`` (the traces reader uses it to keep row-level problems row-level).
+        parse_line: Reads one line ``(number, its bytes)`` instead of this reader (the traces reader uses it to
+            keep every line's problem to that line); it returns ``None`` for a blank line.
+        unique_keys: Refuse a line in which an object repeats a key (:func:`load_unique_json`).
 
     Raises:
-        InputFileError: the file is missing or not gzip; a line is longer than :func:`max_line_bytes`, not
-            UTF-8, not JSON or nested too deeply (file and line named).
+        InputFileError: the file is missing or not gzip; a line is longer than :func:`max_line_bytes`; without
+            ``parse_line``, a line is not UTF-8, not JSON, nested too deeply, or (``unique_keys``) repeats a key
+            (file and line named).
     """
     cap = max_line_bytes()
     opener = gzip.open if path.name.endswith(".gz") else open
@@ -137,14 +192,15 @@ def iter_json_lines(path: Path, *, missing: str, fix: str,
                     raise InputFileError(path, number, f"line longer than {cap} bytes (the cap against runaway "
                                          "or decompression-bomb input).", f"split the line, or raise the cap "
                                          f"with {MAX_LINE_ENV}=<bytes>.")
+                if parse_line is not None:
+                    line = parse_line(number, raw)
+                    if line is not None:
+                        yield line
+                    continue
                 text = _decode(path, number, raw)
                 if not text.strip():
                     continue
-                special = parse_line(number, text) if parse_line is not None else None
-                if special is not None:
-                    yield special
-                    continue
-                yield TraceLine(number, parse_json_line(path, number, text.rstrip()))
+                yield TraceLine(number, parse_json_line(path, number, text.rstrip(), unique_keys=unique_keys))
     except FileNotFoundError:
         raise InputFileError(path, None, missing, fix) from None
     except IsADirectoryError:
@@ -157,8 +213,18 @@ def iter_json_lines(path: Path, *, missing: str, fix: str,
                              "check that it exists and is readable.") from None
 
 
-_CASE_ID = re.compile(r'"case_id"\s*:\s*("(?:[^"\\]|\\.)*"|-?\d+)')
-_TRIAL = re.compile(r'"trial"\s*:\s*(-?\d+)\b')
+_SCALAR = r'("(?:[^"\\]|\\.)*"|-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?|true|false|null)'
+_CASE_ID = re.compile(r'"case_id"\s*:\s*' + _SCALAR)
+_TRIAL = re.compile(r'"trial"\s*:\s*' + _SCALAR)
+"""A line too deep to parse is read for its key by these (the first ``"case_id"`` and ``"trial"`` members of the
+text); the value is then checked as any line's (:func:`trace_key`): ``1.5`` or ``true`` is no trial."""
+
+UNREADABLE = "unreadable_trace"
+"""Error kind of a line that is not a JSON object (not UTF-8, not JSON, or JSON of another type)."""
+DUPLICATE_KEY = "duplicate_key"
+"""Error kind of a trace object that repeats a key."""
+KEY_FIELDS = ("case_id", "trial")
+"""The fields that say which row a line answers."""
 
 
 class _NotFinite(ValueError):
@@ -176,31 +242,110 @@ def _finite(text: str) -> float:
     return value
 
 
-_FINITE_NUMBERS = json.JSONDecoder(parse_constant=_refuse_constant, parse_float=_finite)
+_REPEATS = threading.local()
+"""Whether the line this thread is reading repeats a key in some object (shard tasks may share a process)."""
+
+
+def _note_repeats(pairs: list[tuple[str, object]]) -> dict:
+    obj = dict(pairs)
+    if len(obj) != len(pairs):
+        _REPEATS.found = True
+    return obj
+
+
+_FINITE_NUMBERS = json.JSONDecoder(parse_constant=_refuse_constant, parse_float=_finite,
+                                   object_pairs_hook=_note_repeats)
 """Reads a line exactly as ``json.loads`` does (``float(text)`` for each float) but raises on ``NaN``,
 ``Infinity`` and a float out of range, so that no scan of the text is needed to rule them out (issue 9: a regular
-expression over each ~1 KB bfcl line cost ~60 µs, more than the parse)."""
+expression over each ~1 KB bfcl line cost ~60 µs, more than the parse). It also notes an object that repeats a
+key, which ``json.loads`` would hide (about 1.3 times the plain parse's CPU time on tau-bench and bfcl lines)."""
 
 
-def _read_trace_line(number: int, text: str) -> TraceLine | None:
-    """Read one traces-file line; a line Python's ``json`` cannot read for its depth becomes a :class:`TraceLine`
-    with a problem (its case id and trial recovered from the first ``"case_id"`` and ``"trial"`` members of the
-    text). ``None`` for a line that is not JSON: the reader reports that as a file error."""
+def _read_trace_line(number: int, text: str) -> TraceLine:
+    """Read one (non-blank) traces-file line; whatever is wrong with it becomes the :class:`TraceLine`'s problem,
+    never an exception (the module docstring lists what each problem becomes)."""
     try:
         try:
-            return TraceLine(number, _FINITE_NUMBERS.decode(text), plain=text_holds_no_value_problem(text))
+            _REPEATS.found = False
+            data = _FINITE_NUMBERS.decode(text)
+            plain, repeats = text_holds_no_value_problem(text), _REPEATS.found
         except _NotFinite:  # read it as Python's json does; trace_line_problem then names the number
-            return TraceLine(number, json.loads(text), plain=False)
-    except RecursionError:
-        data: dict = {}
-        case_id, trial = _CASE_ID.search(text), _TRIAL.search(text)
-        if case_id is not None:
-            data["case_id"] = str(json.loads(case_id.group(1)))
-        if trial is not None:
-            data["trial"] = int(trial.group(1))
+            data, plain, repeats = json.loads(text), False, True  # (repeats: not known, looked for below)
+    except RecursionError:  # too deep for Python's json: what the text says of its key is all that is read
+        data = {}
+        for name, found in (("case_id", _CASE_ID.search(text)), ("trial", _TRIAL.search(text))):
+            if found is not None:
+                data[name] = json.loads(found.group(1))
         return TraceLine(number, data, "nested too deep for a JSON reader (Python's recursion limit)")
-    except ValueError:
-        return None
+    except ValueError as exc:  # json.JSONDecodeError: truncated, or not JSON at all
+        where = f", column {exc.colno}" if isinstance(exc, json.JSONDecodeError) else ""
+        return TraceLine(number, {}, f"not valid JSON ({getattr(exc, 'msg', exc)}{where})", kind=UNREADABLE)
+    if not isinstance(data, dict):
+        return TraceLine(number, {}, f"a JSON {json_type_name(data)}, not an object", kind=UNREADABLE)
+    anywhere, top = repeated_keys(text) if repeats else ([], [])
+    if anywhere:
+        named = ", ".join(repr(key) for key in anywhere)
+        if any(key in KEY_FIELDS for key in top):  # which row the line answers is itself ambiguous
+            data = {key: value for key, value in data.items() if key not in top}
+        return TraceLine(number, data, f"an object repeats the key {named} (JSON readers differ on which value "
+                         "counts: keep one)", kind=DUPLICATE_KEY)
+    return TraceLine(number, data, plain=plain)
+
+
+def _read_trace_bytes(number: int, raw: bytes) -> TraceLine | None:
+    """:func:`_read_trace_line` of a line's bytes; ``None`` for a blank line."""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return TraceLine(number, {}, f"not UTF-8 text (byte {exc.start + 1} of the line: "
+                         f"{raw[exc.start:exc.start + 1]!r})", kind=UNREADABLE)
+    text = text.rstrip()  # the line's end: a truncated line is then named for what it lacks
+    return _read_trace_line(number, text) if text else None
+
+
+def _shown(value: object) -> str:
+    """A value as the JSON a user wrote, cut to 40 characters."""
+    try:
+        text = json.dumps(value, ensure_ascii=False)
+    except (TypeError, ValueError):
+        text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def trace_key(data: dict) -> tuple[str, int] | str:
+    """The ``(case_id, trial)`` a trace object answers, or why it names none.
+
+    Args:
+        data: A trace line's object.
+
+    Returns:
+        ``(case_id, trial)`` when ``case_id`` is a non-empty string (or an integer, read as its text) and ``trial``
+        an integer in ``0..TRIAL_MAX`` (:data:`tooleval.models.TRIAL_MAX`; a boolean or a float is refused, not
+        read as 1); otherwise the problem, in words (``"trial must be an integer in 0..2147483647, not true"``).
+    """
+    problems = []
+    case_id = data.get("case_id")
+    if type(case_id) is int:
+        case_id = str(case_id)
+    if "case_id" not in data:
+        problems.append("case_id is missing")
+    elif not isinstance(case_id, str) or not case_id:
+        problems.append(f"case_id must be a non-empty string, not {_shown(case_id)}")
+    trial = data.get("trial")
+    if "trial" not in data:
+        problems.append("trial is missing")
+    elif type(trial) is not int or not 0 <= trial <= TRIAL_MAX:
+        problems.append(f"trial must be an integer in 0..{TRIAL_MAX}, not {_shown(trial)}")
+    return "; ".join(problems) if problems else (case_id, trial)
+
+
+def _readable_case(data: dict) -> str | None:
+    """The line's case id when it is usable, even though its trial is not (the case is then not also listed as
+    lacking a trace)."""
+    case_id = data.get("case_id")
+    if type(case_id) is int:
+        return str(case_id)
+    return case_id if isinstance(case_id, str) and case_id else None
 
 
 def trace_line_problem(line: TraceLine) -> str | None:
@@ -210,20 +355,25 @@ def trace_line_problem(line: TraceLine) -> str | None:
     return None if line.plain else json_value_problem(line.data)
 
 
-def iter_trace_lines(path: Path) -> Iterator[TraceLine]:
-    """Yield every non-blank line of a traces file as a parsed JSON object.
+def iter_trace_lines(path: Path, *, keep_unreadable: bool = False) -> Iterator[TraceLine]:
+    """Yield every non-blank line of a traces file, each read on its own (:func:`read_trace_line`).
 
-    A line nested too deep for Python's ``json`` is yielded with :attr:`TraceLine.problem` set (a row-level
-    problem), not raised.
+    Args:
+        path: A traces file (``.gz`` read as gzip).
+        keep_unreadable: Yield a line that is not a JSON object too (:attr:`TraceLine.kind`
+            ``unreadable_trace``, empty ``data``) instead of refusing the file: what a run does, so that one bad
+            line never stops it.
 
     Raises:
-        InputFileError: the file is missing, not gzip/UTF-8, or a line is not a JSON object.
+        InputFileError: the file is missing, not gzip, or a line is longer than :func:`max_line_bytes`; unless
+            ``keep_unreadable``, a line is not a JSON object (file and line named).
     """
     for line in iter_json_lines(path, missing="traces file not found.", fix="check the --traces path.",
-                                parse_line=_read_trace_line):
-        if not isinstance(line.data, dict):
-            raise InputFileError(path, line.line, "a trace line must be a JSON object.",
-                                 "see the README's 'Datasets' section for the recorded trace format.")
+                                parse_line=_read_trace_bytes):
+        if line.kind == UNREADABLE and not keep_unreadable:
+            raise InputFileError(path, line.line, f"{line.problem}: a trace line must be a JSON object.",
+                                 "repair or remove that line (the README's 'Datasets' section has the recorded "
+                                 "trace format).")
         yield line
 
 
@@ -240,9 +390,10 @@ class TraceIndex:
     """Whether any valid line records its generation request (``request``)."""
 
 
-def read_trace_line(number: int, text: str) -> TraceLine | None:
+def read_trace_line(number: int, text: str) -> TraceLine:
     """Read one traces-file line as :func:`iter_trace_lines` does (public for readers that seek to a line by its
-    byte offset: the replay agent); ``None`` when the text is not JSON."""
+    byte offset: the replay agent). Never raises: a line that is not a JSON object comes back with the problem
+    kind ``unreadable_trace`` and empty ``data``."""
     return _read_trace_line(number, text)
 
 
@@ -266,31 +417,45 @@ def parse_trace(path: Path, line: TraceLine) -> RecordedTrace | RowError:
 
 
 def index_traces(path: Path) -> TraceIndex:
-    """Scan a traces file once: digest, keys and unusable lines (duplicate keys, invalid traces).
+    """Scan a traces file once: digest, keys and unusable lines, each with its file and line.
 
-    A line with a row-level problem (:func:`trace_line_problem`) keeps its key when it names one: its row is
-    written with the error by the replay agent.
+    A line that is not a JSON object, or whose key cannot be read (:func:`trace_key`), is listed in
+    :attr:`TraceIndex.errors` (``unreadable_trace``, ``bad_trace``, or ``duplicate_key`` when the repeated key is
+    ``case_id`` or ``trial``), as is a line that is not a valid recorded trace and a second line for the same key.
+    A line with a row-level problem (:func:`trace_line_problem`, a repeated key) keeps its key: its row is written
+    with the error by the replay agent.
 
     Raises:
-        InputFileError: see :func:`iter_trace_lines`.
+        InputFileError: the file is missing, not gzip, or holds a line longer than :func:`max_line_bytes`.
     """
     index = TraceIndex(path=path, digest=file_digest(path))
-    for line in iter_trace_lines(path):
-        if line.problem is not None and isinstance(line.data.get("trial"), int) and "case_id" in line.data:
-            trace = RecordedTrace.model_construct(case_id=line.data["case_id"], trial=line.data["trial"])
+    for line in iter_trace_lines(path, keep_unreadable=True):
+        if line.kind == UNREADABLE:
+            index.errors.append(RowError(UNREADABLE, None, None, f"{line.problem}; a trace line must be one JSON "
+                                         "object: repair or remove it", str(path), line.line))
+            continue
+        key = trace_key(line.data)
+        if isinstance(key, str):
+            if line.kind == DUPLICATE_KEY:
+                problem, kind = f"{line.problem}; so which row it answers is not known", DUPLICATE_KEY
+            else:
+                problem, kind = f"which row the line answers cannot be read: {key}", "bad_trace"
+            index.errors.append(RowError(kind, _readable_case(line.data), None, problem, str(path), line.line))
+            continue
+        if line.problem is not None:
+            trace = RecordedTrace.model_construct(case_id=key[0], trial=key[1])
         else:
             trace = parse_trace(path, line)
         if isinstance(trace, RowError):
             index.errors.append(trace)
             continue
-        key = (trace.case_id, trace.trial)
         index.has_requests = index.has_requests or trace.request is not None
         if key in index.keys:
             index.errors.append(
                 RowError(
                     "bad_trace",
-                    trace.case_id,
-                    trace.trial,
+                    key[0],
+                    key[1],
                     f"duplicate (case_id, trial); the line {index.keys[key]} copy is used",
                     str(path),
                     line.line,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 from rich.table import Table
 
@@ -37,10 +38,12 @@ def print_run(result) -> None:
         console.print(format_variability(variability), highlight=False)
     if result.errors:
         errors = Table(title=f"Errors ({len(result.errors)}; details in errors.json)")
-        for column in ("kind", "case", "trial", "message"):
+        for column in ("kind", "case", "trial", "line", "message"):
             errors.add_column(column)
         for error in result.errors[:ERRORS_LISTED]:
-            errors.add_row(error["kind"], str(error["case_id"]), fmt(error["trial"]), error["message"])
+            # a traces-file line that names no case is found by its file and line
+            where = f"{Path(error['path']).name}:{error['line']}" if error.get("path") and error.get("line") else "-"
+            errors.add_row(error["kind"], str(error["case_id"]), fmt(error["trial"]), where, error["message"])
         _unless_quiet(False).print(errors)
         if len(result.errors) > ERRORS_LISTED:
             _unless_quiet(False).print(f"... and {len(result.errors) - ERRORS_LISTED:,} more errors (all in "

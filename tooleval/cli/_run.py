@@ -8,6 +8,7 @@ from typing import Annotated, Optional
 import typer
 
 from tooleval.errors import InputFileError
+from tooleval.models import TRIAL_MAX
 
 from tooleval.cli._app import (OutOption, _bundled_dataset, app, console, err_console, fail, open_results,
                                prefect_session, results_location)
@@ -67,7 +68,8 @@ def run(
     = "replay",
     base_url: Annotated[Optional[str], typer.Option(help="Live agent: the server's base URL (…/v1).")] = None,
     model: Annotated[Optional[str], typer.Option(help="Live agent: model name.")] = None,
-    repeats: Annotated[int, typer.Option(min=1, help="Live agent: trials per case (seed = trial index).")] = 1,
+    repeats: Annotated[int, typer.Option(min=1, max=TRIAL_MAX + 1, help="Live agent: trials per case (seed = trial "
+                                         "index; every trial fits its int32 column).")] = 1,
     temperature: Annotated[float, typer.Option(help="Live agent: sampling temperature.")] = 0.0,
     max_steps: Annotated[int, typer.Option(min=1, help="Live agent: model calls per trial with --tool-results.")]
     = 1,

@@ -20,6 +20,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from tooleval.errors import InputFileError
+from tooleval.storage._row import ErrorKind
 
 __all__ = ["SUMMARY_VERSION", "DRIFT_VERSION", "ERRORS_VERSION", "RunSummary", "ErrorEntry", "DriftDocument",
            "read_summary", "summary_document", "errors_document", "drift_document", "DOCUMENT_MODELS"]
@@ -28,8 +29,11 @@ SUMMARY_VERSION = 1
 """Version of :class:`RunSummary`. History: 0 — unversioned summaries (same keys, no ``summary_version``); 1 — the
 typed summary (``summary_version``, ``versions.summary`` / ``errors`` / ``drift``)."""
 
-ERRORS_VERSION = 1
-"""Version of the ``errors.json`` entries (:class:`ErrorEntry`), recorded as ``summary.versions.errors``."""
+ERRORS_VERSION = 2
+"""Version of the ``errors.json`` entries (:class:`ErrorEntry`), recorded as ``summary.versions.errors``. History:
+1 — ``kind`` any text; 2 — ``kind`` one of the closed set :data:`tooleval.storage.ERROR_KINDS` (which added
+``unreadable_trace`` and ``duplicate_key``). Every version-1 document is a version-2 document: its kinds were
+already of that set."""
 
 DRIFT_VERSION = 1
 """Version of :class:`DriftDocument`. History: 0 — unversioned; 1 — typed, with ``drift_version``."""
@@ -152,10 +156,10 @@ class RunSummary(_Document):
 class ErrorEntry(_Document):
     """One entry of ``runs/<run>/errors.json``: a trace or row the run could not score.
 
-    ``kind`` is the row error kind (:data:`tooleval.storage.ERROR_KINDS`) or ``unknown_case`` / ``missing_trace``;
+    ``kind`` is one of the closed set :data:`tooleval.storage.ERROR_KINDS` (its docstring says what each means);
     ``path`` and ``line`` (1-based) name the input where the problem was found, when there is one."""
 
-    kind: str
+    kind: ErrorKind
     case_id: str | None = None
     trial: int | None = None
     message: str

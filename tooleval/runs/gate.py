@@ -29,7 +29,8 @@ stay in the Parquet files)."""
 GATE_BATCH_ROWS = 5_000
 """Rows read into Python at once by the gate (one Parquet record batch)."""
 
-_UNSCORED_KINDS = ("missing_trace", "unknown_case", "bad_trace", "generation_error")
+_UNSCORED_KINDS = ("missing_trace", "unknown_case", "bad_trace", "generation_error", "unreadable_trace",
+                   "duplicate_key")
 """``errors.json`` kinds that stand for a (case, trial) without a row (a row that exists carries its own error)."""
 
 
@@ -93,8 +94,8 @@ def unscored_rows(rows: list[dict[str, Any]], scope: Mapping[str, str | None] | 
         errors: ``errors.json`` entries (``kind``, ``case_id``, ``trial``, ``message``, ``line``).
 
     Returns:
-        One row per (case, trial) named by an error of kind ``missing_trace``, ``unknown_case``, ``bad_trace``
-        or ``generation_error`` that has no row, then one per case of ``scope`` still without any row, in that
+        One row per (case, trial) named by an error of kind ``missing_trace``, ``unknown_case``, ``bad_trace``,
+        ``generation_error``, ``unreadable_trace`` or ``duplicate_key`` that has no row, then one per case of ``scope`` still without any row, in that
         order. Each has ``error_kind`` and ``error_message`` (from ``errors.json``), ``unscored`` true and null metrics. A line that named
         no case gets the case id ``<traces line N>`` so that JUnit can name it.
     """

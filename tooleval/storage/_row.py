@@ -33,12 +33,26 @@ checks (``schema_findings``, the mismatch category ``schema`` and the violation 
 row's error as ``error_kind`` (closed vocabulary) and ``error_message`` instead of one ``error`` text. Readers
 refuse a newer version and read older ones through :mod:`tooleval.storage._versions`."""
 
-ErrorKind = Literal["bad_trace", "generation_error", "scoring_error", "unknown_case", "missing_trace", "other"]
-"""Why a row has no scores: ``bad_trace`` (the recorded trace could be read as JSON but not as a trace),
-``generation_error`` (the agent gave no usable response), ``scoring_error`` (scoring raised on this row: e.g. the
-envelope's stored calls are not its messages' calls), ``unknown_case`` / ``missing_trace`` (listed in
-``errors.json``; no row is written for them), ``other`` (an error text of an older row whose kind is none of
-these)."""
+ErrorKind = Literal["bad_trace", "generation_error", "scoring_error", "unknown_case", "missing_trace", "other",
+                    "unreadable_trace", "duplicate_key"]
+"""Why a row has no scores, or why a trace line made no row (the kinds of ``errors.json`` are the same set):
+
+* ``bad_trace``: the recorded trace could be read as JSON but not as a trace. A row carries it when the line holds
+  a value no row can keep (nesting too deep, a non-finite number, a lone surrogate); ``errors.json`` alone lists
+  it, with the file and line, when the line's ``case_id`` or ``trial`` cannot be read (a trial outside
+  ``0..2**31 - 1``, ``true``), when another field is invalid, or for a second line of the same (case, trial).
+* ``generation_error``: the agent gave no usable response.
+* ``scoring_error``: scoring raised on this row (e.g. the envelope's stored calls are not its messages' calls).
+* ``unknown_case`` / ``missing_trace``: a trace whose case is not in the dataset, a case with no trace
+  (``errors.json`` only; no row is written for them).
+* ``other``: an error text of an older row whose kind is none of these.
+* ``unreadable_trace``: a traces-file line that is not a JSON object (not UTF-8, not JSON, truncated, or an array,
+  a string, a number, ``null``): ``errors.json`` only, with the file and line; the run goes on.
+* ``duplicate_key``: a trace object repeats a key (readers differ on which value counts). A row carries it, the
+  key named in the message; ``errors.json`` alone lists it when the repeated key is ``case_id`` or ``trial``.
+
+The set only grows: a kind, once written, keeps its meaning, so readers of older rows and documents still read
+them (:func:`split_error` reads a kind it does not know as ``other``)."""
 
 ERROR_KINDS: tuple[str, ...] = get_args(ErrorKind)
 """The closed set of ``error_kind`` values, in the order :data:`ErrorKind` lists them."""
@@ -90,7 +104,7 @@ class Row:
     dataset_revision: str | None = _column(pa.string(), "partition: stamped by the publication")
     run_id: str | None = _column(pa.string(), "partition: stamped by the publication")
     case_id: str | None = _column(pa.string(), "the case, any string")
-    trial: int | None = _column(pa.int32(), "trial index, >= 0")
+    trial: int | None = _column(pa.int32(), "trial index, 0..2**31 - 1 (tooleval.models.TRIAL_MAX)")
     slice: str | None = _column(pa.string(), "the case's slice")
     row_schema_version: int | None = _column(pa.int32(), "ROW_SCHEMA_VERSION at writing")
     scorer_version: str | None = _column(pa.string(), "digest of the scoring package's sources")
