@@ -307,6 +307,45 @@ class TestRepeatedKeys:
         assert (error.kind, error.case_id, error.line) == ("duplicate_key", "A" if key == "trial" else None, 1)
         assert error.message.startswith(f"an object repeats the key '{key}'")
 
+    @pytest.mark.parametrize(("name", "text", "line", "key"), [
+        ("cases.jsonl", TINY_CASES[:2] + ['{"case_id": "C", "input": "x", "expected_calls": [], "input": "y"}'],
+         3, "input"),
+        ("tools.json", '[\n{"name": "a"},\n{"name": "b",\n "side_effect": "read", "side_effect": "write"}\n]\n', 4,
+         "side_effect"),
+        ("dataset.json", '{"name": "t",\n "revision": "r1",\n "schema_version": 1,\n "revision": "r2"}', 4,
+         "revision"),
+    ])
+    def test_in_a_dataset_file_it_is_a_file_error_naming_the_line(self, tmp_path, name, text, line, key):
+        folder = write_dataset(tmp_path / "d", TINY_CASES, None)
+        if isinstance(text, list):
+            text = "".join((t if isinstance(t, str) else json.dumps(t)) + "\n" for t in text)
+        (folder / name).write_text(text)
+        with pytest.raises(InputFileError) as info:
+            load_dataset(folder)
+        assert (info.value.path, info.value.line) == (str(folder / name), line)
+        assert info.value.problem.startswith(f"an object repeats the key {key!r}")
+        assert info.value.fix == "keep one of the two."
+
+    def test_two_tools_of_one_name(self, tmp_path):
+        folder = write_dataset(tmp_path / "d", TINY_CASES, None)
+        (folder / "tools.json").write_text('[\n{"name": "get_order"},\n{"name": "refund"},\n{"name": "get_order"}\n]')
+        with pytest.raises(InputFileError) as info:
+            load_dataset(folder)
+        assert (info.value.line, info.value.problem) == (
+            4, "tool #2: the name 'get_order' is already the name of the tool on line 2.")
+
+    @pytest.mark.parametrize(("message", "problem"), [
+        ({"content": "hi"}, "input[1] has no 'role'"),
+        ({"role": "", "content": "hi"}, "input[1] has no 'role'"),
+        ("hi", "input[1] must be a chat message object"),
+    ])
+    def test_a_case_message_without_a_role(self, tmp_path, message, problem):
+        case = {"case_id": "D", "input": [{"role": "system", "content": "be brief"}, message], "expected_calls": []}
+        folder = write_dataset(tmp_path / "d", TINY_CASES + [case], None)
+        with pytest.raises(InputFileError) as info:
+            load_dataset(folder)
+        assert info.value.line == 4 and problem in info.value.problem
+
     @settings(max_examples=300, deadline=None, derandomize=True)
     @given(st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=4),
                         lambda inner: st.lists(inner, max_size=3)

@@ -20,7 +20,7 @@ from pydantic import ValidationError
 from tooleval.canonical import canonical_json, json_value_problem
 from tooleval.errors import InputFileError, UnsafeRevisionError
 from tooleval.models import REVISION_PATTERN, Case, DatasetManifest, ToolSpec
-from tooleval.capture.recorded import iter_json_lines
+from tooleval.capture.recorded import iter_json_lines, load_unique_json
 
 __all__ = ["Dataset", "Cases", "load_dataset", "load_dataset_cached", "load_dataset_trusted", "check_name", "case_digest",
            "case_digests", "case_slices", "content_digest_of", "find_traces_file"]
@@ -131,7 +131,7 @@ def _read_json(path: Path) -> object:
         line = raw[: exc.start].count(b"\n") + 1
         raise InputFileError(path, line, f"not UTF-8 text ({exc.reason}).", "save the file as UTF-8.") from None
     try:
-        return json.loads(text)
+        return load_unique_json(path, text)
     except json.JSONDecodeError as exc:
         raise InputFileError(path, exc.lineno, f"not valid JSON ({exc.msg}, column {exc.colno}).",
                              "repair the JSON.") from None
@@ -282,7 +282,8 @@ def _load_cases(path: Path) -> Cases:
     digests: dict[str, str] = {}
     slices: dict[str, str | None] = {}
     starts = _line_starts(path)
-    for line in iter_json_lines(path, missing="file not found.", fix="every dataset folder needs a cases.jsonl."):
+    for line in iter_json_lines(path, missing="file not found.", fix="every dataset folder needs a cases.jsonl.",
+                                unique_keys=True):
         case, digest = _parse_new_case(path, line.line, line.data)
         if case.case_id in index:
             raise InputFileError(
@@ -336,8 +337,9 @@ def load_dataset(path: str | Path) -> Dataset:
         A :class:`Dataset`.
 
     Raises:
-        InputFileError: missing or unreadable files, invalid JSON (with its line), an unknown ``schema_version``,
-            an invalid case, a duplicate ``case_id``.
+        InputFileError: missing or unreadable files, invalid JSON (with its line), an object that repeats a key
+            (in ``dataset.json``, a case or ``tools.json``), an unknown ``schema_version``, an invalid case (a
+            chat message without a ``role`` included), a duplicate ``case_id``, two tools of one name.
         UnsafeRevisionError: the manifest's revision is not a safe partition value.
     """
     root = _local(path)
@@ -374,15 +376,22 @@ def load_dataset(path: str | Path) -> Dataset:
         if not isinstance(raw_tools, list):
             raise InputFileError(tools_path, 1, "must be a JSON list of tool specs.", DATASET_DOCS)
         starts = _element_lines(tools_path.read_bytes().decode("utf-8"))
+        named: dict[str, int | None] = {}
         for i, item in enumerate(raw_tools):
             line = starts[i] if i < len(starts) else None
             try:
-                tools.append(ToolSpec.model_validate(item))
+                tool = ToolSpec.model_validate(item)
             except ValidationError as exc:
                 raise InputFileError(tools_path, line, f"tool #{i}: {_first_error(exc)}.", "fix that tool spec.") from None
             except RecursionError:
                 raise InputFileError(tools_path, line, f"tool #{i} is nested too deeply to read.",
                                      "flatten that tool spec.") from None
+            if tool.name in named:  # a call names its tool: two specs of one name would be a guess between them
+                raise InputFileError(tools_path, line, f"tool #{i}: the name {tool.name!r} is already the name of the "
+                                     f"tool on line {named[tool.name]}.", "give every tool its own name (merge the "
+                                     "two specs, or rename one).")
+            named[tool.name] = line
+            tools.append(tool)
     return Dataset(root, manifest, cases, tools, content_digest_of(root))
 
 

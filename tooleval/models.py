@@ -15,7 +15,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from tooleval.canonical import canonical_dumps, canonical_json, canonical_loads, canonical_value, parse_arguments
+from tooleval.canonical import (canonical_dumps, canonical_json, canonical_loads, canonical_value, json_type_name,
+                                parse_arguments)
 
 __all__ = [
     "REVISION_PATTERN",
@@ -260,7 +261,7 @@ class Case(BaseModel):
 
     case_id: str = Field(min_length=1)
     input: Any
-    """Chat messages (OpenAI format) or text."""
+    """Chat messages (OpenAI format: a list of objects, each with a non-empty string ``role``) or text."""
     expected_calls: list[Call]
     slice: str | None = None
     accepted_plans: list[list[Call]] | None = None
@@ -289,6 +290,21 @@ class Case(BaseModel):
     provenance: Any = None
     last_reviewed: str | None = None
     metadata: dict[str, Any] | None = None
+
+    @field_validator("input", mode="after")
+    @classmethod
+    def _messages_have_roles(cls, value: Any) -> Any:
+        # a message without a role cannot be sent to a model, nor compared with a recorded request
+        if isinstance(value, list):
+            for i, message in enumerate(value):
+                if not isinstance(message, dict):
+                    raise ValueError(f"input[{i}] must be a chat message object ({{\"role\", \"content\"}}), "
+                                     f"not a JSON {json_type_name(message)}")
+                role = message.get("role")
+                if not isinstance(role, str) or not role:
+                    raise ValueError(f"input[{i}] has no 'role' (a chat message names its role: user, assistant, "
+                                     "system or tool)")
+        return value
 
     @field_validator("expected_calls", mode="before")
     @classmethod

@@ -152,7 +152,8 @@ def read_tool_results(path: str | Path) -> ToolExecutor:
     path = Path(path)
     executor = ToolExecutor()
     fix = "fix that line (the README's 'Live generation and repeated trials' section shows the format)."
-    for line in iter_json_lines(path, missing="tool results file not found.", fix="check the --tool-results path."):
+    for line in iter_json_lines(path, missing="tool results file not found.", fix="check the --tool-results path.",
+                                unique_keys=True):
         data = line.data
         if not isinstance(data, dict) or not isinstance(data.get("name"), str) or "result" not in data:
             raise InputFileError(path, line.line, "a tool result line must be an object with a string 'name', "
