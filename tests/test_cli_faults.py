@@ -223,6 +223,30 @@ class TestNoLinkUnderTheWorkingState:
         assert not (tmp_path / "scoring").exists()
 
 
+class TestLedgerFiles:
+    @pytest.mark.parametrize(("content", "line", "problem"), [
+        (b"not json{", 1, "not valid JSON (Expecting value, column 1)."),
+        (b'{\n "content_digest": "abc"\n', 3, "not valid JSON (Expecting ',' delimiter, column 1)."),
+        (b"[1]", 1, "not a JSON object (a JSON array)."),
+        (b"\xff", None, "not a JSON object in UTF-8 text."),
+    ])
+    def test_a_revision_ledger_that_is_not_json_is_named(self, tiny_dataset, tmp_path, content, line, problem):
+        out = tmp_path / "out"
+        (out / "revisions").mkdir(parents=True)
+        (out / "revisions" / "r1.json").write_bytes(content)
+        result = run_cli(["run", "--dataset", str(tiny_dataset), "--out", str(out), "--run-id", "x"])
+        where = f"{out / 'revisions' / 'r1.json'}:{line}:" if line else f"{out / 'revisions' / 'r1.json'}:"
+        assert_refused(result, f"{where} {problem}", "remove it if no run of that revision is kept here")
+        assert sorted(p.name for p in out.iterdir()) == ["revisions"]
+
+    def test_a_run_summary_that_is_not_json_is_named(self, tiny_dataset, tmp_path):
+        out = tmp_path / "out"
+        (out / "runs" / "x").mkdir(parents=True)
+        (out / "runs" / "x" / "summary.json").write_text("{")
+        result = run_cli(["run", "--dataset", str(tiny_dataset), "--out", str(out), "--run-id", "x"])
+        assert_refused(result, f"{out / 'runs' / 'x' / 'summary.json'}:1: not valid JSON", "choose another --run-id")
+
+
 def test_gzip_bomb_of_1_gb_stays_small_in_memory(tmp_path):
     """The issue's 1 GB of zeros (a ~1 MB file) reached 2.15 GB of memory; with the default 64 MiB cap the
     refusal costs at most that line (measured in a fresh process: its peak RSS, VmHWM)."""

@@ -21,7 +21,7 @@ from typing import Annotated, Union
 
 from pydantic import Field
 
-from tooleval.canonical import canonical_json
+from tooleval.canonical import canonical_json, json_type_name
 from tooleval.agents import OpenAIAgentConfig, ReplayAgentConfig, WorkItem
 from tooleval.dataset import (case_digests, case_slices, check_name, find_traces_file, load_dataset,
                               load_dataset_cached)
@@ -137,7 +137,10 @@ def _check_revision_registry(out: Path | str, dataset_path: Path, revision: str,
         data = tree_of(out).read_bytes(revision_record_relpath(revision))
     except (FileNotFoundError, IsADirectoryError):
         return
-    known = json.loads(data).get("content_digest")
+    ledger = f"{out}/{revision_record_relpath(revision)}" if isinstance(out, str) else revision_record_path(out, revision)
+    known = _ledger_value(ledger, data, "content_digest", "restore it (it records the content digest of "
+                          f"revision {revision!r}), or remove it if no run of that revision is kept here: the next run "
+                          "records the revision again.")
     if known != digest:
         raise RevisionConflictError(
             dataset_path / "dataset.json",
@@ -148,6 +151,23 @@ def _check_revision_registry(out: Path | str, dataset_path: Path, revision: str,
         )
 
 
+def _ledger_value(path: Path | str, data: bytes, key: str, fix: str) -> object:
+    """``key`` of the JSON object ``data`` read from ``path`` (a revision ledger or a run summary).
+
+    Raises:
+        InputFileError: ``data`` is not a JSON object in UTF-8 (naming the file, the line and ``fix``).
+    """
+    try:
+        value = json.loads(data)
+    except json.JSONDecodeError as exc:
+        raise InputFileError(path, exc.lineno, f"not valid JSON ({exc.msg}, column {exc.colno}).", fix) from None
+    except (UnicodeDecodeError, RecursionError):
+        raise InputFileError(path, None, "not a JSON object in UTF-8 text.", fix) from None
+    if not isinstance(value, dict):
+        raise InputFileError(path, 1, f"not a JSON object (a JSON {json_type_name(value)}).", fix)
+    return value.get(key)
+
+
 def check_run_id(out: Path | str, run_id: str, revision: str) -> None:
     from tooleval.storage import document_path, read_document
 
@@ -155,7 +175,8 @@ def check_run_id(out: Path | str, run_id: str, revision: str) -> None:
     if data is None:
         return
     summary = document_path(out, f"runs/{run_id}/summary.json")
-    previous = json.loads(data).get("dataset_revision")
+    previous = _ledger_value(summary, data, "dataset_revision", "restore it from the run's publication, or choose "
+                             "another --run-id.")
     if previous != revision:
         raise RunIdConflictError(
             summary,
