@@ -267,39 +267,76 @@ def test_gzip_bomb_of_1_gb_stays_small_in_memory(tmp_path):
     assert int(peak_mb) < 300, peak_mb  # measured 151 MB, 84 of them imports; uncapped it held the 1 GiB line
 
 
-AS_NOBODY = """
-import os, sys
-import tooleval.cli, tooleval.runs.plan, tooleval.runs.variability, tooleval.rules, tooleval.storage  # before dropping root
-import rich.console, rich.markup, typer, click
+AS_UNPRIVILEGED = """
+import ctypes, os, sys
 if os.getuid() == 0:
-    os.setgid(65534)
-    os.setuid(65534)  # root writes through permission bits; an ordinary user does not
-sys.argv[0] = "tooleval"
+    # Root writes through permission bits by CAP_DAC_OVERRIDE alone: drop it (and only it, so that reading the
+    # checkout and the environment still works wherever they are, a 0700 home included) for this process.
+    class Header(ctypes.Structure):
+        _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+    class Data(ctypes.Structure):
+        _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32), ("inheritable", ctypes.c_uint32)]
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    header, data = Header(0x20080522, 0), (Data * 2)()  # _LINUX_CAPABILITY_VERSION_3: two 32-bit words
+    if libc.capget(ctypes.byref(header), data) != 0:
+        raise OSError(ctypes.get_errno(), "capget")
+    for word in (data[0],):  # CAP_DAC_OVERRIDE is capability 1, in the first word
+        word.effective &= ~(1 << 1)
+        word.permitted &= ~(1 << 1)
+        word.inheritable &= ~(1 << 1)
+    if libc.capset(ctypes.byref(header), data) != 0:
+        raise OSError(ctypes.get_errno(), "capset")
+    assert not os.access(sys.argv[1], os.W_OK)
+import tooleval.cli
+sys.argv[0:2] = ["tooleval"]
 tooleval.cli.main()
 """
 
 
 def test_read_only_out(tiny_dataset, tmp_path):
-    """``--out`` in a read-only folder: exit 2 naming it, nothing written (the CLI runs as an unprivileged user
-    when the tests run as root)."""
+    """``--out`` in a read-only folder: exit 2 naming it, nothing written. Run as root, the CLI gives up the one
+    capability that writes through permission bits, but stays root: it reads the checkout, the virtual environment
+    and the dataset wherever they are (a clone in a 0700 home folder is no longer unreadable to it)."""
     base = Path(tempfile.mkdtemp())
+    locked = base / "locked"
     try:
         dataset = shutil.copytree(tiny_dataset, base / "d")
-        locked = base / "locked"
         locked.mkdir()
-        for path in (base, *base.rglob("*")):
-            path.chmod(0o755 if path.is_dir() else 0o644)
         locked.chmod(0o555)
         env = dict(os.environ, COLUMNS="400", TOOLEVAL_PREFECT_HOME=str(base / "ph"))
-        done = subprocess.run([sys.executable, "-c", AS_NOBODY, "run", "--dataset", str(dataset), "--out",
-                               str(locked / "results"), "--run-id", "x"], capture_output=True, text=True, env=env,
-                              cwd=base, timeout=120)
+        done = subprocess.run([sys.executable, "-c", AS_UNPRIVILEGED, str(locked), "run", "--dataset", str(dataset),
+                               "--out", str(locked / "results"), "--run-id", "x"], capture_output=True, text=True,
+                              env=env, cwd=base, timeout=120)
         text = " ".join(done.stderr.split())
         assert done.returncode == 2, done.stderr
         assert f"{locked / 'results'}: cannot write here ({locked} is read-only)" in text and "Traceback" not in text
         assert list(locked.iterdir()) == []
     finally:
+        if locked.exists():
+            locked.chmod(0o755)
         shutil.rmtree(base)
+
+
+def test_read_only_out_from_a_checkout_in_a_private_home():
+    """The read-only test itself, run from a copy of the checkout inside a 0700 folder (as a clone in a private
+    home folder is): it passes there too."""
+    home = Path(tempfile.mkdtemp())
+    try:
+        home.chmod(0o700)
+        clone = home / "clone"
+        shutil.copytree(REPO, clone, ignore=shutil.ignore_patterns(".git", "results", "__pycache__", ".venv",
+                                                                    "*.egg-info", ".pytest_cache", ".hypothesis"))
+        env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST")}
+        env["PYTHONPATH"] = str(clone)
+        done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                               "tests/test_cli_faults.py::test_read_only_out"], capture_output=True, text=True,
+                              env=env, cwd=clone, timeout=300)
+        assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+        assert "1 passed" in done.stdout
+    finally:
+        shutil.rmtree(home)
 
 
 CASE_IDS = ["..", "a/b", "/etc/passwd", "-x", "üñí code"]
