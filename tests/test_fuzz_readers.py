@@ -1,5 +1,7 @@
 """Hypothesis fuzzing of every reader of user files (issue 12): the dataset manifest, cases.jsonl, tools.json,
-recorded traces, gate.toml, the tool results file and a run's commit marker.
+recorded traces, gate.toml, the tool results file and a run's commit marker; and of what a traces line's key and
+type may be (trial numbers of any size and type, top-level JSON values of every type) and of the TOOLEVAL_*
+environment values.
 
 Each example is a malformed (or occasionally valid) file; the reader must either accept it or refuse it with an
 :class:`~tooleval.errors.InputFileError` naming that file — and its line, whenever the problem sits on a line —
@@ -191,3 +193,75 @@ def test_the_valid_inputs_are_accepted(box):
     assert load_gate_config(box / "gate.toml").waivers[0].case == "A"
     (box / "t.jsonl").write_bytes(lines(TINY_TRACES))
     assert len(index_traces(box / "t.jsonl").keys) == 4
+
+
+trial_values = (st.integers(min_value=-(2**70), max_value=2**70) | st.sampled_from([0, 2**31 - 1, 2**31, 2**63])
+                | st.booleans() | st.floats(allow_nan=False, allow_infinity=False) | st.none() | st.text(max_size=4))
+
+
+@FUZZ
+@given(trials=st.lists(trial_values, min_size=1, max_size=6))
+def test_trace_trials(box, trials):
+    """Any trial value: the line is a key exactly when the trial is an integer (not a boolean) in 0..2**31 - 1;
+    otherwise an errors.json entry naming the file and the line. Nothing raises."""
+    path = box / "traces.jsonl"
+    path.write_bytes(lines([dict(TINY_TRACES[0], trial=trial) for trial in trials]))
+    index = index_traces(path)
+    usable = {}
+    for number, trial in enumerate(trials, start=1):
+        if type(trial) is int and 0 <= trial <= 2**31 - 1:
+            usable.setdefault(("A", trial), number)
+    assert index.keys == usable
+    assert all(error.path == str(path) and error.line >= 1 for error in index.errors)
+    assert len(index.keys) + len(index.errors) == len(trials)
+
+
+@FUZZ
+@given(values=st.lists(json_values, min_size=1, max_size=5), gz=st.booleans())
+def test_trace_top_level_types(box, values, gz):
+    """Lines of any JSON type among good lines: a line that is not an object is an ``unreadable_trace`` entry
+    with its file and line, and the good lines around it keep their keys."""
+    path = box / ("traces.jsonl.gz" if gz else "traces.jsonl")
+    text = "".join(json.dumps(TINY_TRACES[i % 4]) + "\n" + json.dumps(value) + "\n" for i, value in enumerate(values))
+    path.write_bytes(gzip.compress(text.encode()) if gz else text.encode())
+    index = index_traces(path)
+    assert set(index.keys) >= {(TINY_TRACES[i % 4]["case_id"], TINY_TRACES[i % 4]["trial"]) for i in range(len(values))}
+    unreadable = [error.line for error in index.errors if error.kind == "unreadable_trace"]
+    assert unreadable == [2 * (i + 1) for i, value in enumerate(values) if not isinstance(value, dict)]
+
+
+ENV_NAMES = ["TOOLEVAL_LOCK_TTL_S", "TOOLEVAL_MAX_LINE_BYTES", "TOOLEVAL_PREFECT_HOME", "TOOLEVAL_TEST_PUBLISH_PAUSE"]
+env_texts = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), max_size=12) | \
+    st.sampled_from(["1e999", "-5", "0", "nan", "inf", "120", "1024", str(2**31), "/proc/self/nope", "/dev/null/x",
+                     "written", " 7 ", "0x10", "1_000"])
+
+
+@FUZZ
+@given(name=st.sampled_from(ENV_NAMES), value=env_texts)
+def test_environment_values(name, value):
+    """Any text in any variable: the check passes and the reader returns a value in the declared range, or it is
+    refused with an EnvironmentValueError naming the variable and that range. Nothing else raises."""
+    import math
+    import os
+
+    from tooleval.settings import (LOCK_TTL_RANGE, MAX_LINE_RANGE, EnvironmentValueError, check_environment,
+                                   lock_ttl_s, max_line_bytes, prefect_home)
+
+    saved = os.environ.get(name)
+    os.environ[name] = value
+    try:
+        try:
+            check_environment()
+        except EnvironmentValueError as exc:
+            assert (exc.variable, exc.value, exc.path, exc.line) == (name, value, None, None)
+            assert str(exc).startswith(f"environment variable {name}={value!r} is not ") and "Fix: set " in str(exc)
+            return
+        ttl, cap = lock_ttl_s(), max_line_bytes()
+        assert math.isfinite(ttl) and LOCK_TTL_RANGE[0] <= ttl <= LOCK_TTL_RANGE[1]
+        assert type(cap) is int and MAX_LINE_RANGE[0] <= cap <= MAX_LINE_RANGE[1]
+        assert prefect_home() is None or value
+    finally:
+        if saved is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = saved
