@@ -30,6 +30,8 @@ __all__ = [
     "CallBudget",
     "AgentInfo",
     "RecordedTrace",
+    "MATCH_MODES",
+    "MatchModeName",
     "calls_from_messages",
 ]
 
@@ -119,6 +121,15 @@ class Call(BaseModel):
             return cls(name=record["name"], args_raw=record.get("args_raw"), parse_error=record["parse_error"])
         return cls.from_raw(record["name"], record.get("args_json"))
 
+
+MatchModeName = Literal["unordered", "strict", "subset", "superset"]
+"""How a row's calls must compare with its reference plan for ``calls_match`` (multiset semantics: a call counts as
+often as it occurs): ``unordered`` the same calls in any order (``exact_match``), ``strict`` the same calls in the
+same order, ``subset`` every observed call is expected, ``superset`` every expected call was made (extra calls
+allowed). Semantics and decisions: :mod:`tooleval.rules._modes`, docs/rules.md "Match modes"."""
+
+MATCH_MODES: tuple[str, ...] = ("unordered", "strict", "subset", "superset")
+"""The values of :data:`MatchModeName`, the default first."""
 
 RULE_FLAGS = ("ignore", "optional", "unordered", "case_insensitive", "coerce")
 """Argument rules that may be written as a bare name (``"ignore"``) instead of an object."""
@@ -290,6 +301,19 @@ class Case(BaseModel):
     provenance: Any = None
     last_reviewed: str | None = None
     metadata: dict[str, Any] | None = None
+    match_mode: MatchModeName = "unordered"
+    """How the calls must compare with the reference for the row's ``calls_match`` (:data:`MatchModeName`)."""
+    ordered: bool = False
+    """With ``subset`` / ``superset``: the calls must also keep the reference's order, as a subsequence (the
+    observed calls in the reference's order for ``subset``, the reference's calls in the observed order for
+    ``superset``). ``strict`` is ordered by definition and ``unordered`` by name, so neither takes it."""
+
+    @model_validator(mode="after")
+    def _ordered_needs_subset_or_superset(self) -> "Case":
+        if self.ordered and self.match_mode not in ("subset", "superset"):
+            raise ValueError(f"ordered: true applies to match_mode subset or superset, not {self.match_mode!r} "
+                             "(strict is already ordered)")
+        return self
 
     @field_validator("input", mode="after")
     @classmethod

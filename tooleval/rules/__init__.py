@@ -1,7 +1,8 @@
 """Policy rules and the release gate (issue 3). Pure core: no Prefect import.
 
 * Matching under argument rules and accepted plans: :func:`match_with_rules`, :func:`match_plans`
-  (:class:`ArgumentRules`, :class:`RuleMatch`, :class:`Coercion`).
+  (:class:`ArgumentRules`, :class:`RuleMatch`, :class:`Coercion`), and the verdict of a trajectory match mode
+  (:class:`MatchMode`: ``unordered``, ``strict``, ``subset``, ``superset``, ordered or not).
 * Policy checks of one row: :func:`check_policies` -> :class:`Violation` records (13 rules, :data:`RULE_NAMES`),
   with a configurable :class:`ConfirmationDetector` (default :class:`KeywordConfirmation`).
 * Tool schema checks: :func:`schema_findings` -> :class:`SchemaFinding` records (row column ``schema_findings``,
@@ -31,6 +32,7 @@ from tooleval.rules._gate_config import (
 )
 from tooleval.rules._junit import write_junit
 from tooleval.rules._match import Coercion, RuleMatch, match_plans, match_with_rules
+from tooleval.rules._modes import MODE_LABELS, UNORDERED, MatchMode
 from tooleval.rules._policy import RULE_NAMES, PolicyConfig, Violation, check_policies
 from tooleval.rules._schema import FINDING_KINDS, SCHEMA_RULE, SchemaFinding, schema_findings
 from tooleval.rules._row import RowRules, evaluate_row, tool_families
@@ -46,6 +48,9 @@ __all__ = [
     "RuleMatch",
     "match_with_rules",
     "match_plans",
+    "MatchMode",
+    "MODE_LABELS",
+    "UNORDERED",
     "RULE_NAMES",
     "Violation",
     "PolicyConfig",

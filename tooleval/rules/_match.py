@@ -27,6 +27,7 @@ from tooleval.scoring.matching import MatchResult, WrongArgs, match_calls, match
 from tooleval.models import Call
 from tooleval.rules._arguments import ArgumentRules, normal_form, perfect_matching, rule_diff_paths
 from tooleval.rules._coerce import coerce_arguments
+from tooleval.rules._modes import UNORDERED, MatchMode
 
 __all__ = ["Coercion", "RuleMatch", "match_with_rules", "match_plans", "call_identity"]
 
@@ -60,6 +61,9 @@ class RuleMatch(MatchResult):
     coercions: list[Coercion] = field(default_factory=list)
     chosen_plan: int = 0
     """Index of the reference plan scored: 0 = ``expected_calls``, i = ``accepted_plans[i - 1]``."""
+    calls_match: bool = False
+    """The calls match the reference under the match mode (:mod:`tooleval.rules._modes`); after
+    :func:`match_plans`, under any of the plans."""
 
     @classmethod
     def from_match(cls, result: MatchResult, **extra) -> "RuleMatch":
@@ -128,20 +132,25 @@ def _pair_wrong_args(missing: list[Call], extra: list[tuple[Call, dict | None]],
     return [WrongArgs(missing[i].name, missing[i], extra[j][0], p) for i, j, p in pairs]
 
 
-def match_with_rules(expected: list[Call], observed: list[Call], rules: ArgumentRules | None) -> RuleMatch:
+def match_with_rules(expected: list[Call], observed: list[Call], rules: ArgumentRules | None,
+                     mode: MatchMode = UNORDERED) -> RuleMatch:
     """Compare observed calls with one reference plan under argument rules.
 
     Args:
         expected: Reference calls (well-formed), in order.
         observed: The agent's calls in trajectory order, malformed ones included.
         rules: The case's resolved rules (:meth:`ArgumentRules.for_case`); ``None`` = DESIGN.md equality.
+        mode: The match mode that decides :attr:`RuleMatch.calls_match` (nothing else depends on it).
 
     Returns:
         A :class:`RuleMatch`; with ``rules=None`` it equals :func:`tooleval.scoring.matching.match_calls` field for field
         (and has no coercions).
     """
     if rules is None:
-        return RuleMatch.from_match(match_calls(expected, observed))
+        result = match_calls(expected, observed)
+        matches = mode.holds(len(expected), len(observed), result.fp, result.fn,
+                             lambda i, j: expected[i].key == observed[j].key)
+        return RuleMatch.from_match(result, calls_match=matches)
     coercions: list[Coercion] = []
     effective: list[dict | None] = []
     for index, call in enumerate(observed):
@@ -169,14 +178,20 @@ def match_with_rules(expected: list[Call], observed: list[Call], rules: Argument
     observed_keys = Counter(call_identity(o, rules, effective[j]) for j, o in enumerate(observed))
     duplicates = sum(max(0, n - max(expected_keys.get(k, 0), 1)) for k, n in observed_keys.items())
     evidence = match_evidence(expected, observed, len(pairs), missing, [call for call, _ in extra], wrong, duplicates)
-    return RuleMatch(**evidence, coercions=coercions)
+    # the order checks of a mode use the matching's own equality (only strict and ordered modes ask for it)
+    matches = mode.holds(len(expected), len(observed), evidence["fp"], evidence["fn"], lambda i, j: j in adjacent[i])
+    return RuleMatch(**evidence, coercions=coercions, calls_match=matches)
 
 
-def match_plans(plans: list[list[Call]], observed: list[Call], rules: ArgumentRules | None) -> tuple[RuleMatch, int]:
+def match_plans(plans: list[list[Call]], observed: list[Call], rules: ArgumentRules | None,
+                mode: MatchMode = UNORDERED) -> tuple[RuleMatch, int]:
     """Score ``observed`` against every reference plan and keep the best F1 (ties: the earlier plan).
 
     Args:
         plans: Reference plans, usually :attr:`tooleval.models.Case.plans` (``expected_calls`` first).
+        rules: The case's resolved argument rules, or ``None``.
+        mode: The match mode: the kept match's ``calls_match`` is true when the calls match *any* plan under it
+            (the plan kept is still the best F1, so the figures do not depend on the mode).
 
     Returns:
         ``(match, index)``; ``match.chosen_plan == index``.
@@ -188,8 +203,10 @@ def match_plans(plans: list[list[Call]], observed: list[Call], rules: ArgumentRu
         raise ValueError("match_plans needs at least one reference plan")
     best: RuleMatch | None = None
     best_index = 0
+    matches = False
     for index, plan in enumerate(plans):
-        result = match_with_rules(plan, observed, rules)
+        result = match_with_rules(plan, observed, rules, mode)
+        matches = matches or result.calls_match
         if best is None or result.f1 > best.f1:
             best, best_index = result, index
-    return replace(best, chosen_plan=best_index), best_index
+    return replace(best, chosen_plan=best_index, calls_match=matches), best_index

@@ -1,7 +1,8 @@
 """One call per row for the scoring stage: rule-aware match, plan choice and policy checks together.
 
 :func:`evaluate_row` is what ``tooleval.scoring.rows.score_envelopes`` calls for each envelope; :meth:`RowRules.columns`
-returns the row columns it computes (the metric columns, now rule-aware, and the columns issue 3 adds).
+returns the row columns it computes (the metric columns, now rule-aware, the policy columns and the match mode's
+verdict).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from tooleval.models import Call, Case, ToolSpec
 from tooleval.rules._arguments import ArgumentRules
 from tooleval.rules._confirmation import ConfirmationDetector
 from tooleval.rules._match import RuleMatch, match_plans
+from tooleval.rules._modes import MatchMode
 from tooleval.rules._policy import PolicyConfig, Violation, check_policies
 from tooleval.rules._schema import SchemaFinding, schema_findings, schema_violations
 
@@ -36,6 +38,8 @@ class RowRules:
     schema_findings: list[SchemaFinding] | None = None
     """Observed calls against their tools.json schemas (issue 13): evidence only, never an f1 change; ``None``
     when the dataset declares no tools (nothing to check against)."""
+    mode: MatchMode = MatchMode()
+    """The case's match mode, which decided ``match.calls_match``."""
 
     @property
     def blocking(self) -> bool:
@@ -49,8 +53,9 @@ class RowRules:
 
     def columns(self) -> dict[str, Any]:
         """Row columns: the rule-aware metric columns (same names and shapes as today) plus ``violations``,
-        ``blocking``, ``coercions``, ``chosen_plan``, ``reference_calls``, ``tool_families`` and
-        ``schema_findings``; ``mismatch_categories`` gains ``schema`` when a call departs from its schema."""
+        ``blocking``, ``coercions``, ``chosen_plan``, ``reference_calls``, ``tool_families``, ``schema_findings``,
+        ``match_mode`` and ``calls_match``; ``mismatch_categories`` gains ``schema`` when a call departs from its
+        schema."""
         m = self.match
         return {
             "missing_calls": [c.to_record() for c in m.missing_calls],
@@ -73,6 +78,8 @@ class RowRules:
             "reference_calls": [c.to_record() for c in self.reference_calls],
             "tool_families": list(self.tool_families),
             "schema_findings": None if self.schema_findings is None else [f.to_record() for f in self.schema_findings],
+            "match_mode": self.mode.label,
+            "calls_match": m.calls_match,
         }
 
 
@@ -104,10 +111,11 @@ def evaluate_row(
     """
     rules = ArgumentRules.for_case(case, tools)
     plans = case.plans if plans is None else plans
-    match, chosen = match_plans(plans, observed, rules)
+    mode = MatchMode.of_case(case)
+    match, chosen = match_plans(plans, observed, rules, mode)
     violations = check_policies(case, tools, messages, observed, match, policy=policy, confirmation=confirmation,
                                 plans=plans)
     findings = schema_findings(observed, tools) if tools else None
     violations += schema_violations(findings or [], observed)
     families = tool_families([*plans[chosen], *observed], tools)
-    return RowRules(match, violations, list(plans[chosen]), families, findings)
+    return RowRules(match, violations, list(plans[chosen]), families, findings, mode)
