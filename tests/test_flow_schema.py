@@ -228,13 +228,64 @@ class TestOlderRows:
         cases = {c["case_id"]: Case.model_validate(c) for c in TINY_CASES}
         scored = score_envelopes(cases, [*envelopes, broken], tools=tools)
         stored = read_versioned(GOLDEN / "rows_v4.parquet", "rows").to_pylist()
-        skip = {"scorer_version", "ragas_version"}
+        # read as the current version (match mode unordered, calls_match = exact_match): today's scorer gives the
+        # same row for these cases, whose mode is the default, except for the version it writes
+        skip = {"scorer_version", "ragas_version", "row_schema_version"}
         assert [{k: v for k, v in r.items() if k not in skip} for r in stored] == [
             {k: v for k, v in r.items() if k not in skip} for r in scored]
         assert [(r["error_kind"], r["error_message"]) for r in stored] == [(None, None)] * 4 + [
             ("bad_trace", "case 'C' trial 1: messages: field required")]
         assert [r["f1"] for r in stored] == [1.0, 0.5, 0.0, 1.0, None]  # A exact, A wrong cents, B malformed, C
         assert {r["row_schema_version"] for r in stored} == {4}
+
+    def test_version_5_fixture_is_what_the_scorer_writes(self):
+        """``rows_v5.parquet``: the version-4 fixture's envelopes and tools scored with a match mode per case — A
+        ``strict`` (trial 0 in order: matches; trial 1 wrong cents: does not), B ``superset`` of an empty
+        reference (its one malformed call is allowed: ``calls_match`` true although ``exact_match`` is false), C
+        an ordered ``subset`` (the abstention matches; the unreadable trace has no verdict)."""
+        tools = {"get_order": ToolSpec(name="get_order", parameters={
+                     "type": "object", "properties": {"order_id": {"type": "string"}}, "required": ["order_id"]}),
+                 "refund": ToolSpec(name="refund", parameters={
+                     "type": "object", "properties": {"id": {"type": "string"}, "cents": {"type": "integer"}},
+                     "required": ["id", "cents"]})}
+        envelopes = read_versioned(GOLDEN / "envelope_v2.parquet", "traces").to_pylist()
+        broken = dict(envelopes[3], trial=1, messages_json=None, model_calls=[], trace_digest=None,
+                      error="bad_trace: case 'C' trial 1: messages: field required")
+        modes = {"A": {"match_mode": "strict"}, "B": {"match_mode": "superset", "expected_calls": []},
+                 "C": {"match_mode": "subset", "ordered": True}}
+        cases = {c["case_id"]: Case.model_validate({**c, **modes[c["case_id"]]}) for c in TINY_CASES}
+        scored = score_envelopes(cases, [*envelopes, broken], tools=tools)
+        stored = read_versioned(GOLDEN / "rows_v5.parquet", "rows").to_pylist()
+        skip = {"scorer_version", "ragas_version"}
+        assert [{k: v for k, v in r.items() if k not in skip} for r in stored] == [
+            {k: v for k, v in r.items() if k not in skip} for r in scored]
+        assert [(r["match_mode"], r["calls_match"], r["exact_match"]) for r in stored] == [
+            ("strict", True, True), ("strict", False, False), ("superset", True, False),
+            ("subset_ordered", True, True), ("subset_ordered", None, None)]
+        assert {r["row_schema_version"] for r in stored} == {5}
+
+    @pytest.mark.parametrize("version", [1, 2, 3, 4])
+    def test_older_rows_read_as_unordered_with_their_exact_match(self, tmp_path, version):
+        """Rows before version 5 were scored under the one rule there was: every reader gives them ``match_mode``
+        ``unordered`` and ``calls_match`` = ``exact_match`` (null where the row has no verdict)."""
+        from tooleval.runs.gate import gate_batches
+        from tooleval.storage import scan_rows_sql, source_connection
+
+        part = tmp_path / "rows" / "dataset_revision=r1" / "run_id=old"
+        part.mkdir(parents=True)
+        path = part / "part-0.parquet"
+        path.write_bytes((GOLDEN / f"rows_v{version}.parquet").read_bytes())
+        exact = pq.read_table(path, columns=["exact_match"])["exact_match"].to_pylist()
+        expected = [("unordered", value) for value in exact]
+        arrow = read_versioned(path, "rows")
+        assert list(zip(arrow["match_mode"].to_pylist(), arrow["calls_match"].to_pylist())) == expected
+        only = read_versioned(path, "rows", ["calls_match", "match_mode"])  # without asking for exact_match
+        assert list(zip(only["match_mode"].to_pylist(), only["calls_match"].to_pylist())) == expected
+        source = scan_rows_sql(path)
+        sql = source_connection(source).execute(f"SELECT match_mode, calls_match FROM {source}").fetchall()
+        assert sql == expected
+        rows = [row for batch in gate_batches([path]) for row in batch]
+        assert len(rows) == len(exact)
 
     def test_a_version_3_error_text_reads_as_kind_and_message(self, tmp_path):
         """A version-3 row kept its error as one ``"<kind>: <message>"`` text; every reader splits it the same way

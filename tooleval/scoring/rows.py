@@ -19,7 +19,7 @@ from tooleval.capture.provenance import failure_owner, first_divergent_boundary,
 from tooleval.scoring.ragas_f1 import ragas_set_f1
 from tooleval.scoring.ragas_metric import ragas_args, ragas_version
 from tooleval.capture.redaction import MARKER_KEY, Redactor
-from tooleval.rules import PolicyConfig, evaluate_row
+from tooleval.rules import MatchMode, PolicyConfig, evaluate_row
 from tooleval.storage import ROW_SCHEMA_VERSION, Row
 from tooleval.versions import scorer_version
 
@@ -98,6 +98,7 @@ def row_skeleton(case: Case, envelope: dict[str, Any], expected: list[Call] | No
         response_id=envelope.get("response_id"),
         trace_digest=envelope.get("trace_digest"),
         tool_schema_version=envelope.get("tool_schema_version"),
+        match_mode=MatchMode.of_case(case).label,  # known even when the row cannot be scored
     )
     row.set_error(envelope.get("error"))
     return row

@@ -99,6 +99,13 @@ _ERROR_COLUMNS = (
 """Rows before version 4 kept one ``error`` text ``"<kind>: <message>"``; these read it as ``error_kind`` and
 ``error_message`` exactly as :func:`tooleval.storage._row.split_error` does."""
 
+_MATCH_COLUMNS = (
+    "CASE WHEN row_schema_version < 5 THEN 'unordered' ELSE match_mode END AS match_mode, "
+    "CASE WHEN row_schema_version < 5 THEN exact_match ELSE calls_match END AS calls_match"
+)
+"""Rows before version 5 were scored under the one rule there was, the unordered multiset: their ``match_mode``
+reads as ``unordered`` and their ``calls_match`` as their ``exact_match`` (:mod:`tooleval.storage._versions`)."""
+
 
 @lru_cache(maxsize=1)
 def _rows_frame_sql() -> str:
@@ -113,15 +120,16 @@ def _rows_frame_sql() -> str:
 def _conformed_rows_sql(scan: str | None) -> str:
     """``SELECT`` of rows with exactly the current row columns first (older rows' ``error`` split in two)."""
     union = _rows_frame_sql() + ("" if scan is None else f" UNION ALL BY NAME SELECT * FROM {scan}")
-    return f"SELECT * EXCLUDE (error) REPLACE ({_ERROR_COLUMNS}) FROM ({union})"
+    return f"SELECT * EXCLUDE (error) REPLACE ({_ERROR_COLUMNS}, {_MATCH_COLUMNS}) FROM ({union})"
 
 
 def scan_rows_sql(paths_or_glob: str | Path | Sequence[str | Path]) -> str:
     """A DuckDB table expression over row files of any row schema version, read as the current one.
 
     Like :func:`scan_parquet_sql` (same arguments, same hive partition columns), but every current column exists
-    even when the files predate it (as null), and the ``error`` text of rows before version 4 reads as
-    ``error_kind`` and ``error_message``. Returns SQL usable after ``FROM`` (a parenthesised subquery).
+    even when the files predate it (as null), the ``error`` text of rows before version 4 reads as
+    ``error_kind`` and ``error_message``, and rows before version 5 read as ``match_mode`` ``unordered`` with
+    ``calls_match`` = ``exact_match``. Returns SQL usable after ``FROM`` (a parenthesised subquery).
     """
     return f"({_conformed_rows_sql(scan_parquet_sql(paths_or_glob))})"
 

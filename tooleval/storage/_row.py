@@ -24,14 +24,15 @@ from tooleval.storage._types import (CALL_TYPE, COERCION_TYPE, SCHEMA_FINDING_TY
 __all__ = ["Row", "ROW_SCHEMA", "ROW_SCHEMA_VERSION", "ROW_COLUMNS", "ERROR_KINDS", "ErrorKind", "split_error",
            "join_error"]
 
-ROW_SCHEMA_VERSION = 4
+ROW_SCHEMA_VERSION = 5
 """Version of :data:`ROW_SCHEMA`; bump on any change of a column's meaning or type (added columns too).
 
 History: 1 — the foundation columns; 2 — provenance (``provenance_status``, ``provenance_detail``,
 ``first_divergent_boundary``, ``failure_owner``, ``tool_schema_version``) and policy columns; 3 — tool schema
 checks (``schema_findings``, the mismatch category ``schema`` and the violation rule ``tool_schema``); 4 — the
-row's error as ``error_kind`` (closed vocabulary) and ``error_message`` instead of one ``error`` text. Readers
-refuse a newer version and read older ones through :mod:`tooleval.storage._versions`."""
+row's error as ``error_kind`` (closed vocabulary) and ``error_message`` instead of one ``error`` text; 5 — trajectory
+match modes: ``match_mode`` (the case's mode) and ``calls_match`` (the calls match under it). Readers refuse a
+newer version and read older ones through :mod:`tooleval.storage._versions`."""
 
 ErrorKind = Literal["bad_trace", "generation_error", "scoring_error", "unknown_case", "missing_trace", "other",
                     "unreadable_trace", "duplicate_key"]
@@ -147,6 +148,10 @@ class Row:
     tool_families: list | None = _column(pa.list_(pa.string()), "sorted families of the tools involved")
     schema_findings: list | None = _column(pa.list_(SCHEMA_FINDING_TYPE),
                                            "[] when checked and clean, null when not checked")
+    match_mode: str | None = _column(pa.string(), "unordered | strict | subset | superset | subset_ordered | "
+                                     "superset_ordered: the case's match mode")
+    calls_match: bool | None = _column(pa.bool_(), "the calls match the reference under match_mode (any "
+                                       "accepted plan); null when the row could not be scored")
 
     def record(self) -> dict[str, Any]:
         """The row as a dict keyed by column name, in schema order (what ``pa.Table.from_pylist`` takes)."""

@@ -18,6 +18,9 @@ Migrations:
 * rows 3 -> 4: the one ``error`` text ``"<kind>: <message>"`` reads as ``error_kind`` and ``error_message``
   (:func:`tooleval.storage._row.split_error`; a kind outside the closed set reads as ``other`` with the whole
   text as its message); version-1 rows, which had no ``error`` column, read both as null.
+* rows 4 -> 5: every older row was scored under the one rule there was, the unordered multiset, so
+  ``match_mode`` reads as ``unordered`` and ``calls_match`` as the row's ``exact_match`` (fp = 0 and fn = 0: what
+  that mode's verdict is, not a guess); an error row's ``exact_match``, hence its ``calls_match``, stays null.
 """
 
 from __future__ import annotations
@@ -40,9 +43,11 @@ CURRENT_VERSIONS = {"traces": ENVELOPE_VERSION, "rows": ROW_SCHEMA_VERSION}
 
 def conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
     """Return ``table`` with exactly ``schema``'s columns, in order: absent columns as nulls, others cast; a row
-    table's older ``error`` text becomes ``error_kind`` and ``error_message`` (rows 3 -> 4)."""
+    table's older ``error`` text becomes ``error_kind`` and ``error_message`` (rows 3 -> 4), and rows before the
+    match modes read as ``unordered`` with ``calls_match`` = ``exact_match`` (rows 4 -> 5)."""
     wants_error = "error_kind" in schema.names or "error_message" in schema.names
     split = _split_errors(table) if wants_error and "error_kind" not in table.column_names else {}
+    split.update(_unordered_verdicts(table, schema))
     columns = []
     for field in schema:
         if field.name in split:
@@ -61,6 +66,19 @@ def _split_errors(table: pa.Table) -> dict[str, pa.Array]:
     pairs = [split_error(text) for text in table.column("error").to_pylist()]
     return {"error_kind": pa.array([kind for kind, _ in pairs], pa.string()),
             "error_message": pa.array([message for _, message in pairs], pa.string())}
+
+
+def _unordered_verdicts(table: pa.Table, schema: pa.Schema) -> dict[str, pa.Array]:
+    """``match_mode`` and ``calls_match`` of a row table written before the match modes (empty when the table has
+    them, or when ``schema`` asks for neither)."""
+    out: dict[str, pa.Array] = {}
+    if "match_mode" in schema.names and "match_mode" not in table.column_names:
+        out["match_mode"] = pa.array(["unordered"] * table.num_rows, pa.string())
+    if "calls_match" in schema.names and "calls_match" not in table.column_names:
+        exact = table.column("exact_match") if "exact_match" in table.column_names else None
+        out["calls_match"] = (pa.nulls(table.num_rows, pa.bool_()) if exact is None
+                              else exact.cast(pa.bool_()).combine_chunks())
+    return out
 
 
 def read_versioned(path: str | Path, kind: str, columns: list[str] | None = None) -> pa.Table:
@@ -84,6 +102,8 @@ def read_versioned(path: str | Path, kind: str, columns: list[str] | None = None
         wanted = [c for c in dict.fromkeys([*columns, column]) if c in present]
         if kind == "rows" and "error" in present and {"error_kind", "error_message"} & set(columns):
             wanted.append("error")  # an older file's error text, split by conform()
+        if "calls_match" in columns and "calls_match" not in present and "exact_match" in present - set(wanted):
+            wanted.append("exact_match")  # an older file's verdict under the unordered rule, read by conform()
         table = pq.read_table(path, columns=wanted)
         schema = pa.schema([schema.field(name) for name in columns])
     else:
