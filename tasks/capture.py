@@ -9,30 +9,15 @@ item 6).
 
 from __future__ import annotations
 
-import json
 import time
 from datetime import datetime, timezone
 
 from prefect import task
 from prefect.cache_policies import INPUTS, TASK_SOURCE
 
-from tooleval.capture.envelope import build_envelope
-from tooleval.models import RecordedTrace
+from tooleval.capture.envelope import generation_envelope
 from tooleval.storage.stages import StageRef, iter_stage_batches, write_stage_table
-from tooleval.storage import ENVELOPE_SCHEMA, ENVELOPE_VERSION
-
-
-def _error_envelope(record: dict, captured_at: datetime) -> dict:
-    return {
-        "envelope_version": ENVELOPE_VERSION,
-        "dataset_revision": None,
-        "run_id": None,
-        "case_id": record["case_id"],
-        "trial": record["trial"],
-        "captured_at": captured_at,
-        "model_calls": [],
-        "error": record["error"],
-    }
+from tooleval.storage import ENVELOPE_SCHEMA
 
 
 @task(name="trace-capture", cache_policy=INPUTS + TASK_SOURCE, persist_result=True)
@@ -54,20 +39,6 @@ def capture_shard(
     """
     started = time.perf_counter()
     captured_at = datetime.now(timezone.utc)
-    envelopes = (_envelope(record, captured_at, tool_schema_version)
+    envelopes = (generation_envelope(record, captured_at, tool_schema_version)
                  for batch in iter_stage_batches(generation) for record in batch)  # one batch at a time (issue 9)
     return write_stage_table(stage_dir, "capture", envelopes, ENVELOPE_SCHEMA, started=started)
-
-
-def _envelope(record: dict, captured_at: datetime, tool_schema_version: str | None) -> dict:
-    """The envelope of one generation record (an error envelope when it has no payload)."""
-    if record["payload_json"] is None:
-        return _error_envelope(record, captured_at)
-    payload = json.loads(record["payload_json"])
-    redacted = payload.pop("redacted_fields", None)
-    trace = RecordedTrace.model_validate(payload)
-    envelope = build_envelope(trace, None, captured_at, tool_schema_version=tool_schema_version,
-                              redacted_fields=redacted)
-    if record["error"] is not None:  # a failed generation keeps what was captured (its attempts included)
-        envelope["error"] = record["error"]
-    return envelope

@@ -23,7 +23,7 @@ from tooleval.models import REVISION_PATTERN, Case, DatasetManifest, ToolSpec
 from tooleval.capture.recorded import iter_json_lines, load_unique_json
 
 __all__ = ["Dataset", "Cases", "load_dataset", "load_dataset_cached", "load_dataset_trusted", "check_name", "case_digest",
-           "case_digests", "case_slices", "content_digest_of", "find_traces_file"]
+           "case_digests", "case_slices", "content_digest_of", "find_traces_file", "tool_schema_version"]
 
 SCHEMA_VERSIONS = (1,)
 DATASET_DOCS = "see the README's 'Datasets' section for the dataset folder format."
@@ -393,6 +393,15 @@ def load_dataset(path: str | Path) -> Dataset:
             named[tool.name] = line
             tools.append(tool)
     return Dataset(root, manifest, cases, tools, content_digest_of(root))
+
+
+def tool_schema_version(root: Path) -> str | None:
+    """The version of a dataset folder's tool schemas, recorded on envelopes whose trace names none:
+    ``tools-<first 12 hex of the sha256 of tools.json>``; ``None`` without a tools.json."""
+    from tooleval.capture.recorded import file_digest
+
+    tools_path = Path(root) / "tools.json"
+    return f"tools-{file_digest(tools_path)[:12]}" if tools_path.is_file() else None
 
 
 def find_traces_file(dataset_path: Path, agent: str | None = None) -> Path:

@@ -25,7 +25,7 @@ from tooleval.canonical import canonical_dumps, canonical_json, canonical_loads,
 from tooleval.models import AgentInfo, Call, RecordedTrace, calls_from_messages
 from tooleval.storage import ENVELOPE_VERSION
 
-__all__ = ["build_envelope", "envelope_digest", "digest_ok", "envelope_calls", "boundary_calls"]
+__all__ = ["build_envelope", "generation_envelope", "envelope_digest", "digest_ok", "envelope_calls", "boundary_calls"]
 
 _NOT_CONTENT = {"run_id", "dataset_revision", "captured_at", "trace_digest", "error"}
 """Columns the version-3 digest leaves out: the partition columns, the capture time and the digest itself."""
@@ -166,6 +166,40 @@ def build_envelope(
     }
     record["trace_digest"] = envelope_digest(record)
     return record
+
+
+def generation_envelope(record: dict[str, Any], captured_at: datetime,
+                        tool_schema_version: str | None = None) -> dict[str, Any]:
+    """The envelope of one generation record (what the capture stage writes for it; ``tooleval.testing`` captures
+    through it too, so that a trajectory checked in a test is captured exactly as in a run).
+
+    Args:
+        record: ``{case_id, trial, payload_json, error}``: a recorded trace as JSON text (already redacted when
+            redaction is on; an optional ``redacted_fields`` key lists the redacted field paths), and the
+            generation's error text, if any.
+        captured_at: Timezone-aware UTC capture time.
+        tool_schema_version: As :func:`build_envelope`.
+
+    Returns:
+        :func:`build_envelope` of the payload (its ``error`` the record's, when set: a failed generation keeps
+        what was captured); an envelope with no calls that carries the error when there is no payload.
+
+    Raises:
+        pydantic.ValidationError: the payload is not a recorded trace (the generation stage only writes valid
+            ones).
+    """
+    if record["payload_json"] is None:
+        return {"envelope_version": ENVELOPE_VERSION, "dataset_revision": None, "run_id": None,
+                "case_id": record["case_id"], "trial": record["trial"], "captured_at": captured_at,
+                "model_calls": [], "error": record["error"]}
+    payload = json.loads(record["payload_json"])
+    redacted = payload.pop("redacted_fields", None)
+    trace = RecordedTrace.model_validate(payload)
+    envelope = build_envelope(trace, None, captured_at, tool_schema_version=tool_schema_version,
+                              redacted_fields=redacted)
+    if record["error"] is not None:  # a failed generation keeps what was captured (its attempts included)
+        envelope["error"] = record["error"]
+    return envelope
 
 
 def envelope_calls(envelope: dict[str, Any], *, written_here: bool = False) -> list[Call]:

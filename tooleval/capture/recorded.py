@@ -36,7 +36,7 @@ import threading
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Callable, Collection, Iterator
 
 from pydantic import ValidationError
 
@@ -48,7 +48,7 @@ from tooleval.models import TRIAL_MAX, RecordedTrace
 
 __all__ = [
     "TraceLine", "TraceIndex", "iter_json_lines", "iter_trace_lines", "index_traces", "file_digest",
-    "trace_line_problem", "trace_key", "read_trace_line", "load_unique_json",
+    "trace_line_problem", "trace_key", "read_trace_line", "load_unique_json", "replay_keys",
 ]
 
 
@@ -464,3 +464,43 @@ def index_traces(path: Path) -> TraceIndex:
             continue
         index.keys[key] = line.line
     return index
+
+
+def replay_keys(index: TraceIndex, cases: Collection[str], cases_file: Path | str,
+                skipped: Collection[str] | None = None
+                ) -> tuple[list[tuple[str, int]], dict[int, tuple[str, int]], list[RowError]]:
+    """What replaying a traces file answers for a dataset: the (case, trial) keys to score and the row-level
+    problems, as a run plans them (``tooleval run`` and the pytest plugin alike).
+
+    Args:
+        index: :func:`index_traces` of the traces file.
+        cases: The case ids in scope.
+        cases_file: The dataset's ``cases.jsonl`` (named in the messages).
+        skipped: Case ids of the dataset left out of scope (``--slices``): their traces are skipped silently
+            instead of being reported as traces of unknown cases.
+
+    Returns:
+        ``(keys, lines, errors)``: the keys sorted by (case id, trial); their traces-file line numbers (line ->
+        key); the index's unusable lines, then one ``unknown_case`` error per trace of a case not in the dataset
+        and one ``missing_trace`` error per case in scope without a trace (unless an unusable line names it).
+    """
+    errors: list[RowError] = list(index.errors)
+    keys: list[tuple[str, int]] = []
+    lines: dict[int, tuple[str, int]] = {}
+    traced: set[str] = set()
+    for (case_id, trial), line in sorted(index.keys.items()):
+        if skipped is not None and case_id in skipped and case_id not in cases:
+            continue
+        if case_id not in cases:
+            errors.append(RowError("unknown_case", case_id, trial,
+                                   f"trace names case {case_id!r}, which is not in {cases_file}", str(index.path), line))
+            continue
+        traced.add(case_id)
+        keys.append((case_id, trial))
+        lines[line] = (case_id, trial)
+    named = {error.case_id for error in index.errors if error.case_id is not None}  # one error per bad line
+    for case_id in cases:
+        if case_id not in traced and case_id not in named:
+            errors.append(RowError("missing_trace", case_id, None, f"no trace in {index.path} for this case",
+                                   str(index.path)))
+    return keys, lines, errors

@@ -24,9 +24,9 @@ from pydantic import Field
 from tooleval.canonical import canonical_json, json_type_name
 from tooleval.agents import OpenAIAgentConfig, ReplayAgentConfig, WorkItem
 from tooleval.dataset import (case_digests, case_slices, check_name, find_traces_file, load_dataset,
-                              load_dataset_cached)
+                              load_dataset_cached, tool_schema_version)
 from tooleval.errors import InputFileError, RevisionConflictError, RowError, RunIdConflictError
-from tooleval.capture.recorded import file_digest, index_traces
+from tooleval.capture.recorded import file_digest, index_traces, replay_keys
 from tooleval.capture.keys import PlannedKey, persist_key, plan_key
 from tooleval.capture.redaction import DEFAULT_FIELDS, RedactionConfig
 from tooleval.runs.shards import ShardIndex, cyclic_gc_paused, default_shard_size, scan_lines
@@ -286,34 +286,9 @@ def plan_run(
     index = index_traces(traces_path)
     _check_revision_registry(out_path, loaded.path, loaded.revision, loaded.content_digest)
     check_run_id(out_path, run_id, loaded.revision)
-    errors: list[RowError] = list(index.errors)
-    keys: list[tuple[str, int]] = []
-    lines: dict[int, tuple[str, int]] = {}
-    traced_cases = set()
-    for (case_id, trial), line in sorted(index.keys.items()):
-        if slices is not None and case_id in every_case and case_id not in loaded.cases:
-            continue
-        if case_id not in loaded.cases:
-            errors.append(
-                RowError(
-                    "unknown_case",
-                    case_id,
-                    trial,
-                    f"trace names case {case_id!r}, which is not in {loaded.path / 'cases.jsonl'}",
-                    str(traces_path),
-                    line,
-                )
-            )
-            continue
-        traced_cases.add(case_id)
-        keys.append((case_id, trial))
-        lines[line] = (case_id, trial)
-    named = {error.case_id for error in index.errors if error.case_id is not None}  # one error per bad line
-    for case_id in loaded.cases:
-        if case_id not in traced_cases and case_id not in named:
-            errors.append(
-                RowError("missing_trace", case_id, None, f"no trace in {traces_path} for this case", str(traces_path))
-            )
+    keys, lines, errors = replay_keys(index, loaded.cases, loaded.path / "cases.jsonl",
+                                      skipped=every_case if slices is not None else None)
+    traced_cases = {case_id for case_id, _ in keys}
     offsets, line_digests = scan_lines(traces_path, lines)
     del lines
     size = shard_size or default_shard_size(len(keys), workers)
@@ -401,11 +376,10 @@ def dataset_ref(loaded, source: str | Path | None = None) -> DatasetRef:
     location = as_location(str(source)) if isinstance(source, str) else None
     from tooleval.rules import load_policy
 
-    tools_path = loaded.path / "tools.json"
     policy = load_policy(loaded.path).model_dump(mode="json")
     return DatasetRef(
         policy_digest=hashlib.sha256(canonical_json(policy).encode()).hexdigest(),
-        tool_schema_version=f"tools-{file_digest(tools_path)[:12]}" if tools_path.is_file() else None,
+        tool_schema_version=tool_schema_version(loaded.path),
         path=location if isinstance(location, str) else str(loaded.path.resolve()),
         name=loaded.manifest.name,
         revision=loaded.revision,
