@@ -28,7 +28,7 @@ import re
 from typing import Any
 
 __all__ = [
-    "canonical_value", "canonical_json", "canonical_loads", "canonical_dumps", "parse_arguments", "diff_paths", "strict_json_loads", "reject_duplicate_keys",
+    "canonical_value", "canonical_json", "canonical_loads", "canonical_dumps", "parse_arguments", "diff_paths", "value_at", "strict_json_loads", "reject_duplicate_keys",
     "DuplicateKeyError", "repeated_keys", "repeated_key_at", "json_type_name",
     "json_value_problem", "text_holds_no_value_problem", "MAX_DEPTH", "MISSING",
 ]
@@ -399,3 +399,37 @@ def diff_paths(expected: Any, observed: Any, prefix: str = "") -> list[str]:
     if isinstance(expected, (dict, list)) or isinstance(observed, (dict, list)):
         return [prefix]
     return [] if _same_scalar(expected, observed) else [prefix]
+
+
+_PATH_PART = re.compile(r'\.?([\w-]+)|\[(\d+)\]|\[("(?:[^"\\]|\\.)*")\]|\[\]')
+
+
+def value_at(value: Any, path: str) -> Any:
+    """The value at an argument path written as :func:`diff_paths` writes it (``amount``, ``flights[0].date``,
+    ``["a.b"]``; ``items[]``, a rule path for a whole unordered list, names the list itself).
+
+    Args:
+        value: A canonical value (usually an argument object).
+        path: The path; ``""`` is ``value`` itself.
+
+    Returns:
+        The value there, or :data:`MISSING` when a key or index along the path is absent (or the path cannot be
+        read).
+    """
+    position = 0
+    while position < len(path):
+        part = _PATH_PART.match(path, position)
+        if part is None:
+            return MISSING
+        position = part.end()
+        key, index, quoted = part.group(1), part.group(2), part.group(3)
+        if key is not None or quoted is not None:
+            name = key if key is not None else json.loads(quoted)
+            if not isinstance(value, dict) or name not in value:
+                return MISSING
+            value = value[name]
+        elif index is not None:
+            if not isinstance(value, list) or int(index) >= len(value):
+                return MISSING
+            value = value[int(index)]
+    return value
