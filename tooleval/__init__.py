@@ -6,7 +6,8 @@ The pure core (this package) imports no Prefect. One sub-package per stage: :mod
 (planning, aggregation, legacy scalar, drift, gate, handoff) and :mod:`tooleval.storage`; at the bottom, shared
 by all: :mod:`tooleval.models`, :mod:`tooleval.canonical`, :mod:`tooleval.errors`, :mod:`tooleval.versions`,
 :mod:`tooleval.dataset`. Prefect tasks live in ``tasks/`` and flows in
-``flows/``; the CLI (:mod:`tooleval.cli`) imports them lazily inside its commands.
+``flows/``; the CLI (:mod:`tooleval.cli`) imports them lazily inside its commands. :mod:`tooleval.testing` runs
+the same capture and scoring inside a team's own pytest suite (an assertion API and a pytest plugin).
 """
 
 from tooleval.canonical import canonical_json, parse_arguments
