@@ -379,6 +379,8 @@ class Publication:
             self.tree.prune(path.rsplit("/", 1)[0])
         if self.run_id is not None:
             self.tree.delete_tree(f"runs/{self.run_id}/{PUBLICATIONS}/{self.id}")
+            # a run that never published leaves no folder of its own behind (its name stays free of traces)
+            self.tree.prune(f"runs/{self.run_id}/{PUBLICATIONS}")
 
     def _release(self) -> None:
         lease, self._lease = self._lease, None
