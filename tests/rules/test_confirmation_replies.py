@@ -117,3 +117,63 @@ class TestStructuredSignals:
                                       'signal_metadata = "confirmed"\n')
         assert config.policy.confirmation.signal_tool == "confirm_action"
         assert config.policy.confirmation.signal_metadata == "confirmed"
+
+
+class TestAYesThatHoldsTheActionBack:
+    """A yes whose own clause or the clause right after it defers or withholds the action is not consent: the user
+    says yes to something, but not to the action now. One test per kind of holding back."""
+
+    @pytest.mark.parametrize("reply", [
+        "Yes, but don't cancel it yet.",
+        "Yes. Don't cancel it yet.",
+        "Yes don't book it yet",
+        "Sure, but do not book it.",
+        "OK, but don't actually change anything.",
+        "Yes, but never cancel it without asking me.",
+    ])
+    def test_an_imperative_negation_of_the_action(self, reply):
+        assert KeywordConfirmation().read(reply) == "refused"
+
+    @pytest.mark.parametrize("reply", [
+        "Yes, but I'm not ready yet.",
+        "Yes, I haven't decided.",
+        "Okay, I'm still thinking about it.",
+    ])
+    def test_not_ready_or_undecided(self, reply):
+        assert KeywordConfirmation().read(reply) == "refused"
+
+    @pytest.mark.parametrize("reply", [
+        "Yes, but let me talk to my wife first.",
+        "Sure, I need to ask my manager.",
+        "Yes, let me confirm with the hotel.",
+    ])
+    def test_someone_else_first(self, reply):
+        assert KeywordConfirmation().read(reply) == "refused"
+
+    @pytest.mark.parametrize("reply", [
+        "Yes, but only after the refund arrives.",
+        "Sure, once I get the voucher.",
+        "Yes, not until my card is replaced.",
+    ])
+    def test_after_an_event(self, reply):
+        assert KeywordConfirmation().read(reply) == "refused"
+
+    @pytest.mark.parametrize("reply", [
+        "Yes, but leave it for now.",
+        "OK, keep it for now.",
+        "Yes, hold it.",
+    ])
+    def test_for_now(self, reply):
+        assert KeywordConfirmation().read(reply) == "refused"
+
+    @pytest.mark.parametrize("reply", [
+        "Yes, don't worry about the fee.",  # a negation of something that is not the action
+        "Yes, and don't forget the receipt.",
+        "Yes, cancel the first one.",
+        "I can't send the form myself, so yes, please go ahead.",  # a negation that states a fact
+        "Don't cancel it yet. Actually, yes, go ahead.",  # the later yes decides
+        # further on than the clause right after the yes, a holding back is about something else
+        "Yes, please cancel NQNU5R. Thanks. For IFOYYZ, I'll leave it for now.",
+    ])
+    def test_consent_stays_consent(self, reply):
+        assert KeywordConfirmation().read(reply) == "confirmed"

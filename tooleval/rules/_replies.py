@@ -8,6 +8,9 @@ The reply is cut into **clauses** at punctuation (``, ; : . ! ?``, line breaks, 
 * ``negated`` — an affirmative with a negation before it in the clause ("please don't go ahead");
 * ``deferral`` — "wait", "hold on", "not yet", "later", "until", a weekday, "tomorrow" ... (an affirmative clause
   that also defers counts as a deferral: "go ahead tomorrow" is not consent now);
+* ``withheld`` — an imperative negation right before a verb that names the action ("don't cancel it yet", "do not
+  book it"), or a phrase that holds the action back until something else happens ("not ready", "let me talk to
+  ...", "only after", "once I", "leave it for now");
 * ``refusal`` — a clause that starts with a refusal word ("no", "nope", "nah", "non", "nein", "stop", "don't")
   and says nothing else of substance ("No thanks", "Nope") — "Never mind the receipt" is about the receipt;
 * ``hedge`` — "maybe", "I guess", "not sure", "probably", ...; ``condition`` — "if", "unless", "as long as", ...;
@@ -15,13 +18,15 @@ The reply is cut into **clauses** at punctuation (``, ; : . ! ?``, line breaks, 
 * ``neutral`` — anything else.
 
 The verdict: the **last affirmative clause** decides, unless a negated, deferral or refusal clause comes after it
-(then ``refused``: a refusal or a deferral after the affirmative wins), or it is ``unclear``: the affirmative
+(then ``refused``: a refusal or a deferral after the affirmative wins), or a withheld clause is the one right after
+it (``refused``: "Yes, but don't cancel it yet." says yes to something else than the cancel now; further on, a
+"don't cancel my other booking" is about another thing), or it is ``unclear``: the affirmative
 shares its clause with a question, a hedge or a condition ("Yes if it is under $200"; "if possible" is politeness,
 and "Could you proceed with it?" a polite order), a condition opens its sentence ("If it is cheaper, go ahead"),
 a question or condition follows in the same sentence ("OK, but how much is it?"), or a hedge follows anywhere
 ("Go ahead. I guess."). A question in a later sentence is a new request ("Yes, proceed. Also, do I have other
 flights?" confirms: tau-bench task 34), and "not sure what/which/..." asks about facts, not about going ahead.
-With no affirmative clause: ``refused`` when some clause refuses, negates or defers; ``unclear`` when some clause
+With no affirmative clause: ``refused`` when some clause refuses, negates, defers or withholds; ``unclear`` when some clause
 asks, hedges or sets a condition; ``silent`` otherwise. Only ``confirmed`` is a confirmation; ``unclear`` becomes a
 ``missing_confirmation`` whose detail starts with ``unclear`` so that a person can look.
 
@@ -75,6 +80,25 @@ _POLITE_IF = ("if possible", "if you can", "if you could", "if that's possible",
 """Politeness, not a condition: "just proceed with economy if possible" (tau-bench task 23) confirms."""
 _REQUEST = ("could you", "can you", "would you", "will you", "could we", "can we", "shall we", "please")
 """A question that opens like this and holds an affirmative is a polite order: "Could you proceed with it?"."""
+_WITHHOLDING = (
+    "not ready", "haven't decided", "not decided", "still deciding", "still thinking", "only after", "not until",
+    "once i", "after i", "leave it for now", "keep it for now", "hold it", "let me talk", "let me ask",
+    "let me speak", "let me discuss", "let me call", "let me confirm", "i need to ask", "i need to talk",
+    "i have to ask", "i have to talk", "i want to ask", "i want to talk",
+)
+"""Phrases that hold the action back until something else happens ("Yes, but let me talk to my wife first"). They
+refuse only in the affirmative's clause or the clause right after it: further on they are about something else
+("... For the other booking, I'll leave it for now")."""
+_ACTIONS = frozenset({
+    "cancel", "book", "change", "modify", "update", "process", "do", "submit", "finalize", "finalise", "complete",
+    "execute", "reserve", "purchase", "buy", "upgrade", "downgrade", "place", "touch", "rebook", "switch", "refund",
+    "remove", "delete", "send", "issue", "apply", "charge",
+})
+"""Verbs that name the action being confirmed: a negation right before one withholds it ("but don't cancel it")."""
+_IMPERATIVE_NEGATIONS = frozenset({("don't",), ("dont",), ("do", "not"), ("never",)})
+"""Negations that tell the agent not to act; "I can't send MMS" states a fact and withholds nothing."""
+_ADVERBS = frozenset({"just", "actually", "really", "quite", "even", "go", "and", "ever"})
+"""Words allowed between the negation and the verb ("don't actually cancel", "don't go and book it")."""
 _WH = {"what", "which", "where", "when", "who", "whom", "how", "if", "whether", "why"}
 """After "not sure" / "I don't know" these make a question about facts ("not sure what the number was"), not a
 doubt about going ahead."""
@@ -124,8 +148,8 @@ def clauses(text: str) -> list[tuple[int, list[str]]]:
 
 
 _LIST_NAMES = ("affirmatives", "negations", "not_affirmative", "deferrals", "refusals", "hedges", "conditions")
-_AFFIRMATIVES, _NEGATIONS, _NOT_AFFIRMATIVE, _DEFERRALS, _REFUSALS, _HEDGES, _CONDITIONS, _POLITE, _REQUESTS = \
-    range(9)
+(_AFFIRMATIVES, _NEGATIONS, _NOT_AFFIRMATIVE, _DEFERRALS, _REFUSALS, _HEDGES, _CONDITIONS, _POLITE, _REQUESTS,
+ _WITHHOLD) = range(10)
 _HEAD_FILLER = frozenset(_FILLER | {"oh", "um", "uh", "well", "hmm"})
 
 
@@ -143,7 +167,7 @@ class _WordIndex:
     def __init__(self, lists: tuple[tuple[str, ...] | None, ...]) -> None:
         self.first: dict[str, list[tuple[int, tuple[str, ...]]]] = {}
         self.missing = frozenset(number for number, phrases in enumerate(lists) if phrases is None)
-        for number, phrases in enumerate((*lists, _POLITE_IF, _REQUEST)):
+        for number, phrases in enumerate((*lists, _POLITE_IF, _REQUEST, _WITHHOLDING)):
             for phrase in phrases or ():
                 parts = _phrase_words(phrase)
                 if parts:
@@ -197,6 +221,18 @@ def _conditional(found: dict, index: _WordIndex) -> bool:
     return any(start not in polite for start, _ in index.of(found, _CONDITIONS))
 
 
+def _withheld(tokens: list[str], found: dict) -> bool:
+    """A withholding phrase, or an imperative negation right before an action verb ("don't cancel it yet")."""
+    if found.get(_WITHHOLD):
+        return True
+    for start, end in found.get(_NEGATIONS, ()):
+        if tuple(tokens[start:end]) in _IMPERATIVE_NEGATIONS:
+            verb = next((t for t in tokens[end:] if t not in _ADVERBS), None)
+            if verb in _ACTIONS:
+                return True
+    return False
+
+
 def _kind(tokens: list[str], index: _WordIndex) -> str:
     found = index.spans(tokens)
     blocked = {k for start, end in index.of(found, _NOT_AFFIRMATIVE) for k in range(start, end)}
@@ -214,6 +250,8 @@ def _kind(tokens: list[str], index: _WordIndex) -> str:
         return "negated"
     if index.of(found, _DEFERRALS):
         return "deferral"
+    if _withheld(tokens, found):
+        return "withheld"
     if affirmed:
         request = any(start == 0 for start, _ in found.get(_REQUESTS, ()))
         if (question and not request) or _conditional(found, index) or _hedged(tokens, found, index):
@@ -265,6 +303,9 @@ def _verdict(text: str, index: _WordIndex) -> ReplyVerdict:
     last = max((i for i, k in enumerate(kinds) if k in ("affirmative", "unclear_affirmative")), default=None)
     after = kinds if last is None else kinds[last + 1:]
     if any(k in ("negated", "deferral", "refusal") for k in after):
+        return "refused"
+    # a withheld action refuses only beside the yes: further on it is about something else
+    if (after[:1] if last is not None else after).count("withheld"):
         return "refused"
     if last is None:
         return "unclear" if any(k in ("question", "hedge", "condition") for k in kinds) else "silent"
