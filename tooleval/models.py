@@ -33,6 +33,7 @@ __all__ = [
     "MATCH_MODES",
     "MatchModeName",
     "calls_from_messages",
+    "with_rules",
 ]
 
 REVISION_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
@@ -62,6 +63,10 @@ class Call(BaseModel):
     """The raw argument text; kept only for a malformed call."""
     parse_error: str | None = None
     """Why the argument text could not be read; ``None`` for a well-formed call."""
+    argument_rules: dict[str, ArgumentRule] | None = None
+    """A reference call's own ``{path: rule}``, laid over its tool's rules in the case and in tools.json for this
+    call only: two reference calls of one tool may accept different values (BFCL's parallel calls). ``None`` on
+    observed calls. Not part of :attr:`key` nor of the row's call records."""
 
     @property
     def malformed(self) -> bool:
@@ -162,6 +167,11 @@ class ArgumentRule(BaseModel):
     coerce: bool | Literal["string", "number", "integer", "boolean"] = False
     """Convert the observed value to a declared type before comparing: ``true`` takes the type from the tool's
     JSON Schema, a type name forces it. Every applied coercion is recorded on the row."""
+    number_type: Literal["float", "integer"] | None = None
+    """The observed number must be *written* as a float (``1.0``, ``1e0``) or as an integer (``1``) in the call's
+    argument text. Canonical values cannot tell ``1`` from ``1.0``, so this is checked on the text as the agent
+    wrote it (the trajectory's messages); a call known only by its canonical arguments passes it. BFCL's checker
+    rejects an integer inside an ``array`` of ``float`` (its ``type_error:nested``)."""
 
     @model_validator(mode="before")
     @classmethod
@@ -230,8 +240,21 @@ def _parse_calls(value: Any, where: str) -> list[Call]:
             args = {}
         if not isinstance(args, dict):
             raise ValueError(f"{where}[{i}].args must be a JSON object, got {type(args).__name__}")
-        calls.append(Call.from_raw(item["name"], args))
+        calls.append(with_rules(Call.from_raw(item["name"], args), item.get("argument_rules")))
     return calls
+
+
+def with_rules(call: Call, rules: Any) -> Call:
+    """``call`` carrying its own argument rules (``{path: rule}``, validated), or ``call`` itself for none."""
+    if not rules:
+        return call
+    if not isinstance(rules, dict):
+        raise ValueError("a call's argument_rules must be an object {path: rule}")
+    parsed = {path: ArgumentRule.model_validate(rule) for path, rule in sorted(rules.items())}
+    copy = call.model_copy(update={"argument_rules": parsed})
+    if call.args_json is not None:
+        copy.__dict__["args_json"] = call.args_json
+    return copy
 
 
 class ToolSpec(BaseModel):
@@ -294,6 +317,9 @@ class Case(BaseModel):
     required_arguments: dict[str, list[str]] | None = None
     """``{tool: [argument names]}``: every call of the tool must carry them (presence only)."""
     max_calls: CallBudget | None = None
+    tools: list[ToolSpec] | None = None
+    """The case's own tool specs: for this case they replace tools.json's spec of the same name (BFCL documents one
+    function name differently across questions), in argument rules and in the schema check alike."""
     expected_outputs: list[str] | None = None
     """Strings the final reply must contain (``missing_output`` otherwise)."""
     risk: str | None = None
@@ -444,3 +470,6 @@ def calls_from_messages(messages: list[dict[str, Any]]) -> list[Call]:
             raw = body["arguments"] if "arguments" in body else body.get("args")
             calls.append(Call.from_raw(name, raw))
     return calls
+
+
+Call.model_rebuild()  # ``argument_rules`` names ArgumentRule, defined after Call

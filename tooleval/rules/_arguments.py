@@ -2,8 +2,10 @@
 
 A rule sits on an argument *path*: dot-separated keys (``customer.email``), ``[]`` for every item of a list
 (``flights[].date``), ``[n]`` for one item and ``*`` for every key at that level (``*`` alone = every argument).
-Rules come in two layers: a tool's ``argument_rules`` in tools.json (the default for every case) and a case's
-``argument_rules[tool]``, which wins. Within a layer the most specific pattern wins (fewest wildcards).
+Rules come in three layers: a tool's ``argument_rules`` in tools.json (the default for every case), a case's
+``argument_rules[tool]``, which wins, and a reference call's own ``argument_rules``, which wins for that call only
+(two calls of one tool may accept different values). Within a layer the most specific pattern wins (fewest
+wildcards).
 
 Semantics, each tested in ``tests/rules/test_rules_arguments.py``:
 
@@ -15,7 +17,11 @@ Semantics, each tested in ``tests/rules/test_rules_arguments.py``:
 * ``tolerance`` — numbers equal when ``|e - o| <= tolerance`` (plus 1e-9 relative slack for binary floats).
 * ``case_insensitive`` / ``strip_chars`` — strings compared after ``casefold`` / removing those characters.
   Both, and ``tolerance``, are inherited by nested values unless a deeper rule sets them.
-* ``one_of`` — the observed value may equal the reference value or any listed value.
+* ``one_of`` — the observed value may equal the reference value or any listed value. With ``optional`` on a
+  key the reference leaves out, a value given for it must be one of these (BFCL's ``""``: omit it or leave it
+  empty).
+* ``number_type`` — the observed number must be written as a float or as an integer in the call's argument
+  text (:func:`written_type_paths`; the canonical values cannot tell ``1`` from ``1.0``).
 
 Without a rule everything is DESIGN.md's canonical equality, and :func:`rule_diff_paths` returns exactly
 :func:`tooleval.canonical.diff_paths`. ``tolerance`` and ``one_of`` make equality non-transitive, which is why
@@ -34,10 +40,10 @@ from scipy.sparse.csgraph import maximum_bipartite_matching
 
 # The path format of wrong-argument pairs must be byte-identical to diff_paths', hence the private helpers.
 from tooleval.canonical import MISSING, _key_path, _same_scalar, canonical_json, diff_paths
-from tooleval.models import ArgumentRule, Case, ToolSpec
+from tooleval.models import ArgumentRule, Call, Case, ToolSpec
 from tooleval.rules._tools import ruled_tools
 
-__all__ = ["ArgumentRules", "ToolRules", "rule_diff_paths", "normal_form", "perfect_matching"]
+__all__ = ["ArgumentRules", "ToolRules", "rule_diff_paths", "written_type_paths", "normal_form", "perfect_matching"]
 
 ANY_KEY = "\x00*"
 ANY_ITEM = "\x00[]"
@@ -102,20 +108,28 @@ class ArgumentRules:
 
     tools: Mapping[str, ToolRules]
     schemas: Mapping[str, dict] = field(default_factory=dict)
+    layers: Mapping[str, tuple] = field(default_factory=dict)
+    """The case and tool layers of each tool, under which a reference call's own rules are laid."""
+    written_numbers: bool = False
+    """Whether a rule asks how a number was written (``number_type``): only then is the argument text read."""
+    _calls: dict = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
     def for_case(cls, case: Case, tools: Mapping[str, ToolSpec]) -> "ArgumentRules | None":
         """The case's rules laid over its tools' rules; ``None`` when neither side declares any."""
         case_rules = case.argument_rules or {}
-        names = ruled_tools(tools).union(case_rules)
+        called = {call.name for plan in case.plans for call in plan if call.argument_rules}
+        names = ruled_tools(tools).union(case_rules, called)
         if not names:
             return None
-        resolved = {
-            name: ToolRules.from_layers(case_rules.get(name), tools[name].argument_rules if name in tools else None)
-            for name in sorted(names)
-        }
+        layers = {name: (case_rules.get(name), tools[name].argument_rules if name in tools else None)
+                  for name in sorted(names)}
+        resolved = {name: ToolRules.from_layers(*layers[name]) for name in layers}
         schemas = {name: tools[name].parameters or {} for name in resolved if name in tools}
-        return cls(resolved, schemas)
+        every = [*(layer for pair in layers.values() for layer in pair if layer),
+                 *(call.argument_rules for plan in case.plans for call in plan if call.argument_rules)]
+        written = any(rule.number_type for layer in every for rule in layer.values())
+        return cls(resolved, schemas, layers, written)
 
     @classmethod
     def from_mapping(
@@ -128,6 +142,17 @@ class ArgumentRules:
 
     def for_tool(self, name: str) -> ToolRules | None:
         return self.tools.get(name)
+
+    def for_call(self, call: Call) -> ToolRules | None:
+        """The rules that compare ``call`` (a reference call): its own rules laid over its tool's."""
+        if not call.argument_rules:
+            return self.tools.get(call.name)
+        key = id(call)
+        if key not in self._calls:  # the call is held by the case for as long as these rules are
+            self._calls[key] = (call, ToolRules.from_layers(call.argument_rules,
+                                                            *self.layers.get(call.name, (None, None))))
+        return self._calls[key][1]
+
 
 
 @dataclass(frozen=True)
@@ -181,6 +206,10 @@ def _diff(expected: Any, observed: Any, path: tuple, text: str, rules: ToolRules
         return []
     leaf = leaf.merge(rule)
     if expected is MISSING or observed is MISSING:
+        if expected is MISSING and observed is not MISSING and rule is not None and rule.optional and rule.one_of:
+            # a key the reference leaves out, with acceptable values: absent, or one of them
+            return [] if any(not _diff_node(c, observed, path, text, rules, rule, leaf) for c in rule.one_of) \
+                else [text]
         return [] if expected is observed or (rule is not None and rule.optional) else [text]
     if rule is not None and rule.one_of is not None:
         candidates = [expected, *rule.one_of]
@@ -217,6 +246,29 @@ def _diff_node(expected, observed, path, text, rules, rule, leaf) -> list[str]:
     if isinstance(expected, (dict, list)) or isinstance(observed, (dict, list)):
         return [text]
     return [] if _leaf_equal(expected, observed, leaf) else [text]
+
+
+def written_type_paths(written: Any, rules: ToolRules | None) -> list[str]:
+    """Paths of ``written`` (arguments as the agent wrote them: ``1.0`` a float, ``1`` an int) whose number is
+    not of the ``number_type`` its rule asks for; ``[]`` without rules or without such a rule."""
+    if rules is None or not isinstance(written, dict):
+        return []
+    found: list[str] = []
+
+    def walk(value: Any, path: tuple, text: str) -> None:
+        rule = rules.lookup(path) if path else None
+        if rule is not None and rule.number_type and is_number(value):
+            if isinstance(value, float) is not (rule.number_type == "float"):
+                found.append(text)
+        if isinstance(value, dict):
+            for key, item in value.items():
+                walk(item, path + (key,), _key_path(text, key))
+        elif isinstance(value, list):
+            for i, item in enumerate(value):
+                walk(item, path + (i,), f"{text}[{i}]")
+
+    walk(written, (), "")
+    return found
 
 
 def rule_diff_paths(expected: dict, observed: dict, rules: ToolRules | None) -> list[str]:

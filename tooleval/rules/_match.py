@@ -16,6 +16,7 @@ or made.
 
 from __future__ import annotations
 
+import json
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field, fields, replace
 
@@ -25,11 +26,18 @@ from scipy.optimize import linear_sum_assignment
 from tooleval.canonical import canonical_json
 from tooleval.scoring.matching import MatchResult, WrongArgs, match_calls, match_evidence
 from tooleval.models import Call
-from tooleval.rules._arguments import ArgumentRules, normal_form, perfect_matching, rule_diff_paths
+from tooleval.rules._arguments import (
+    ArgumentRules,
+    ToolRules,
+    normal_form,
+    perfect_matching,
+    rule_diff_paths,
+    written_type_paths,
+)
 from tooleval.rules._coerce import coerce_arguments
 from tooleval.rules._modes import UNORDERED, MatchMode
 
-__all__ = ["Coercion", "RuleMatch", "match_with_rules", "match_plans", "call_identity"]
+__all__ = ["Coercion", "RuleMatch", "match_with_rules", "match_plans", "call_identity", "written_arguments"]
 
 
 @dataclass(frozen=True)
@@ -79,6 +87,28 @@ def call_identity(call: Call, rules: ArgumentRules | None, args: dict | None = N
     return (call.name, canonical_json(normal_form(call.args if args is None else args, tool_rules)))
 
 
+def written_arguments(messages: list | None) -> list[object] | None:
+    """The assistant's call arguments as written, in call order (:func:`tooleval.models.calls_from_messages`'
+    order): argument text read with plain ``json.loads`` (``1.0`` stays a float), an object as given, ``None``
+    where the text is not a JSON object. ``None`` without messages."""
+    if messages is None:
+        return None
+    out: list[object] = []
+    for message in messages:
+        if not isinstance(message, dict) or message.get("role") != "assistant":
+            continue
+        for tool_call in message.get("tool_calls") or []:
+            body = tool_call.get("function", tool_call) if isinstance(tool_call, dict) else {}
+            raw = body.get("arguments", body.get("args")) if isinstance(body, dict) else None
+            if isinstance(raw, str):
+                try:
+                    raw = json.loads(raw)
+                except ValueError:
+                    raw = None
+            out.append(raw if isinstance(raw, dict) else None)
+    return out
+
+
 def _lexicographic_matching(n_rows: int, n_cols: int, adjacent: list[list[int]]) -> dict[int, int]:
     """The lexicographically first maximum matching (rows in order, each to its earliest feasible column)."""
     greedy: dict[int, int] = {}
@@ -109,13 +139,20 @@ def _lexicographic_matching(n_rows: int, n_cols: int, adjacent: list[list[int]])
     return pairs
 
 
-def _pair_wrong_args(missing: list[Call], extra: list[tuple[Call, dict | None]], rules) -> list[WrongArgs]:
+def _differing(expected: Call, args: dict | None, written: object, rules: ToolRules | None) -> list[str]:
+    """Paths at which an observed call (effective ``args``, arguments as ``written``) departs from a reference
+    call under the reference call's rules; a path where only the written number type is wrong counts once."""
+    paths = rule_diff_paths(expected.args, args, rules)
+    return paths + [p for p in written_type_paths(written, rules) if p not in paths]
+
+
+def _pair_wrong_args(missing: list[Call], extra: list[tuple[Call, dict | None, object]], rules) -> list[WrongArgs]:
     """Optimal assignment of unmatched calls of the same tool by fewest rule-aware differing paths."""
     rows_by_name: dict[str, list[int]] = defaultdict(list)
     cols_by_name: dict[str, list[int]] = defaultdict(list)
     for i, call in enumerate(missing):
         rows_by_name[call.name].append(i)
-    for j, (call, _) in enumerate(extra):
+    for j, (call, _, _) in enumerate(extra):
         if not call.malformed:
             cols_by_name[call.name].append(j)
     pairs: list[tuple[int, int, list[str]]] = []
@@ -123,8 +160,8 @@ def _pair_wrong_args(missing: list[Call], extra: list[tuple[Call, dict | None]],
         cols = cols_by_name.get(name)
         if not cols:
             continue
-        tool_rules = rules.for_tool(name) if rules is not None else None
-        paths = [[rule_diff_paths(missing[i].args, extra[j][1], tool_rules) for j in cols] for i in rows]
+        paths = [[_differing(missing[i], extra[j][1], extra[j][2], rules.for_call(missing[i]) if rules else None)
+                  for j in cols] for i in rows]
         cost = np.array([[len(p) for p in row] for row in paths], dtype=float)
         assigned_rows, assigned_cols = linear_sum_assignment(cost)
         pairs += [(rows[r], cols[c], paths[r][c]) for r, c in zip(assigned_rows, assigned_cols)]
@@ -133,7 +170,7 @@ def _pair_wrong_args(missing: list[Call], extra: list[tuple[Call, dict | None]],
 
 
 def match_with_rules(expected: list[Call], observed: list[Call], rules: ArgumentRules | None,
-                     mode: MatchMode = UNORDERED) -> RuleMatch:
+                     mode: MatchMode = UNORDERED, written: list[object] | None = None) -> RuleMatch:
     """Compare observed calls with one reference plan under argument rules.
 
     Args:
@@ -141,6 +178,8 @@ def match_with_rules(expected: list[Call], observed: list[Call], rules: Argument
         observed: The agent's calls in trajectory order, malformed ones included.
         rules: The case's resolved rules (:meth:`ArgumentRules.for_case`); ``None`` = DESIGN.md equality.
         mode: The match mode that decides :attr:`RuleMatch.calls_match` (nothing else depends on it).
+        written: The observed calls' arguments as the agent wrote them (:func:`written_arguments`), for
+            ``number_type`` rules; ``None``: those rules are not checked.
 
     Returns:
         A :class:`RuleMatch`; with ``rules=None`` it equals :func:`tooleval.scoring.matching.match_calls` field for field
@@ -161,30 +200,31 @@ def match_with_rules(expected: list[Call], observed: list[Call], rules: Argument
         args, applied = coerce_arguments(call.args, tool_rules, rules.schemas.get(call.name))
         effective.append(args)
         coercions += [Coercion(index, call.name, p, canonical_json(a), canonical_json(b)) for p, a, b in applied]
+    written = written if written is not None and len(written) == len(observed) else [None] * len(observed)
     adjacent: list[list[int]] = []
     for e in expected:
-        tool_rules = rules.for_tool(e.name)
+        tool_rules = rules.for_call(e)
         adjacent.append([
             j for j, o in enumerate(observed)
             if o.name == e.name and not o.malformed
-            and (o.key == e.key if tool_rules is None else not rule_diff_paths(e.args, effective[j], tool_rules))
+            and (o.key == e.key if tool_rules is None else not _differing(e, effective[j], written[j], tool_rules))
         ])
     pairs = _lexicographic_matching(len(expected), len(observed), adjacent)
     matched_cols = set(pairs.values())
     missing = [e for i, e in enumerate(expected) if i not in pairs]
-    extra = [(o, effective[j]) for j, o in enumerate(observed) if j not in matched_cols]
+    extra = [(o, effective[j], written[j]) for j, o in enumerate(observed) if j not in matched_cols]
     wrong = _pair_wrong_args(missing, extra, rules)
     expected_keys = Counter(call_identity(e, rules) for e in expected)
     observed_keys = Counter(call_identity(o, rules, effective[j]) for j, o in enumerate(observed))
     duplicates = sum(max(0, n - max(expected_keys.get(k, 0), 1)) for k, n in observed_keys.items())
-    evidence = match_evidence(expected, observed, len(pairs), missing, [call for call, _ in extra], wrong, duplicates)
+    evidence = match_evidence(expected, observed, len(pairs), missing, [call for call, _, _ in extra], wrong, duplicates)
     # the order checks of a mode use the matching's own equality (only strict and ordered modes ask for it)
     matches = mode.holds(len(expected), len(observed), evidence["fp"], evidence["fn"], lambda i, j: j in adjacent[i])
     return RuleMatch(**evidence, coercions=coercions, calls_match=matches)
 
 
 def match_plans(plans: list[list[Call]], observed: list[Call], rules: ArgumentRules | None,
-                mode: MatchMode = UNORDERED) -> tuple[RuleMatch, int]:
+                mode: MatchMode = UNORDERED, written: list[object] | None = None) -> tuple[RuleMatch, int]:
     """Score ``observed`` against every reference plan and keep the best F1 (ties: the earlier plan).
 
     Args:
@@ -205,7 +245,7 @@ def match_plans(plans: list[list[Call]], observed: list[Call], rules: ArgumentRu
     best_index = 0
     matches = False
     for index, plan in enumerate(plans):
-        result = match_with_rules(plan, observed, rules, mode)
+        result = match_with_rules(plan, observed, rules, mode, written)
         matches = matches or result.calls_match
         if best is None or result.f1 > best.f1:
             best, best_index = result, index

@@ -13,12 +13,19 @@ from typing import Any, Iterable, Mapping
 from tooleval.models import Call, Case, ToolSpec
 from tooleval.rules._arguments import ArgumentRules
 from tooleval.rules._confirmation import ConfirmationDetector
-from tooleval.rules._match import RuleMatch, match_plans
+from tooleval.rules._match import RuleMatch, match_plans, written_arguments
 from tooleval.rules._modes import MatchMode
 from tooleval.rules._policy import PolicyConfig, Violation, check_policies
 from tooleval.rules._schema import SchemaFinding, schema_findings, schema_violations
 
-__all__ = ["RowRules", "evaluate_row", "tool_families"]
+__all__ = ["RowRules", "evaluate_row", "tool_families", "case_tools"]
+
+
+def case_tools(case: Case, tools: Mapping[str, ToolSpec]) -> Mapping[str, ToolSpec]:
+    """``tools`` with the case's own tool specs (:attr:`Case.tools`) in place of those of the same name."""
+    if not case.tools:
+        return tools
+    return {**tools, **{spec.name: spec for spec in case.tools}}
 
 
 def tool_families(calls: Iterable[Call], tools: Mapping[str, ToolSpec]) -> list[str]:
@@ -109,10 +116,12 @@ def evaluate_row(
         ValueError: when ``observed`` is not the call sequence of ``messages``, or a tool's ``parameters`` is not a
             valid JSON Schema (score the row as an error).
     """
+    tools = case_tools(case, tools)
     rules = ArgumentRules.for_case(case, tools)
     plans = case.plans if plans is None else plans
+    written = written_arguments(messages) if rules is not None and rules.written_numbers else None
     mode = MatchMode.of_case(case)
-    match, chosen = match_plans(plans, observed, rules, mode)
+    match, chosen = match_plans(plans, observed, rules, mode, written)
     violations = check_policies(case, tools, messages, observed, match, policy=policy, confirmation=confirmation,
                                 plans=plans)
     findings = schema_findings(observed, tools) if tools else None

@@ -14,7 +14,7 @@ from collections import defaultdict
 from typing import Any
 
 from tooleval.capture.envelope import boundary_calls, digest_ok, envelope_calls
-from tooleval.models import Call, Case, ToolSpec
+from tooleval.models import Call, Case, ToolSpec, with_rules
 from tooleval.capture.provenance import failure_owner, first_divergent_boundary, input_key, join_check
 from tooleval.scoring.ragas_f1 import ragas_set_f1
 from tooleval.scoring.ragas_metric import ragas_args, ragas_version
@@ -40,7 +40,9 @@ def reference_calls(calls: list[Call], redactor: Redactor | None, extra: dict[st
     redaction is on (``extra``: the trace's own secrets in the references, :func:`trace_reference_secrets`)."""
     if redactor is None:
         return list(calls)
-    return [Call.from_raw(c.name, redactor.redact_args(c.args or {}, extra)) for c in calls]
+    # a reference call's own argument rules stay with it: they are how it is compared
+    return [with_rules(Call.from_raw(c.name, redactor.redact_args(c.args or {}, extra)), c.argument_rules)
+            for c in calls]
 
 
 def trace_reference_secrets(redactor: Redactor | None, case: Case, envelope: dict[str, Any]) -> dict[str, str]:
