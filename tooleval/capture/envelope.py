@@ -125,7 +125,8 @@ def build_envelope(
 
     Returns:
         A dict with the envelope columns; ``run_id`` is ``None`` until publication. ``error`` is set (and
-        ``model_calls`` empty) when the messages hold a tool call that cannot be read at all (no tool name).
+        ``model_calls`` empty) when the messages hold a tool call that cannot be read at all (no tool name), and
+        (``generation_error: recorded: <text>``) when the trace records that its agent failed (``error``).
 
     Raises:
         ValueError: ``captured_at`` is naive.
@@ -137,6 +138,11 @@ def build_envelope(
         calls = [call.to_record() for call in calls_from_messages(trace.messages)]
     except ValueError as exc:
         calls, error = [], f"bad_trace: {exc}"
+    recorded_error = (trace.model_extra or {}).get("error")
+    if error is None and isinstance(recorded_error, str):
+        # the recorded agent failed to answer (BFCL's "Error during inference: ..."): a failing row that says so,
+        # never a row scored as if the agent had chosen to make no call
+        error = f"generation_error: recorded: {recorded_error}"
     request = trace.request.get("messages") if isinstance(trace.request, dict) else None
     record: dict[str, Any] = {
         "envelope_version": ENVELOPE_VERSION,
