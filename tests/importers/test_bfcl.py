@@ -114,6 +114,23 @@ VERDICTS = [
     ("irrelevance", "irrelevance_0", [_result("determine_body_mass_index", {"weight": 10, "height": 5})],
      False, "irrelevance with a call"),
     ("irrelevance", "irrelevance_1", [], True, "irrelevance, empty call list"),
+    # acceptable values belong to one reference call: three identical calls cannot satisfy three references
+    ("parallel", "parallel_3", [_result("protein_info.get_sequence_and_3D", {"protein_name": "HbA1c"})] * 3,
+     False, "three identical parallel calls"),
+    ("parallel", "parallel_3", [_result("protein_info_get_sequence_and_3D", {"protein_name": n, "model_3d": True})
+                                for n in ("rat hemoglobin", "HbA1c", "normal hemoglobin")],
+     True, "parallel calls each with its own acceptable value"),
+    ("simple_python", "simple_python_0", [_result("calculate_triangle_area", {"base": 10, "height": 5, "unit": ""})],
+     True, "explicit empty string where it is listed"),
+    ("simple_python", "simple_python_25", [_result("calculate_final_velocity", {"height": 150, "gravity": ""})],
+     False, "explicit empty string for a float"),
+    ("live_simple", "live_simple_116-72-0", [{"sum_numbers": '{"numbers_list": [133, 34]}'}],
+     False, "ints inside an array of float (type_error:nested)"),
+    ("live_simple", "live_simple_116-72-0", [{"sum_numbers": '{"numbers_list": [133.0, 34.0]}'}],
+     True, "floats inside an array of float"),
+    ("simple_python", "simple_python_25", [{"calculate_final_velocity": '{"height": 150, "gravity": 9.81}'}],
+     True, "a float where a float is expected"),
+    ("simple_python", "simple_python_1", [_result("math.factorial", {"number": 5})], True, "dotted function name"),
 ]
 
 
@@ -187,8 +204,10 @@ def test_schema_findings_on_the_hand_written_results(verdict_rows) -> None:
         found.update(f"{qid}:{f.kind}:{f.path}" for f in schema_findings(calls, tools))
     # By hand: the only departures from the docs are the extra parameter "d" of simple_python_4 and of the first
     # call of simple_python_6; the malformed call (simple_python_1) is not checked; irrelevance_0's call of
-    # determine_body_mass_index is declared, with numbers where floats are expected.
-    assert found == {"simple_python_4:unknown_parameter:d": 1, "simple_python_6:unknown_parameter:d": 1}
+    # determine_body_mass_index is declared, with numbers where floats are expected; simple_python_25 is given ""
+    # for a float.
+    assert found == {"simple_python_4:unknown_parameter:d": 1, "simple_python_6:unknown_parameter:d": 1,
+                     "simple_python_25:wrong_type:gravity": 1}
     # the scored rows carry the same findings (checked against the imported tools.json while scoring)
     stored = Counter(f"{row['case_id']}:{f['kind']}:{f['path']}" for row in verdict_rows.values()
                      for f in row["schema_findings"] or [])
@@ -206,3 +225,80 @@ def test_unreadable_answers_are_skipped_with_their_reason(tmp_path: Path) -> Non
     assert (report.read, report.converted) == (3, 1)
     assert report.skipped == {"possible answer is not [{func: {param: [values]}}]": 1, "no possible answer": 1}
     assert report.examples["no possible answer"] == [f"{name}:3"]
+
+
+def test_an_int_for_a_top_level_float_and_a_float_for_an_integer(tmp_path: Path) -> None:
+    """BFCL converts an int given for a ``float`` parameter; a float given for an ``integer`` one is a type error."""
+    from tooleval.importers._bfcl_answers import answer_calls
+
+    docs = [{"name": "f", "parameters": {"type": "dict", "required": ["n", "x"],
+                                         "properties": {"n": {"type": "integer"}, "x": {"type": "float"}}}}]
+    calls, _ = answer_calls([{"f": {"n": [3], "x": [2.0]}}], docs)
+    assert calls[0]["argument_rules"]["n"]["number_type"] == "integer" and "x" not in calls[0]["argument_rules"]
+
+
+def _one_result(tmp_path: Path, category: str, qid: str, result, *, layout: str) -> tuple:
+    data = tmp_path / "data"
+    (data / "possible_answer").mkdir(parents=True)
+    name = f"BFCL_v4_{category}.json"
+    write_lines(data / name, [q for q in _source_lines(BFCL / name) if q["id"] == qid])
+    if (BFCL / "possible_answer" / name).exists():
+        write_lines(data / "possible_answer" / name,
+                    [a for a in _source_lines(BFCL / "possible_answer" / name) if a["id"] == qid])
+    folder = data / "result" / layout
+    folder.mkdir(parents=True)
+    write_lines(folder / f"BFCL_v4_{category}_result.json", [{"id": qid, "result": result}])
+    report = import_bfcl(data / name, tmp_path / "out", results=[data / "result"])
+    return report, tmp_path / "out"
+
+
+def test_the_model_is_the_agent_in_bfcl_v4s_result_layout(tmp_path: Path) -> None:
+    """BFCL v4 writes ``result/<model>/<group>/``: the trace's agent is the model, not ``non_live``."""
+    report, out = _one_result(tmp_path, "simple_python", "simple_python_1",
+                              [_result("math_factorial", {"number": 5})], layout="gpt-4o-2024-11-20-FC/non_live")
+    (row,) = score(out, out / "traces" / "gpt-4o-2024-11-20-FC.jsonl.gz")
+    assert row["agent_name"] == "gpt-4o-2024-11-20-FC" and row["exact_match"] is True
+
+
+def test_an_inference_error_is_a_failing_row_with_the_error(tmp_path: Path) -> None:
+    report, out = _one_result(tmp_path, "simple_python", "simple_python_1",
+                              "Error during inference: Request timed out.", layout="m/non_live")
+    assert report.skipped_total == 0 and report.converted == 2
+    assert any("1 results are inference errors" in note for note in report.notes)
+    (row,) = score(out, out / "traces" / "m.jsonl.gz")
+    assert row["error_kind"] == "generation_error"
+    assert row["error_message"] == "recorded: Error during inference: Request timed out."
+    assert row["f1"] is None and row["exact_match"] is None
+
+
+def test_a_multi_turn_inference_error_fails_every_turn(tmp_path: Path) -> None:
+    name = "BFCL_v4_multi_turn_base.json"
+    (tmp_path / "possible_answer").mkdir()
+    write_lines(tmp_path / name, _source_lines(BFCL / name)[:1])
+    write_lines(tmp_path / "possible_answer" / name, _source_lines(BFCL / "possible_answer" / name)[:1])
+    (tmp_path / "multi_turn_func_doc").symlink_to(BFCL / "multi_turn_func_doc")
+    results = write_lines(tmp_path / "BFCL_v4_multi_turn_base_result.json",
+                          [{"id": "multi_turn_base_0", "result": "Error during inference: 500"}])
+    import_bfcl(tmp_path / name, tmp_path / "out", results=[results], agent="m")
+    rows = score(tmp_path / "out", tmp_path / "out" / "traces" / "m.jsonl.gz")
+    assert len(rows) == 4 and {r["error_kind"] for r in rows} == {"generation_error"}
+
+
+def test_the_schema_check_reads_the_questions_own_docs(imported) -> None:
+    """A name BFCL documents differently across questions is not in tools.json; each case carries its own docs
+    as tool specs, so a correct call to such a tool is not an undeclared tool."""
+    out, report = imported
+    cases = read_jsonl(out / "simple_python" / "cases.jsonl")
+    tools = {t["name"] for t in json.loads((out / "simple_python" / "tools.json").read_text())}
+    clashing = [c for c in cases if any(spec["name"] not in tools for spec in c["tools"])]
+    assert clashing, "the shared data documents some names differently across questions"
+    case = clashing[0]
+    call = case["expected_calls"][0]
+    from tooleval.models import Call, Case, ToolSpec
+    from tooleval.rules import evaluate_row
+
+    loaded = Case.model_validate(case)
+    observed = [Call.from_raw(call["name"], call["args"])]
+    specs = {t["name"]: ToolSpec.model_validate(t) for t in json.loads((out / "simple_python" / "tools.json").read_text())}
+    result = evaluate_row(loaded, specs, None, observed)
+    assert result.schema_findings == [] and result.match.exact_match

@@ -5,8 +5,9 @@ question files (JSON lines ``{id, question: [[messages]], function: [docs]}``), 
 names, ``multi_turn_func_doc/`` with the multi-turn classes' function docs. One dataset per category
 (``DIR/<category>/``; a single question file is written to ``DIR`` itself), ``case_id`` = BFCL's id:
 
-* Single-turn categories: one case per question; references and argument rules from the possible answer
-  (:mod:`tooleval.importers._bfcl_answers`); the question's own function docs in ``metadata.functions``.
+* Single-turn categories: one case per question; references, each with its own argument rules, from the
+  possible answer and the question's function docs (:mod:`tooleval.importers._bfcl_answers`); the docs in
+  ``metadata.functions`` and, as tool specs, in the case's ``tools`` (what the schema check reads for the case).
 * Irrelevance categories (``*irrelevance*``, no possible answers): cases expecting no call.
 * Multi-turn categories: one case per (conversation, turn), ``case_id`` ``<id>/turn-<n>``, the turn's ground
   truth call strings parsed with :mod:`ast` (never evaluated); ``metadata.conversation_id`` and ``turn``.
@@ -15,10 +16,13 @@ names, ``multi_turn_func_doc/`` with the multi-turn classes' function docs. One 
 * ``tools.json``: the category's function docs as JSON Schema tool specs. A name documented differently by two
   questions (BFCL reuses names) is left out of ``tools.json`` (the docs stay in each case's metadata); the
   import's notes count them.
-* Result files (``--results``): JSON lines ``{id, result}`` as BFCL writes them (``result/<model>/...``):
+* Result files (``--results``): JSON lines ``{id, result}`` as BFCL writes them (``result/<model>/<group>/``):
   ``result`` a list of ``{"<func>": "<JSON argument text>"}`` (or an object), text = an answer without a call
-  (zero calls); multi-turn results nest turns -> steps -> calls. Written to ``<category>/traces/<agent>.jsonl.gz``
-  where the agent is the result file's folder name (BFCL's model folder) unless ``--agent`` names it.
+  (zero calls); multi-turn results nest turns -> steps -> calls. A dotted function name is written as the
+  references write it (``metadata.renamed_calls`` lists each). ``"Error during inference: ..."`` becomes a trace
+  that records the error (a failing ``generation_error`` row; never dropped). Written to
+  ``<category>/traces/<agent>.jsonl.gz`` where the agent is the model folder (BFCL's group folders ``non_live``,
+  ``live``, ``multi_turn``... skipped) unless ``--agent`` names it.
 """
 
 from __future__ import annotations
@@ -33,7 +37,7 @@ from typing import Any
 from tooleval.canonical import canonical_json
 from tooleval.errors import InputFileError
 from tooleval.models import calls_from_messages
-from tooleval.importers._bfcl_answers import answer_calls, parse_call_string, tool_spec
+from tooleval.importers._bfcl_answers import answer_calls, parse_call_string, tool_name, tool_spec
 from tooleval.importers._common import check_revision, json_bytes
 from tooleval.importers._stream import DatasetStage, ImportReport, SkipLine, iter_source_lines
 
@@ -91,7 +95,7 @@ class _Category:
         self.root, self.category, self.report = root, category, report
         self.docs: dict[str, set[str]] = defaultdict(set)
         self.specs: dict[str, dict[str, Any]] = {}
-        self.merged = 0
+        self.per_call = 0
         self.multi_docs: dict[Path, dict[str, Any]] = {}
 
     def add_docs(self, docs: list[dict[str, Any]]) -> None:
@@ -132,15 +136,19 @@ class _Category:
             raise SkipLine("no possible answer")
         else:
             try:
-                calls, rules, merged = answer_calls(answer["ground_truth"])
+                calls, rules = answer_calls(answer["ground_truth"], question.get("function") or [])
             except (ValueError, TypeError, AttributeError, KeyError) as exc:
                 raise SkipLine("possible answer is not [{func: {param: [values]}}]") from exc
-            self.merged += bool(merged)
+            self.per_call += sum("argument_rules" in call for call in calls) > 1 and \
+                len({call["name"] for call in calls}) < len(calls)
             meta["possible_answer"] = answer["ground_truth"]
         self.add_docs(question.get("function") or [])
         meta["functions"] = question.get("function") or []
         case = {"case_id": str(question["id"]), "input": [m for turn in turns for m in turn],
-                "expected_calls": calls, "slice": self.category, "metadata": meta}
+                "expected_calls": calls, "slice": self.category, "metadata": meta,
+                # the schema check reads the question's own docs: BFCL documents one name differently across
+                # questions, and tools.json can hold only one of them
+                "tools": [tool_spec(doc) for doc in question.get("function") or []]}
         if rules:
             case["argument_rules"] = rules
         return [case]
@@ -167,8 +175,14 @@ class _Category:
         return cases
 
 
-def _assistant(step: Any) -> dict[str, Any]:
-    """One model output (a list of ``{"<func>": <args>}``, or text) as an assistant message."""
+INFERENCE_ERROR = "Error during inference"
+"""How BFCL's generation marks a result whose model call failed (``_llm_response_generation.py``)."""
+
+
+def _assistant(step: Any, renamed: list[dict[str, str]]) -> dict[str, Any]:
+    """One model output (a list of ``{"<func>": <args>}``, or text) as an assistant message. A dotted function
+    name (``math.factorial``, as prompt-mode models write BFCL's names) is written as the references write it
+    (``math_factorial``); ``renamed`` gets ``{"from", "to"}`` for each."""
     if not isinstance(step, list):
         return {"role": "assistant", "content": step if isinstance(step, str) else json.dumps(step)}
     calls = []
@@ -176,18 +190,35 @@ def _assistant(step: Any) -> dict[str, Any]:
         if not isinstance(item, dict) or len(item) != 1:
             raise SkipLine("a result call is not a one-key object {func: args}")
         (name, args), = item.items()
+        if isinstance(name, str) and tool_name(name) != name:
+            renamed.append({"from": name, "to": tool_name(name)})
+            name = tool_name(name)
         calls.append({"id": f"call_{index}", "type": "function", "function": {"name": name, "arguments": args}})
     return {"role": "assistant", "content": None, "tool_calls": calls}
 
 
+def _inference_error(result: Any) -> str | None:
+    return result if isinstance(result, str) and result.startswith(INFERENCE_ERROR) else None
+
+
 def _result_traces(record: dict[str, Any], inputs: dict[str, Any], agent: str, multi_turn: bool) -> list[dict]:
-    """Recorded traces of one result line (one per turn for multi-turn)."""
+    """Recorded traces of one result line (one per turn for multi-turn). An inference error gives traces that
+    carry it as their ``error`` (failing rows that say why), one per turn of the conversation."""
     result = record.get("result")
     base = str(record["id"])
+    error = _inference_error(result)
     if not multi_turn:
         if base not in inputs:
             raise SkipLine("result id not among the questions")
-        return [_trace(base, [*inputs[base], _assistant(result)], agent)]
+        if error is not None:
+            return [_trace(base, list(inputs[base]), agent, error=error)]
+        renamed: list[dict[str, str]] = []
+        return [_trace(base, [*inputs[base], _assistant(result, renamed)], agent, renamed)]
+    if error is not None:
+        turns = [f"{base}/turn-{n}" for n in range(len(inputs)) if f"{base}/turn-{n}" in inputs]
+        if not turns:
+            raise SkipLine("result id not among the questions")
+        return [_trace(case_id, list(inputs[case_id]), agent, error=error) for case_id in turns]
     if not isinstance(result, list):
         raise SkipLine("a multi-turn result is not a list of turns")
     traces = []
@@ -195,14 +226,35 @@ def _result_traces(record: dict[str, Any], inputs: dict[str, Any], agent: str, m
         case_id = f"{base}/turn-{turn}"
         if case_id not in inputs:
             raise SkipLine("result turn not among the questions' turns")
-        replies = [_assistant(step) for step in (steps if isinstance(steps, list) else [steps])]
-        traces.append(_trace(case_id, [*inputs[case_id], *replies], agent))
+        renamed = []
+        replies = [_assistant(step, renamed) for step in (steps if isinstance(steps, list) else [steps])]
+        traces.append(_trace(case_id, [*inputs[case_id], *replies], agent, renamed))
     return traces
 
 
-def _trace(case_id: str, messages: list[dict[str, Any]], agent: str) -> dict[str, Any]:
-    return {"case_id": case_id, "trial": 0, "agent": {"name": agent}, "messages": messages,
-            "metadata": {"source": "bfcl"}}
+def _trace(case_id: str, messages: list[dict[str, Any]], agent: str, renamed: list | None = None,
+           error: str | None = None) -> dict[str, Any]:
+    trace = {"case_id": case_id, "trial": 0, "agent": {"name": agent, "model": agent}, "messages": messages,
+             "metadata": {"source": "bfcl"}}
+    if renamed:
+        trace["metadata"]["renamed_calls"] = renamed
+    if error is not None:
+        trace["error"] = error
+    return trace
+
+
+_GROUP_FOLDERS = {"non_live", "live", "multi_turn", "agentic", "memory", "format_sensitivity", "kv", "vector",
+                  "rec_sum", "web_search"}
+"""BFCL v4 writes ``result/<model>/<group>/`` (``agentic/memory/<backend>/`` for memory): folders that name a
+group of categories, not the model."""
+
+
+def result_agent(path: Path) -> str:
+    """The model a result file belongs to: its nearest folder that is not one of BFCL's group folders."""
+    folder = path.parent
+    while folder.name in _GROUP_FOLDERS and folder.parent != folder:
+        folder = folder.parent
+    return folder.name
 
 
 def _question_files(src: Path) -> tuple[Path, list[Path], bool]:
@@ -297,24 +349,30 @@ def _write_category(root, path, category, out, name, revision, result_files, age
                 cases.write(case)
                 inputs[case["case_id"]] = case["input"]
             report.converted += 1
-        if converter.merged:
-            report.notes.append(f"{category}: {converter.merged} cases call one tool several times with "
-                                "alternative or optional values; their rules were merged per tool.")
+        if converter.per_call:
+            report.notes.append(f"{category}: {converter.per_call} cases call one tool several times; each "
+                                "reference call keeps its own acceptable values.")
+        errors = 0
         for file in result_files:
-            traces = stage.jsonl(f"traces/{agent or file.parent.name}.jsonl.gz")
+            model = agent or result_agent(file)
+            traces = stage.jsonl(f"traces/{model}.jsonl.gz")
             for where, record in _lines(file, None, report):
                 report.read += 1
                 try:
-                    written = _result_traces(record, inputs, agent or file.parent.name, "multi_turn" in category)
+                    written = _result_traces(record, inputs, model, "multi_turn" in category)
                 except SkipLine as skip:
                     report.skip(skip.reason, where)
                     continue
+                errors += _inference_error(record.get("result")) is not None
                 for trace in written:
                     traces.write(trace)
                     calls = calls_from_messages(trace["messages"])
                     report.calls += len(calls)
                     report.malformed_calls += sum(call.malformed for call in calls)
                 report.converted += 1
+        if errors:
+            report.notes.append(f"{category}: {errors} results are inference errors; their rows fail with the "
+                                "error (generation_error), as BFCL counts them wrong.")
         stage.write_bytes("tools.json", json_bytes(converter.tools()))
         manifest = {
             "name": name, "revision": revision or "src-" + digest.hexdigest()[:12], "schema_version": 1,

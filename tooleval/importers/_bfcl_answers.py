@@ -18,9 +18,12 @@ BFCL (ShishirPatil/gorilla, ``berkeley-function-call-leaderboard``, Apache-2.0) 
   names in the OpenAI format may not contain ``.``): reference and tool names are written that way, the
   original kept as ``metadata`` / ``original_name``.
 
-Rules are per tool in a case: when a case calls one tool several times (parallel categories), the rules of its
-calls are merged (``one_of`` values united, ``optional`` when any call allows omission); the import counts
-those cases.
+Acceptable values belong to one reference call (``argument_rules`` on the call): in a parallel question each
+call is checked against its own possible answer, as BFCL's ``parallel_function_checker_no_order`` does, so three
+identical calls cannot satisfy three references that accept different values. BFCL's type rules come from the
+question's function docs: an ``integer`` takes no float, items of an ``array`` of ``float`` must be floats (an
+int inside is BFCL's ``type_error:nested``), a top-level ``float`` takes an int. A listed ``""`` means the
+parameter may be omitted (unless the doc requires it) and, for a string, may be given as ``""``.
 """
 
 from __future__ import annotations
@@ -87,7 +90,8 @@ def _expand(value: Any, path: str, rules: dict[str, dict[str, Any]]) -> Any:
     if isinstance(value, dict):
         out = {}
         for key, alternatives in value.items():
-            present = _param(alternatives, f"{path}.{key}", rules)
+            # inside a dict BFCL's dict_checker takes "" as a listed value like any other, whatever the type
+            present = _param(alternatives, f"{path}.{key}", rules, _Param(empty_is_value=True))
             if present is not _OMIT:
                 out[key] = present
         return out
@@ -100,64 +104,105 @@ def _expand(value: Any, path: str, rules: dict[str, dict[str, Any]]) -> Any:
 _OMIT = object()
 
 
-def _param(alternatives: Any, path: str, rules: dict[str, dict[str, Any]]) -> Any:
+class _Param:
+    """What BFCL's checker knows of a parameter from the function doc: its type, whether it is required."""
+
+    def __init__(self, doc: dict[str, Any] | None = None, required: bool = False,
+                 empty_is_value: bool = False) -> None:
+        doc = doc or {}
+        self.type = doc.get("type")
+        self.items = (doc.get("items") or {}).get("type") if isinstance(doc.get("items"), dict) else None
+        self.required = required
+        # string_checker compares "" like any string: an explicit "" is accepted where "" is listed
+        self.empty_is_value = empty_is_value or self.type in ("string", "any")
+
+
+_NUMBER_TYPES = {"float": "float", "integer": "integer"}
+_PYTHON_TYPES = {"float": float, "integer": int}
+
+
+def _first_type(values: list[Any]) -> type | None:
+    """BFCL's ``get_possible_answer_type``: the type of the first listed value that is not ``""``."""
+    return next((type(v) for v in values if v != ""), None)
+
+
+def _number_rules(values: list[Any], param: _Param, path: str, rules: dict[str, dict[str, Any]]) -> None:
+    """BFCL's type rules for numbers: an ``integer`` parameter takes no float; an ``array`` / ``tuple`` of
+    ``float`` or ``integer`` takes items of exactly that type (``type_error:nested``); a top-level ``float``
+    takes an int (Python's auto conversion). A parameter whose listed values have another type than its doc
+    says is a "variable" for BFCL (values compared as listed), and a listed ``""`` passes the nested check."""
+    if param.type == "integer" and _first_type(values) is int:
+        rules.setdefault(path, {})["number_type"] = "integer"
+    if param.type in ("array", "tuple") and param.items in _NUMBER_TYPES and "" not in values:
+        lists = [v for v in values if isinstance(v, list)]
+        wanted = _PYTHON_TYPES[param.items]
+        if lists and all(_first_type(items) in (wanted, None) for items in lists):
+            rules.setdefault(f"{path}[]", {})["number_type"] = _NUMBER_TYPES[param.items]
+
+
+def _param(alternatives: Any, path: str, rules: dict[str, dict[str, Any]], param: _Param | None = None) -> Any:
     """The reference value of one parameter (``_OMIT`` when it must be omitted); its rule goes to ``rules``."""
+    param = param or _Param()
     values = _alternatives(alternatives)
     given = [v for v in values if v != ""]
     rule: dict[str, Any] = {}
-    if "" in values and given:
+    empty = "" in values
+    if empty and not param.required and (given or param.empty_is_value):
         rule["optional"] = True
+    _number_rules(values, param, path, rules)
     if not given:
+        if param.required and param.empty_is_value and empty:
+            return ""  # BFCL fails the omission of a required parameter; "" is its one listed value
+        if rule:  # omitted, or given as ""
+            rules.setdefault(path, {}).update(rule, one_of=[""])
         return _OMIT
     reference = _expand(given[0], path, rules)
     others = [_expand(v, path, {}) for v in given[1:]]
+    if empty and param.empty_is_value:
+        others.append("")
     if others:
         rule["one_of"] = others
     if rule:
-        rules[path] = rule
+        rules.setdefault(path, {}).update(rule)
     return reference
 
 
-def answer_calls(ground_truth: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], dict[str, dict], int]:
-    """Reference calls and argument rules from a single-turn ``ground_truth``.
+def answer_calls(
+    ground_truth: list[dict[str, Any]], functions: list[dict[str, Any]] | None = None
+) -> tuple[list[dict[str, Any]], dict[str, dict]]:
+    """Reference calls, each with its own argument rules, from a single-turn ``ground_truth``.
 
     Args:
         ground_truth: ``[{"<func>": {"<param>": [acceptable values...]}}]``.
+        functions: The question's function docs (BFCL's, names with ``.``): the parameters' types and required
+            names, for BFCL's type and omission rules.
 
     Returns:
-        ``(calls, rules, merged)``: ``[{"name", "args"}]`` in order, ``{tool: {path: rule}}`` with BFCL's string
-        normalisation on every argument, and how many tools had the rules of several calls merged.
+        ``(calls, case_rules)``: ``[{"name", "args", "argument_rules"?}]`` in order, each call's acceptable
+        values and omissions as *its own* rules (two calls of one tool in a parallel question accept different
+        values, as BFCL checks each against its own possible answer), and ``{tool: {"*": string rule}}``: BFCL's
+        string standardisation for every argument of every tool called.
     """
+    docs = {doc.get("name"): doc for doc in functions or [] if isinstance(doc, dict)}
     calls: list[dict[str, Any]] = []
-    per_tool: dict[str, list[dict[str, dict]]] = {}
     for entry in ground_truth:
         (name, params), = entry.items()
+        declared = (docs.get(name) or {}).get("parameters") or {}
+        properties = declared.get("properties") or {}
+        required = set(declared.get("required") or [])
         rules: dict[str, dict[str, Any]] = {}
         args = {}
         for param, alternatives in params.items():
-            value = _param(alternatives, param, rules)
+            value = _param(alternatives, param, rules, _Param(properties.get(param), param in required))
             if value is not _OMIT:
                 args[param] = value
-        calls.append({"name": tool_name(name), "args": args})
-        per_tool.setdefault(tool_name(name), []).append(rules)
-    merged_rules = {name: _merge(layers) for name, layers in per_tool.items()}
-    merged = sum(1 for layers in per_tool.values() if len(layers) > 1 and any(layers))
-    return calls, merged_rules, merged
-
-
-def _merge(layers: list[dict[str, dict[str, Any]]]) -> dict[str, Any]:
-    merged: dict[str, dict[str, Any]] = {}
-    for layer in layers:
-        for path, rule in layer.items():
-            into = merged.setdefault(path, {})
-            if rule.get("optional"):
-                into["optional"] = True
-            for value in rule.get("one_of", []):
-                into.setdefault("one_of", [])
-                if value not in into["one_of"]:
-                    into["one_of"].append(value)
-    # BFCL compares every string after standardize_string; the most specific rule wins, so each carries it.
-    return {"*": dict(STRING_RULE), **{path: {**STRING_RULE, **rule} for path, rule in sorted(merged.items())}}
+        call: dict[str, Any] = {"name": tool_name(name), "args": args}
+        if rules:
+            # the most specific rule wins, so each path's rule carries BFCL's string standardisation itself
+            call["argument_rules"] = {path: {**STRING_RULE, **rule} for path, rule in sorted(rules.items())}
+        calls.append(call)
+    case_rules = {call["name"]: {"*": dict(STRING_RULE)} for call in calls}
+    return calls, case_rules
 
 
 def parse_call_string(text: str, docs: dict[str, dict[str, Any]]) -> dict[str, Any]:
