@@ -138,3 +138,23 @@ def test_omitted_argument_disagreement_is_explained(tmp_path: Path) -> None:
         "are not scored.",
         f"airline: task {verdict.case_id} action x_0: tau2 matched, tooleval did not: {verdict.reason}.",
     ]
+
+
+def test_a_simulation_checked_against_another_tasks_references_is_refused(tmp_path: Path) -> None:
+    """A misaligned export: two simulations carry each other's task ids, so the references tau2 checked are not
+    their task's. Each is refused by name (exit 1), never scored against the wrong reference."""
+    from tooleval.importers._tau2 import MISALIGNED
+
+    data = json.loads(GPT_AIRLINE.read_text())
+    checked = [s for s in data["simulations"] if (s.get("reward_info") or {}).get("action_checks")]
+    first, second = checked[0], checked[1]
+    first["task_id"], second["task_id"] = second["task_id"], first["task_id"]
+    (tmp_path / "misaligned.json").write_text(json.dumps(data))
+    report = import_tau2(tmp_path / "misaligned.json", tmp_path / "out")
+    assert report.skipped == {MISALIGNED: 2}  # skipped records: the import exits 1
+    assert sorted(report.examples[MISALIGNED]) == sorted(f"misaligned.json:{s['id']}" for s in (first, second))
+    assert any(f"simulation {first['id']} (task {first['task_id']})" in note for note in report.notes)
+    rows = score(report.datasets[0], next((report.datasets[0] / "traces").iterdir()))
+    assert len(rows) == len(data["simulations"]) - 2
+    assert {(r["case_id"], r["trial"]) for r in rows}.isdisjoint(
+        {(str(s["task_id"]), s.get("trial") or 0) for s in (first, second)})

@@ -31,6 +31,10 @@ Decisions:
   the row's ``recorded_reward``.
 * Two results files of one (domain, mode) that disagree on a task's reference actions stop the import with an
   error naming both files and the task.
+* A simulation whose own ``action_checks`` name actions its task does not have (another id, or the same id with
+  another name or arguments: a results file whose simulations were joined to the wrong tasks) is refused: skipped
+  with its file and simulation id and a note naming it (exit 1), never scored against a reference that is not
+  its task's.
 """
 
 from __future__ import annotations
@@ -160,6 +164,30 @@ def _trace(simulation: dict[str, Any], agent: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+MISALIGNED = "tau2 checked reference actions that are not its task's (a misaligned export)"
+"""Skip reason of a simulation whose own ``action_checks`` name actions its task does not have."""
+
+
+def foreign_checks(simulation: dict[str, Any], task: dict[str, Any]) -> list[str]:
+    """Action ids that tau2 checked for ``simulation`` and that cannot be its task's references: an id the
+    task's ``evaluation_criteria.actions`` lack, or one with another name or other arguments there. A results
+    file whose simulations were joined to the wrong tasks shows this way; scoring such a simulation would compare
+    it with another task's reference. ``[]`` when nothing was checked (nothing to compare)."""
+    actions = {str(a.get("action_id")): a for a in (task.get("evaluation_criteria") or {}).get("actions") or []}
+    reward_info = simulation.get("reward_info")
+    checks = (reward_info.get("action_checks") if isinstance(reward_info, dict) else None) or []
+    foreign = []
+    for check in checks:
+        action = check.get("action") if isinstance(check, dict) else None
+        if not isinstance(action, dict):
+            continue
+        own = actions.get(str(action.get("action_id")))
+        if own is None or own.get("name") != action.get("name") or \
+                canonical_json(own.get("arguments") or {}) != canonical_json(action.get("arguments") or {}):
+            foreign.append(str(action.get("action_id")))
+    return foreign
+
+
 def _source_files(src: Path) -> list[Path]:
     if src.is_file():
         return [src]
@@ -265,12 +293,21 @@ def _write_group(out, folder, domain, mode, members, cases, name, revision, repo
                      "model": (info.get("agent_info") or {}).get("llm")}
             traces = stage.jsonl(f"traces/{path.stem}.jsonl.gz")
             seen: set[tuple[str, Any]] = set()
+            tasks = {str(task["id"]): task for task in data["tasks"]}
+            misaligned: list[str] = []
             for simulation in data["simulations"]:
                 report.read += 1
                 key = (str(simulation.get("task_id")), simulation.get("trial"))
-                if key[0] not in cases or key in seen:
+                if key[0] not in tasks or key in seen:
                     reason = "repeats a (task, trial)" if key in seen else "simulation of a task not in the file"
                     report.skip(reason, f"{path.name}:{simulation.get('id')}")
+                    continue
+                foreign = foreign_checks(simulation, tasks[key[0]])
+                if foreign:
+                    # never scored against a reference that is not its task's: refused, named, counted
+                    report.skip(MISALIGNED, f"{path.name}:{simulation.get('id')}")
+                    misaligned.append(f"{path.name}: simulation {simulation.get('id')} (task {key[0]}) was checked "
+                                      f"against action(s) {', '.join(foreign[:3])}")
                     continue
                 seen.add(key)
                 trace = _trace(simulation, agent)
@@ -278,6 +315,9 @@ def _write_group(out, folder, domain, mode, members, cases, name, revision, repo
                 report.converted += 1
                 report.calls += sum(len(m.get("tool_calls") or []) for m in trace["messages"]
                                     if m.get("role") == "assistant")
+            report.notes += misaligned[:10]
+            if len(misaligned) > 10:
+                report.notes.append(f"{path.name}: {len(misaligned) - 10} more simulations refused the same way.")
         lines = stage.jsonl("cases.jsonl")
         for case in cases.values():
             lines.write(case)
