@@ -135,8 +135,13 @@ class _Category:
         elif answer is None:
             raise SkipLine("no possible answer")
         else:
+            truth = answer["ground_truth"]
+            functions = question.get("function") or []
+            if _is_simple(self.category) and len(truth) == 1 and len(functions) == 1 and isinstance(truth[0], dict):
+                # BFCL's simple checker takes the function's name from the question's doc, not from the answer
+                truth = [{functions[0].get("name"): value for value in truth[0].values()}]
             try:
-                calls, rules = answer_calls(answer["ground_truth"], question.get("function") or [])
+                calls, rules = answer_calls(truth, functions)
             except (ValueError, TypeError, AttributeError, KeyError) as exc:
                 raise SkipLine("possible answer is not [{func: {param: [values]}}]") from exc
             self.per_call += sum("argument_rules" in call for call in calls) > 1 and \
@@ -179,6 +184,28 @@ INFERENCE_ERROR = "Error during inference"
 """How BFCL's generation marks a result whose model call failed (``_llm_response_generation.py``)."""
 
 
+def _is_simple(category: str) -> bool:
+    return not any(word in category for word in ("parallel", "multiple", "irrelevance", "multi_turn", "relevance"))
+
+
+def _undecodable(result: Any) -> bool:
+    """Whether BFCL's decoding of a function-calling result fails (an argument text that is not a JSON object)."""
+    if not isinstance(result, list):
+        return False
+    for item in result:
+        if not isinstance(item, dict) or len(item) != 1:
+            return True
+        args = next(iter(item.values()))
+        if isinstance(args, str):
+            try:
+                args = json.loads(args)
+            except ValueError:
+                return True
+        if not isinstance(args, dict):
+            return True
+    return False
+
+
 def _assistant(step: Any, renamed: list[dict[str, str]]) -> dict[str, Any]:
     """One model output (a list of ``{"<func>": <args>}``, or text) as an assistant message. A dotted function
     name (``math.factorial``, as prompt-mode models write BFCL's names) is written as the references write it
@@ -201,7 +228,8 @@ def _inference_error(result: Any) -> str | None:
     return result if isinstance(result, str) and result.startswith(INFERENCE_ERROR) else None
 
 
-def _result_traces(record: dict[str, Any], inputs: dict[str, Any], agent: str, multi_turn: bool) -> list[dict]:
+def _result_traces(record: dict[str, Any], inputs: dict[str, Any], agent: str, multi_turn: bool,
+                   irrelevance: bool = False) -> list[dict]:
     """Recorded traces of one result line (one per turn for multi-turn). An inference error gives traces that
     carry it as their ``error`` (failing rows that say why), one per turn of the conversation."""
     result = record.get("result")
@@ -212,6 +240,12 @@ def _result_traces(record: dict[str, Any], inputs: dict[str, Any], agent: str, m
             raise SkipLine("result id not among the questions")
         if error is not None:
             return [_trace(base, list(inputs[base]), agent, error=error)]
+        if irrelevance and _undecodable(result):
+            # BFCL decodes nothing from it, which in an irrelevance category is the right answer (no call): the
+            # output is kept as the reply's text, not as calls
+            trace = _trace(base, [*inputs[base], _assistant(json.dumps(result), [])], agent)
+            trace["metadata"]["undecodable_calls"] = True
+            return [trace]
         renamed: list[dict[str, str]] = []
         return [_trace(base, [*inputs[base], _assistant(result, renamed)], agent, renamed)]
     if error is not None:
@@ -359,7 +393,8 @@ def _write_category(root, path, category, out, name, revision, result_files, age
             for where, record in _lines(file, None, report):
                 report.read += 1
                 try:
-                    written = _result_traces(record, inputs, model, "multi_turn" in category)
+                    written = _result_traces(record, inputs, model, "multi_turn" in category,
+                                             "irrelevance" in category)
                 except SkipLine as skip:
                     report.skip(skip.reason, where)
                     continue

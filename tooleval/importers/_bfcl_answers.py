@@ -147,6 +147,10 @@ def _param(alternatives: Any, path: str, rules: dict[str, dict[str, Any]], param
     given = [v for v in values if v != ""]
     rule: dict[str, Any] = {}
     empty = "" in values
+    if _first_type(values) is str and not param.empty_is_value:
+        # listed as text where the doc says otherwise: BFCL reads the value as a "variable" and compares it with
+        # the listed values as they are, "" included
+        param = _Param(empty_is_value=True, required=param.required)
     if empty and not param.required and (given or param.empty_is_value):
         rule["optional"] = True
     _number_rules(values, param, path, rules)
@@ -193,6 +197,8 @@ def answer_calls(
         rules: dict[str, dict[str, Any]] = {}
         args = {}
         for param, alternatives in params.items():
+            if docs and param not in properties and "" in _alternatives(alternatives):
+                continue  # BFCL rejects a parameter its doc does not declare: it can only be omitted
             value = _param(alternatives, param, rules, _Param(properties.get(param), param in required))
             if value is not _OMIT:
                 args[param] = value
