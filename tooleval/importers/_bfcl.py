@@ -172,11 +172,14 @@ class _Category:
                 calls = [parse_call_string(text, docs) for text in truth]
             except (ValueError, SyntaxError, TypeError) as exc:
                 raise SkipLine(f"ground truth call not parseable ({exc})") from exc
-            cases.append({
+            case = {
                 "case_id": f"{question['id']}/turn-{turn}", "input": messages, "expected_calls": calls,
                 "slice": self.category,
-                "metadata": {**meta, "conversation_id": str(question["id"]), "turn": turn, "ground_truth": truth},
-            })
+                "metadata": {**meta, "conversation_id": str(question["id"]), "turn": turn, "ground_truth": truth,
+                             "not_checked": END_STATE_NOT_CHECKED},
+            }
+            case.update(turn_match_mode(calls))
+            cases.append(case)
         return cases
 
 
@@ -204,6 +207,43 @@ def _undecodable(result: Any) -> bool:
         if not isinstance(args, dict):
             return True
     return False
+
+
+END_STATE_NOT_CHECKED = (
+    "end state: BFCL also compares the state of its simulated environment after each turn with the ground "
+    "truth's; tooleval does not run the environment, so a turn that makes the reference calls and changes the "
+    "state further, or reaches the state by other calls, gets the verdict of its calls alone")
+
+
+STATE_CHANGING = frozenset({
+    # GorillaFileSystem
+    "cd", "cp", "echo", "mkdir", "mv", "rm", "rmdir", "touch",
+    # MessageAPI, TwitterAPI (posting_api), TicketAPI
+    "add_contact", "delete_message", "message_login", "send_message", "authenticate_twitter", "comment",
+    "follow_user", "mention", "post_tweet", "retweet", "unfollow_user", "close_ticket", "create_ticket",
+    "edit_ticket", "logout", "resolve_ticket", "ticket_login",
+    # TradingBot, TravelAPI
+    "add_to_watchlist", "cancel_order", "fund_account", "place_order", "remove_stock_from_watchlist",
+    "trading_login", "trading_logout", "withdraw_funds", "authenticate_travel", "book_flight", "cancel_booking",
+    "purchase_insurance", "register_credit_card", "set_budget_limit",
+    # VehicleControlAPI
+    "activateParkingBrake", "adjustClimateControl", "fillFuelTank", "lockDoors", "pressBrakePedal",
+    "releaseBrakePedal", "setCruiseControl", "setHeadlights", "set_navigation", "startEngine",
+})
+"""The multi-turn functions that change their environment's state (the others read it; MathAPI only computes)."""
+
+
+def turn_match_mode(calls: list[dict[str, Any]]) -> dict[str, Any]:
+    """The match mode that gives BFCL's per-turn verdict on a turn case's calls.
+
+    BFCL passes a turn when the execution results of its ground-truth calls are among the model's (extra calls
+    allowed) and the state matches: ``superset``. When the turn changes state and has several calls, their order
+    decides the state and what later reads return, so the reference must also appear in order (``ordered``). A
+    turn whose ground truth is empty must make no call (BFCL's multi-turn irrelevance check): ``unordered``."""
+    if not calls:
+        return {"match_mode": "unordered"}
+    ordered = len(calls) > 1 and any(call["name"] in STATE_CHANGING for call in calls)
+    return {"match_mode": "superset", "ordered": ordered} if ordered else {"match_mode": "superset"}
 
 
 def _assistant(step: Any, renamed: list[dict[str, str]]) -> dict[str, Any]:
