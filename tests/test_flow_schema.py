@@ -191,6 +191,16 @@ class TestSmallDataset:
         assert other.exit_code == 0, other.output
 
 
+def golden_tools() -> dict[str, ToolSpec]:
+    """The tools the golden row fixtures were scored with: ``get_order`` takes ``order_id`` (so each readable
+    ``get_order`` call has an unknown ``id`` and lacks ``order_id``)."""
+    return {"get_order": ToolSpec(name="get_order", parameters={
+                "type": "object", "properties": {"order_id": {"type": "string"}}, "required": ["order_id"]}),
+            "refund": ToolSpec(name="refund", parameters={
+                "type": "object", "properties": {"id": {"type": "string"}, "cents": {"type": "integer"}},
+                "required": ["id", "cents"]})}
+
+
 class TestOlderRows:
     def test_version_2_rows_read_as_not_checked(self):
         rows = read_versioned(GOLDEN / "rows_v2.parquet", "rows")
@@ -200,11 +210,7 @@ class TestOlderRows:
         """``rows_v3.parquet``: ``envelope_v2.parquet`` scored against the tiny cases and a tools.json whose
         ``get_order`` takes ``order_id`` (so each readable ``get_order`` call has an unknown ``id`` and lacks
         ``order_id``)."""
-        tools = {"get_order": ToolSpec(name="get_order", parameters={
-                     "type": "object", "properties": {"order_id": {"type": "string"}}, "required": ["order_id"]}),
-                 "refund": ToolSpec(name="refund", parameters={
-                     "type": "object", "properties": {"id": {"type": "string"}, "cents": {"type": "integer"}},
-                     "required": ["id", "cents"]})}
+        tools = golden_tools()
         envelopes = read_versioned(GOLDEN / "envelope_v2.parquet", "traces").to_pylist()
         cases = {c["case_id"]: Case.model_validate(c) for c in TINY_CASES}
         scored = score_envelopes(cases, envelopes, tools=tools)
@@ -217,11 +223,7 @@ class TestOlderRows:
     def test_version_4_fixture_is_what_the_scorer_writes(self):
         """``rows_v4.parquet``: the version-3 fixture's envelopes and tools, plus an envelope whose trace could not
         be read (``bad_trace``): its error is two columns, the kind and the message."""
-        tools = {"get_order": ToolSpec(name="get_order", parameters={
-                     "type": "object", "properties": {"order_id": {"type": "string"}}, "required": ["order_id"]}),
-                 "refund": ToolSpec(name="refund", parameters={
-                     "type": "object", "properties": {"id": {"type": "string"}, "cents": {"type": "integer"}},
-                     "required": ["id", "cents"]})}
+        tools = golden_tools()
         envelopes = read_versioned(GOLDEN / "envelope_v2.parquet", "traces").to_pylist()
         broken = dict(envelopes[3], trial=1, messages_json=None, model_calls=[], trace_digest=None,
                       error="bad_trace: case 'C' trial 1: messages: field required")
@@ -243,11 +245,7 @@ class TestOlderRows:
         ``strict`` (trial 0 in order: matches; trial 1 wrong cents: does not), B ``superset`` of an empty
         reference (its one malformed call is allowed: ``calls_match`` true although ``exact_match`` is false), C
         an ordered ``subset`` (the abstention matches; the unreadable trace has no verdict)."""
-        tools = {"get_order": ToolSpec(name="get_order", parameters={
-                     "type": "object", "properties": {"order_id": {"type": "string"}}, "required": ["order_id"]}),
-                 "refund": ToolSpec(name="refund", parameters={
-                     "type": "object", "properties": {"id": {"type": "string"}, "cents": {"type": "integer"}},
-                     "required": ["id", "cents"]})}
+        tools = golden_tools()
         envelopes = read_versioned(GOLDEN / "envelope_v2.parquet", "traces").to_pylist()
         broken = dict(envelopes[3], trial=1, messages_json=None, model_calls=[], trace_digest=None,
                       error="bad_trace: case 'C' trial 1: messages: field required")
