@@ -1,6 +1,7 @@
 """What shard tasks load once per worker process, not once per shard: the run's redactor (seeded with every
 case, which costs O(cases)) and the case-input index of the join check. Keyed by the dataset's content digest and
-the redaction config, so a changed dataset or key is never served from the cache."""
+the redaction config, so a changed dataset or key is never served from the cache. The threads of a worker share
+these objects: the redactor keeps nothing of a call (each result carries its own redacted fields)."""
 
 from __future__ import annotations
 

@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 
 import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
 from conftest import BUNDLED
 from tooleval.capture.recorded import iter_trace_lines
@@ -90,3 +92,65 @@ def test_synthetic_bfcl_lines_take_the_fast_path_alike(tmp_path):
         taken += fast
     assert len(lines) == 300
     assert taken == 300  # no synthetic bfcl line holds a redacted field name
+
+
+# -- part by part: the messages that hold no redacted field name are passed over ---------------------------------
+
+_SECRETS = ["ana@x.org", "sk-test-1", "4111111111111111", 4111111111111111, 1.2896620064407295e-05, "ab/cd"]
+"""Secret values: an e-mail, a key, a card number as text and as a number, a float that orjson writes without an
+exponent (``0.000012896620064407295``), a value holding a slash."""
+_PIECES = ["email", "EMAIL", "\u212aey", "key", "phone", "note", ": ", "=", " ", ", ", "'", "ana@x.org", "ana@x.or",
+           "4111111111111111", "1.2896620064407295e-05", "0.000012896620064407295", "ab/cd", "\\/", "\\\"", "é",
+           "\n", "7"]
+_texts = st.lists(st.sampled_from(_PIECES), max_size=6).map("".join)
+_leaves = st.one_of(_texts, st.sampled_from(_SECRETS + [1e16, 7, 2.5, True, None]))
+_objects = st.recursive(_leaves, lambda c: st.one_of(
+    st.lists(c, max_size=3),
+    st.dictionaries(st.one_of(st.sampled_from(["email", "Phone", "note", "key", "to"]), _texts), c, max_size=3)),
+    max_leaves=10)
+_contents = st.one_of(
+    _texts, _objects.map(json.dumps), _objects.map(lambda v: json.dumps(v, ensure_ascii=False)),
+    # nested JSON that spells a key or a value with escapes: only its decoded text names a field
+    _objects.map(lambda v: json.dumps(v).replace("email", "em\\u0061il").replace("/", "\\/")))
+_messages = st.builds(lambda role, content, extra: {"role": role, "content": content, **extra},
+                      st.sampled_from(["user", "assistant", "tool"]), _contents,
+                      st.dictionaries(st.sampled_from(["name", "data", "email"]), _objects, max_size=1))
+_seeds = st.lists(st.dictionaries(st.sampled_from(["email", "card_number", "note", "key"]),
+                                  st.one_of(st.sampled_from(_SECRETS), _leaves), max_size=2), max_size=3)
+
+
+@settings(max_examples=400, deadline=None)
+@example([], [{"role": "tool", "content": '{"em\\u0061il": "ana@x.org"}'}], {}, None)  # the key decoded is email
+@example([{"email": "ana@x.org"}], [{"role": "user", "content": "mail ana@x.org"}], {}, None)  # a base secret
+@example([{"card_number": 1.2896620064407295e-05}],
+         [{"role": "tool", "content": "{}", "data": [1.2896620064407295e-05]}],
+         {"email": "x@y.org"}, None)  # orjson writes this number 0.000012896620064407295
+@given(_seeds, st.lists(_messages, max_size=6), st.dictionaries(st.sampled_from(["reward", "email", "info"]), _objects,
+                                                                max_size=2),
+       st.sampled_from([None, ["key"], ["email", "to"]]))
+def test_passing_over_quiet_messages_equals_the_walk(seed, messages, metadata, fields):
+    config = RedactionConfig() if fields is None else RedactionConfig(fields=fields)
+    trace = {"case_id": "c1", "trial": 0, "messages": messages, "metadata": metadata}
+    redactor, walker = Redactor(config, b"k" * 32), Redactor(config, b"k" * 32)
+    redactor.seed(seed)
+    walker.seed(seed)
+    walker._names_spelled_alike = False  # walks every part (the whole-line test is the same on both sides)
+    got = redactor.redact_trace(json.loads(json.dumps(trace)))
+    want = walker.redact_trace(json.loads(json.dumps(trace)))
+    assert json.dumps(got) == json.dumps(want)
+
+
+def test_a_name_a_json_text_may_spell_otherwise_turns_passing_over_off():
+    # nested JSON text may write this name e\/mail: no text proves it absent
+    assert Redactor(RedactionConfig(fields=["e/mail"]), b"k")._quiet_parts({"messages": [{"a": 1}]}) == []
+    body = {"messages": [{"a": 1}, {"email": 2}]}  # each message is a part; the one naming a field is walked
+    assert Redactor(RedactionConfig(), b"k")._quiet_parts(body) == [({"a": 1}, '{"a":1}')]
+
+
+@pytest.mark.xfail(strict=True, reason="known: the whole-line test reads numbers in orjson's spelling, which writes "
+                   "floats in [1e-05, 1e-04) without an exponent (0.00001 for 1e-05); kept so that output stays as it "
+                   "was until the fix is decided")
+def test_a_small_float_secret_on_an_otherwise_quiet_line_is_redacted():
+    seed = [{"card_number": 1.2896620064407295e-05}]
+    got, want, _ = _both(seed, {"case_id": "c1", "trial": 0, "metadata": {"amount": 1.2896620064407295e-05}})
+    assert got == want

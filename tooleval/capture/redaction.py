@@ -23,13 +23,13 @@ import os
 import re
 import secrets
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import orjson
 from pydantic import BaseModel, ConfigDict, field_validator
 
-from tooleval.canonical import canonical_json, strict_json_loads
-from tooleval.capture._secret_text import Replacer, leaves, secret_forms, text_pairs
+from tooleval.canonical import canonical_dumps, canonical_json, strict_json_loads
+from tooleval.capture._secret_text import Replacer, cannot_hold_pair, leaves, secret_forms, text_pairs
 from tooleval.errors import InputFileError
 
 __all__ = ["DEFAULT_FIELDS", "MARKER_KEY", "RedactionConfig", "Redactor", "build_redactor", "case_reference_values",
@@ -88,6 +88,21 @@ def load_key(out: str | Path, *, create: bool = True) -> bytes:
     return path.read_bytes()
 
 
+class _Call:
+    """What one redaction call finds and reuses: the field paths it redacted, and each string's embedded JSON and
+    ``key: value`` pairs (the secrets walk and the transformation read every string alike). Local to one call and
+    never stored on the redactor, so one redactor serves any number of threads."""
+
+    __slots__ = ("fields", "embedded", "pairs", "skip")
+
+    def __init__(self) -> None:
+        self.fields: set[str] = set()
+        self.embedded: dict[str, Any] = {}
+        self.pairs: dict[str, tuple[tuple[int, int, Any, str], ...]] = {}
+        self.skip: set[int] = set()
+        """``id`` of the objects and lists of the trace that the current walk passes over as they are."""
+
+
 class Redactor:
     """Applies a :class:`RedactionConfig` with a key: one transformation for traces and references alike.
 
@@ -101,6 +116,10 @@ class Redactor:
     occur in them, which the trace carries as *markers* (kind, length, token: never the value) under
     ``metadata["tooleval.redaction"]``. So each value gets the same transformation everywhere (DESIGN.md "Trust
     rules": redaction never changes a score).
+
+    Once seeded, a redactor holds no per-call state: every method may run in several threads at once (a Dask
+    worker shares one per process). Its only caches — tokens by value, patterns by set of forms — hold entries
+    that depend on their key alone.
     """
 
     def __init__(self, config: RedactionConfig, key: bytes) -> None:
@@ -109,8 +128,16 @@ class Redactor:
         self._fields = set(config.fields)
         self._paths = set(config.paths)
         self._base: dict[str, str] = {}
-        self.redacted_fields: set[str] = set()
+        self._base_replacer = Replacer({})
+        self._known_pairs: dict[str, tuple[tuple[int, int, Any, str], ...]] = {}
+        """The redacted pairs of the dataset's texts that needed a scan (a trace repeats its case's input, the
+        system prompt first: scanned once at :meth:`seed` instead of twice per trace)."""
+        self._tokens: dict[str, str] = {}
+        """String value -> token; other values are keyed by their canonical JSON in ``_canonical_tokens``."""
+        self._canonical_tokens: dict[str, str] = {}
         self._names = sorted({f.lower() for f in self._fields} | {p.lower().rsplit(".", 1)[-1] for p in self._paths})
+        self._names_spelled_alike = all(_SPELLED_ALIKE.fullmatch(name) for name in self._names)
+        """Whether every name is spelled the same in any JSON text, raw or nested (see :meth:`_quiet_parts`)."""
         self._base_plain: bool | None = True
         """Whether every base secret form is spelled alike at any JSON nesting depth (see :meth:`_untouched`);
         ``None`` when some is a number (then a line holding an exponent goes the slow way)."""
@@ -127,12 +154,48 @@ class Redactor:
         return cls(config, key)
 
     def token(self, value: Any) -> str:
-        """``"redacted:<16 hex>"`` for a JSON value (equal canonical values give equal tokens)."""
-        digest = hmac.new(self._key, canonical_json(value).encode(), hashlib.sha256).hexdigest()[:16]
-        return f"redacted:{digest}"
+        """``"redacted:<16 hex>"`` for a JSON value (equal canonical values give equal tokens): the first 16 hex
+        digits of the HMAC-SHA256 of its canonical JSON under the key, computed once per distinct value.
 
-    def _is_redacted(self, key: str, path: str) -> bool:
-        return key.lower() in self._fields or path.lower() in self._paths
+        Raises:
+            ValueError: the value has no canonical JSON (a non-finite number, a set).
+            UnicodeEncodeError: a string holds a lone surrogate.
+        """
+        if type(value) is str:
+            token = self._tokens.get(value)
+            if token is None:
+                token = _remember(self._tokens, value, self._digest(canonical_dumps(value)))
+            return token
+        text = canonical_json(value)
+        token = self._canonical_tokens.get(text)
+        if token is None:
+            token = _remember(self._canonical_tokens, text, self._digest(text))
+        return token
+
+    def _digest(self, canonical: str) -> str:
+        return "redacted:" + hmac.digest(self._key, canonical.encode(), "sha256").hex()[:16]
+
+    def _fresh_token(self, value: Any) -> str:
+        """:meth:`token` without remembering it (for the candidate substrings of :meth:`reference_secrets`,
+        which are not secrets and would only fill the cache)."""
+        return self._digest(canonical_json(value))
+
+    # -- what one call reads once ----------------------------------------------------------------------------
+
+    def _embedded(self, text: str, call: _Call) -> Any:
+        value = call.embedded.get(text, _MISSING)
+        if value is _MISSING:
+            value = call.embedded[text] = _embedded_json(text)
+        return value
+
+    def _pairs(self, text: str, call: _Call) -> tuple[tuple[int, int, Any, str], ...]:
+        pairs = call.pairs.get(text)
+        if pairs is None:
+            pairs = self._known_pairs.get(text)
+            if pairs is None:
+                pairs = tuple(text_pairs(text, self._fields.__contains__, self._fields))
+            call.pairs[text] = pairs
+        return pairs
 
     # -- finding secrets -------------------------------------------------------------------------------------
 
@@ -140,47 +203,68 @@ class Redactor:
         for form, leaf in secret_forms(value):
             found.setdefault(form, self.token(leaf))
 
-    def _collect(self, value: Any, found: dict[str, str], path: str = "") -> None:
-        stack: list[tuple[Any, str]] = [(value, path)]
+    def _collect(self, value: Any, found: dict[str, str], call: _Call) -> None:
+        # Depth-first from the last child, secrets of a redacted key added as the key is met: the first leaf to
+        # give a form sets its token, so this order is part of the result.
+        fields, paths = self._fields, self._paths
+        stack: list[tuple[Any, str]] = [(value, "")]
+        skip = call.skip
         while stack:
             item, where = stack.pop()
             if isinstance(item, dict):
+                if id(item) in skip:
+                    continue
                 for key, child in item.items():
-                    child_path = f"{where}.{key}" if where else str(key)
-                    if self._is_redacted(str(key), child_path):
+                    if paths:
+                        child_path = f"{where}.{key}" if where else str(key)
+                        if str(key).lower() in fields or child_path.lower() in paths:
+                            self._add_secret(child, found)
+                        else:
+                            stack.append((child, child_path))
+                    elif str(key).lower() in fields:
                         self._add_secret(child, found)
                     else:
-                        stack.append((child, child_path))
+                        stack.append((child, ""))  # without configured paths, a path decides nothing
             elif isinstance(item, list):
-                stack.extend((child, where) for child in item)
+                if id(item) not in skip:
+                    stack.extend((child, where) for child in item)
             elif isinstance(item, str):
-                embedded = _embedded_json(item)
+                embedded = self._embedded(item, call) if item[:1] in _JSON_HEADS else None
                 if embedded is not None:
                     stack.append((embedded, ""))
-                else:
-                    for _, _, secret, _ in text_pairs(item, lambda k: k in self._fields, self._fields):
+                elif ":" in item or "=" in item:  # a pair needs one (text_pairs' own first test)
+                    for _, _, secret, _ in self._pairs(item, call):
                         self._add_secret(secret, found)
 
     # -- the transformation ----------------------------------------------------------------------------------
 
-    def _transform(self, value: Any, replacer: Replacer, path: str = "") -> Any:
+    def _transform(self, value: Any, replacer: Replacer, call: _Call, path: str = "") -> Any:
+        if isinstance(value, str):  # most leaves: plain text goes straight to the replacer
+            if value[:1] in _JSON_HEADS or ":" in value or "=" in value:
+                return self._transform_text(value, replacer, call)
+            return replacer.text(value)
         if isinstance(value, dict):
+            if id(value) in call.skip:
+                return value
+            fields, paths = self._fields, self._paths
             out = {}
             for key, child in value.items():
                 child_path = f"{path}.{key}" if path else str(key)
                 if child_path in _STRUCTURAL:
                     out[key] = child  # roles, tool names and ids are not data (references' names stay raw too)
-                elif self._is_redacted(str(key), child_path):
-                    self.redacted_fields.add(child_path)
+                elif str(key).lower() in fields or (paths and child_path.lower() in paths):
+                    call.fields.add(child_path)
                     out[key] = self.token(child)
                 else:
-                    out[key] = self._transform(child, replacer, child_path)
+                    out[key] = self._transform(child, replacer, call, child_path)
             return out
         if isinstance(value, list):
-            return [self._transform(child, replacer, path) for child in value]
-        if isinstance(value, str):
-            return self._transform_text(value, replacer)
+            if id(value) in call.skip:
+                return value
+            return [self._transform(child, replacer, call, path) for child in value]
         if isinstance(value, (int, float)) and not isinstance(value, bool):
+            if not replacer.may_hold_numbers():
+                return value
             try:
                 form = canonical_json(value)
             except ValueError:
@@ -188,13 +272,16 @@ class Redactor:
             return self.token(value) if replacer.holds(form) else value
         return value
 
-    def _transform_text(self, text: str, replacer: Replacer) -> str:
-        embedded = _embedded_json(text)
+    def _transform_text(self, text: str, replacer: Replacer, call: _Call) -> str:
+        embedded = self._embedded(text, call) if text[:1] in _JSON_HEADS else None
         if embedded is not None:
-            redacted = self._transform(embedded, replacer)
+            redacted = self._transform(embedded, replacer, call)
             return text if redacted == embedded else json.dumps(redacted, ensure_ascii=False)
+        pairs = self._pairs(text, call) if ":" in text or "=" in text else ()
+        if not pairs:
+            return replacer.text(text)
         pieces, last = [], 0
-        for start, end, secret, _ in text_pairs(text, lambda k: k in self._fields, self._fields):
+        for start, end, secret, _ in pairs:
             if start < last:
                 continue
             pieces += [replacer.text(text[last:start]), json.dumps(self.token(secret))]
@@ -202,44 +289,52 @@ class Redactor:
         return "".join(pieces) + replacer.text(text[last:])
 
     def _replacer(self, extra: dict[str, str] | None = None) -> Replacer:
-        return Replacer({**self._base, **(extra or {})})
+        return Replacer(extra, self._base_replacer) if extra else self._base_replacer
 
     # -- traces ----------------------------------------------------------------------------------------------
 
     def redact_trace(self, trace: dict[str, Any], case: Any = None) -> dict[str, Any]:
-        """Redact a recorded-trace dict (every part of it but ``case_id``, ``trial`` and ``agent``) and record the
-        redacted field paths under ``redacted_fields``.
+        """Redact a recorded-trace dict (every part of it but ``case_id``, ``trial`` and ``agent``).
 
         Args:
-            trace: The recorded trace.
+            trace: The recorded trace (not modified).
             case: Its :class:`tooleval.models.Case`: the trace's own secrets that occur in the case's references
                 are recorded as markers (see the class docstring) so that scoring redacts the references alike.
+
+        Returns:
+            A new trace dict: the redacted trace plus ``redacted_fields``, the sorted dotted paths of the values
+            this call replaced under a redacted field name (``["messages.tool_calls.function.arguments.email"]``
+            style paths; list positions are not part of a path).
         """
-        self.redacted_fields = set()
+        call = _Call()
         keep = {key: trace[key] for key in ("case_id", "trial", "agent") if key in trace}
         body = {key: value for key, value in trace.items() if key not in keep}
         if self._untouched(body):
             return {**keep, **body, "redacted_fields": []}
+        quiet = self._quiet_parts(body)
+        call.skip = {id(part) for part, _ in quiet}
         own: dict[str, str] = {}
-        self._collect(body, own)
+        self._collect(body, own, call)
         own = {form: token for form, token in own.items() if form not in self._base}
-        result = {**keep, **self._transform(body, self._replacer(own))}
+        replacer = self._replacer(own)
+        call.skip = {id(part) for part, text in quiet if replacer.absent_from(text)}
+        result = {**keep, **self._transform(body, replacer, call)}
         markers = self._markers(own, case) if case is not None else []
         if markers:
             metadata = result.get("metadata") if isinstance(result.get("metadata"), dict) else {}
             result["metadata"] = {**metadata, MARKER_KEY: {"reference_secrets": markers}}
-        result["redacted_fields"] = sorted(self.redacted_fields)
+        result["redacted_fields"] = sorted(call.fields)
         return result
 
     def _untouched(self, body: dict[str, Any]) -> bool:
-        """True when redaction provably leaves ``body`` as it is, decided on its text instead of a walk (issue 9:
-        most lines hold no secret; the walk costs ~1 ms on a long trace).
+        """True when redaction provably leaves ``body`` as it is, decided on its text instead of a walk (most
+        lines hold no secret; the walk costs ~1 ms on a long trace).
 
         The text is orjson's serialisation: keys and strings appear decoded, so ``"em\\u0061il"`` in the input
         line is ``email`` here; a string that itself holds JSON (argument text, a tool result) keeps its own
         escapes, so any ``\\u`` left means "go the slow way". Untouched means: no redacted field name (nor a
-        path's last key) occurs in the lower-cased text (``_is_redacted`` and :func:`text_pairs` compare
-        lower-cased keys, which always contain the name), and no base secret form occurs in it (the replacer
+        path's last key) occurs in the lower-cased text (the walk and :func:`text_pairs` compare lower-cased
+        keys, which always contain the name), and no base secret form occurs in it (the replacer
         looks for exactly those forms); a base form spelled differently when escaped, or a number possibly
         written with an exponent, sends the line the slow way.
         """
@@ -249,44 +344,122 @@ class Redactor:
             text = orjson.dumps(body).decode()
         except (TypeError, orjson.JSONEncodeError):  # a lone surrogate, an integer beyond 64 bits: the slow way
             return False
-        if "\\u" in text or "\\/" in text:
-            return False
-        lowered = text.lower()
+        lowered = text.lower()  # the names first: on a line that holds one (most that hold any secret) it decides
         if any(name in lowered for name in self._names):
+            return False
+        if "\\u" in text or "\\/" in text:
             return False
         if self._base_plain is None and _EXPONENT.search(text):
             return False
-        return not any(form in text for form in self._base)
+        return not self._base_replacer.search(text)
+
+    def _quiet_parts(self, body: dict[str, Any]) -> list[tuple[Any, str]]:
+        """``(part, its orjson text)`` for the objects and lists of a trace — the elements of its top-level lists
+        (the messages), its top-level objects or else their values — that hold no redacted field name: the secrets
+        walk finds nothing in them, and when no secret form occurs in their text either
+        (:meth:`Replacer.absent_from`) the transformation leaves them as they are. Most messages of a long trace
+        are such parts; walking them cost most of the time.
+
+        The test is :meth:`_untouched`'s, part by part: no ``\\u`` or ``\\/`` in the text and no name in the
+        lower-cased text. It holds for names spelled alike in any JSON text (ASCII without a quote, a backslash, a
+        slash or a control character): such a name in a key or a ``key: value`` pair, raw or in nested JSON text,
+        appears in the text as itself. Other names: no part is quiet.
+        """
+        if not self._names_spelled_alike:
+            return []
+        quiet = []
+        for value in body.values():
+            if isinstance(value, list):  # the messages: a line that got here holds a name, most often in them
+                children = value
+            elif isinstance(value, dict):
+                text = self._quiet_text(value)
+                if text is not None:
+                    quiet.append((value, text))
+                    continue
+                children = list(value.values())
+            else:
+                continue
+            for child in children:
+                if isinstance(child, (dict, list)) and (text := self._quiet_text(child)) is not None:
+                    quiet.append((child, text))
+        return quiet
+
+    def _quiet_text(self, value: Any) -> str | None:
+        try:
+            text = orjson.dumps(value).decode()
+        except (TypeError, orjson.JSONEncodeError):  # a lone surrogate, an integer beyond 64 bits: walked
+            return None
+        if "\\u" in text or "\\/" in text:
+            return None
+        lowered = text.lower()
+        return None if any(name in lowered for name in self._names) else text
 
     def _markers(self, own: dict[str, str], case: Any) -> list[list[Any]]:
         texts = _case_texts(case)
         markers = set()
         for form, token in own.items():
             if any(form in text for text in texts):
-                markers.add((_form_kind(form, token, self), len(form), token))
+                markers.add((_form_kind(form, token, self.token), len(form), token))
         return sorted(list(m) for m in markers)
 
     # -- references ------------------------------------------------------------------------------------------
 
     def reference_secrets(self, case: Any, markers: Any) -> dict[str, str]:
-        """The trace's own secrets that occur in ``case``'s references, found again from the trace's markers
-        (each substring of the case's texts of a marker's length whose token is the marker's)."""
+        """The trace's own secrets that occur in ``case``'s references, found again from the trace's markers.
+
+        Args:
+            case: The trace's :class:`tooleval.models.Case`.
+            markers: ``[[kind, length, token], ...]`` as :meth:`redact_trace` wrote them; not a list, or empty:
+                nothing is found.
+
+        Returns:
+            Form -> token: each substring of the case's texts of a marker's length whose token is the marker's,
+            for the markers in order and the texts and positions in order (the first marker to claim a form
+            keeps it). Each distinct substring is hashed once per (kind, length), however many markers share it.
+        """
         found: dict[str, str] = {}
         if not isinstance(markers, list) or not markers:
             return found
         texts = _case_texts(case)
+        wanted: dict[tuple[str, int], set[str]] = {}
         for kind, length, token in markers:
-            for text in texts:
-                for i in range(len(text) - length + 1):
-                    form = text[i:i + length]
-                    if form not in found and _form_token(kind, form, self) == token:
-                        found[form] = token
+            if type(kind) is str and type(length) is int and type(token) is str:
+                wanted.setdefault((kind, length), set()).add(token)
+        hits: dict[tuple[str, int], dict[str, list[str]]] = {}
+        for kind, length, token in markers:
+            if type(kind) is str and type(length) is int and type(token) is str:
+                if (kind, length) not in hits:
+                    hits[kind, length] = self._substrings_by_token(texts, kind, length, wanted[kind, length])
+                forms = hits[kind, length].get(token, ())
+            else:  # not a marker this module writes (a length that is no int...): the definition, step by step
+                forms = [text[i:i + length] for text in texts for i in range(len(text) - length + 1)
+                         if _form_token(kind, text[i:i + length], self._fresh_token) == token]
+            for form in forms:
+                if form not in found:
+                    found[form] = token
         return found
+
+    def _substrings_by_token(self, texts: list[str], kind: str, length: int,
+                             tokens: set[str]) -> dict[str, list[str]]:
+        """Token -> the distinct substrings of ``texts`` of ``length`` characters that have it under ``kind`` (among
+        ``tokens``), in order of first occurrence."""
+        index: dict[str, list[str]] = {}
+        seen: set[str] = set()
+        for text in texts:
+            for i in range(len(text) - length + 1):
+                form = text[i:i + length]
+                if form in seen:
+                    continue
+                seen.add(form)
+                token = _form_token(kind, form, self._fresh_token)
+                if token in tokens:
+                    index.setdefault(token, []).append(form)  # type: ignore[arg-type]
+        return index
 
     def redact_reference(self, value: Any, extra: dict[str, str] | None = None) -> Any:
         """Redact a reference value (argument object, expected output, case input) with the base secrets plus
-        ``extra`` (:meth:`reference_secrets`)."""
-        return self._transform(value, self._replacer(extra))
+        ``extra`` (:meth:`reference_secrets`); returns a new value, ``value`` is not modified."""
+        return self._transform(value, self._replacer(extra), _Call())
 
     def redact_args(self, args: dict[str, Any], extra: dict[str, str] | None = None) -> dict[str, Any]:
         """Redact one reference argument object (see :meth:`redact_reference`)."""
@@ -302,11 +475,18 @@ class Redactor:
 
     def seed(self, values: list[Any]) -> None:
         """Find the secrets of these JSON values (every case's references and input): the base secrets, redacted
-        in *every* trace and reference alike, whichever shard it falls in."""
+        in *every* trace and reference alike, whichever shard it falls in. Call it before the redactor is shared
+        between threads (it replaces the base secrets)."""
         found: dict[str, str] = {}
+        known: dict[str, tuple[tuple[int, int, Any, str], ...]] = {}
         for value in values:
-            self._collect(value, found)
+            call = _Call()  # one per value: what it parsed is dropped with it
+            self._collect(value, found, call)
+            known.update((text, pairs) for text, pairs in call.pairs.items()
+                         if not cannot_hold_pair(text, self._fields))
         self._base = found
+        self._base_replacer = Replacer(found)
+        self._known_pairs = known
         plain: bool | None = True
         for form in found:
             if any(ch in form for ch in '"\\/') or any(ord(ch) < 0x20 for ch in form):
@@ -318,10 +498,26 @@ class Redactor:
 
     def seed_digest(self) -> str:
         """sha256 of the base secrets (sorted): what redaction of every trace and reference depends on besides
-        the trace itself (part of the shard cache keys, issue 9)."""
+        the trace itself (part of the shard cache keys)."""
         return hashlib.sha256(canonical_json(sorted(self._base.items())).encode()).hexdigest()
 
 
+_MISSING = object()
+_TOKENS_KEPT = 1 << 16
+"""Tokens a redactor keeps per cache before starting afresh (a few MB; a run's distinct secrets rarely fill it)."""
+
+
+def _remember(cache: dict[str, str], key: str, token: str) -> str:
+    # clear-then-set are single dictionary operations: a thread reading meanwhile misses and recomputes the same
+    # token, never sees a wrong one
+    if len(cache) >= _TOKENS_KEPT:
+        cache.clear()
+    cache[key] = token
+    return token
+
+
+_SPELLED_ALIKE = re.compile(r"[ !#-&(-.0-\[\]-~]*")
+"""Printable ASCII but ``"``, ``/``, ``\\`` and ``'`` (which a single-quoted key escapes)."""
 _EXPONENT = re.compile(r"[0-9.][eE][-+]?[0-9]")
 _NUMBER = re.compile(r"-?[0-9][0-9.eE+-]*")
 
@@ -337,10 +533,17 @@ MARKER_KEY = "tooleval.redaction"
 """Key under a redacted trace's ``metadata`` holding ``{"reference_secrets": [[kind, length, token], ...]}``."""
 
 
+_JSON_HEADS = frozenset("{[") | frozenset(chr(c) for c in range(0x3001) if chr(c).isspace())
+"""First characters of a string that may hold an object or a list: ``{``, ``[`` and whitespace (``str.isspace``
+holds for no character past U+3000). ``text[:1] in _JSON_HEADS`` spares most strings a call and a strip."""
+
+
 def _embedded_json(text: str) -> Any:
     """The object or list a string holds as JSON text (argument text, a tool result), else ``None``. Text with a
     repeated key, ``NaN`` or too deep is not read as JSON: it is kept as text (and stays malformed)."""
-    head = text.lstrip()[:1]
+    head = text[:1]
+    if head.isspace():
+        head = text.lstrip()[:1]
     if head not in ("{", "["):
         return None
     try:
@@ -363,22 +566,22 @@ def _case_texts(case: Any) -> list[str]:
     return [text for value in case_reference_values(case) for _, text in leaves(value)]
 
 
-def _form_token(kind: str, form: str, redactor: Redactor) -> str | None:
+def _form_token(kind: str, form: str, token: Callable[[Any], str]) -> str | None:
     try:
         if kind == "s":
-            return redactor.token(form)
+            return token(form)
         if kind == "n":
             value = json.loads(form)
-            return redactor.token(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
-        return redactor.token(json.loads('"' + form + '"'))
+            return token(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+        return token(json.loads('"' + form + '"'))
     except ValueError:
         return None
 
 
-def _form_kind(form: str, token: str, redactor: Redactor) -> str:
+def _form_kind(form: str, token: str, token_of: Callable[[Any], str]) -> str:
     """How a form relates to its secret: ``s`` the string itself, ``n`` a number's JSON, ``e`` an escaped
     string."""
-    return next(kind for kind in ("s", "n", "e") if _form_token(kind, form, redactor) == token)
+    return next(kind for kind in ("s", "n", "e") if _form_token(kind, form, token_of) == token)
 
 
 def build_redactor(out: str | Path, config: RedactionConfig | None, cases: dict[str, Any]) -> Redactor | None:
