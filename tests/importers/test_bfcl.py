@@ -335,8 +335,6 @@ def test_multi_turn_extra_reads_pass_and_order_counts_where_state_changes(tmp_pa
     results = write_lines(tmp_path / "BFCL_v4_multi_turn_base_result.json", [{"id": "multi_turn_base_0", "result": turns}])
     import_bfcl(tmp_path / name, tmp_path / "out", results=[results], agent="m")
     rows = {r["case_id"]: r for r in score(tmp_path / "out", tmp_path / "out" / "traces" / "m.jsonl.gz")}
-    if "calls_match" not in rows["multi_turn_base_0/turn-0"]:
-        pytest.skip("rows without match modes (calls_match): this tree predates them")
     assert rows["multi_turn_base_0/turn-0"]["calls_match"] is True
     assert rows["multi_turn_base_0/turn-1"]["calls_match"] is False
     assert rows["multi_turn_base_0/turn-2"]["calls_match"] is True
