@@ -50,6 +50,27 @@ def _wait(predicate, timeout: float, what: str, logs: list[Path]):
     raise AssertionError(f"timed out after {timeout} s waiting for {what}\n{tails}")
 
 
+def _api(method: str, url: str, **kwargs):
+    """One call to the Prefect API, its JSON body back. A loaded machine makes the SQLite-backed server answer
+    503/500 now and then ("database is locked") and slowly: such answers are retried for up to a minute; any
+    other non-2xx answer fails the test with the server's own words."""
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            response = httpx.request(method, url, timeout=30, **kwargs)
+        except httpx.TransportError as exc:
+            if time.monotonic() > deadline:
+                raise
+            last = repr(exc)
+        else:
+            if response.status_code < 500 or time.monotonic() > deadline:
+                assert response.is_success, f"{method} {url}: {response.status_code} {response.text[:2000]}"
+                return response.json()
+            last = f"{response.status_code} {response.text[:200]}"
+        print(f"retrying {method} {url} after: {last}", file=sys.stderr)
+        time.sleep(1)
+
+
 @pytest.fixture
 def server(tmp_path):
     port = _free_port()
@@ -85,9 +106,9 @@ def test_deploy_and_run_the_nightly_evaluation_through_a_worker(server, tmp_path
     assert created.returncode == 0, created.stdout + created.stderr
     deployed = run("--no-prompt", "deploy", "--all")
     assert deployed.returncode == 0, deployed.stdout + deployed.stderr
-    names = {d["name"] for d in httpx.post(f"{api}/deployments/filter", json={}).json()}
+    names = {d["name"] for d in _api("POST", f"{api}/deployments/filter", json={})}
     assert names == {"nightly-evaluation", "nightly-drift-check", "nightly-rescore"}
-    deployment = httpx.get(f"{api}/deployments/name/tooleval-evaluate/nightly-evaluation").json()
+    deployment = _api("GET", f"{api}/deployments/name/tooleval-evaluate/nightly-evaluation")
     assert deployment["schedules"][0]["schedule"]["cron"] == "0 2 * * *"
 
     worker_log = tmp_path / "worker.log"
@@ -97,19 +118,19 @@ def test_deploy_and_run_the_nightly_evaluation_through_a_worker(server, tmp_path
     try:
         dataset = write_dataset(tmp_path / "tiny", TINY_CASES, TINY_TRACES)
         out = tmp_path / "results"
-        flow_run = httpx.post(f"{api}/deployments/{deployment['id']}/create_flow_run", json={
-            "parameters": {"dataset": str(dataset), "out": str(out), "run_id": "deployed"}}).json()
+        flow_run = _api("POST", f"{api}/deployments/{deployment['id']}/create_flow_run", json={
+            "parameters": {"dataset": str(dataset), "out": str(out), "run_id": "deployed"}})
 
         def final_state():
-            state = httpx.get(f"{api}/flow_runs/{flow_run['id']}").json()["state"]
+            state = _api("GET", f"{api}/flow_runs/{flow_run['id']}")["state"]
             return state if state["type"] in ("COMPLETED", "FAILED", "CRASHED", "CANCELLED") else None
 
         state = _wait(final_state, 150, "the flow run to finish", [worker_log, server_log])
         assert state["name"] == "Completed", (state, worker_log.read_text()[-3000:])
     finally:
         _stop(worker)
-    artifacts = httpx.post(f"{api}/artifacts/filter", json={
-        "artifacts": {"flow_run_id": {"any_": [flow_run["id"]]}}}).json()
+    artifacts = _api("POST", f"{api}/artifacts/filter", json={
+        "artifacts": {"flow_run_id": {"any_": [flow_run["id"]]}}})
     by_key = {a["key"]: a for a in artifacts}
     assert set(by_key) == {"tooleval-summary", "tooleval-worst-rows", "tooleval-report"}
     assert "| rows | 4 |" in by_key["tooleval-summary"]["data"]
