@@ -120,7 +120,8 @@ class TestCommand:
     """On the bundled run (117 failing rows of 200)."""
 
     def test_default_text_is_bounded(self, bundled_pair):
-        result = runner.invoke(app, ["gate", "--run-id", "base", "--out", str(bundled_pair)])
+        # off a terminal with no COLUMNS: 100 columns
+        result = runner.invoke(app, ["gate", "--run-id", "base", "--out", str(bundled_pair)], env={"COLUMNS": None})
         assert result.exit_code == 1
         lines = result.output.splitlines()
         assert len(lines) <= MAX_LINES and max(map(len, lines)) <= 100, result.output
