@@ -121,6 +121,10 @@ def test_the_gate_outcome_follows_the_gates_row_outcome():
     assert match(row("a", 0, f1=1.0, exact=True, blocking=False)) is True
     assert match(row("a", 0, f1=0.4, exact=False, blocking=False)) is False  # F1 0.4, nothing blocking: fails
     assert match(row("a", 0, f1=1.0, exact=True, blocking=True)) is False
+    # the case's match mode decides (row schema 5): the reference's calls in another order under strict fail,
+    # an extra read under superset passes
+    assert match(row("a", 0, f1=1.0, exact=True, blocking=False, calls_match=False)) is False
+    assert match(row("a", 0, f1=0.8, exact=False, blocking=False, calls_match=True)) is True
     # case a: trials exact, mismatch (no rule), exact; case b: mismatch, blocking mismatch, exact
     rows = [row("a", 0, f1=1.0, exact=True, blocking=False), row("a", 1, f1=0.4, exact=False, blocking=False),
             row("a", 2, f1=1.0, exact=True, blocking=False), row("b", 0, f1=0.5, exact=False, blocking=False),

@@ -211,10 +211,19 @@ class TestRowOutcome:
             ("close", ["reference_mismatch"]), ("blocked", ["repeated_call"]), ("broken", ["row_error"])]
         close = verdict.failing_rows[0].violations
         assert close == [{"rule": "reference_mismatch", "severity": "blocking", "tool": None,
-                          "detail": "1 missing and 1 extra call(s) against the reference; wrong arguments in refund"}]
+                          "detail": "match mode unordered: 1 missing and 1 extra call(s); wrong arguments in refund"}]
         assert verdict.counts["failures_by_rule"] == {"reference_mismatch": 1, "repeated_call": 1, "row_error": 1}
         as_json = verdict.to_dict()
         assert as_json["row_outcome"] == "match" and "exact_match" in as_json["row_passes_when"]
+
+    def test_the_case_match_mode_decides_what_matches(self):
+        # strict: the reference's calls in another order (exact_match, but not calls_match); superset: an extra
+        # read beside every reference call (not exact, but calls_match)
+        strict = dict(_scored("reordered", exact=True), match_mode="strict", calls_match=False)
+        superset = dict(_scored("extra-read", exact=False, fp=1), match_mode="superset", calls_match=True)
+        verdict = evaluate_gate([strict, superset], GateConfig(), today=TODAY)
+        assert [(o.case_id, o.rules) for o in verdict.failing_rows] == [("reordered", ["reference_mismatch"])]
+        assert verdict.failing_rows[0].violations[0]["detail"] == "match mode strict: 0 missing and 0 extra call(s)"
 
     def test_no_blocking_judges_by_the_rules_alone(self):
         verdict = evaluate_gate(self.ROWS, gate('row_outcome = "no_blocking"\n'), today=TODAY)

@@ -42,6 +42,7 @@ import sys
 import time
 from pathlib import Path
 
+from tooleval.settings import DEFAULT_SERVER_IDLE_S
 from tooleval.storage._lease import process_alive, process_start
 
 __all__ = ["IDLE_S", "ServerUse", "begin_server", "crash_dead_runs", "end_server", "holder_tag", "server_for",
@@ -51,9 +52,9 @@ logger = logging.getLogger(__name__)
 
 TAG_PREFIX = "tooleval-holder:"
 FINAL = ("COMPLETED", "FAILED", "CRASHED", "CANCELLED")
-IDLE_S = 300.0
-"""Seconds a server waits for the next command after one ended normally (``$TOOLEVAL_PREFECT_SERVER_IDLE_S``)."""
-IDLE_ENV = "TOOLEVAL_PREFECT_SERVER_IDLE_S"
+IDLE_S = DEFAULT_SERVER_IDLE_S
+"""Seconds a server waits for the next command after one ended normally, unless
+``$TOOLEVAL_PREFECT_SERVER_IDLE_S`` says otherwise."""
 STATE, START_LOCK, USERS, LINGER = "server.json", "server.lock", "server.users", "server.linger"
 _DAEMON = Path(__file__).with_name("_prefect_daemon.py")
 _SPAWNED: list[subprocess.Popen] = []  # kept referenced: a server outlives this process by design
@@ -66,24 +67,15 @@ def _free_port() -> int:
 
 
 def idle_seconds() -> float:
-    """``$TOOLEVAL_PREFECT_SERVER_IDLE_S`` (seconds, >= 0), else :data:`IDLE_S`.
+    """``$TOOLEVAL_PREFECT_SERVER_IDLE_S`` (:func:`tooleval.settings.prefect_server_idle_s`; default
+    :data:`IDLE_S`).
 
     Raises:
-        InputFileError: a value that is not a number >= 0.
+        tooleval.settings.EnvironmentValueError: a value that is not a number of seconds in [0, 86400].
     """
-    text = os.environ.get(IDLE_ENV)
-    if text is None:
-        return IDLE_S
-    try:
-        value = float(text)
-    except ValueError:
-        value = -1.0
-    if not value >= 0:
-        from tooleval.errors import InputFileError
+    from tooleval.settings import prefect_server_idle_s
 
-        raise InputFileError(None, None, f"{IDLE_ENV}={text!r} is not a number of seconds >= 0.",
-                             f"set {IDLE_ENV} to e.g. 300, or 0 to stop the server with each command.")
-    return value
+    return prefect_server_idle_s()
 
 
 def _live_state(home: Path) -> dict | None:

@@ -3,8 +3,8 @@
 Decisions (docs/rules.md "Gate"):
 
 * Under the row outcome ``match`` (``GateConfig.row_outcome``, the default: a dataset without gate.toml), a
-  scored row whose calls do not match the reference (``exact_match`` false) has a blocking violation of rule
-  ``reference_mismatch``; ``no_blocking`` leaves the verdict to the rules alone.
+  scored row whose calls do not match the reference under its case's match mode (``calls_match`` false; rows
+  before schema 5: ``exact_match``) has a blocking violation of rule ``reference_mismatch``; ``no_blocking`` leaves the verdict to the rules alone.
 * A row **fails** when it has a blocking violation — severity as recorded on the row unless ``[severity]``
   re-grades the rule, and a ``tool_schema`` violation of a tool named in ``[tool_schema] blocking_tools`` is
   blocking — that no active waiver covers, or (``row_errors_block``) when it could not be scored
@@ -33,7 +33,7 @@ from tooleval.rules._gate_config import MISMATCH_RULE, Floor, GateConfig, Waiver
 from tooleval.rules._schema import SCHEMA_RULE
 from tooleval.rules._verdict import NO_SLICE, GateVerdict, RowOutcome, SliceResult, worst_key
 
-__all__ = ["GateTally", "evaluate_gate"]
+__all__ = ["GateTally", "calls_match", "evaluate_gate"]
 
 def _rule_label(rule: str | None) -> str:
     """``rule 'x'``, or ``all rules`` for a waiver that names no rule (it covers the whole case)."""
@@ -54,7 +54,7 @@ def _outcome(row: dict, config: GateConfig, active: list[Waiver], quarantine: di
         rule = "unscored" if row.get("unscored") else "row_error"
         detail = f"{row['error_kind']}: {row.get('error_message') or ''}"
         violations.append({"rule": rule, "severity": "blocking", "tool": None, "detail": detail})
-    elif config.row_outcome == "match" and row.get("exact_match") is not None and not row["exact_match"]:
+    elif config.row_outcome == "match" and calls_match(row) is False:
         violations.append({"rule": MISMATCH_RULE, "severity": config.severity.get(MISMATCH_RULE, "blocking"),
                            "tool": None, "detail": _mismatch_detail(row)})
     blocking = [v for v in violations if v["severity"] == "blocking"]
@@ -81,9 +81,20 @@ def _outcome(row: dict, config: GateConfig, active: list[Waiver], quarantine: di
     )
 
 
+def calls_match(row: dict) -> bool | None:
+    """Whether a row's calls match its reference under its match mode: ``calls_match`` (row schema 5), else
+    ``exact_match`` (older rows had the one unordered rule); ``None`` for a row that was not scored."""
+    verdict = row.get("calls_match")
+    if verdict is None:
+        verdict = row.get("exact_match")
+    return None if verdict is None else bool(verdict)
+
+
 def _mismatch_detail(row: dict) -> str:
-    """``2 missing and 1 extra call(s); wrong arguments in book_reservation`` — what keeps a row from matching."""
-    text = f"{row.get('fn') or 0} missing and {row.get('fp') or 0} extra call(s) against the reference"
+    """``match mode unordered: 2 missing and 1 extra call(s); wrong arguments in book_reservation`` — what keeps a
+    row from matching (under ``strict`` the same calls in another order: 0 missing and 0 extra)."""
+    mode = row.get("match_mode") or "unordered"
+    text = f"match mode {mode}: {row.get('fn') or 0} missing and {row.get('fp') or 0} extra call(s)"
     wrong = sorted({w["name"] for w in row.get("wrong_args") or []})
     return text + (f"; wrong arguments in {', '.join(wrong)}" if wrong else "")
 

@@ -29,7 +29,7 @@ METRICS = {
 """Metric name -> SQL over one row (null when the row has no value: an error row has no F1 and no verdict).
 ``{fails}`` is the run's row outcome (:data:`_FAILS`): each run's pass rate is judged as its own gate judged it."""
 
-_FAILS = {"match": "coalesce(blocking, false) OR NOT coalesce(exact_match, false)",
+_FAILS = {"match": "coalesce(blocking, false) OR NOT coalesce(calls_match, false)",
           "no_blocking": "coalesce(blocking, false)"}
 """SQL of "this row fails" per row outcome (:attr:`tooleval.rules.GateConfig.row_outcome`)."""
 
@@ -51,9 +51,9 @@ FROM b FULL OUTER JOIN h ON b.case_id = h.case_id AND b.trial = h.trial
 
 _VERDICT = ("CASE WHEN {t}.case_id IS NULL THEN NULL WHEN {t}.error_kind IS NOT NULL THEN 'error' "
             "WHEN coalesce({t}.blocking, false) THEN 'blocking' "
-            "WHEN {match} AND NOT coalesce({t}.exact_match, false) THEN 'mismatch' ELSE 'pass' END AS {t}_verdict")
-"""A row's verdict: ``error``, ``blocking``, ``mismatch`` (calls differ from the reference, under the row outcome
-``match``) or ``pass``."""
+            "WHEN {match} AND NOT coalesce({t}.calls_match, false) THEN 'mismatch' ELSE 'pass' END AS {t}_verdict")
+"""A row's verdict: ``error``, ``blocking``, ``mismatch`` (its calls do not match the reference under its match
+mode, judged under the row outcome ``match``) or ``pass``."""
 
 
 def run_row_outcome(out: Path, run_id: str) -> str:
@@ -191,7 +191,7 @@ def compare_runs(out: str | Path, base: str, head: str) -> dict[str, Any]:
 
 def _qualify(sql: str, alias: str) -> str:
     """Prefix the row columns a metric's SQL reads with the join alias (``f1`` -> ``b.f1``)."""
-    return re.sub(r"\b(f1|ragas_tool_call_f1|exact_match|error_kind|blocking)\b", rf"{alias}.\1", sql)
+    return re.sub(r"\b(f1|ragas_tool_call_f1|exact_match|calls_match|error_kind|blocking)\b", rf"{alias}.\1", sql)
 
 
 def failed_thresholds(comparison: dict[str, Any], fail_on: list[FailOn]) -> list[str]:

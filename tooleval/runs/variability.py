@@ -56,8 +56,8 @@ class Outcome:
     kind: str
     threshold: float | None = None
     require_match: bool = False
-    """For ``gate``: a row passes only when it also matches its reference (``exact_match``), as the gate's row
-    outcome ``match`` judges it."""
+    """For ``gate``: a row passes only when its calls also match the reference under its match mode
+    (``calls_match``; ``exact_match`` for rows without it), as the gate's row outcome ``match`` judges it."""
 
     def __call__(self, row: dict[str, Any]) -> bool | None:
         if self.kind == "recorded_reward":  # the recorded outcome exists even when scoring failed
@@ -73,7 +73,10 @@ class Outcome:
                                  "(the rules stage writes them); choose another --outcome or score with rules.")
             if row.get("blocking") is None:
                 return None
-            return not row["blocking"] and (not self.require_match or bool(row.get("exact_match")))
+            if not self.require_match:
+                return not row["blocking"]
+            matched = row.get("calls_match")  # the case's match mode; rows before schema 5: exact_match
+            return not row["blocking"] and bool(row.get("exact_match") if matched is None else matched)
         if self.kind == "exact":
             return None if row.get("exact_match") is None else bool(row["exact_match"])
         f1 = row.get("f1")
@@ -377,8 +380,8 @@ def variability_of_parquet(source: str, outcome: Outcome, *, batch_rows: int = 1
     return tally.summary()
 
 
-_OUTCOME_COLUMNS = ("case_id", "trial", "slice", "f1", "error_kind", "exact_match", "blocking", "gate_pass",
-                    "recorded_reward")
+_OUTCOME_COLUMNS = ("case_id", "trial", "slice", "f1", "error_kind", "exact_match", "calls_match", "blocking",
+                    "gate_pass", "recorded_reward")
 """The row columns the variability figures and every :class:`Outcome` read."""
 
 
