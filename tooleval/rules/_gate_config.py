@@ -41,7 +41,8 @@ scored), ``unscored`` (a case in the run's scope with no row at all, or a trace 
 RowOutcomeName = Literal["match", "no_blocking"]
 
 ROW_OUTCOMES: dict[str, str] = {
-    "match": "its calls match the reference (exact_match: fp = 0 and fn = 0) and no blocking rule fires",
+    "match": ("its calls match the reference under the case's match mode (calls_match; by default unordered: "
+              "fp = 0 and fn = 0) and no blocking rule fires"),
     "no_blocking": "no blocking rule fires (its calls may differ from the reference)",
 }
 """When a row passes, per row outcome: the words the gate's output and ``summary.json`` use."""

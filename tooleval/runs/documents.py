@@ -85,8 +85,8 @@ class RowOutcomeInfo(_Document):
     """When a row of the run passed, and where that was decided (:func:`tooleval.runs.gate.row_outcome_record`)."""
 
     gate: Literal["match", "no_blocking"]
-    """The gate's row outcome: ``match`` — calls match the reference (``exact_match``) and no blocking rule fires
-    (the default without gate.toml); ``no_blocking`` — no blocking rule fires."""
+    """The gate's row outcome: ``match`` — calls match the reference under the case's match mode (``calls_match``)
+    and no blocking rule fires (the default without gate.toml); ``no_blocking`` — no blocking rule fires."""
     passes_when: str
     """The same in words."""
     config: str | None
