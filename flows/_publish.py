@@ -19,7 +19,8 @@ from tooleval.runs.documents import (DRIFT_VERSION, ERRORS_VERSION, SUMMARY_VERS
                                      errors_document, summary_document)
 from tooleval.runs.drift import drift_partial_sql, drift_report
 from tooleval.dataset import load_dataset_cached
-from tooleval.runs.gate import GateJudge, gate_batches, gate_config_for, gate_scope, write_junit
+from tooleval.runs.gate import (GateJudge, gate_batches, gate_config_for, gate_config_source, gate_scope,
+                                row_outcome_record, write_junit)
 from tooleval.runs.legacy import LegacyResult, legacy_record, stage_legacy
 from tooleval.runs.plan import DatasetRef, revision_record_relpath
 from tooleval.runs.report import build_report
@@ -140,8 +141,10 @@ class RunPublisher:
         self.publication = Publication(self.out)
         self.traces = self.publication.part_writer("traces", self.revision, run_id, ENVELOPE_SCHEMA)
         self.rows = None if legacy_only else self.publication.part_writer("rows", self.revision, run_id, ROW_SCHEMA)
-        self.judge = None if legacy_only else GateJudge(
-            self.scope, errors, gate_config_for(load_dataset_cached(dataset.path).path, gate_config))
+        own = load_dataset_cached(dataset.path).path
+        self.gate_config = gate_config_for(own, gate_config)
+        self.gate_source = gate_config_source(own, gate_config)  # None: the default, the dataset has no gate.toml
+        self.judge = None if legacy_only else GateJudge(self.scope, errors, self.gate_config)
         self.row_refs: list[StageRef] = []
         self.refs: list[StageRef] = []
         self.summary: dict[str, Any] = {}
@@ -195,7 +198,10 @@ class RunPublisher:
             figures = run_stage(aggregate_rows, self.states["aggregation"], self.source,
                                 [r.digest for r in self.row_refs], self.code)
             self.summary.update(figures)
-            self.summary["variability"] = variability_of_parquet(self.source, outcome_from_spec(self.outcome))
+            # pass@k follows the gate's row outcome, and the summary says which one judged the rows
+            chosen = outcome_from_spec(self.outcome, self.gate_config.row_outcome)
+            self.summary["variability"] = variability_of_parquet(self.source, chosen)
+            self.summary["row_outcome"] = row_outcome_record(self.gate_config, self.gate_source, chosen.spec)
         return self.summary
 
     def gate_and_drift(self, legacy: LegacyResult, drift_partials: list[dict[str, Any]] | None) -> None:

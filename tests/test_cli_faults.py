@@ -173,6 +173,18 @@ class TestEnvironmentValues:
         assert (lock_ttl_s(), max_line_bytes()) == (120.0, 64 << 20)
         check_environment()
 
+    def test_the_server_idle_time(self, monkeypatch):
+        from tooleval.settings import EnvironmentValueError, prefect_server_idle_s
+
+        monkeypatch.delenv("TOOLEVAL_PREFECT_SERVER_IDLE_S", raising=False)
+        assert prefect_server_idle_s() == 300.0
+        monkeypatch.setenv("TOOLEVAL_PREFECT_SERVER_IDLE_S", "0")  # the server stops with each command
+        assert prefect_server_idle_s() == 0.0
+        for bad in ("5m", "-1", "1e999", "86401"):
+            monkeypatch.setenv("TOOLEVAL_PREFECT_SERVER_IDLE_S", bad)
+            with pytest.raises(EnvironmentValueError, match=r"a number of seconds in \[0, 86400\]"):
+                prefect_server_idle_s()
+
     def test_the_error_pickles_with_its_inputs(self):
         import pickle
 

@@ -66,7 +66,8 @@ def test_quiet_still_says_why_it_exits_1(bundled_pair):
     # stderr, that says so; the failing rows' details stay quiet.
     result = runner.invoke(app, ["--quiet", "gate", "--run-id", "base", "--out", str(bundled_pair)])
     assert result.exit_code == 1
-    assert result.stdout == "" and result.stderr.splitlines() == ["gate for run base: FAIL"]
+    assert result.stdout == "" and result.stderr.splitlines() == [
+        "gate FAIL for run base: 117 of 200 rows fail (12 exact; row outcome no_blocking)"]
 
 
 def _result(rows_path, summary) -> RunResult:
@@ -105,7 +106,9 @@ def test_rescore_prints_the_gate_line(bundled_pair, tmp_path):
                                  "--trial", str(trial), "--to-run-id", "rescored-one"])
     assert result.exit_code == 0, result.output
     gate_lines = [line for line in result.output.splitlines() if line.startswith("gate: ")]
-    assert len(gate_lines) == 1 and "details: tooleval gate --run-id rescored-one" in gate_lines[0]
+    assert len(gate_lines) == 1
+    # the command to see the details stands whole on its own line, to be copied
+    assert f"  details: tooleval gate --run-id rescored-one --out {out}" in result.output.splitlines()
 
 
 @pytest.mark.parametrize("command", ["sql", "run", "compare", "runs", "gc", "report", "rescore", "gate"])

@@ -175,18 +175,25 @@ class TestSmallDataset:
 
     def test_gate_blocks_only_the_named_tool(self, schema_runs, tmp_path):
         out, _ = schema_runs
-        advisory = runner.invoke(app, ["gate", "--run-id", "with", "--out", str(out)], env={"COLUMNS": "250"})
-        assert advisory.exit_code == 0, advisory.output
+        # judged by the rules alone: rows A#1 and B#0 differ from their references, which would fail them by default
         config = tmp_path / "gate.toml"
-        config.write_text('schema_version = 1\n[tool_schema]\nblocking_tools = ["get_order"]\n')
+        config.write_text('schema_version = 1\nrow_outcome = "no_blocking"\n')
+        advisory = runner.invoke(app, ["gate", "--run-id", "with", "--out", str(out), "--config", str(config)],
+                                 env={"COLUMNS": "250"})
+        assert advisory.exit_code == 0, advisory.output
+        config.write_text('schema_version = 1\nrow_outcome = "no_blocking"\n'
+                          '[tool_schema]\nblocking_tools = ["get_order"]\n')
         blocked = runner.invoke(app, ["gate", "--run-id", "with", "--out", str(out), "--config", str(config)],
                                 env={"COLUMNS": "250"})
         assert blocked.exit_code == 1, blocked.output
-        assert "1 blocking row(s)" in blocked.output and "B#1: tool_schema" in blocked.output
+        assert "1 blocking row(s)" in blocked.output and "tool_schema" in blocked.output
+        assert any(line.startswith("  B#1  f1 ") and line.endswith("  tool_schema") for line in
+                   blocked.output.splitlines()), blocked.output
         xml = JUnitXml.fromfile(str(out / "runs" / "with" / "junit.xml"))
         failing = [c.name for suite in xml for c in suite if any(isinstance(r, Failure) for r in c.result)]
         assert failing == ["B#1"]
-        config.write_text('schema_version = 1\n[tool_schema]\nblocking_tools = ["refund"]\n')
+        config.write_text('schema_version = 1\nrow_outcome = "no_blocking"\n'
+                          '[tool_schema]\nblocking_tools = ["refund"]\n')
         other = runner.invoke(app, ["gate", "--run-id", "with", "--out", str(out), "--config", str(config)])
         assert other.exit_code == 0, other.output
 

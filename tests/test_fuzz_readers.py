@@ -230,7 +230,8 @@ def test_trace_top_level_types(box, values, gz):
     assert unreadable == [2 * (i + 1) for i, value in enumerate(values) if not isinstance(value, dict)]
 
 
-ENV_NAMES = ["TOOLEVAL_LOCK_TTL_S", "TOOLEVAL_MAX_LINE_BYTES", "TOOLEVAL_PREFECT_HOME", "TOOLEVAL_TEST_PUBLISH_PAUSE"]
+ENV_NAMES = ["TOOLEVAL_LOCK_TTL_S", "TOOLEVAL_MAX_LINE_BYTES", "TOOLEVAL_PREFECT_HOME", "TOOLEVAL_TEST_PUBLISH_PAUSE",
+             "TOOLEVAL_PREFECT_SERVER_IDLE_S"]
 env_texts = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), max_size=12) | \
     st.sampled_from(["1e999", "-5", "0", "nan", "inf", "120", "1024", str(2**31), "/proc/self/nope", "/dev/null/x",
                      "written", " 7 ", "0x10", "1_000"])
@@ -244,8 +245,9 @@ def test_environment_values(name, value):
     import math
     import os
 
-    from tooleval.settings import (LOCK_TTL_RANGE, MAX_LINE_RANGE, EnvironmentValueError, check_environment,
-                                   lock_ttl_s, max_line_bytes, prefect_home)
+    from tooleval.settings import (LOCK_TTL_RANGE, MAX_LINE_RANGE, SERVER_IDLE_RANGE, EnvironmentValueError,
+                                   check_environment, lock_ttl_s, max_line_bytes, prefect_home,
+                                   prefect_server_idle_s)
 
     saved = os.environ.get(name)
     os.environ[name] = value
@@ -260,6 +262,8 @@ def test_environment_values(name, value):
         assert math.isfinite(ttl) and LOCK_TTL_RANGE[0] <= ttl <= LOCK_TTL_RANGE[1]
         assert type(cap) is int and MAX_LINE_RANGE[0] <= cap <= MAX_LINE_RANGE[1]
         assert prefect_home() is None or value
+        idle = prefect_server_idle_s()
+        assert math.isfinite(idle) and SERVER_IDLE_RANGE[0] <= idle <= SERVER_IDLE_RANGE[1]
     finally:
         if saved is None:
             os.environ.pop(name, None)

@@ -100,7 +100,8 @@ class TestCommands:
                                env={"COLUMNS": "250"})
         assert result.exit_code == 1, result.output  # three cases had errors
         # the three cases are the blocking rows, and the line says they were never scored
-        assert "gate: FAIL (3 blocking rows, 3 unscored; details:" in result.output
+        assert "gate: FAIL (3 blocking rows, 3 unscored)" in result.output.splitlines()
+        assert f"  details: tooleval gate --run-id e --out {out}" in result.output.splitlines()
         assert "... and 1 more errors (all in " in result.output
         result = runner.invoke(app, ["gate", "--run-id", "e", "--out", str(out)], env={"COLUMNS": "250"})
         assert result.exit_code == 1, result.output
@@ -131,3 +132,18 @@ class TestCommands:
         assert result.exit_code == 2, result.output
         assert "cases.jsonl" in result.output and "holds no case" in " ".join(result.output.split())
         assert not out.exists() or not (out / "rows").exists()
+
+
+def test_the_run_names_the_outcome_and_where_it_was_decided(tmp_path):
+    from tooleval.runs.gate import gate_config_for, gate_config_source, row_outcome_record
+
+    assert gate_config_source(tmp_path) is None and gate_config_for(tmp_path).row_outcome == "match"
+    assert row_outcome_record(GateConfig(), None, "gate") == {
+        "gate": "match", "config": None, "variability": "gate",
+        "passes_when": "its calls match the reference under the case's match mode (calls_match; by default "
+                       "unordered: fp = 0 and fn = 0) and no blocking rule fires"}
+    (tmp_path / "gate.toml").write_text('row_outcome = "no_blocking"\n')
+    assert gate_config_source(tmp_path) == str(tmp_path / "gate.toml")
+    record = row_outcome_record(gate_config_for(tmp_path), gate_config_source(tmp_path), "exact")
+    assert (record["gate"], record["config"], record["variability"]) == ("no_blocking", str(tmp_path / "gate.toml"),
+                                                                        "exact")

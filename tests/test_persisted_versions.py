@@ -73,6 +73,26 @@ class TestRunDocumentGoldens:
         assert round(summary.mean_f1, 4) == 0.3538 and round(summary.mean_ragas_tool_call_f1, 4) == 0.3449
         assert summary.drift.verdict == "ok" and summary.versions.row_schema == 4
 
+    def test_summary_v2_says_which_row_outcome_judged_the_rows(self):
+        """``summary_v2.json`` is the bundled run published by summary version 2: the same figures, and the row
+        outcome its own gate.toml sets (judged by the rules alone), with the failing rows per rule."""
+        from tooleval.runs.documents import read_summary, summary_document
+
+        summary = read_summary(GOLDEN / "summary_v2.json")
+        assert (summary.summary_version, summary.rows, summary.exact_match_rows) == (2, 200, 12)
+        assert round(summary.mean_f1, 4) == 0.3538 and summary.blocking_rows == 117
+        assert summary.drift.verdict == "ok"
+        assert (summary.row_outcome.gate, summary.row_outcome.variability) == ("no_blocking", "gate")
+        assert summary.row_outcome.config.endswith("datasets/tau-bench-airline/gate.toml")
+        assert summary.failures_by_rule == {"forbidden_tool": 21, "missing_confirmation": 35, "missing_output": 12,
+                                            "missing_write": 51, "repeated_side_effect": 1,
+                                            "wrong_write_arguments": 44}
+        assert summary.variability["pass@k"]["1"] == 0.415  # 83 of 200 rows block nothing, as the gate says
+        data = json.loads((GOLDEN / "summary_v2.json").read_text())
+        assert summary_document(data) == data
+        # version 1 had neither key: its runs were judged by their rules alone
+        assert read_summary(GOLDEN / "summary_v1.json").row_outcome is None
+
     def test_an_unversioned_summary_reads_as_version_0(self, tmp_path):
         from tooleval.runs.documents import read_summary
 
@@ -87,7 +107,7 @@ class TestRunDocumentGoldens:
 
         data = json.loads((GOLDEN / "summary_v1.json").read_text())
         (tmp_path / "summary.json").write_text(json.dumps({**data, "summary_version": SUMMARY_VERSION + 1}))
-        with pytest.raises(InputFileError, match="summary_version 2 is newer"):
+        with pytest.raises(InputFileError, match=f"summary_version {SUMMARY_VERSION + 1} is newer"):
             read_summary(tmp_path / "summary.json")
 
     def test_an_unknown_summary_key_is_refused_at_writing(self):

@@ -13,6 +13,8 @@ callers meet the same error where the value is read.
   default 64 MiB.
 * ``TOOLEVAL_PREFECT_HOME``: Prefect's home, a folder this user can write or a path where one can be created;
   default ``<out>/.tooleval/prefect``.
+* ``TOOLEVAL_PREFECT_SERVER_IDLE_S``: seconds the local Prefect server waits for the next command after one ended
+  normally, a number in [0, 86400] (0: it stops with each command); default 300.
 * ``TOOLEVAL_REDACTION_KEY``: the redaction key's text; ``TOOLEVAL_REDACTION_KEY_FILE``: a readable, non-empty
   file holding it (:mod:`tooleval.capture.keys`); default: ``<out>/redaction.key``.
 * ``TOOLEVAL_TEST_PUBLISH_PAUSE`` (tests only): ``written``, ``committed`` or ``rolling``; with
@@ -28,14 +30,15 @@ from pathlib import Path
 
 from tooleval.errors import InputFileError
 
-__all__ = ["EnvironmentValueError", "LOCK_TTL_ENV", "MAX_LINE_ENV", "PREFECT_HOME_ENV", "PAUSE_ENV",
-           "PAUSE_FILE_ENV", "PAUSE_POINTS", "DEFAULT_LOCK_TTL_S", "DEFAULT_MAX_LINE_BYTES", "LOCK_TTL_RANGE",
-           "MAX_LINE_RANGE", "lock_ttl_s", "max_line_bytes", "prefect_home", "make_prefect_home",
-           "check_environment"]
+__all__ = ["EnvironmentValueError", "LOCK_TTL_ENV", "MAX_LINE_ENV", "PREFECT_HOME_ENV", "SERVER_IDLE_ENV",
+           "PAUSE_ENV", "PAUSE_FILE_ENV", "PAUSE_POINTS", "DEFAULT_LOCK_TTL_S", "DEFAULT_MAX_LINE_BYTES",
+           "DEFAULT_SERVER_IDLE_S", "LOCK_TTL_RANGE", "MAX_LINE_RANGE", "SERVER_IDLE_RANGE", "lock_ttl_s",
+           "max_line_bytes", "prefect_home", "make_prefect_home", "prefect_server_idle_s", "check_environment"]
 
 LOCK_TTL_ENV = "TOOLEVAL_LOCK_TTL_S"
 MAX_LINE_ENV = "TOOLEVAL_MAX_LINE_BYTES"
 PREFECT_HOME_ENV = "TOOLEVAL_PREFECT_HOME"
+SERVER_IDLE_ENV = "TOOLEVAL_PREFECT_SERVER_IDLE_S"
 PAUSE_ENV = "TOOLEVAL_TEST_PUBLISH_PAUSE"
 PAUSE_FILE_ENV = "TOOLEVAL_TEST_PUBLISH_PAUSE_FILE"
 
@@ -44,6 +47,11 @@ LOCK_TTL_RANGE = (1.0, 86_400.0)
 """Seconds: under one second the renewing thread (every third of the time to live) cannot keep a lease; over a
 day, a lease left by a process that died on another host would block its run id for longer than a nightly run's
 period."""
+
+DEFAULT_SERVER_IDLE_S = 300.0
+SERVER_IDLE_RANGE = (0.0, 86_400.0)
+"""Seconds: 0 stops the server with each command (no reuse); over a day, an unused server would outlive the
+working day that a reuse saves start-ups in."""
 
 DEFAULT_MAX_LINE_BYTES = 64 << 20
 MAX_LINE_RANGE = (1024, 2**31 - 1)
@@ -104,6 +112,7 @@ _DEFAULTS = {
     LOCK_TTL_ENV: f"default {_plain(DEFAULT_LOCK_TTL_S)} seconds",
     MAX_LINE_ENV: f"default {DEFAULT_MAX_LINE_BYTES} bytes, 64 MiB",
     PREFECT_HOME_ENV: "default <out>/.tooleval/prefect",
+    SERVER_IDLE_ENV: f"default {_plain(DEFAULT_SERVER_IDLE_S)} seconds",
     PAUSE_ENV: "no pause: the variable is for tests only",
 }
 
@@ -116,6 +125,17 @@ def lock_ttl_s() -> float:
     """
     value = _number(LOCK_TTL_ENV, *LOCK_TTL_RANGE, integer=False, unit="seconds")
     return DEFAULT_LOCK_TTL_S if value is None else float(value)
+
+
+def prefect_server_idle_s() -> float:
+    """Seconds the local Prefect server waits for the next command after one ended normally:
+    ``$TOOLEVAL_PREFECT_SERVER_IDLE_S`` in [0, 86400], or 300 (:mod:`tooleval.cli._prefect_server`).
+
+    Raises:
+        EnvironmentValueError: the value is not a finite number in that range (``5m``, ``-1``, ``1e999``).
+    """
+    value = _number(SERVER_IDLE_ENV, *SERVER_IDLE_RANGE, integer=False, unit="seconds")
+    return DEFAULT_SERVER_IDLE_S if value is None else float(value)
 
 
 def max_line_bytes() -> int:
@@ -192,6 +212,7 @@ def check_environment() -> None:
     lock_ttl_s()
     max_line_bytes()
     prefect_home()
+    prefect_server_idle_s()
     from tooleval.capture.keys import environment_key  # the key's reader owns its checks
 
     environment_key()

@@ -100,7 +100,7 @@ def test_outcome_specs():
     assert outcome_from_spec("f1>=.8")(row("a", 0, f1=0.75)) is False
     assert outcome_from_spec("f1>=1")(row("a", 0, f1=None)) is None
     assert outcome_from_spec("exact")(row("a", 0, exact=True)) is True
-    gate = outcome_from_spec("gate")
+    gate = outcome_from_spec("gate", "no_blocking")
     assert gate(row("a", 0, gate_pass=True)) is True and gate(row("a", 0, gate_pass=False)) is False
     assert gate(row("a", 0, blocking=False)) is True and gate(row("a", 0, blocking=["forbidden_tool"])) is False
     assert gate(row("a", 0, blocking=False, error="scoring_error")) is None
@@ -109,6 +109,34 @@ def test_outcome_specs():
     for bad in ("", "pass", "f1>1.5", "f1>=1.5", "f1 > 0.5", "reward", None):
         with pytest.raises(ValueError, match="unknown outcome"):
             outcome_from_spec(bad)
+    with pytest.raises(ValueError, match="unknown row outcome 'exact'"):
+        outcome_from_spec("gate", "exact")
+
+
+def test_the_gate_outcome_follows_the_gates_row_outcome():
+    """Without gate.toml (row outcome ``match``) a row passes only when it matches its reference and nothing
+    blocks; ``no_blocking`` passes the non-blocking mismatch too. pass@k / pass^k follow, by hand below."""
+    match = outcome_from_spec("gate")
+    assert match.require_match and not outcome_from_spec("gate", "no_blocking").require_match
+    assert match(row("a", 0, f1=1.0, exact=True, blocking=False)) is True
+    assert match(row("a", 0, f1=0.4, exact=False, blocking=False)) is False  # F1 0.4, nothing blocking: fails
+    assert match(row("a", 0, f1=1.0, exact=True, blocking=True)) is False
+    # the case's match mode decides (row schema 5): the reference's calls in another order under strict fail,
+    # an extra read under superset passes
+    assert match(row("a", 0, f1=1.0, exact=True, blocking=False, calls_match=False)) is False
+    assert match(row("a", 0, f1=0.8, exact=False, blocking=False, calls_match=True)) is True
+    # case a: trials exact, mismatch (no rule), exact; case b: mismatch, blocking mismatch, exact
+    rows = [row("a", 0, f1=1.0, exact=True, blocking=False), row("a", 1, f1=0.4, exact=False, blocking=False),
+            row("a", 2, f1=1.0, exact=True, blocking=False), row("b", 0, f1=0.5, exact=False, blocking=False),
+            row("b", 1, f1=0.5, exact=False, blocking=True), row("b", 2, f1=1.0, exact=True, blocking=False)]
+    strict = variability_summary(rows, match)
+    # a: c=2 of 3, b: c=1 of 3 -> pass@1 = (2/3 + 1/3) / 2 = 0.5; pass^2 = (C(2,2) + C(1,2)) / C(3,2) / 2 = 1/6
+    assert strict["passes"] == 3 and strict["pass@k"]["1"] == pytest.approx(0.5)
+    assert strict["pass^k"]["2"] == pytest.approx(1 / 6) and strict["pass@k"]["3"] == 1.0
+    loose = variability_summary(rows, outcome_from_spec("gate", "no_blocking"))
+    # a: 3 of 3, b: 2 of 3 -> pass@1 = (1 + 2/3) / 2 = 5/6
+    assert loose["passes"] == 5 and loose["pass@k"]["1"] == pytest.approx(5 / 6)
+    assert strict["outcome"] == loose["outcome"] == "gate"
 
 
 def test_duplicate_rows_are_refused():

@@ -38,7 +38,9 @@ class TestWaivers:
         assert [o.case_id for o in verdict.waived] == FAILING  # expires today: still valid (inclusive)
         assert verdict.counts["waived_rows"] == 3 and verdict.counts["blocking_rows"] == 0
         looping = verdict.waived[2]
-        assert looping.waived_rules == ["repeated_call", "unexpected_tool"] and looping.waivers[0]["owner"]
+        # a waiver without a rule covers the whole case, the mismatch with the reference included
+        assert looping.waived_rules == ["reference_mismatch", "repeated_call", "unexpected_tool"]
+        assert looping.waivers[0]["owner"]
 
     def test_a_waiver_that_expired_yesterday_fails_the_gate(self, rows):
         config = gate(waiver("skipped-verification", TODAY) + waiver("wrong-amount", TODAY)
@@ -54,8 +56,16 @@ class TestWaivers:
     def test_a_rule_waiver_covers_that_rule_only(self, rows):
         config = gate('[[waivers]]\nrule = "required_order"\nowner = "o"\nreason = "r"\nexpires = 2026-12-31\n')
         verdict = evaluate_gate(rows, config, today=TODAY)
-        assert [o.case_id for o in verdict.failing_rows] == ["wrong-amount", "looping"]
         assert [o.case_id for o in verdict.waived] == ["skipped-verification"]
+        # skipped-verification still misses verify_identity: the waiver of required_order does not cover that
+        assert [(o.case_id, o.rules) for o in verdict.failing_rows] == [
+            ("skipped-verification", ["reference_mismatch"]),
+            ("wrong-amount", ["reference_mismatch", "wrong_write_arguments"]),
+            ("looping", ["reference_mismatch", "repeated_call", "unexpected_tool"])]
+        no_blocking = gate('row_outcome = "no_blocking"\n[[waivers]]\nrule = "required_order"\nowner = "o"\n'
+                           'reason = "r"\nexpires = 2026-12-31\n')
+        verdict = evaluate_gate(rows, no_blocking, today=TODAY)
+        assert [o.case_id for o in verdict.failing_rows] == ["wrong-amount", "looping"]
 
     def test_unused_waiver_is_an_advisory(self, rows):
         verdict = evaluate_gate(rows, gate(waiver("correct", TODAY)), today=TODAY)
@@ -67,7 +77,8 @@ def test_a_quarantined_failing_case_does_not_block_but_is_listed(rows):
                   + '[[quarantine]]\ncase = "looping"\nowner = "qa@example.com"\nreason = "nondeterministic"\n')
     verdict = evaluate_gate(rows, config, today=TODAY)
     assert verdict.passed
-    assert [(o.case_id, o.rules) for o in verdict.quarantined] == [("looping", ["repeated_call", "unexpected_tool"])]
+    assert [(o.case_id, o.rules) for o in verdict.quarantined] == [
+        ("looping", ["reference_mismatch", "repeated_call", "unexpected_tool"])]
     assert verdict.counts["quarantined_rows"] == 1 and verdict.counts["blocking_rows"] == 0
     refund = next(s for s in verdict.slices if s.name == "refund")
     assert refund.rows == 3 and refund.quarantined_rows == 1
@@ -75,8 +86,9 @@ def test_a_quarantined_failing_case_does_not_block_but_is_listed(rows):
 
 
 def test_severity_override(rows):
-    verdict = evaluate_gate(rows, gate('[severity]\nrepeated_call = "advisory"\nunexpected_tool = "advisory"\n'),
-                            today=TODAY)
+    # judged by the rules alone: looping's extra calls would otherwise fail it as reference_mismatch
+    verdict = evaluate_gate(rows, gate('row_outcome = "no_blocking"\n[severity]\nrepeated_call = "advisory"\n'
+                                       'unexpected_tool = "advisory"\n'), today=TODAY)
     assert [o.case_id for o in verdict.failing_rows] == ["skipped-verification", "wrong-amount"]
     assert verdict.counts["advisory_violations"] == 3
 
@@ -109,8 +121,9 @@ class TestSlices:
 
 def test_row_errors_block_unless_configured():
     rows = [{"case_id": "a", "trial": 0, "slice": None, "f1": None, "error_kind": "scoring_error",
-             "error_message": "boom", "violations": None},
-            {"case_id": "b", "trial": 0, "slice": None, "f1": 1.0, "error_kind": None, "violations": []}]
+             "error_message": "boom", "exact_match": None, "violations": None},
+            {"case_id": "b", "trial": 0, "slice": None, "f1": 1.0, "error_kind": None, "exact_match": True,
+             "violations": []}]
     assert evaluate_gate(rows, GateConfig(), today=TODAY).failing_rows[0].rules == ["row_error"]
     assert evaluate_gate(rows, gate("row_errors_block = false\n"), today=TODAY).passed
     # with no scored row at all the opt-out does not help (issue 11: zero scored rows never pass)
@@ -124,13 +137,16 @@ def test_counts_and_json(rows):
         "rows_evaluated": 4, "scored_rows": 4, "unscored_cases": 0, "exact_match_rows": 1,
         "false_positive_calls": 4, "false_negative_calls": 2,
         "blocking_rows": 3, "waived_rows": 0, "quarantined_rows": 0, "advisory_violations": 0,
-        "violations_by_rule": {"repeated_call": 2, "required_order": 1, "unexpected_tool": 1,
-                               "wrong_write_arguments": 1},
+        "violations_by_rule": {"reference_mismatch": 3, "repeated_call": 2, "required_order": 1,
+                               "unexpected_tool": 1, "wrong_write_arguments": 1},
+        # the three failing rows differ from the reference too (the default row outcome: match)
+        "failures_by_rule": {"reference_mismatch": 3, "repeated_call": 1, "required_order": 1, "unexpected_tool": 1,
+                             "wrong_write_arguments": 1},
         "failures_by_tool_family": {"identity": 3, "orders": 3, "payments": 3, "search": 1},
         "failures_by_slice": {"refund": 3},
-        # looping fails two rules, so the per-rule counts add up to 4 for 3 failing rows
-        "failures_by_slice_and_rule": {"refund": {"repeated_call": 1, "required_order": 1, "unexpected_tool": 1,
-                                                  "wrong_write_arguments": 1}},
+        # looping fails three rules, so the per-rule counts add up to 7 for 3 failing rows
+        "failures_by_slice_and_rule": {"refund": {"reference_mismatch": 3, "repeated_call": 1, "required_order": 1,
+                                                  "unexpected_tool": 1, "wrong_write_arguments": 1}},
         "rows_by_slice": {"refund": {"advisory_violations": 0, "failing": 3, "quarantined": 0,
                                      "quarantined_failing": 0, "rows": 4, "waived": 0}},
     }
@@ -169,3 +185,65 @@ class TestConfigFile:
     def test_every_shipped_gate_toml_loads(self):
         for path in sorted((EXAMPLES.parent).glob("**/gate.toml")):
             assert isinstance(load_gate_config(path), GateConfig), path
+
+
+def _scored(case_id: str, *, exact: bool, fp: int = 0, fn: int = 0, violations=(), wrong=()) -> dict:
+    return {"case_id": case_id, "trial": 0, "slice": "s", "f1": 1.0 if exact else 0.5, "exact_match": exact,
+            "fp": fp, "fn": fn, "error_kind": None, "violations": list(violations), "wrong_args": list(wrong),
+            "missing_calls": [], "extra_calls": []}
+
+
+class TestRowOutcome:
+    """The default gate (no gate.toml): a row passes only when its calls match the reference and nothing blocks."""
+
+    ROWS = [_scored("exact", exact=True),
+            _scored("close", exact=False, fp=1, fn=1, wrong=[{"name": "refund", "expected_args_json": "{}",
+                                                               "observed_args_json": "{}", "paths": ["amount"]}]),
+            _scored("blocked", exact=True, violations=[{"rule": "repeated_call", "severity": "blocking",
+                                                       "tool": "refund", "detail": "call #2"}]),
+            {**_scored("broken", exact=False), "error_kind": "ScoringError", "error_message": "boom",
+             "exact_match": None, "f1": None}]
+
+    def test_a_mismatch_without_a_broken_rule_fails_by_default(self):
+        verdict = evaluate_gate(self.ROWS, GateConfig(), today=TODAY)
+        assert not verdict.passed and verdict.reasons == ["3 blocking row(s)"]
+        assert [(o.case_id, o.rules) for o in verdict.failing_rows] == [
+            ("close", ["reference_mismatch"]), ("blocked", ["repeated_call"]), ("broken", ["row_error"])]
+        close = verdict.failing_rows[0].violations
+        assert close == [{"rule": "reference_mismatch", "severity": "blocking", "tool": None,
+                          "detail": "match mode unordered: 1 missing and 1 extra call(s); wrong arguments in refund"}]
+        assert verdict.counts["failures_by_rule"] == {"reference_mismatch": 1, "repeated_call": 1, "row_error": 1}
+        as_json = verdict.to_dict()
+        assert as_json["row_outcome"] == "match" and "match mode" in as_json["row_passes_when"]
+
+    def test_the_case_match_mode_decides_what_matches(self):
+        # strict: the reference's calls in another order (exact_match, but not calls_match); superset: an extra
+        # read beside every reference call (not exact, but calls_match)
+        strict = dict(_scored("reordered", exact=True), match_mode="strict", calls_match=False)
+        superset = dict(_scored("extra-read", exact=False, fp=1), match_mode="superset", calls_match=True)
+        verdict = evaluate_gate([strict, superset], GateConfig(), today=TODAY)
+        assert [(o.case_id, o.rules) for o in verdict.failing_rows] == [("reordered", ["reference_mismatch"])]
+        assert verdict.failing_rows[0].violations[0]["detail"] == "match mode strict: 0 missing and 0 extra call(s)"
+
+    def test_no_blocking_judges_by_the_rules_alone(self):
+        verdict = evaluate_gate(self.ROWS, gate('row_outcome = "no_blocking"\n'), today=TODAY)
+        assert [o.case_id for o in verdict.failing_rows] == ["blocked", "broken"]
+        assert verdict.to_dict()["row_outcome"] == "no_blocking"
+        assert "reference_mismatch" not in verdict.counts["violations_by_rule"]
+
+    def test_a_mismatch_is_waivable_per_case_like_any_rule(self):
+        config = gate('[[waivers]]\ncase = "close"\nrule = "reference_mismatch"\nowner = "qa"\n'
+                      'reason = "two right plans"\nexpires = 2026-12-31\n')
+        verdict = evaluate_gate(self.ROWS[:2], config, today=TODAY)
+        assert verdict.passed and [o.waived_rules for o in verdict.waived] == [["reference_mismatch"]]
+
+    def test_an_unknown_row_outcome_is_a_file_error_naming_the_line(self):
+        with pytest.raises(InputFileError) as info:
+            gate('schema_version = 1\nrow_outcome = "exact"\n')
+        assert info.value.line == 2 and "row_outcome" in info.value.problem and info.value.path == "gate.toml"
+
+    def test_the_bundled_gate_keeps_its_own_outcome_and_the_examples_take_the_default(self):
+        bundled = load_gate_config(EXAMPLES.parent / "tau-bench-airline" / "gate.toml")
+        assert bundled.row_outcome == "no_blocking"
+        for path in sorted(EXAMPLES.glob("*/gate.toml")):
+            assert load_gate_config(path).row_outcome == "match", path

@@ -39,9 +39,10 @@ def test_every_failing_row_is_named_with_its_rules_and_call_objects(rows, tmp_pa
     expected = {f"{o.slice}/{o.case_id}#{o.trial}" for o in verdict.failing_rows}
     assert set(failed) == expected and len(expected) == 9  # 3 seed runs + 6 wrong negative trials
     failure = next(r for r in failed["refund/wrong-amount#0"].result if isinstance(r, Failure))
-    assert failure.message == "blocking: wrong_write_arguments"
+    # without row_outcome the gate also asks for the reference's calls: every failing example row differs from it
+    assert failure.message == "blocking: reference_mismatch, wrong_write_arguments"
     evidence = json.loads(failure.text)
-    assert evidence["rules"] == ["wrong_write_arguments"]
+    assert evidence["rules"] == ["reference_mismatch", "wrong_write_arguments"]
     assert evidence["wrong_args"][0]["expected"]["amount"] == 49.99
     assert evidence["wrong_args"][0]["observed"]["amount"] == 499.9
     looping = json.loads(next(r for r in failed["refund/looping#0"].result if isinstance(r, Failure)).text)
@@ -93,10 +94,11 @@ expires = 2026-06-30
     verdict = evaluate_gate(rows, config, today=TODAY)
     cases = _cases(write_junit(verdict, tmp_path / "junit.xml"))
     looping = cases["refund/looping#0"]
-    assert looping.is_skipped and "would fail: repeated_call, unexpected_tool" in looping.result[0].message
+    assert looping.is_skipped
+    assert "would fail: reference_mismatch, repeated_call, unexpected_tool" in looping.result[0].message
     assert isinstance(looping.result[0], Skipped)
     waived = cases["refund/skipped-verification#0"]
-    assert waived.is_passed and "waived: required_order" in waived.system_out
+    assert waived.is_passed and "waived: reference_mismatch, required_order" in waived.system_out
     assert not cases["refund/wrong-amount#0"].is_passed  # its waiver expired yesterday
     assert not cases["gate/slice:refund"].is_passed
     expired = cases["gate/waiver:wrong-amount:*"]

@@ -95,6 +95,13 @@ def test_fail_on_exits_1_when_every_case_gets_worse(tmp_path):
     assert -1.0 <= low < high <= -1 / 3
     assert "f1 fell by 0.6667" in result.output
     assert comparison["changed_count"] == 6
+    # Neither dataset has a gate.toml, so both runs were judged "match": a head row that calls the wrong id
+    # (f1 0) or adds a call (f1 2/3) breaks no rule but no longer matches its reference — "pass -> mismatch",
+    # and the pass rate falls from 1 to 0 (judged by blocking rules alone it would not have moved).
+    assert comparison["row_outcome"] == {"base": "match", "head": "match"}
+    assert {(r["base_verdict"], r["head_verdict"]) for r in comparison["changed_rows"]} == {("pass", "mismatch")}
+    assert comparison["overall"]["pass_rate"]["delta"] == -1.0
+    assert "pass" in result.output and "mismatch" in result.output
 
     # A run sharing two pairs with "b" (c0 right, c1 wrong) plus a case of its own (d0, blocking: no call):
     # deltas cover the 2 pairs only. By hand: f1 (1 + 0) / 2 - 1 = -0.5; the unpaired d0 row counts nowhere.
@@ -130,3 +137,12 @@ def test_failed_thresholds_needs_the_size_and_an_interval_below_zero():
     assert failed_thresholds(comparison(-0.03, -0.05, -0.01), rule) != []
     assert failed_thresholds(comparison(-0.03, -0.05, 0.01), rule) == []  # interval includes 0
     assert failed_thresholds(comparison(-0.01, -0.02, -0.005), rule) == []  # too small
+
+
+def test_a_run_published_before_row_outcomes_was_judged_by_its_rules(tmp_path):
+    from conftest import GOLDEN
+    from tooleval.runs.compare import run_row_outcome
+
+    (tmp_path / "runs" / "old").mkdir(parents=True)
+    (tmp_path / "runs" / "old" / "summary.json").write_text((GOLDEN / "summary_v1.json").read_text())
+    assert run_row_outcome(tmp_path, "old") == "no_blocking"

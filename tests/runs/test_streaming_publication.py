@@ -17,12 +17,15 @@ pytestmark = pytest.mark.usefixtures("prefect_harness")
 ROWS = 20_000
 
 # A row fails the default gate (the synthetic dataset has no gate.toml: every blocking violation blocks, a row
-# error blocks) when it holds a blocking violation or an error; these are its blocking rules.
+# error blocks, and a scored row whose calls do not match its reference fails as reference_mismatch) when it holds
+# one of those; these are its blocking rules.
 _BLOCKING_RULES = """
 SELECT coalesce(slice, '(none)') AS slice, case_id, trial,
        list_distinct(list_transform(list_filter(coalesce(violations, []), lambda v: v.severity = 'blocking'),
                                     lambda v: v.rule)
-                     || CASE WHEN error_kind IS NOT NULL THEN ['row_error'] ELSE [] END) AS rules
+                     || CASE WHEN error_kind IS NOT NULL THEN ['row_error'] ELSE [] END
+                     || CASE WHEN error_kind IS NULL AND NOT calls_match THEN ['reference_mismatch'] ELSE [] END)
+       AS rules
 FROM rows
 """
 
@@ -96,10 +99,11 @@ def test_junit_lists_the_worst_and_counts_the_rest(published):
 def test_variability_counts_equal_an_independent_count(published):
     result, con = published
     figures = result.summary["variability"]
-    # outcome "gate": a row passes when it is not blocking; rows with an error have no outcome
+    # outcome "gate" under the default row outcome: a row passes when its calls match the reference and it is not
+    # blocking; rows with an error have no outcome
     cases, flaky, passes = con.execute("""
         WITH per_case AS (
-          SELECT case_id, count(*) FILTER (WHERE NOT blocking) AS passes, count(*) AS trials FROM rows
+          SELECT case_id, count(*) FILTER (WHERE NOT blocking AND calls_match) AS passes, count(*) AS trials FROM rows
           WHERE error_kind IS NULL AND blocking IS NOT NULL GROUP BY case_id)
         SELECT count(*), count(*) FILTER (WHERE passes > 0 AND passes < trials), sum(passes) FROM per_case
         """).fetchone()

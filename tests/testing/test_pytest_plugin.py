@@ -93,7 +93,10 @@ LOOKUP = tool_call("get_order", '{"id": "A"}')
 REFUND = tool_call("refund", '{"id": "A"}')
 TRACES = [trace("ok", 0, [LOOKUP]), trace("bad", 0, [LOOKUP, REFUND]), trace("waived", 0, [LOOKUP, REFUND]),
           trace("held", 0, [LOOKUP, REFUND]), trace("more", 0, [LOOKUP, LOOKUP])]
+# Judged by the rules alone: the waived and held rows also differ from their reference (an extra refund call),
+# which the default row outcome would fail as reference_mismatch beside the waived or quarantined rule.
 GATE = """schema_version = 1
+row_outcome = "no_blocking"
 [[waivers]]
 case = "waived"
 rule = "forbidden_tool"

@@ -12,10 +12,12 @@ import time
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
-import openai
 from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_exponential_jitter
 
+# The SDK, one of the heaviest imports, is imported only when a live agent calls: a replay run never needs it.
 if TYPE_CHECKING:
+    import openai
+
     from tooleval.agents._openai import OpenAIAgentConfig
 
 __all__ = ["BadResponse", "classify", "chat_call"]
@@ -33,6 +35,8 @@ def classify(exc: BaseException) -> tuple[str, int | None]:
         ``client_error`` (other 4xx), ``bad_response`` (a 2xx that is not a chat completion) or ``error``
         (anything else); the HTTP status is ``None`` when no response arrived.
     """
+    import openai
+
     if isinstance(exc, openai.APITimeoutError):
         return "timeout", None
     if isinstance(exc, openai.APIConnectionError):

@@ -20,9 +20,8 @@ from datetime import datetime, timezone
 import logging
 import os
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Callable, Literal
+from typing import TYPE_CHECKING, Any, Callable, Literal
 
-import openai
 from pydantic import BaseModel, ConfigDict, Field
 
 from tooleval.agents._calls import chat_call, classify
@@ -33,6 +32,10 @@ from tooleval.canonical import canonical_json
 from tooleval.errors import InputFileError
 from tooleval.models import Case, ToolSpec
 from tooleval.versions import tooleval_version
+
+# The SDK, one of the heaviest imports, is imported only when a live agent runs: a replay run never needs it.
+if TYPE_CHECKING:
+    import openai
 
 __all__ = ["OpenAIAgentConfig", "openai_generate", "openai_tools", "generation_digest", "request_id_for"]
 
@@ -246,6 +249,8 @@ def openai_generate(config: OpenAIAgentConfig, items: list[WorkItem], cases: dic
     todo = [i for i, record in enumerate(records) if record is None]
     if not todo:
         return records  # type: ignore[return-value]
+    import openai
+
     client = openai.OpenAI(base_url=config.base_url, api_key=config.api_key(), max_retries=0,
                            timeout=config.request_timeout_s)
 

@@ -6,6 +6,7 @@ import logging
 import os
 import re
 import signal
+import sys
 import threading
 from contextlib import contextmanager
 from pathlib import Path
@@ -120,30 +121,51 @@ def prefect_environment(out: Path) -> dict[str, str]:
 
 
 @contextmanager
-def prefect_session(out: Path, expected_task_runs: list[int] | None = None) -> Iterator[None]:
+def prefect_session(out: Path, expected_task_runs: list[int] | None = None,
+                    preload: tuple[str, ...] = ()) -> Iterator[None]:
     """Run flows inside: tooleval's Prefect environment (:func:`prefect_environment`), heartbeats off (a
     synchronous flow call otherwise pays ~1 s on exit: PREFECT.md), and — unless ``PREFECT_API_URL`` names a
-    server — tooleval's own temporary server, which dies with this process (:mod:`tooleval.cli._prefect_server`).
+    server — the local server shared by the commands of this Prefect home, found or started
+    (:mod:`tooleval.cli._prefect_server`). A server started here boots while this process imports Prefect and
+    the ``preload`` modules (the flows the caller runs), so the two start-ups overlap.
 
     On entry, flow runs left open by a dead tooleval process are set ``Crashed``; on exit, the task runs of this
     command are waited for until recorded in final states (at least ``expected_task_runs[0]`` when the caller
-    fills it in). Ctrl-C ends the command with exit 130, the interrupted runs recorded ``Crashed``.
+    fills it in), and the server is told to wait for the next command (unless interrupted). Ctrl-C ends the
+    command with exit 130, the interrupted runs recorded ``Crashed``.
     """
+    import importlib
+
+    from tooleval.cli import _prefect_server as server
+
     try:
         prefect_environment(out)
     except InputFileError as exc:
         fail(exc)
-    from prefect import tags
-    from prefect.settings import PREFECT_API_URL, PREFECT_FLOWS_HEARTBEAT_FREQUENCY, temporary_settings
-
-    from tooleval.cli import _prefect_server as server
-
-    updates: dict = {PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None}
-    if not PREFECT_API_URL.value():
+    shared = None
+    if not _api_url_configured():
         try:
-            updates[PREFECT_API_URL] = server.server_for(Path(os.environ["PREFECT_HOME"]))
+            shared = server.begin_server(Path(os.environ["PREFECT_HOME"]))
         except KeyboardInterrupt:
             interrupted()
+    try:
+        from prefect import tags
+        from prefect.settings import PREFECT_API_URL, PREFECT_FLOWS_HEARTBEAT_FREQUENCY, temporary_settings
+
+        for module in preload:
+            importlib.import_module(module)
+        updates: dict = {PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None}
+        if shared is not None and PREFECT_API_URL.value():  # set where only Prefect looks (prefect.toml, .env)
+            server.end_server(linger=False)
+        elif shared is not None:
+            timeout = float(os.environ.get("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "60"))
+            updates[PREFECT_API_URL] = shared.wait(timeout)
+    except KeyboardInterrupt:
+        server.end_server(linger=False)
+        interrupted()
+    except BaseException:
+        server.end_server(linger=False)
+        raise
     stopped = False
     for name in ("prefect.task_runs", "prefect.flow_runs"):
         if not any(isinstance(f, _UserErrorFilter) for f in logging.getLogger(name).filters):
@@ -160,10 +182,21 @@ def prefect_session(out: Path, expected_task_runs: list[int] | None = None) -> I
             if previous is not None:
                 signal.signal(signal.SIGINT, previous)
             _settle(server, stopped or bool(late), expected_task_runs)
+            server.end_server(linger=not (stopped or late))
     if stopped:
         interrupted()
     if late:
         interrupted("interrupted after the command finished its work (what it published is complete).")
+
+
+def _api_url_configured() -> bool:
+    """Whether flows go to a server named by ``PREFECT_API_URL``: the environment's, or — once Prefect is
+    imported (a test harness, a flow calling a command) — Prefect's current setting."""
+    if "prefect.settings" in sys.modules:
+        from prefect.settings import PREFECT_API_URL
+
+        return bool(PREFECT_API_URL.value())
+    return bool(os.environ.get("PREFECT_API_URL"))
 
 
 def _count_interrupts(seen: list[int]):

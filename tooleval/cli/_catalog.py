@@ -155,6 +155,10 @@ def compare(
         err_console.print(f"[yellow]warning:[/] the runs score different dataset revisions "
                           f"({comparison['base_revision']} and {comparison['head_revision']}): deltas cover the "
                           f"{comparison['pairs']} (case, trial) pairs both hold, whose references may differ.")
+    outcomes = comparison["row_outcome"]
+    if outcomes["base"] != outcomes["head"]:
+        err_console.print(f"[yellow]warning:[/] the runs judge a row differently (base: {outcomes['base']}, head: "
+                          f"{outcomes['head']}; gate.toml row_outcome): verdicts and pass_rate follow each run's own.")
     _print_groups("Overall", {"all rows": comparison["overall"]})
     _print_groups("By slice", comparison["by_slice"])
     _print_groups("By tool family", comparison["by_family"])

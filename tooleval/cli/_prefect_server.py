@@ -1,14 +1,26 @@
-"""tooleval's own temporary Prefect API server, and the bookkeeping that keeps the Prefect UI truthful.
+"""tooleval's local Prefect API server, shared by the commands of one Prefect home, and the bookkeeping that keeps
+the Prefect UI truthful.
 
-Prefect's built-in temporary server outlives a main process killed with SIGTERM or SIGKILL (PREFECT.md), holding
-``prefect.db`` and a port, and leaves its flow runs ``Running`` forever. So when no ``PREFECT_API_URL`` is set,
-tooleval starts the same server itself (``uvicorn prefect.server.api.server:create_app`` with the ephemeral
-settings, as Prefect does), with two differences:
+Prefect's built-in temporary server costs every command its start-up (5-10 s here) and outlives a main process
+killed with SIGTERM or SIGKILL (PREFECT.md), holding ``prefect.db`` and a port forever. So when no
+``PREFECT_API_URL`` is set, tooleval runs the same server (Prefect's app under uvicorn, with the ephemeral
+settings) as a process of its own per Prefect home (:mod:`tooleval.cli._prefect_daemon`), which the commands
+share, found through files in that home:
 
-* the child asks the kernel for a parent-death signal (``prctl(PR_SET_PDEATHSIG, SIGKILL)`` through ctypes, on
-  Linux): whatever kills tooleval, the server dies with it;
-* it runs in its own session, so Ctrl-C reaches only tooleval, which then records the interrupted runs as
-  ``Crashed`` while the server still listens, and stops it.
+* ``server.lock`` — a command holds it (``flock``) while it finds or starts the server; the server holds it while
+  it stops. So two commands never start two servers, and none picks up a server that is stopping.
+* ``server.json`` — the server's pid, port, host and process start time (and ``server.pid``, its pid alone).
+* ``server.users`` — every command using the server holds a shared lock on it; the kernel releases it when the
+  command ends, however it ends (``kill -9`` included).
+* ``server.linger`` — a deadline: a command that ends normally asks the server to wait for the next one until
+  then (``$TOOLEVAL_PREFECT_SERVER_IDLE_S``, default :data:`IDLE_S`; 0 stops it with the command, as before);
+  a command that starts clears it.
+
+The server stops itself within about a second once no command uses it and no deadline holds: after a killed or
+interrupted command at once, after a normal one when the idle time is over; and at once when its home is deleted
+or moved, so it never holds a removed results folder. The command starts the server in its own session (Ctrl-C
+reaches only tooleval, which records the interrupted runs ``Crashed`` while the server still listens), and starts
+it before it imports Prefect, so both start-ups overlap.
 
 Every flow run a tooleval process creates carries a tag naming its holder (host, pid, process start time). At
 start, runs left ``Running``/``Pending`` by a holder that is gone are set ``Crashed``. Before a command returns,
@@ -20,35 +32,32 @@ Prefect is imported lazily, inside the functions: the core of tooleval imports n
 
 from __future__ import annotations
 
-import atexit
-import ctypes
+import fcntl
+import json
 import logging
 import os
-import signal
 import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-from tooleval.storage._lease import process_start, process_alive
+from tooleval.settings import DEFAULT_SERVER_IDLE_S
+from tooleval.storage._lease import process_alive, process_start
 
-__all__ = ["TemporaryServer", "holder_tag", "crash_dead_runs", "wait_until_recorded", "server_for"]
+__all__ = ["IDLE_S", "ServerUse", "begin_server", "crash_dead_runs", "end_server", "holder_tag", "server_for",
+           "wait_until_recorded"]
 
 logger = logging.getLogger(__name__)
 
 TAG_PREFIX = "tooleval-holder:"
-PR_SET_PDEATHSIG = 1
 FINAL = ("COMPLETED", "FAILED", "CRASHED", "CANCELLED")
-
-
-def _die_with_parent(parent: int) -> None:
-    """In the child, before exec: SIGKILL when the parent dies; exit at once if it is already gone."""
-    if sys.platform.startswith("linux"):
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-    if os.getppid() != parent:
-        os._exit(1)
+IDLE_S = DEFAULT_SERVER_IDLE_S
+"""Seconds a server waits for the next command after one ended normally, unless
+``$TOOLEVAL_PREFECT_SERVER_IDLE_S`` says otherwise."""
+STATE, START_LOCK, USERS, LINGER = "server.json", "server.lock", "server.users", "server.linger"
+_DAEMON = Path(__file__).with_name("_prefect_daemon.py")
+_SPAWNED: list[subprocess.Popen] = []  # kept referenced: a server outlives this process by design
 
 
 def _free_port() -> int:
@@ -57,92 +66,150 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
-class TemporaryServer:
-    """One Prefect API server subprocess for this process's life (started at most once, stopped at exit).
+def idle_seconds() -> float:
+    """``$TOOLEVAL_PREFECT_SERVER_IDLE_S`` (:func:`tooleval.settings.prefect_server_idle_s`; default
+    :data:`IDLE_S`).
 
-    Args:
-        home: ``PREFECT_HOME`` of the server (its SQLite database); its log goes to ``<home>/server.log`` and
-            its pid to ``<home>/server.pid``.
+    Raises:
+        tooleval.settings.EnvironmentValueError: a value that is not a number of seconds in [0, 86400].
+    """
+    from tooleval.settings import prefect_server_idle_s
+
+    return prefect_server_idle_s()
+
+
+def _live_state(home: Path) -> dict | None:
+    """``server.json`` when it names a live server process of this host, else None."""
+    try:
+        state = json.loads((home / STATE).read_text())
+    except (OSError, ValueError):
+        return None
+    alive = isinstance(state, dict) and process_alive(state.get("host"), state.get("pid"), state.get("started"))
+    return state if alive and state.get("host") == socket.gethostname() else None
+
+
+class ServerUse:
+    """This process's use of the shared server of ``home`` (:func:`begin_server`, then :meth:`wait`, then
+    :func:`end_server`).
+
+    Attributes:
+        home: The Prefect home (its SQLite database, ``server.log`` and the files of the protocol above).
+        port: The server's port on 127.0.0.1.
+        pid: The server's pid.
+        started_here: Whether this command started the server (else it found one running).
     """
 
-    def __init__(self, home: Path) -> None:
-        self.home = Path(home)
-        self.process: subprocess.Popen | None = None
-        self.port: int | None = None
+    def __init__(self, home: Path, port: int, pid: int, started_here: bool, users) -> None:
+        self.home, self.port, self.pid, self.started_here, self._users = home, port, pid, started_here, users
 
     @property
     def api_url(self) -> str:
         return f"http://127.0.0.1:{self.port}/api"
 
-    def start(self, timeout: float = 60.0) -> str:
-        """Start the server and wait until ``/api/health`` answers; return its API URL.
+    def wait(self, timeout: float = 60.0) -> str:
+        """Wait until the server's ``/api/health`` answers; return its API URL.
 
         Raises:
             RuntimeError: the server exited or did not answer within ``timeout`` seconds (its log is named).
         """
         import httpx
-        import prefect
 
-        self.port = _free_port()
         log = self.home / "server.log"
-        env = {**os.environ, "PREFECT_UI_ENABLED": "0", "PREFECT__SERVER_EPHEMERAL": "1",
-               "PREFECT__SERVER_FINAL": "1", "PREFECT_HOME": str(self.home)}
-        env.pop("PREFECT_API_URL", None)
-        parent = os.getpid()
-        with open(log, "ab") as handle:
-            self.process = subprocess.Popen(
-                [sys.executable, "-m", "uvicorn", "--app-dir", str(Path(prefect.__file__).parent.parent),
-                 "--factory", "prefect.server.api.server:create_app", "--host", "127.0.0.1",
-                 "--port", str(self.port), "--log-level", "error", "--lifespan", "on"],
-                env=env, stdin=subprocess.DEVNULL, stdout=handle, stderr=handle,
-                preexec_fn=lambda: _die_with_parent(parent), start_new_session=True,
-            )
-        (self.home / "server.pid").write_text(str(self.process.pid))
-        atexit.register(self.stop)
         deadline = time.monotonic() + timeout
         with httpx.Client() as client:
             while time.monotonic() < deadline:
-                if self.process.poll() is not None:
-                    raise RuntimeError(f"the Prefect server exited with code {self.process.returncode}; see {log}")
+                if not _running(self.pid):
+                    raise RuntimeError(f"the Prefect server (pid {self.pid}) exited; see {log}")
                 try:
                     if client.get(f"{self.api_url}/health", timeout=2).status_code == 200:
                         return self.api_url
                 except httpx.HTTPError:
                     pass
-                time.sleep(0.1)
-        self.stop()
+                time.sleep(0.05)
         raise RuntimeError(f"the Prefect server did not answer within {timeout:.0f} s; see {log}")
 
-    def stop(self) -> None:
-        """Stop the server (SIGTERM, then SIGKILL after 5 s). Idempotent."""
-        process, self.process = self.process, None
-        if process is None or process.poll() is not None:
+    def end(self, *, linger: bool) -> None:
+        """Stop using the server. ``linger``: this command ended normally, so the server waits for the next one
+        for the idle time; otherwise it stops once no other command uses it. Idempotent."""
+        users, self._users = self._users, None
+        if users is None:
             return
-        process.terminate()
-        try:
-            process.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        idle = idle_seconds() if linger else 0.0
+        if idle > 0:
+            _write(self.home / LINGER, str(time.time() + idle))
+        users.close()  # releases the shared lock
 
 
-_SERVER: TemporaryServer | None = None
+def _running(pid: int) -> bool:
+    """Whether ``pid`` runs and is not a zombie (a server this process started and that exited stays one)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def _write(path: Path, text: str) -> None:
+    """Write ``text`` whole: to a temporary name, then renamed (readers never see half of it)."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+def _spawn(home: Path) -> tuple[int, int]:
+    """Start the server of ``home``, not waiting for it; returns (pid, port)."""
+    import prefect.server  # noqa: F401  (only to fail here, with Prefect's own message, when it is missing)
+
+    port = _free_port()
+    env = {**os.environ, "PREFECT_UI_ENABLED": "0", "PREFECT__SERVER_EPHEMERAL": "1",
+           "PREFECT__SERVER_FINAL": "1", "PREFECT_HOME": str(home)}
+    env.pop("PREFECT_API_URL", None)
+    with open(home / "server.log", "ab") as log:
+        process = subprocess.Popen([sys.executable, str(_DAEMON), str(home), str(port)], env=env, cwd="/",
+                                   stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True)
+    _SPAWNED.append(process)
+    return process.pid, port
+
+
+_USE: ServerUse | None = None
+
+
+def begin_server(home: Path) -> ServerUse:
+    """Find the running server of ``home`` or start one (without waiting for it to answer), and register this
+    process as one of its users. Once per process: later calls return the same use.
+
+    Raises:
+        OSError: the home cannot hold the protocol's files.
+    """
+    global _USE
+    if _USE is not None and _USE._users is not None:
+        return _USE
+    home = Path(home)
+    with open(home / START_LOCK, "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # held briefly; a stopping server holds it until it is gone
+        state = _live_state(home)
+        started_here = state is None
+        if state is None:
+            pid, port = _spawn(home)
+            state = {"pid": pid, "port": port, "host": socket.gethostname(), "started": process_start(pid)}
+            _write(home / STATE, json.dumps(state))
+            _write(home / "server.pid", str(pid))
+        users = open(home / USERS, "a")
+        fcntl.flock(users, fcntl.LOCK_SH)
+        _write(home / LINGER, "0")  # a command uses it now: only a normal end asks it to wait again
+    _USE = ServerUse(home, state["port"], state["pid"], started_here, users)
+    return _USE
+
+
+def end_server(*, linger: bool) -> None:
+    """End this process's use of the server, if it began one (see :meth:`ServerUse.end`)."""
+    if _USE is not None:
+        _USE.end(linger=linger)
 
 
 def server_for(home: Path) -> str:
-    """The API URL of this process's temporary server (started on first use, with ``home``)."""
-    global _SERVER
-    if _SERVER is None or _SERVER.process is None or _SERVER.process.poll() is not None:
-        timeout = float(os.environ.get("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "60"))
-        _SERVER = TemporaryServer(home)
-        _SERVER.start(timeout=timeout)
-    return _SERVER.api_url
-
-
-def stop_server() -> None:
-    """Stop this process's temporary server, if it started one."""
-    if _SERVER is not None:
-        _SERVER.stop()
+    """The API URL of the shared server of ``home``, found or started, once it answers."""
+    timeout = float(os.environ.get("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "60"))
+    return begin_server(home).wait(timeout)
 
 
 def holder_tag() -> str:

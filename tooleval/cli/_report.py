@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
+from rich.markup import escape
 from rich.table import Table
 
 from tooleval.cli._app import console, err_console, fmt
@@ -63,10 +63,10 @@ def print_run(result) -> None:
     console.print(f"legacy:  tool_call_f1 = {fmt(legacy.get('value'))} over {fmt(legacy.get('rows'))} rows {where}")
     if result.rows_path is not None:
         console.print(f"query:   tooleval sql --out {result.out} \"SELECT case_id, trial, f1 FROM rows WHERE "
-                      f"run_id = '{result.run_id}' ORDER BY f1 LIMIT 10\"")
+                      f"run_id = '{result.run_id}' ORDER BY f1 LIMIT 10\"", soft_wrap=True, markup=False)
     else:
         console.print(f"query:   tooleval sql --out {result.out} \"SELECT dataset_revision, run_id, value, rows "
-                      "FROM legacy_scalars ORDER BY computed_at\"")
+                      "FROM legacy_scalars ORDER BY computed_at\"", soft_wrap=True, markup=False)
 
 
 TOP_TOOLS = 20
@@ -125,9 +125,28 @@ def print_gate_line(result) -> None:
     unscored = counts.get("unscored_cases", 0)
     blocking = f"{counts.get('blocking_rows')} blocking rows" + (f", {unscored} unscored" if unscored else "")
     _unless_quiet(verdict["passed"]).print(f"gate: [{style}]{'PASS' if verdict['passed'] else 'FAIL'}[/] "
-                  f"({blocking}; details: tooleval gate --run-id {result.run_id} --out {result.out})")
+                                           f"({blocking})")
     for reason in verdict["reasons"][:5]:
-        console.print(f"  - {reason}", highlight=False)
+        console.print(f"  - {_with_rules(reason, counts)}", highlight=False)
+    outcome = result.summary.get("row_outcome")
+    if outcome:
+        console.print(f"  row outcome {outcome['gate']} ({_decided_by(outcome['config'])}): a row passes when "
+                      f"{outcome['passes_when']}", highlight=False)
+    # a command stays on one line, whatever the width: it is meant to be copied
+    console.print(f"  details: tooleval gate --run-id {result.run_id} --out {result.out}", soft_wrap=True,
+                  highlight=False, markup=False)
+
+
+def _with_rules(reason: str, counts: dict) -> str:
+    """``188 blocking row(s)`` followed by the failing rows per rule, the most first."""
+    by_rule = counts.get("failures_by_rule") or {}
+    if not reason.endswith("blocking row(s)") or not by_rule:
+        return reason
+    return reason + ": " + ", ".join(f"{rule} {n}" for rule, n in sorted(by_rule.items(), key=lambda kv: -kv[1]))
+
+
+def _decided_by(config: str | None) -> str:
+    return "the default: the dataset has no gate.toml" if config is None else f"set by {config}"
 
 
 def print_drift(drift: dict) -> None:
@@ -146,29 +165,17 @@ def print_drift(drift: dict) -> None:
             console.print(f"    {side}: " + ", ".join(f"{k['case_id']}#{k['trial']}" for k in keys[:20]))
 
 
-def _more(count: int, listed: list, what: str) -> None:
-    if count > len(listed):
-        console.print(f"  ... and {count - len(listed):,} more {what} rows (the worst {len(listed)} are listed; "
-                      "junit.xml counts the rest per slice and rule)", highlight=False)
+def print_gate(verdict, run_id: str, *, show: int | None = None, footer: list[str] | None = None,
+               outcome_source: str | None = "") -> None:
+    """``tooleval gate``'s text (:func:`tooleval.cli._gate_view.gate_lines`): the verdict line first (under
+    ``--quiet`` a failing one still reaches stderr), never wrapped again by the console."""
+    from tooleval.cli._gate_view import gate_lines, view_width
 
-
-def print_gate(verdict, run_id: str) -> None:
+    width = view_width(console.width if console.is_terminal else None)
+    lines = gate_lines(verdict, run_id, width=width, show=show, footer=footer, outcome_source=outcome_source)
+    verdict_line, _, rest = lines[0].partition(" for run ")
     style = "green" if verdict.passed else "bold red"
-    _unless_quiet(verdict.passed).print(f"gate for run {run_id}: [{style}]{'PASS' if verdict.passed else 'FAIL'}[/]")
-    for reason in verdict.reasons:
-        console.print(f"  - {reason}", highlight=False)
-    for outcome in verdict.failing_rows:
-        evidence = outcome.evidence()
-        console.print(f"  {evidence['case_id']}#{evidence['trial']}: {', '.join(evidence['rules'])}", highlight=False)
-        for key in ("missing_calls", "extra_calls", "wrong_args"):
-            if evidence[key]:
-                console.print(f"      {key}: {json.dumps(evidence[key], ensure_ascii=False)}", highlight=False)
-    _more(verdict.counts["blocking_rows"], verdict.failing_rows, "failing")
-    for outcome in verdict.waived:
-        console.print(f"  waived: {outcome.case_id}#{outcome.trial} ({', '.join(outcome.waived_rules)})")
-    _more(verdict.counts["waived_rows"], verdict.waived, "waived")
-    for outcome in verdict.quarantined:
-        console.print(f"  quarantined (not blocking): {outcome.case_id}#{outcome.trial} {', '.join(outcome.rules)}")
-    _more(verdict.counts["quarantined_rows"], verdict.quarantined, "quarantined")
-    for advisory in verdict.advisories:
-        console.print(f"  advisory: {advisory}", highlight=False)
+    _unless_quiet(verdict.passed).print(f"[{style}]{escape(verdict_line)}[/] for run {escape(rest)}",
+                                        soft_wrap=True, highlight=False)
+    for line in lines[1:]:
+        console.print(line, soft_wrap=True, highlight=False, markup=False)

@@ -148,7 +148,7 @@ def run(
         lease.__exit__(None, None, None)
         fail(exc)
     try:
-        with prefect_session(out, expected):
+        with prefect_session(out, expected, preload=("flows.evaluate",)):
             from flows.evaluate import run_evaluate
 
             result, drifted = run_evaluate(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -139,15 +140,24 @@ def gate(
     config: Annotated[Optional[Path], typer.Option(help="Gate config (default: the dataset's gate.toml).")] = None,
     dataset: Annotated[Optional[Path], typer.Option(help="Dataset folder (default: the run's).")] = None,
     listed_rows: Annotated[Optional[int], typer.Option(
-        "--listed-rows", min=0, help="Rows listed one by one per list (default: gate.toml listed_rows, 100).")] = None,
+        "--listed-rows", min=0, help="Rows listed one by one per list in gate.json and junit.xml (default: "
+        "gate.toml listed_rows, 100).")] = None,
+    show: Annotated[Optional[int], typer.Option(
+        "--show", min=0, help="Failing rows printed, the worst first (default: as many as fit in 40 lines).")
+    ] = None,
+    format_: Annotated[str, typer.Option("--format", help="text (fits a screen) or json (the whole verdict, "
+                                                          "as gate.json).")] = "text",
 ) -> None:
-    """Judge a run with the release gate: print the worst failing rows (all of them up to --listed-rows), count
-    the rest per slice and rule, write runs/<run>/junit.xml and gate.json.
+    """Judge a run with the release gate: print the verdict, the failing rows per rule and slice and the worst
+    rows with what differs from their reference; write runs/<run>/junit.xml and gate.json (the --listed-rows
+    worst rows with their call objects, the rest counted per slice and rule).
 
     Exit 0: pass; 1: a blocking failure; 2: usage or input error.
     """
-    from tooleval.runs.gate import (GATE_BATCH_ROWS, GATE_COLUMNS, gate_config_for, gate_scope, judge_rows,
-                                    write_junit)
+    if format_ not in ("text", "json"):
+        fail(InputFileError(None, None, f"unknown --format {format_!r}.", "use --format text or --format json."))
+    from tooleval.runs.gate import (GATE_BATCH_ROWS, GATE_COLUMNS, gate_config_for, gate_config_source, gate_scope,
+                                    judge_rows, write_junit)
     from tooleval.runs.published import open_run
     from tooleval.storage import Publication, read_versioned
 
@@ -155,8 +165,9 @@ def gate(
         open_results(out)
         run_ = open_run(out, run_id, dataset)
         cfg = gate_config_for(run_.dataset.path, config)
-        if listed_rows is not None:
-            cfg = cfg.model_copy(update={"listed_rows": listed_rows})
+        listed = cfg.listed_rows if listed_rows is None else listed_rows
+        # the verdict keeps the rows to print as well as those the files list; the files get their own number
+        cfg = cfg.model_copy(update={"listed_rows": max(listed, show or 0)})
         files = run_.files("rows")
         if not files:
             raise InputFileError(run_.out / "rows", None, f"run {run_id!r} has no rows.",
@@ -169,7 +180,8 @@ def gate(
         batches = (batch.to_pylist() for path in files
                    for batch in read_versioned(path, "rows", GATE_COLUMNS).to_batches(GATE_BATCH_ROWS))
         scope = None if subset else gate_scope(run_.dataset.cases, run_.summary.get("slices"))
-        verdict = judge_rows(batches, scope, errors, cfg)
+        shown = judge_rows(batches, scope, errors, cfg)
+        verdict = shown.limited(listed)
     except InputFileError as exc:
         fail(exc)
     try:
@@ -179,6 +191,10 @@ def gate(
             publication.add_json(f"runs/{run_id}/gate.json", verdict.to_dict())
     except InputFileError as exc:
         fail(exc)
-    print_gate(verdict, run_id)
-    console.print(f"written: {run_.out / 'runs' / run_id / 'junit.xml'}")
+    if format_ == "json":
+        sys.stdout.write(json.dumps(verdict.to_dict(), ensure_ascii=False) + "\n")
+        raise typer.Exit(0 if verdict.passed else 1)
+    written = run_.out / "runs" / run_id
+    print_gate(shown, run_id, show=show, outcome_source=gate_config_source(run_.dataset.path, config),
+               footer=[f"written: {written / 'junit.xml'}", f"written: {written / 'gate.json'}"])
     raise typer.Exit(0 if verdict.passed else 1)

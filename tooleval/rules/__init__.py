@@ -21,6 +21,8 @@ from tooleval.rules._confirmation import ConfirmationConfig, ConfirmationDetecto
 from tooleval.rules._gate import GateTally, evaluate_gate
 from tooleval.rules._gate_config import (
     GATE_RULES,
+    MISMATCH_RULE,
+    ROW_OUTCOMES,
     F1Advisory,
     Floor,
     GateConfig,
@@ -69,6 +71,8 @@ __all__ = [
     "evaluate_row",
     "tool_families",
     "GATE_RULES",
+    "MISMATCH_RULE",
+    "ROW_OUTCOMES",
     "GateConfig",
     "Floor",
     "F1Advisory",

@@ -2,6 +2,9 @@
 
 Decisions (docs/rules.md "Gate"):
 
+* Under the row outcome ``match`` (``GateConfig.row_outcome``, the default: a dataset without gate.toml), a
+  scored row whose calls do not match the reference under its case's match mode (``calls_match`` false; rows
+  before schema 5: ``exact_match``) has a blocking violation of rule ``reference_mismatch``; ``no_blocking`` leaves the verdict to the rules alone.
 * A row **fails** when it has a blocking violation — severity as recorded on the row unless ``[severity]``
   re-grades the rule, and a ``tool_schema`` violation of a tool named in ``[tool_schema] blocking_tools`` is
   blocking — that no active waiver covers, or (``row_errors_block``) when it could not be scored
@@ -26,11 +29,11 @@ from collections import Counter
 from datetime import date
 from typing import Any, Iterable
 
-from tooleval.rules._gate_config import Floor, GateConfig, Waiver
+from tooleval.rules._gate_config import MISMATCH_RULE, Floor, GateConfig, Waiver
 from tooleval.rules._schema import SCHEMA_RULE
-from tooleval.rules._verdict import NO_SLICE, GateVerdict, RowOutcome, SliceResult
+from tooleval.rules._verdict import NO_SLICE, GateVerdict, RowOutcome, SliceResult, worst_key
 
-__all__ = ["GateTally", "evaluate_gate"]
+__all__ = ["GateTally", "calls_match", "evaluate_gate"]
 
 def _rule_label(rule: str | None) -> str:
     """``rule 'x'``, or ``all rules`` for a waiver that names no rule (it covers the whole case)."""
@@ -51,6 +54,9 @@ def _outcome(row: dict, config: GateConfig, active: list[Waiver], quarantine: di
         rule = "unscored" if row.get("unscored") else "row_error"
         detail = f"{row['error_kind']}: {row.get('error_message') or ''}"
         violations.append({"rule": rule, "severity": "blocking", "tool": None, "detail": detail})
+    elif config.row_outcome == "match" and calls_match(row) is False:
+        violations.append({"rule": MISMATCH_RULE, "severity": config.severity.get(MISMATCH_RULE, "blocking"),
+                           "tool": None, "detail": _mismatch_detail(row)})
     blocking = [v for v in violations if v["severity"] == "blocking"]
     waivers = {id(w): w for v in blocking for w in active if w.covers(case_id, v["rule"])}
     waived = {v["rule"] for v in blocking if any(w.covers(case_id, v["rule"]) for w in active)}
@@ -73,6 +79,24 @@ def _outcome(row: dict, config: GateConfig, active: list[Waiver], quarantine: di
         quarantine=quarantine[case_id].to_dict() if case_id in quarantine else None,
         no_trial=row.get("trial") is None,
     )
+
+
+def calls_match(row: dict) -> bool | None:
+    """Whether a row's calls match its reference under its match mode: ``calls_match`` (row schema 5), else
+    ``exact_match`` (older rows had the one unordered rule); ``None`` for a row that was not scored."""
+    verdict = row.get("calls_match")
+    if verdict is None:
+        verdict = row.get("exact_match")
+    return None if verdict is None else bool(verdict)
+
+
+def _mismatch_detail(row: dict) -> str:
+    """``match mode unordered: 2 missing and 1 extra call(s); wrong arguments in book_reservation`` — what keeps a
+    row from matching (under ``strict`` the same calls in another order: 0 missing and 0 extra)."""
+    mode = row.get("match_mode") or "unordered"
+    text = f"match mode {mode}: {row.get('fn') or 0} missing and {row.get('fp') or 0} extra call(s)"
+    wrong = sorted({w["name"] for w in row.get("wrong_args") or []})
+    return text + (f"; wrong arguments in {', '.join(wrong)}" if wrong else "")
 
 
 class _GroupTally:
@@ -120,11 +144,6 @@ class _GroupTally:
         )
 
 
-def _worst_key(o: RowOutcome) -> tuple:
-    """Listing order, the worst first: rows without an F1 (unscored, errors), then the lowest F1; by key."""
-    return (o.f1 is not None, o.f1 or 0.0, o.case_id, o.trial)
-
-
 class _Listed:
     """The ``limit`` worst outcomes of one list (failing, waived, quarantined) and the count of all of them.
 
@@ -136,7 +155,7 @@ class _Listed:
         self._heap: list[tuple[_Desc, int, RowOutcome]] = []
 
     def add(self, o: RowOutcome) -> None:
-        item = (_Desc(_worst_key(o)), self.count, o)
+        item = (_Desc(worst_key(o)), self.count, o)
         self.count += 1
         if len(self._heap) < self.limit:
             heapq.heappush(self._heap, item)
@@ -146,7 +165,7 @@ class _Listed:
     def items(self) -> list[RowOutcome]:
         if self.count <= self.limit:
             return [o for _, _, o in sorted(self._heap, key=lambda i: i[1])]
-        return [o for _, _, o in sorted(self._heap, key=lambda i: _worst_key(i[2]))]
+        return [o for _, _, o in sorted(self._heap, key=lambda i: worst_key(i[2]))]
 
 
 class _Desc:
@@ -199,6 +218,7 @@ class GateTally:
         self._failing_family: Counter = Counter()
         self._failing_slice: Counter = Counter()
         self._failing_slice_rule: Counter = Counter()
+        self._failing_rule: Counter = Counter()
         self._by_slice: dict[str, Counter] = {}
 
     def add(self, row: dict[str, Any]) -> RowOutcome:
@@ -231,6 +251,7 @@ class GateTally:
                 self._failing_family[family] += 1
             for rule in o.rules:
                 self._failing_slice_rule[(slice_, rule)] += 1
+                self._failing_rule[rule] += 1
             tally["failing"] += 1
         if o.waived_rules and o.quarantine is None:
             self._lists["waived"].add(o)
@@ -274,6 +295,7 @@ class GateTally:
             "quarantined_rows": quarantined.count,
             "advisory_violations": self._advisory,
             "violations_by_rule": dict(sorted(self._by_rule.items())),
+            "failures_by_rule": dict(sorted(self._failing_rule.items())),
             "failures_by_tool_family": dict(sorted(self._failing_family.items())),
             "failures_by_slice": dict(sorted(self._failing_slice.items())),
             "failures_by_slice_and_rule": by_slice_rule,
@@ -282,7 +304,7 @@ class GateTally:
         return GateVerdict(
             passed=not reasons, reasons=reasons, failing_rows=failing.items(), waived=waived.items(),
             quarantined=quarantined.items(), slices=slices, counts=counts, expired_waivers=self._expired,
-            advisories=self._advisories(counts), listed=self.listed,
+            advisories=self._advisories(counts), listed=self.listed, row_outcome=config.row_outcome,
         )
 
     def _advisories(self, counts: dict) -> list[str]:

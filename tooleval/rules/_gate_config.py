@@ -26,12 +26,26 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from tooleval.errors import InputFileError
 from tooleval.rules._policy import RULE_NAMES, PolicyConfig, Severity
 
-__all__ = ["GATE_RULES", "Floor", "ToolSchemaGate", "F1Advisory", "Waiver", "QuarantineEntry", "GateConfig", "load_gate_config",
-           "load_policy"]
+__all__ = ["GATE_RULES", "MISMATCH_RULE", "ROW_OUTCOMES", "RowOutcomeName", "Floor", "ToolSchemaGate", "F1Advisory",
+           "Waiver", "QuarantineEntry", "GateConfig", "load_gate_config", "load_policy"]
 
-GATE_RULES = RULE_NAMES + ("row_error", "unscored")
-"""Rules the gate knows: the 14 violation rules (``tool_schema`` included), ``row_error`` (a row that could not be scored) and ``unscored``
-(a case in the run's scope with no row at all, or a trace that made no row: issue 11)."""
+MISMATCH_RULE = "reference_mismatch"
+"""The gate's rule for a scored row whose calls do not match the reference (``exact_match`` false) under the row
+outcome ``match``."""
+
+GATE_RULES = RULE_NAMES + ("row_error", "unscored", MISMATCH_RULE)
+"""Rules the gate knows: the 14 violation rules (``tool_schema`` included), ``row_error`` (a row that could not be
+scored), ``unscored`` (a case in the run's scope with no row at all, or a trace that made no row) and
+``reference_mismatch`` (calls that differ from the reference, under the row outcome ``match``)."""
+
+RowOutcomeName = Literal["match", "no_blocking"]
+
+ROW_OUTCOMES: dict[str, str] = {
+    "match": ("its calls match the reference under the case's match mode (calls_match; by default unordered: "
+              "fp = 0 and fn = 0) and no blocking rule fires"),
+    "no_blocking": "no blocking rule fires (its calls may differ from the reference)",
+}
+"""When a row passes, per row outcome: the words the gate's output and ``summary.json`` use."""
 
 
 def _known_rule(rule: str) -> str:
@@ -126,11 +140,19 @@ class ToolSchemaGate(BaseModel):
 
 
 class GateConfig(BaseModel):
-    """A whole gate.toml. ``GateConfig()`` is the default gate: every violation blocks, no floors."""
+    """A whole gate.toml. ``GateConfig()`` is the default gate (a dataset without gate.toml): a row passes only
+    when its calls match the reference and no violation blocks; no floors."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     schema_version: Literal[1] = 1
+    row_outcome: RowOutcomeName = "match"
+    """When a row passes: ``match`` (the default) — its calls match the reference (``exact_match``: fp = 0 and
+    fn = 0; argument rules and accepted plans decide what matches) and no blocking rule fires; a scored row that
+    does not match fails as rule ``reference_mismatch``. ``no_blocking`` — only the blocking rules decide (for a
+    dataset whose references are one right answer among several and whose rules say what must not happen). This
+    is the one place the default is decided; pass@k / pass^k (``--outcome gate``) and ``tooleval compare``
+    follow it."""
     policy: PolicyConfig = Field(default_factory=PolicyConfig)
     severity: dict[str, Severity] = Field(default_factory=dict)
     """Rule -> ``blocking``/``advisory``, overriding the severity recorded on the rows."""
@@ -148,7 +170,7 @@ class GateConfig(BaseModel):
     quarantine: list[QuarantineEntry] = Field(default_factory=list)
     listed_rows: int = Field(default=100, ge=0)
     """Rows listed one by one, with their evidence, per list (failing, waived, quarantined) in ``junit.xml``,
-    ``summary.json``'s ``gate`` and ``tooleval gate``'s output: the worst first (no F1, then the lowest F1).
+    ``summary.json``'s ``gate``, ``gate.json`` and ``tooleval gate --format json``: the worst first (no F1, then the lowest F1).
     The other rows are counted per slice and rule; the verdict and every count cover all rows."""
 
     @field_validator("severity")

@@ -4,10 +4,10 @@
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-from tooleval.rules._gate_config import Waiver
+from tooleval.rules._gate_config import ROW_OUTCOMES, Waiver
 
 __all__ = ["NO_SLICE", "RowOutcome", "SliceResult", "GateVerdict"]
 
@@ -61,6 +61,11 @@ class RowOutcome:
         }
 
 
+def worst_key(o: RowOutcome) -> tuple:
+    """Listing order, the worst first: rows without an F1 (unscored, errors), then the lowest F1; by key."""
+    return (o.f1 is not None, o.f1 or 0.0, o.case_id, o.trial)
+
+
 def _args(text: str | None) -> Any:
     return None if text is None else json.loads(text)
 
@@ -106,8 +111,9 @@ class GateVerdict:
     slices: list[SliceResult]
     counts: dict[str, Any]
     """``rows_evaluated``, ``exact_match_rows``, ``false_positive_calls``, ``false_negative_calls``,
-    ``blocking_rows``, ``waived_rows``, ``quarantined_rows``, ``advisory_violations``, ``violations_by_rule``,
-    ``failures_by_tool_family``, ``failures_by_slice``, ``failures_by_slice_and_rule`` (slice -> blocking rule
+    ``blocking_rows``, ``waived_rows``, ``quarantined_rows``, ``advisory_violations``, ``violations_by_rule``
+    (every violation, advisory included), ``failures_by_rule`` (blocking rule -> failing rows, quarantined rows
+    excluded; a row failing two rules counts under both), ``failures_by_tool_family``, ``failures_by_slice``, ``failures_by_slice_and_rule`` (slice -> blocking rule
     -> failing rows; a row failing two rules counts under both) and ``rows_by_slice`` (slice -> ``rows``,
     ``failing``, ``waived``, ``quarantined``, ``quarantined_failing``, ``advisory_violations``; rows without a
     slice under ``(none)``). Every count covers all rows, listed or not."""
@@ -116,12 +122,27 @@ class GateVerdict:
     listed: int = 100
     """Rows listed at most in each of ``failing_rows``, ``waived`` and ``quarantined`` (the worst first when
     there were more: see :class:`tooleval.rules.GateTally`); ``counts`` has them all."""
+    row_outcome: str = "match"
+    """When a row passed (:attr:`tooleval.rules.GateConfig.row_outcome`): ``match`` or ``no_blocking``."""
+
+    def limited(self, listed: int) -> "GateVerdict":
+        """The same verdict listing at most ``listed`` rows per list — what a gate judged with ``listed`` would
+        list: each list as it is while it holds no more, else its worst ``listed`` rows, the worst first."""
+        def cut(rows: list[RowOutcome], count: int) -> list[RowOutcome]:
+            return list(rows) if count <= listed else sorted(rows, key=worst_key)[:listed]
+
+        counts = self.counts
+        return replace(self, listed=listed, failing_rows=cut(self.failing_rows, counts["blocking_rows"]),
+                       waived=cut(self.waived, counts["waived_rows"]),
+                       quarantined=cut(self.quarantined, counts["quarantined_rows"]))
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form (dates as ISO text), for ``summary.json``'s ``gate`` key."""
         return {
             "passed": self.passed,
             "reasons": list(self.reasons),
+            "row_outcome": self.row_outcome,
+            "row_passes_when": ROW_OUTCOMES[self.row_outcome],
             "counts": self.counts,
             "listed": self.listed,
             "failing_rows_count": self.counts["blocking_rows"],

@@ -18,15 +18,20 @@ from tooleval.errors import InputFileError
 from tooleval.storage import document_path
 from tooleval.runs.bootstrap import cluster_mean_ci
 
-__all__ = ["METRICS", "FailOn", "parse_fail_on", "compare_runs", "failed_thresholds"]
+__all__ = ["METRICS", "FailOn", "parse_fail_on", "compare_runs", "failed_thresholds", "run_row_outcome"]
 
 METRICS = {
     "f1": "f1",
     "ragas_f1": "ragas_tool_call_f1",
     "exact_match": "CAST(exact_match AS DOUBLE)",
-    "pass_rate": "CASE WHEN error_kind IS NOT NULL THEN NULL WHEN coalesce(blocking, false) THEN CAST(0 AS DOUBLE) ELSE CAST(1 AS DOUBLE) END",
+    "pass_rate": "CASE WHEN error_kind IS NOT NULL THEN NULL WHEN {fails} THEN CAST(0 AS DOUBLE) ELSE CAST(1 AS DOUBLE) END",
 }
-"""Metric name -> SQL over one row (null when the row has no value: an error row has no F1 and no verdict)."""
+"""Metric name -> SQL over one row (null when the row has no value: an error row has no F1 and no verdict).
+``{fails}`` is the run's row outcome (:data:`_FAILS`): each run's pass rate is judged as its own gate judged it."""
+
+_FAILS = {"match": "coalesce(blocking, false) OR NOT coalesce(calls_match, false)",
+          "no_blocking": "coalesce(blocking, false)"}
+"""SQL of "this row fails" per row outcome (:attr:`tooleval.rules.GateConfig.row_outcome`)."""
 
 _CHANGED_LIMIT = 1000
 
@@ -45,7 +50,19 @@ FROM b FULL OUTER JOIN h ON b.case_id = h.case_id AND b.trial = h.trial
 """
 
 _VERDICT = ("CASE WHEN {t}.case_id IS NULL THEN NULL WHEN {t}.error_kind IS NOT NULL THEN 'error' "
-            "WHEN coalesce({t}.blocking, false) THEN 'blocking' ELSE 'pass' END AS {t}_verdict")
+            "WHEN coalesce({t}.blocking, false) THEN 'blocking' "
+            "WHEN {match} AND NOT coalesce({t}.calls_match, false) THEN 'mismatch' ELSE 'pass' END AS {t}_verdict")
+"""A row's verdict: ``error``, ``blocking``, ``mismatch`` (its calls do not match the reference under its match
+mode, judged under the row outcome ``match``) or ``pass``."""
+
+
+def run_row_outcome(out: Path, run_id: str) -> str:
+    """The row outcome a published run was judged by (``summary.json``'s ``row_outcome.gate``); ``no_blocking``
+    for a summary written before runs recorded it (that was the only outcome then)."""
+    from tooleval.runs.documents import read_summary
+
+    recorded = read_summary(document_path(out, f"runs/{run_id}/summary.json")).row_outcome
+    return "no_blocking" if recorded is None else recorded.gate
 
 
 @dataclass(frozen=True)
@@ -94,11 +111,12 @@ def compare_runs(out: str | Path, base: str, head: str) -> dict[str, Any]:
     """Compare run ``head`` against run ``base`` under ``out``.
 
     Returns:
-        ``{base, head, base_revision, head_revision, pairs, only_base, only_head, overall, by_slice, by_family, changed_rows, changed_count,
-        new_failing_rules}``: ``overall`` / ``by_slice[name]`` / ``by_family[name]`` map each metric of
+        ``{base, head, base_revision, head_revision, row_outcome, pairs, only_base, only_head, overall, by_slice,
+        by_family, changed_rows, changed_count, new_failing_rules}``: ``row_outcome`` is ``{base, head}``, each
+        run's row outcome (``match`` | ``no_blocking``: how its verdicts and pass rate are judged); ``overall`` / ``by_slice[name]`` / ``by_family[name]`` map each metric of
         :data:`METRICS` to ``{base, head, delta, ci95: [low, high], rows, cases}`` (floats unrounded);
         ``changed_rows`` (at most 1,000, ``changed_count`` counts all) lists ``{case_id, trial, base_f1,
-        head_f1, base_verdict, head_verdict}`` for pairs whose F1 or verdict differ or that are in one run only;
+        head_f1, base_verdict, head_verdict}`` (verdict ``error`` | ``blocking`` | ``mismatch`` | ``pass``) for pairs whose F1 or verdict differ or that are in one run only;
         ``new_failing_rules`` maps a blocking rule to the ``[case_id, trial]`` pairs it fails in HEAD but not in
         BASE. Every list holds at most 1,000 entries (by key: ``only_base``, ``only_head``, each rule's pairs);
         ``only_base_count``, ``only_head_count`` and ``new_failing_rules_count`` (rule -> pairs) count them all.
@@ -121,8 +139,10 @@ def compare_runs(out: str | Path, base: str, head: str) -> dict[str, Any]:
         if not con.execute("SELECT count(*) FROM rows WHERE run_id = $r", {"r": run}).fetchone()[0]:
             raise InputFileError(out / "rows", None, f"run {run!r} has no rows (a legacy-only run?).",
                                  "compare runs of the row-level path.")
-    columns = ", ".join(f"{_qualify(sql, 'b')} AS b_{m}, {_qualify(sql, 'h')} AS h_{m}" for m, sql in METRICS.items())
-    verdicts = ", ".join(_VERDICT.format(t=t) for t in ("b", "h"))
+    outcomes = {"b": run_row_outcome(out, base), "h": run_row_outcome(out, head)}
+    columns = ", ".join(f"{_qualify(sql.format(fails=_FAILS[outcomes[t]]), t)} AS {t}_{m}"
+                        for m, sql in METRICS.items() for t in ("b", "h"))
+    verdicts = ", ".join(_VERDICT.format(t=t, match=str(outcomes[t] == "match").upper()) for t in ("b", "h"))
     con.execute(_PAIRS.format(columns=columns, verdicts=verdicts), params)
     keys = f"SELECT case_id, trial FROM pairs WHERE {{}} ORDER BY case_id, trial LIMIT {_CHANGED_LIMIT}"
     pairs = con.execute("SELECT count(*) FROM pairs WHERE in_base AND in_head").fetchone()[0]
@@ -135,6 +155,7 @@ def compare_runs(out: str | Path, base: str, head: str) -> dict[str, Any]:
                              "compare two runs of the same dataset (tooleval runs lists runs with their revision).")
     result: dict[str, Any] = {
         "base": base, "head": head, "base_revision": revisions[0], "head_revision": revisions[1],
+        "row_outcome": {"base": outcomes["b"], "head": outcomes["h"]},
         "pairs": pairs,
         "only_base": [list(k) for k in con.execute(keys.format("NOT in_head")).fetchall()],
         "only_head": [list(k) for k in con.execute(keys.format("NOT in_base")).fetchall()],
@@ -170,7 +191,7 @@ def compare_runs(out: str | Path, base: str, head: str) -> dict[str, Any]:
 
 def _qualify(sql: str, alias: str) -> str:
     """Prefix the row columns a metric's SQL reads with the join alias (``f1`` -> ``b.f1``)."""
-    return re.sub(r"\b(f1|ragas_tool_call_f1|exact_match|error_kind|blocking)\b", rf"{alias}.\1", sql)
+    return re.sub(r"\b(f1|ragas_tool_call_f1|exact_match|calls_match|error_kind|blocking)\b", rf"{alias}.\1", sql)
 
 
 def failed_thresholds(comparison: dict[str, Any], fail_on: list[FailOn]) -> list[str]:

@@ -22,12 +22,13 @@ from pydantic import BaseModel, ConfigDict, Field
 from tooleval.errors import InputFileError
 from tooleval.storage._row import ErrorKind
 
-__all__ = ["SUMMARY_VERSION", "DRIFT_VERSION", "ERRORS_VERSION", "RunSummary", "ErrorEntry", "DriftDocument",
+__all__ = ["SUMMARY_VERSION", "DRIFT_VERSION", "ERRORS_VERSION", "RunSummary", "RowOutcomeInfo", "ErrorEntry", "DriftDocument",
            "read_summary", "summary_document", "errors_document", "drift_document", "DOCUMENT_MODELS"]
 
-SUMMARY_VERSION = 1
+SUMMARY_VERSION = 2
 """Version of :class:`RunSummary`. History: 0 — unversioned summaries (same keys, no ``summary_version``); 1 — the
-typed summary (``summary_version``, ``versions.summary`` / ``errors`` / ``drift``)."""
+typed summary (``summary_version``, ``versions.summary`` / ``errors`` / ``drift``); 2 — ``row_outcome`` (which
+outcome judged the rows) and ``failures_by_rule``. A summary before version 2 was judged ``no_blocking``."""
 
 ERRORS_VERSION = 2
 """Version of the ``errors.json`` entries (:class:`ErrorEntry`), recorded as ``summary.versions.errors``. History:
@@ -78,6 +79,20 @@ class DriftFigures(_Document):
     attribution: str | None
     legacy_value: float | None
     new_value: float | None
+
+
+class RowOutcomeInfo(_Document):
+    """When a row of the run passed, and where that was decided (:func:`tooleval.runs.gate.row_outcome_record`)."""
+
+    gate: Literal["match", "no_blocking"]
+    """The gate's row outcome: ``match`` — calls match the reference under the case's match mode (``calls_match``)
+    and no blocking rule fires (the default without gate.toml); ``no_blocking`` — no blocking rule fires."""
+    passes_when: str
+    """The same in words."""
+    config: str | None
+    """The gate.toml that set it; null: the default (the dataset has no gate.toml and none was named)."""
+    variability: str
+    """The ``--outcome`` of pass@k / pass^k (``gate``: the gate's row outcome above)."""
 
 
 class RunSummary(_Document):
@@ -132,6 +147,8 @@ class RunSummary(_Document):
     """pass@k / pass^k with bootstrap intervals (:func:`tooleval.runs.variability.variability_summary`)."""
     gate: dict[str, Any] | None = None
     """The release gate's verdict (:meth:`tooleval.rules.GateVerdict.to_dict`)."""
+    row_outcome: RowOutcomeInfo | None = None
+    """Which outcome judged the rows (gate, pass@k, pass^k); absent before summary version 2 (``no_blocking``)."""
     rows_evaluated: int | None = None
     scored_rows: int | None = None
     unscored_cases: int | None = None
@@ -142,6 +159,8 @@ class RunSummary(_Document):
     quarantined_rows: int | None = None
     advisory_violations: int | None = None
     violations_by_rule: dict[str, int] | None = None
+    failures_by_rule: dict[str, int] | None = None
+    """Blocking rule -> failing rows (a row failing two rules counts under both)."""
     failures_by_tool_family: dict[str, int] | None = None
     failures_by_slice: dict[str, int] | None = None
     failures_by_slice_and_rule: dict[str, dict[str, int]] | None = None

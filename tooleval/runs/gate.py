@@ -1,7 +1,7 @@
 """Running the release gate over a run's rows (issue 3): the config a run uses, the verdict, ``junit.xml``.
 
-The gate config is ``--config FILE`` or the dataset's own ``gate.toml`` (defaults when it has none: every
-blocking violation blocks, F1 is advisory). The verdict is computed with today's UTC date (an expired waiver
+The gate config is ``--config FILE`` or the dataset's own ``gate.toml`` (defaults when it has none: a row passes
+only when its calls match the reference and no violation blocks; F1 floors are advisory). The verdict is computed with today's UTC date (an expired waiver
 fails the gate).
 
 Nothing unscored passes (issue 11): :func:`gate_rows` adds a placeholder row for every case of the run's scope
@@ -16,13 +16,14 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator, Mapping
 
 from tooleval.models import Case
-from tooleval.rules import GateConfig, GateTally, GateVerdict, evaluate_gate, load_gate_config, write_junit
+from tooleval.rules import (ROW_OUTCOMES, GateConfig, GateTally, GateVerdict, evaluate_gate, load_gate_config,
+                            write_junit)
 
-__all__ = ["GATE_BATCH_ROWS", "GATE_COLUMNS", "GateJudge", "gate_batches", "gate_config_for",
-           "gate_rows", "gate_scope", "judge_rows", "run_gate", "unscored_rows", "write_junit"]
+__all__ = ["GATE_BATCH_ROWS", "GATE_COLUMNS", "GateJudge", "gate_batches", "gate_config_for", "gate_config_source",
+           "gate_rows", "gate_scope", "judge_rows", "row_outcome_record", "run_gate", "unscored_rows", "write_junit"]
 
 GATE_COLUMNS = ["case_id", "trial", "slice", "violations", "error_kind", "error_message", "missing_calls", "extra_calls", "wrong_args",
-                "f1", "exact_match", "fp", "fn", "tool_families", "blocking"]
+                "f1", "exact_match", "fp", "fn", "tool_families", "blocking", "match_mode", "calls_match"]
 """The row columns the gate and its JUnit report read (the call lists, the evidence and the provenance columns
 stay in the Parquet files)."""
 
@@ -67,6 +68,31 @@ def gate_config_for(dataset_path: str | Path, config: str | Path | None = None) 
         return load_gate_config(Path(config))
     own = Path(dataset_path) / "gate.toml"
     return load_gate_config(own) if own.is_file() else GateConfig()
+
+
+def gate_config_source(dataset_path: str | Path, config: str | Path | None = None) -> str | None:
+    """The file :func:`gate_config_for` reads: ``config``, else ``<dataset>/gate.toml`` when it exists, else
+    ``None`` (the defaults)."""
+    if config is not None:
+        return str(config)
+    own = Path(dataset_path) / "gate.toml"
+    return str(own) if own.is_file() else None
+
+
+def row_outcome_record(config: GateConfig, source: str | None, variability_outcome: str) -> dict[str, Any]:
+    """What ``summary.json``'s ``row_outcome`` says: which outcome judged the run's rows and why.
+
+    Args:
+        config: The run's gate config.
+        source: :func:`gate_config_source` (``None``: the defaults, the dataset has no gate.toml).
+        variability_outcome: The ``--outcome`` spec of pass@k / pass^k (``gate`` follows the gate).
+
+    Returns:
+        ``{"gate": "match" | "no_blocking", "passes_when": <words>, "config": <gate.toml path or null>,
+        "variability": <spec>}``.
+    """
+    return {"gate": config.row_outcome, "passes_when": ROW_OUTCOMES[config.row_outcome], "config": source,
+            "variability": variability_outcome}
 
 
 def run_gate(rows: list[dict[str, Any]], config: GateConfig) -> GateVerdict:

@@ -55,6 +55,9 @@ class Outcome:
     spec: str
     kind: str
     threshold: float | None = None
+    require_match: bool = False
+    """For ``gate``: a row passes only when its calls also match the reference under its match mode
+    (``calls_match``; ``exact_match`` for rows without it), as the gate's row outcome ``match`` judges it."""
 
     def __call__(self, row: dict[str, Any]) -> bool | None:
         if self.kind == "recorded_reward":  # the recorded outcome exists even when scoring failed
@@ -68,30 +71,42 @@ class Outcome:
             if "blocking" not in row and "gate_pass" not in row:
                 raise ValueError("outcome 'gate' needs a 'gate_pass' or 'blocking' column on every row "
                                  "(the rules stage writes them); choose another --outcome or score with rules.")
-            return None if row.get("blocking") is None else not row["blocking"]
+            if row.get("blocking") is None:
+                return None
+            if not self.require_match:
+                return not row["blocking"]
+            matched = row.get("calls_match")  # the case's match mode; rows before schema 5: exact_match
+            return not row["blocking"] and bool(row.get("exact_match") if matched is None else matched)
         if self.kind == "exact":
             return None if row.get("exact_match") is None else bool(row["exact_match"])
         f1 = row.get("f1")
         return None if f1 is None else f1 >= self.threshold
 
 
-def outcome_from_spec(spec: str) -> Outcome:
+def outcome_from_spec(spec: str, row_outcome: str = "match") -> Outcome:
     """Parse an ``--outcome`` value.
 
     Args:
-        spec: ``gate`` (the gate's verdict: ``gate_pass`` when the row has it, else ``not blocking``),
+        spec: ``gate`` (the gate's verdict: ``gate_pass`` when the row has it, else ``not blocking`` — and, under
+            the row outcome ``match``, ``exact_match``),
             ``exact`` (``exact_match``), ``f1>=X`` with X in [0, 1] (``f1 >= X``), or ``recorded_reward``
             (pass when ``recorded_reward >= 1.0``: a benchmark's full reward, e.g. tau-bench's 1.0; partial
             rewards fail). Spaces around ``>=`` are allowed; case is ignored.
+        row_outcome: The gate's row outcome (:attr:`tooleval.rules.GateConfig.row_outcome`: ``match``, the
+            default without gate.toml, or ``no_blocking``); only ``gate`` reads it.
 
     Returns:
         An :class:`Outcome`.
 
     Raises:
-        ValueError: any other text, with the accepted forms in the message.
+        ValueError: any other text, with the accepted forms in the message (or an unknown ``row_outcome``).
     """
+    if row_outcome not in ("match", "no_blocking"):
+        raise ValueError(f"unknown row outcome {row_outcome!r}: use match or no_blocking.")
     text = spec.strip().lower() if isinstance(spec, str) else ""
-    if text in ("gate", "exact", "recorded_reward"):
+    if text == "gate":
+        return Outcome(spec=text, kind=text, require_match=row_outcome == "match")
+    if text in ("exact", "recorded_reward"):
         return Outcome(spec=text, kind=text)
     match = _F1_SPEC.fullmatch(text)
     if match and 0.0 <= float(match.group(1)) <= 1.0:
@@ -365,8 +380,8 @@ def variability_of_parquet(source: str, outcome: Outcome, *, batch_rows: int = 1
     return tally.summary()
 
 
-_OUTCOME_COLUMNS = ("case_id", "trial", "slice", "f1", "error_kind", "exact_match", "blocking", "gate_pass",
-                    "recorded_reward")
+_OUTCOME_COLUMNS = ("case_id", "trial", "slice", "f1", "error_kind", "exact_match", "calls_match", "blocking",
+                    "gate_pass", "recorded_reward")
 """The row columns the variability figures and every :class:`Outcome` read."""
 
 
