@@ -23,7 +23,9 @@ import pytest
 
 from tooleval.storage import read_table
 
-ROWS = 20_000
+ROWS = 2_000
+SHARD_ROWS = "250"
+"""About 8 shards: enough that the kill lands mid-run, few enough that per-shard overhead on the S3 server stays small."""
 BUCKET = "results-bucket"
 KEY = "cluster-test-key-5d41402abc4b2a76"
 TIME_COLUMNS = {"run_id", "captured_at", "generation_started_at", "generation_finished_at", "computed_at"}
@@ -134,13 +136,14 @@ def test_dask_run_to_s3_with_a_killed_worker_equals_the_local_run_and_sql_reads_
     s3 = _s3(env)
 
     local = _tooleval(env, base, "run", "--dataset", str(cluster["dataset"]), "--out", str(local_out),
-                      "--run-id", "local")
+                      "--run-id", "local", "--shard-size", SHARD_ROWS)
     assert local.returncode in (0, 1), local.stderr[-3000:]
 
     # the Dask run, straight to S3; once a few shards are scored, worker 1 is SIGKILLed and a third worker takes
     # its place
     run = subprocess.Popen([str(BIN / "tooleval"), "run", "--dataset", str(cluster["dataset"]), "--out",
-                            dask_out, "--run-id", "dask", "--dask-address", cluster["address"]], env=env,
+                            dask_out, "--run-id", "dask", "--dask-address", cluster["address"], "--shard-size",
+                            SHARD_ROWS], env=env,
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=base)
     scored = f"{BUCKET}/nightly/.tooleval/stages/scoring/*.parquet"
     deadline = time.monotonic() + 240
