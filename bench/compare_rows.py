@@ -7,7 +7,10 @@ a marker: every ``part-*.parquet`` of ``<table>/dataset_revision=*/run_id=<run>/
 
 - ``rows``: every column except ``run_id`` and the version columns ``row_schema_version``, ``scorer_version``
   (a digest of the package's sources, different by construction between two commits) and ``ragas_version``;
-- ``traces``: every column except ``run_id``, ``captured_at`` and ``envelope_version``.
+- ``traces``: every column except ``run_id``, ``captured_at`` and ``envelope_version``; the JSON-text columns
+  (``messages_json``, ``metadata_json``, ``request_messages_json``) as JSON values (DuckDB ``json()`` text, one
+  spelling of separators and numbers), since only their values are envelope content (the trace digest is
+  computed from the canonical value).
 
 A row's error is compared as one text column named ``error``: the old ``error`` column (row schema 3 and before:
 ``"<kind>: <message>"``) as it is, and a run with the columns ``error_kind`` and ``error_message`` (row schema 4)
@@ -47,6 +50,8 @@ EXCLUDED = {"rows": ("run_id", "row_schema_version", "scorer_version", "ragas_ve
 
 HIVE_TYPES = "{'dataset_revision': 'VARCHAR', 'run_id': 'VARCHAR'}"
 SPLIT_ERROR = ("error_kind", "error_message")
+JSON_TEXT = {"messages_json", "metadata_json", "request_messages_json"}
+"""The envelope's JSON-text columns: DuckDB's ``json()`` re-writes each in one spelling before comparison."""
 ERROR_TEXT = "CASE WHEN error_kind IS NULL THEN {} ELSE error_kind || ': ' || coalesce(error_message, '') END"
 """A schema-4 row's error as the schema-3 text ``"<kind>: <message>"``; ``{}``: the text without a kind."""
 
@@ -91,6 +96,8 @@ def create_view(con: duckdb.DuckDBPyConnection, name: str, table: str, out: str,
             continue
         if split and column == SPLIT_ERROR[0]:
             selected.append(("error", error_text))
+        elif column in JSON_TEXT:  # compared as JSON values: the writer's spelling (separators, floats) may change
+            selected.append((column, f"json({_ident(column)})::VARCHAR"))
         elif not (split and column == SPLIT_ERROR[1]):
             selected.append((column, _ident(column)))
     body = ", ".join(f"{expr} AS {_ident(out_name)}" for out_name, expr in selected)

@@ -11,13 +11,13 @@ digest, trial and seed), so a run killed midway resumes with only the missing it
 
 from __future__ import annotations
 
-import json
 import time
 from prefect import task
 from prefect.cache_policies import INPUTS, TASK_SOURCE
 
 from tooleval.agents import (GenerationStore, ToolExecutor, WorkItem, openai_generate, read_tool_results,
                              replay_generate)
+from tooleval.canonical import dumps_text, loads_text
 from tooleval.dataset import load_dataset_trusted
 from tooleval.runs.plan import AgentConfig, DatasetRef, ExecutorRef
 from tooleval.capture.redaction import RedactionConfig
@@ -72,8 +72,8 @@ def generate_shard(
     def redact(record: dict) -> dict:
         if redactor is None or record["payload_json"] is None:
             return record
-        trace = redactor.redact_trace(json.loads(record["payload_json"]), loaded.cases.get(record["case_id"]))
-        return dict(record, payload_json=json.dumps(trace, ensure_ascii=False))
+        trace = redactor.redact_trace(loads_text(record["payload_json"]), loaded.cases.get(record["case_id"]))
+        return dict(record, payload_json=dumps_text(trace))
 
     if agent.kind == "replay":
         def redact_line(trace: dict) -> dict:  # the parsed line, redacted before it is serialised once

@@ -27,10 +27,12 @@ import math
 import re
 from typing import Any
 
+import orjson
+
 __all__ = [
     "canonical_value", "canonical_json", "canonical_loads", "canonical_dumps", "parse_arguments", "diff_paths", "value_at", "strict_json_loads", "reject_duplicate_keys",
     "DuplicateKeyError", "repeated_keys", "repeated_key_at", "json_type_name",
-    "json_value_problem", "text_holds_no_value_problem", "MAX_DEPTH", "MISSING",
+    "json_value_problem", "text_holds_no_value_problem", "MAX_DEPTH", "MISSING", "dumps_text", "loads_text",
 ]
 
 MAX_DEPTH = 200
@@ -287,6 +289,39 @@ def canonical_value(value: Any) -> Any:
     if isinstance(value, (list, tuple)):
         return [canonical_value(v) for v in value]
     raise ValueError(f"{type(value).__name__} value {value!r} is not JSON")
+
+
+def dumps_text(value: Any, *, sort_keys: bool = False) -> str:
+    """JSON text of a JSON value, compact (orjson: a tenth of the standard library's time on a long trace).
+
+    The text parses back to an equal value; its spelling is orjson's (compact separators, its own float
+    spelling), so it is for values this package reads back, never for digested bytes (those use
+    :func:`canonical_dumps`). What orjson cannot write — an integer beyond 64 bits, a lone surrogate, a key that
+    is not a string — is written by the standard library as ``json.dumps(value, ensure_ascii=False)`` does.
+
+    Args:
+        value: A JSON-compatible value (finite numbers: a NaN would be written as ``null``; callers pass values
+            read from JSON text, which holds none).
+        sort_keys: Sort object keys (as ``json.dumps(sort_keys=True)``).
+    """
+    try:
+        return orjson.dumps(value, option=orjson.OPT_SORT_KEYS if sort_keys else 0).decode()
+    except (TypeError, orjson.JSONEncodeError):
+        return json.dumps(value, ensure_ascii=False, sort_keys=sort_keys)
+
+
+def loads_text(text: str | bytes) -> Any:
+    """The value of JSON text (orjson; the standard library reads what orjson refuses: an integer beyond 64 bits,
+    ``NaN``). Equal to ``json.loads(text)`` for any text ``json.loads`` reads, except that a repeated key keeps
+    its last value in both.
+
+    Raises:
+        ValueError: ``text`` is not JSON (``json.JSONDecodeError``).
+    """
+    try:
+        return orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return json.loads(text)
 
 
 def canonical_dumps(value: Any) -> str:

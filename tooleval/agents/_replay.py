@@ -7,12 +7,12 @@ as for a live agent.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any, Callable, Iterator, Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from tooleval.canonical import dumps_text
 from tooleval.capture.recorded import (TraceLine, iter_trace_lines, parse_trace, read_trace_line, trace_key,
                                        trace_line_problem)
 from tooleval.errors import RowError
@@ -52,8 +52,7 @@ def _record(path: Path, line: TraceLine, key: tuple[str, Any], seed: int,
     error = str(trace) if isinstance(trace, RowError) else None
     if problem is not None:
         error = str(RowError(line.kind, key[0], key[1], problem, str(path), line.line))
-    payload = None if problem is not None else json.dumps(transform(line.data) if transform else line.data,
-                                                          ensure_ascii=False)
+    payload = None if problem is not None else dumps_text(transform(line.data) if transform else line.data)
     return {"case_id": key[0], "trial": key[1], "seed": seed, "payload_json": payload, "error": error}
 
 

@@ -21,7 +21,8 @@ import json
 from datetime import datetime, timezone
 from typing import Any
 
-from tooleval.canonical import canonical_dumps, canonical_json, canonical_loads, canonical_value
+from tooleval.canonical import (canonical_dumps, canonical_json, canonical_loads, canonical_value, dumps_text,
+                                loads_text)
 from tooleval.models import AgentInfo, Call, RecordedTrace, calls_from_messages
 from tooleval.storage import ENVELOPE_VERSION
 
@@ -155,13 +156,13 @@ def build_envelope(
         "agent_model": trace.agent.model,
         "request_id": trace.request_id,
         "response_id": trace.response_id,
-        "messages_json": json.dumps(trace.messages, ensure_ascii=False),
+        "messages_json": dumps_text(trace.messages),
         "model_calls": calls,
-        "metadata_json": json.dumps(trace.metadata or {}, ensure_ascii=False, sort_keys=True),
+        "metadata_json": dumps_text(trace.metadata or {}, sort_keys=True),
         "captured_at": captured_at,
         "trace_digest": None,
         "error": error,
-        "request_messages_json": None if request is None else json.dumps(request, ensure_ascii=False),
+        "request_messages_json": None if request is None else dumps_text(request),
         "adapter_calls": _call_records(trace.adapter_calls),
         "executor_calls": _executor_records(trace.executor_calls),
         "prompt_version": trace.prompt_version,
@@ -198,7 +199,7 @@ def generation_envelope(record: dict[str, Any], captured_at: datetime,
         return {"envelope_version": ENVELOPE_VERSION, "dataset_revision": None, "run_id": None,
                 "case_id": record["case_id"], "trial": record["trial"], "captured_at": captured_at,
                 "model_calls": [], "error": record["error"]}
-    payload = json.loads(record["payload_json"])
+    payload = loads_text(record["payload_json"])
     redacted = payload.pop("redacted_fields", None)
     trace = RecordedTrace.model_validate(payload)
     envelope = build_envelope(trace, None, captured_at, tool_schema_version=tool_schema_version,

@@ -9,10 +9,10 @@ check, first divergent boundary, failure owner: :mod:`tooleval.capture.provenanc
 
 from __future__ import annotations
 
-import json
 from collections import defaultdict
 from typing import Any
 
+from tooleval.canonical import loads_text
 from tooleval.capture.envelope import boundary_calls, digest_ok, envelope_calls
 from tooleval.models import Call, Case, ToolSpec, with_rules
 from tooleval.capture.provenance import failure_owner, first_divergent_boundary, input_key, join_check
@@ -27,9 +27,13 @@ __all__ = ["score_envelopes", "score_rows", "row_skeleton", "reference_calls", "
            "trace_reference_secrets"]
 
 
-def _recorded_reward(envelope: dict[str, Any]) -> float | None:
-    metadata = json.loads(envelope.get("metadata_json") or "{}")
-    reward = metadata.get("reward")
+def _metadata(envelope: dict[str, Any]) -> Any:
+    """The envelope's decoded ``metadata_json`` (``{}`` when it has none)."""
+    return loads_text(envelope.get("metadata_json") or "{}")
+
+
+def _recorded_reward(metadata: Any) -> float | None:
+    reward = metadata.get("reward") if isinstance(metadata, dict) else None
     if isinstance(reward, bool) or not isinstance(reward, (int, float)):
         return None
     return float(reward)
@@ -45,12 +49,15 @@ def reference_calls(calls: list[Call], redactor: Redactor | None, extra: dict[st
             for c in calls]
 
 
-def trace_reference_secrets(redactor: Redactor | None, case: Case, envelope: dict[str, Any]) -> dict[str, str]:
+def trace_reference_secrets(redactor: Redactor | None, case: Case, envelope: dict[str, Any],
+                            metadata: Any = None) -> dict[str, str]:
     """The trace's own secrets that occur in ``case``'s references (from the markers its redaction left in
-    ``metadata_json``; :meth:`tooleval.capture.redaction.Redactor.reference_secrets`)."""
+    ``metadata_json``; :meth:`tooleval.capture.redaction.Redactor.reference_secrets`). ``metadata``: the
+    envelope's ``metadata_json`` already decoded, when the caller has it."""
     if redactor is None or not envelope.get("metadata_json"):
         return {}
-    metadata = json.loads(envelope["metadata_json"])
+    if metadata is None:
+        metadata = loads_text(envelope["metadata_json"])
     marker = metadata.get(MARKER_KEY) if isinstance(metadata, dict) else None
     return redactor.reference_secrets(case, marker.get("reference_secrets") if isinstance(marker, dict) else None)
 
@@ -79,9 +86,11 @@ def case_inputs(cases: dict[str, Case], redactor: Redactor | None) -> dict[str, 
     return dict(inputs)
 
 
-def row_skeleton(case: Case, envelope: dict[str, Any], expected: list[Call] | None = None) -> Row:
+def row_skeleton(case: Case, envelope: dict[str, Any], expected: list[Call] | None = None,
+                 metadata: Any = None) -> Row:
     """The identifying and descriptive columns of a row (the envelope's error, if any, split into kind and
-    message); the metric columns stay null."""
+    message); the metric columns stay null. ``metadata``: the envelope's decoded ``metadata_json``, when the
+    caller has it."""
     expected = case.expected_calls if expected is None else expected
     row = Row(
         dataset_revision=envelope["dataset_revision"],
@@ -95,7 +104,7 @@ def row_skeleton(case: Case, envelope: dict[str, Any], expected: list[Call] | No
         agent_version=envelope.get("agent_version"),
         expected_calls=[call.to_record() for call in expected],
         observed_calls=envelope.get("model_calls") or None,  # what could be read; null when nothing
-        recorded_reward=_recorded_reward(envelope),
+        recorded_reward=_recorded_reward(_metadata(envelope) if metadata is None else metadata),
         request_id=envelope.get("request_id"),
         response_id=envelope.get("response_id"),
         trace_digest=envelope.get("trace_digest"),
@@ -111,7 +120,7 @@ def _provenance(row: Row, envelope: dict, inputs: dict[str, list[str]], observed
     request = envelope.get("request_messages_json")
     status, detail = join_check(
         row.case_id,
-        None if request is None else json.loads(request),
+        None if request is None else loads_text(request),
         envelope.get("request_id"),
         envelope.get("response_id"),
         envelope.get("trace_digest") is not None if verified else digest_ok(envelope),
@@ -165,7 +174,8 @@ def score_rows(
     rows: list[Row] = []
     plain: dict[str, Case] = {}  # case id -> its references redacted with the base secrets only (most rows)
     for envelope in envelopes:
-        extra = trace_reference_secrets(redactor, cases[envelope["case_id"]], envelope)
+        metadata = _metadata(envelope)
+        extra = trace_reference_secrets(redactor, cases[envelope["case_id"]], envelope, metadata)
         if extra:
             case = redacted_case(cases[envelope["case_id"]], redactor, extra)
         else:
@@ -174,14 +184,14 @@ def score_rows(
                 case = plain[envelope["case_id"]] = redacted_case(cases[envelope["case_id"]], redactor)
         plans = case.plans
         expected = plans[0]
-        row = row_skeleton(case, envelope, expected)
+        row = row_skeleton(case, envelope, expected, metadata)
         row_inputs = inputs if not extra else {**inputs, input_key(case.input) or "": [case.case_id]}
         rows.append(row)
         if row.error_kind is not None:
             _provenance(row, envelope, row_inputs, [], digests_verified)
             continue
         observed = envelope_calls(envelope, written_here=digests_verified)
-        messages = json.loads(envelope["messages_json"]) if envelope.get("messages_json") else None
+        messages = loads_text(envelope["messages_json"]) if envelope.get("messages_json") else None
         try:
             rules = evaluate_row(case, tools or {}, messages, observed, policy=policy, plans=plans)
         except ValueError as exc:  # the stored calls are not the messages' calls: the envelope is inconsistent
