@@ -7,10 +7,12 @@ from __future__ import annotations
 from datetime import datetime, timezone
 
 import pyarrow.parquet as pq
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from conftest import BUNDLED
 from tasks.scoring import _read_checked
-from tooleval.capture.envelope import build_envelope
+from tooleval.capture.envelope import build_envelope, digest_ok, envelope_digest
 from tooleval.capture.recorded import iter_trace_lines
 from tooleval.dataset import find_traces_file, load_dataset
 from tooleval.models import RecordedTrace
@@ -52,3 +54,36 @@ def test_a_stage_file_changed_after_capture_recomputes_and_names_the_row(tmp_pat
     rows = score_envelopes(loaded.cases, [e for batch in changed for e in batch], digests_verified=intact)
     flagged = [i for i, row in enumerate(rows) if row["provenance_detail"] == MISMATCH]
     assert flagged == [3]
+
+
+# JSON values of every kind a trace can hold: floats integral or not (250.0 digests as 250), in the range that
+# orjson and Python spell differently (1e-05), big and negative integers, text with escapes, controls, non-BMP
+# characters and number-like content inside strings (which must not change the digest either way)
+_SCALARS = st.one_of(st.none(), st.booleans(), st.integers(-2**70, 2**70),
+                     st.floats(allow_nan=False, allow_infinity=False), st.sampled_from([250.0, -0.0, 1e-05, 1e16]),
+                     st.text(), st.sampled_from(["1,250.00", "[3.5]", "a:1e5", "\u2028\x7f\U0001F600"]))
+_VALUES = st.recursive(_SCALARS, lambda inner: st.one_of(st.lists(inner, max_size=4),
+                                                         st.dictionaries(st.text(max_size=6), inner, max_size=4)),
+                       max_leaves=20)
+
+
+@settings(max_examples=300, deadline=None)
+@given(content=_VALUES, metadata=st.dictionaries(st.text(max_size=6), _VALUES, max_size=3),
+       request=st.one_of(st.none(), st.lists(st.dictionaries(st.text(max_size=6), _VALUES, max_size=3), max_size=3)))
+def test_the_digest_written_at_capture_is_the_one_recomputed_from_the_stored_text(content, metadata, request):
+    # capture hashes the canonical text of the values it has just written; a reader recomputes it from the
+    # stored JSON text (digest_ok): both must agree for every value, or every row reads as tampered
+    trace = RecordedTrace.model_validate({
+        "case_id": "c", "trial": 0, "agent": {"name": "a"}, "metadata": metadata,
+        "messages": [{"role": "user", "content": "hi"}, {"role": "tool", "content": content}],
+        **({} if request is None else {"request": {"messages": request}})})
+    record = build_envelope(trace, None, AT)
+    assert record["trace_digest"] == envelope_digest(record)
+    assert digest_ok(record)
+
+
+def test_every_bundled_envelope_digest_recomputes():
+    loaded = load_dataset(BUNDLED)
+    for line in iter_trace_lines(find_traces_file(BUNDLED)):
+        record = build_envelope(RecordedTrace.model_validate(line.data), loaded.revision, AT)
+        assert record["trace_digest"] == envelope_digest(record)

@@ -18,8 +18,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from datetime import datetime, timezone
 from typing import Any
+
+import orjson
 
 from tooleval.canonical import (canonical_dumps, canonical_json, canonical_loads, canonical_value, dumps_text,
                                 loads_text)
@@ -71,6 +74,36 @@ def _digest_v1(record: dict[str, Any]) -> str:
         "metadata": _loads(record["metadata_json"]) or {},
     }
     return hashlib.sha256(canonical_json(content).encode()).hexdigest()
+
+
+_FLOAT_TOKEN = re.compile(rb"[:\[,]-?[0-9]+[.eE]")
+"""A number with a fraction or an exponent after ``:``, ``[`` or ``,`` in compact JSON: every float token matches
+(some text inside strings too, which only sends a value the slow way)."""
+
+
+def _canonical_text(value: Any) -> str:
+    """``canonical_dumps(canonical_value(value))`` of a JSON value decoded from text (a list or an object): written
+    by orjson when no float can be in it — canonical JSON changes only floats, and for everything else orjson's
+    sorted compact output is the standard library's byte for byte (strings, escapes and key order included) —
+    else the canonical way."""
+    try:
+        data = orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
+    except (TypeError, orjson.JSONEncodeError):  # an integer beyond 64 bits, a lone surrogate
+        data = None
+    if data is not None and data[:1] in (b"{", b"[") and _FLOAT_TOKEN.search(data) is None:
+        return data.decode()
+    return canonical_dumps(canonical_value(value))
+
+
+def _digest_of_values(record: dict[str, Any], values: dict[str, Any]) -> str:
+    """:func:`envelope_digest` of a version-3 record whose JSON-text columns were just written from ``values``
+    (column -> decoded value): the same bytes are hashed, without reading the text back."""
+    content = _canonical_content({k: v for k, v in record.items() if k not in _JSON_TEXT})
+    parts = {key: canonical_dumps(value) for key, value in content.items()}
+    for key in _JSON_TEXT:
+        parts[key] = "null" if values[key] is None else _canonical_text(values[key])
+    body = ",".join(f"{canonical_dumps(key)}:{parts[key]}" for key in sorted(parts))
+    return hashlib.sha256(("{" + body + "}").encode()).hexdigest()
 
 
 def envelope_digest(record: dict[str, Any]) -> str:
@@ -145,6 +178,7 @@ def build_envelope(
         # never a row scored as if the agent had chosen to make no call
         error = f"generation_error: recorded: {recorded_error}"
     request = trace.request.get("messages") if isinstance(trace.request, dict) else None
+    metadata = trace.metadata or {}
     record: dict[str, Any] = {
         "envelope_version": ENVELOPE_VERSION,
         "dataset_revision": revision,
@@ -158,7 +192,7 @@ def build_envelope(
         "response_id": trace.response_id,
         "messages_json": dumps_text(trace.messages),
         "model_calls": calls,
-        "metadata_json": dumps_text(trace.metadata or {}, sort_keys=True),
+        "metadata_json": dumps_text(metadata, sort_keys=True),
         "captured_at": captured_at,
         "trace_digest": None,
         "error": error,
@@ -171,7 +205,8 @@ def build_envelope(
         "generation_finished_at": trace.generation_finished_at,
         "redacted_fields": sorted(redacted_fields or []),
     }
-    record["trace_digest"] = envelope_digest(record)
+    record["trace_digest"] = _digest_of_values(record, {"messages_json": trace.messages, "metadata_json": metadata,
+                                                        "request_messages_json": request})
     return record
 
 
