@@ -157,3 +157,20 @@ class TestToolTable:
         assert table == plain
         assert ruled_tools(table) == ruled_tools(plain) == frozenset({"pay"})
         assert confidential_fields(table) == confidential_fields(plain) == {"user": ["ssn"]}
+
+
+class TestWellFormedCall:
+    """A call built from checked values (``from_raw`` of good text, ``from_canonical``) is the call pydantic
+    validation builds from the same name and arguments: every field, the set fields, equality and the key."""
+
+    @settings(max_examples=100, deadline=None)
+    @given(st.dictionaries(st.text(max_size=5), st.one_of(st.integers(), st.text(max_size=5), st.none()),
+                           max_size=4))
+    def test_alike_to_the_validated_call(self, args):
+        validated = Call.model_validate({"name": "refund", "args": args})
+        for built in (Call.from_raw("refund", json.dumps(args)), Call.from_canonical("refund", canonical_json(args))):
+            assert built == validated and built.key == validated.key
+            assert built.model_dump() == validated.model_dump()
+            assert built.model_fields_set == {"name", "args"}
+            # every declared field is set: a field added to Call must be added to the fast constructor too
+            assert set(Call.model_fields) <= set(vars(built))
