@@ -35,8 +35,6 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 import numpy as np
-from scipy.sparse import csr_matrix
-from scipy.sparse.csgraph import maximum_bipartite_matching
 
 # The path format of wrong-argument pairs must be byte-identical to diff_paths', hence the private helpers.
 from tooleval.canonical import MISSING, _key_path, _same_scalar, canonical_json, diff_paths
@@ -195,6 +193,9 @@ def perfect_matching(n_rows: int, n_cols: int, edges: list[tuple[int, int]]) -> 
     """Size of a maximum bipartite matching (``scipy.sparse.csgraph.maximum_bipartite_matching``)."""
     if not edges or n_rows == 0 or n_cols == 0:
         return 0
+    from scipy.sparse import csr_matrix  # imported when first needed: scipy costs start-up time
+    from scipy.sparse.csgraph import maximum_bipartite_matching
+
     rows, cols = zip(*edges)
     graph = csr_matrix((np.ones(len(edges), dtype=np.int8), (rows, cols)), shape=(n_rows, n_cols))
     return int((maximum_bipartite_matching(graph, perm_type="column") >= 0).sum())

@@ -21,7 +21,6 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field, fields, replace
 
 import numpy as np
-from scipy.optimize import linear_sum_assignment
 
 from tooleval.canonical import canonical_json
 from tooleval.scoring.matching import MatchResult, WrongArgs, match_calls, match_evidence
@@ -163,6 +162,8 @@ def _pair_wrong_args(missing: list[Call], extra: list[tuple[Call, dict | None, o
         paths = [[_differing(missing[i], extra[j][1], extra[j][2], rules.for_call(missing[i]) if rules else None)
                   for j in cols] for i in rows]
         cost = np.array([[len(p) for p in row] for row in paths], dtype=float)
+        from scipy.optimize import linear_sum_assignment  # imported when first needed: ~0.5 s at start-up
+
         assigned_rows, assigned_cols = linear_sum_assignment(cost)
         pairs += [(rows[r], cols[c], paths[r][c]) for r, c in zip(assigned_rows, assigned_cols)]
     pairs.sort(key=lambda pair: (pair[0], pair[1]))

@@ -24,7 +24,6 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy.optimize import linear_sum_assignment
 
 from tooleval.canonical import diff_paths
 from tooleval.models import Call
@@ -104,6 +103,8 @@ def _pair_wrong_args(missing: list[Call], extra: list[Call]) -> list[WrongArgs]:
             continue
         paths = [[diff_paths(missing[i].args, extra[j].args) for j in cols] for i in rows]
         cost = np.array([[len(p) for p in row] for row in paths], dtype=float)
+        from scipy.optimize import linear_sum_assignment  # imported when first needed: ~0.5 s at start-up
+
         assigned_rows, assigned_cols = linear_sum_assignment(cost)
         pairs += [(rows[r], cols[c], paths[r][c]) for r, c in zip(assigned_rows, assigned_cols)]
     pairs.sort(key=lambda pair: (pair[0], pair[1]))

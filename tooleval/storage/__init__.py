@@ -16,7 +16,7 @@ from tooleval.storage._fs import as_location, is_remote, join, tree_of
 from tooleval.storage._lease import LeaseHeldError, RunLease, hold_run
 from tooleval.storage._paths import (OutFolderError, check_out_folder, check_state_folder, encode_name, ensure_dir,
                                      write_bytes)
-from tooleval.storage._query import (PARTITION_TYPES, PARTITIONING, connect, read_table, scan_parquet_sql,
+from tooleval.storage._query import (PARTITION_TYPES, connect, read_table, scan_parquet_sql,
                                      scan_rows_sql, source_connection)
 from tooleval.storage._versions import CURRENT_VERSIONS, VERSION_COLUMNS, conform, read_versioned
 from tooleval.storage._row import ERROR_KINDS, ROW_COLUMNS, ErrorKind, Row, join_error, split_error
@@ -92,3 +92,11 @@ __all__ = [
     "join",
     "tree_of",
 ]
+
+
+def __getattr__(name: str):
+    if name == "PARTITIONING":  # built on first use: pyarrow.dataset brings pandas, ~1 s of every command's start-up
+        from tooleval.storage import _query
+
+        return _query.PARTITIONING
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -11,12 +11,12 @@ calls per row with ``coalesce(len(observed_calls), 0)`` so zero-call rows still 
 from __future__ import annotations
 
 import re
+from typing import Any
 from collections.abc import Sequence
 from pathlib import Path
 
 import duckdb
 import pyarrow as pa
-import pyarrow.dataset as ds
 
 from tooleval.storage._commit import committed_files
 from tooleval.storage._fs import RemoteTree, is_remote, read_parquet_schema, tree_of
@@ -32,8 +32,19 @@ __all__ = ["PARTITION_TYPES", "PARTITIONING", "connect", "source_connection", "s
 PARTITION_TYPES = {"dataset_revision": "VARCHAR", "run_id": "VARCHAR"}
 """DuckDB ``hive_types``: without it DuckDB autocasts path values (``run_id=7`` becomes BIGINT)."""
 
-PARTITIONING = ds.partitioning(pa.schema([(name, pa.string()) for name in PARTITION_TYPES]), flavor="hive")
-"""pyarrow hive partitioning with string fields; an inferred one would type ``001`` as int32."""
+
+
+@lru_cache(maxsize=1)
+def _partitioning() -> Any:
+    import pyarrow.dataset as ds  # imported when first read: it brings pandas (~1 s of every command's start-up)
+
+    return ds.partitioning(pa.schema([(name, pa.string()) for name in PARTITION_TYPES]), flavor="hive")
+
+
+def __getattr__(name: str) -> Any:
+    if name == "PARTITIONING":  # pyarrow hive partitioning with string fields (an inferred one types 001 as int32)
+        return _partitioning()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 def _quote(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
@@ -200,11 +211,13 @@ def read_table(out: Path | str, kind: str, *, revision: str | None = None, run_i
     tree = tree_of(out)
     fs = tree.fs if isinstance(tree, RemoteTree) else None
     base = f"{tree.root}/{kind}" if fs is not None else str(Path(out) / kind)
+    import pyarrow.dataset as ds
+
     dataset = ds.dataset(
         [str(path) if fs is None else fs._strip_protocol(path) for path in files],
         schema=schema,
         format="parquet",
-        partitioning=PARTITIONING,
+        partitioning=_partitioning(),
         partition_base_dir=base,
         filesystem=fs,
     )
