@@ -17,6 +17,7 @@ from tooleval.importers import import_bfcl
 from tooleval.rules import GateTally
 from tooleval.runs.gate import gate_batches, gate_config_for
 
+
 def _merge_traces(dataset: Path, target: Path) -> dict[int, str]:
     """One recorded-traces file of every agent's traces of ``dataset`` (one agent per line kind and occurrence),
     agent ``i``'s lines as trial ``i`` (a replay run reads one traces file); ``{trial: agent}``."""
@@ -31,9 +32,9 @@ def _merge_traces(dataset: Path, target: Path) -> dict[int, str]:
 
 def gate_verdicts(dataset: Path, traces: Path, out: Path, run_id: str) -> dict[tuple[str, int], bool]:
     """``{(case id, trial): passes}`` from ``tooleval run --dataset DATASET --traces TRACES`` with every default:
-    each published row judged by the gate the run used (the dataset's gate.toml, else the defaults: under the
-    row outcome ``match``, a row passes when its calls match under its case's match mode and no blocking rule
-    fires). The run's own gate counts (``summary.json``) must agree with the rows judged here."""
+    each published row judged by the gate the run used, the default one (an imported dataset has no gate.toml:
+    under the row outcome ``match`` a row passes when its calls match under its case's match mode and no blocking
+    rule fires). The run's own gate counts (``summary.json``) must agree with the rows judged here."""
     result = CliRunner().invoke(app, ["run", "--dataset", str(dataset), "--traces", str(traces), "--out", str(out),
                                       "--run-id", run_id], env={"COLUMNS": "200"})
     assert result.exit_code == 0, (result.output, result.exception)
