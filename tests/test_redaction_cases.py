@@ -80,3 +80,20 @@ def test_a_trace_only_secret_in_the_reference_is_redacted_alike():
     assert "bob@example.org" not in json.dumps(envelopes, default=str) + json.dumps(redacted, default=str)
     marker = json.loads(envelopes[0]["metadata_json"])["tooleval.redaction"]["reference_secrets"]
     assert marker == [["s", len("bob@example.org"), redactor_for(cases).token("bob@example.org")]]
+
+
+def test_acceptable_values_of_a_redacted_field_are_redacted_alike():
+    # listed values (one_of) of redacted fields, in a reference call's own rules, in the case's rules and on a
+    # nested path: the agent's value is redacted, so a listed value must be too, or a listed value fails
+    cases = {"k": _case("k", [{"name": "pay", "args": {"amount": 5, "payer": {"email": "ana@example.org"}},
+                               "argument_rules": {"api_key": {"optional": True, "one_of": [""]}}}],
+                        argument_rules={"pay": {"payer.email": {"one_of": ["ops@example.org"]}}})}
+    given = [('{"amount": 5, "payer": {"email": "ana@example.org"}}', True),
+             ('{"amount": 5, "payer": {"email": "ops@example.org"}}', True),
+             ('{"amount": 5, "payer": {"email": "ana@example.org"}, "api_key": ""}', True),
+             ('{"amount": 5, "payer": {"email": "eve@example.org"}}', False),
+             ('{"amount": 5, "payer": {"email": "ana@example.org"}, "api_key": "k-1"}', False)]
+    traces = [dict(_trace("k", _call("pay", arguments)), trial=i) for i, (arguments, _) in enumerate(given)]
+    plain, redacted, _, _, envelopes = score_both(cases, traces)
+    assert [row["exact_match"] for row in redacted] == [row["exact_match"] for row in plain] == [ok for _, ok in given]
+    assert "ops@example.org" not in json.dumps(envelopes, default=str) + json.dumps(redacted, default=str)

@@ -131,7 +131,30 @@ VERDICTS = [
     ("simple_python", "simple_python_25", [{"calculate_final_velocity": '{"height": 150, "gravity": 9.81}'}],
      True, "a float where a float is expected"),
     ("simple_python", "simple_python_1", [_result("math.factorial", {"number": 5})], True, "dotted function name"),
+    # the possible answer contradicts the function doc: BFCL's checker fails every answer
+    ("live_simple", "live_simple_112-68-0", [{"record": '{"outofscope": ["what is the weather like"]}'}],
+     False, "the doc requires a parameter the answer never lists"),
+    ("live_multiple", "live_multiple_964-207-0",
+     [{"transfer_to_human_agent": '{"question": "Can you tell me what is the minimum package arrival time?"}'}],
+     False, "the answer names a parameter the doc does not declare, and the doc's is missing"),
+    ("live_multiple", "live_multiple_862-181-3",
+     [_result("Trains_1_FindTrains", {"_from": "New York, NY", "to": "Los Angeles, CA", "date_of_journey": "05/15/2023",
+                                      "journey_start_time": "09:00"})],
+     False, "the answer lists a parameter the doc does not declare"),
+    ("live_multiple", "live_multiple_862-181-3",
+     [_result("Trains_1_FindTrains", {"_from": "New York, NY", "to": "Los Angeles, CA", "date_of_journey": "05/15/2023"})],
+     False, "leaving out the parameter the doc does not declare"),
 ]
+
+
+def gate_passes(row: dict) -> bool:
+    """The default release gate's verdict on one row (a dataset without gate.toml: the row's calls match under
+    its case's match mode and no blocking rule fires)."""
+    from datetime import date
+
+    from tooleval.rules import GateConfig, GateTally
+
+    return not GateTally(GateConfig(), today=date(2026, 1, 1)).add(row).rules
 
 
 @pytest.fixture(scope="module")
@@ -164,7 +187,7 @@ def test_verdicts_follow_bfcls_rules(verdict_rows, index: int) -> None:
     category, qid, result, correct, _ = VERDICTS[index]
     row = verdict_rows[index]
     assert row["case_id"] == qid
-    assert row["exact_match"] is correct
+    assert gate_passes(row) is correct
     if isinstance(result, str) or result == []:
         assert row["observed_calls"] in ([], None)
     if VERDICTS[index][4] == "malformed argument string":
@@ -205,9 +228,18 @@ def test_schema_findings_on_the_hand_written_results(verdict_rows) -> None:
     # By hand: the only departures from the docs are the extra parameter "d" of simple_python_4 and of the first
     # call of simple_python_6; the malformed call (simple_python_1) is not checked; irrelevance_0's call of
     # determine_body_mass_index is declared, with numbers where floats are expected; simple_python_25 is given ""
-    # for a float.
+    # for a float. The three questions whose possible answer contradicts the doc: live_simple_112-68-0's call gives
+    # one of the six parameters its doc requires; live_multiple_964-207-0's gives "question" where the doc
+    # requires "statement"; the first live_multiple_862-181-3 call gives "journey_start_time", which the doc of
+    # Trains_1_FindTrains does not declare (the second leaves it out and gives the three required ones).
+    missing = ["acc_routing_start", "atm_finder_start", "faq_link_accounts_start", "get_balance_start",
+               "get_transactions_start"]
     assert found == {"simple_python_4:unknown_parameter:d": 1, "simple_python_6:unknown_parameter:d": 1,
-                     "simple_python_25:wrong_type:gravity": 1}
+                     "simple_python_25:wrong_type:gravity": 1,
+                     **{f"live_simple_112-68-0:missing_required:{name}": 1 for name in missing},
+                     "live_multiple_964-207-0:missing_required:statement": 1,
+                     "live_multiple_964-207-0:unknown_parameter:question": 1,
+                     "live_multiple_862-181-3:unknown_parameter:journey_start_time": 1}
     # the scored rows carry the same findings (checked against the imported tools.json while scoring)
     stored = Counter(f"{row['case_id']}:{f['kind']}:{f['path']}" for row in verdict_rows.values()
                      for f in row["schema_findings"] or [])
@@ -233,7 +265,7 @@ def test_an_int_for_a_top_level_float_and_a_float_for_an_integer(tmp_path: Path)
 
     docs = [{"name": "f", "parameters": {"type": "dict", "required": ["n", "x"],
                                          "properties": {"n": {"type": "integer"}, "x": {"type": "float"}}}}]
-    calls, _ = answer_calls([{"f": {"n": [3], "x": [2.0]}}], docs)
+    calls, _, _ = answer_calls([{"f": {"n": [3], "x": [2.0]}}], docs)
     assert calls[0]["argument_rules"]["n"]["number_type"] == "integer" and "x" not in calls[0]["argument_rules"]
 
 
@@ -338,3 +370,24 @@ def test_multi_turn_extra_reads_pass_and_order_counts_where_state_changes(tmp_pa
     assert rows["multi_turn_base_0/turn-0"]["calls_match"] is True
     assert rows["multi_turn_base_0/turn-1"]["calls_match"] is False
     assert rows["multi_turn_base_0/turn-2"]["calls_match"] is True
+
+
+@pytest.mark.parametrize("api_key, passes", [("", True), ("YOUR_API_KEY_HERE", True), (None, True),
+                                             ("sk-123", False)])
+def test_listed_values_of_a_redacted_field_pass_alike_with_redaction(tmp_path: Path, api_key, passes) -> None:
+    """live_multiple_13-4-5 lists ``""`` and ``"YOUR_API_KEY_HERE"`` for ``api_key``, a field ``tooleval run``
+    redacts by default: the listed values are redacted like the agent's value, so each passes (and another value
+    fails) with redaction as without it (BFCL passes the first three, fails the last)."""
+    from tooleval.testing import check_tool_calls
+
+    args = {"location": "Santa Cruz, USA", "units": "imperial"}
+    if api_key is not None:
+        args["api_key"] = api_key
+    _, out = _one_result(tmp_path, "live_multiple", "live_multiple_13-4-5",
+                         [_result("OpenWeatherMap_get_current_weather", args)], layout="m")
+    (trace,) = read_jsonl(out / "traces" / "m.jsonl.gz")
+    plain = check_tool_calls(trace, dataset=out)
+    redacted = check_tool_calls(trace, dataset=out, redaction_key="bfcl-redaction-test-key-0001")
+    assert (plain.passed, redacted.passed) == (passes, passes)
+    # the agent's value was redacted (the check above would pass trivially if nothing were)
+    assert ("redacted:" in json.dumps(redacted.row.observed_calls)) is (api_key is not None)

@@ -11,8 +11,9 @@ names, ``multi_turn_func_doc/`` with the multi-turn classes' function docs. One 
 * Irrelevance categories (``*irrelevance*``, no possible answers): cases expecting no call.
 * Multi-turn categories: one case per (conversation, turn), ``case_id`` ``<id>/turn-<n>``, the turn's ground
   truth call strings parsed with :mod:`ast` (never evaluated); ``metadata.conversation_id`` and ``turn``.
-  BFCL grades multi-turn by end state and by a subset check of each turn's calls; tooleval compares the calls
-  exactly, which is stricter.
+  BFCL grades multi-turn by a check of each turn's calls (its ground-truth calls among the model's) and by the
+  end state of its simulated environment; each turn case carries the match mode of the first
+  (:func:`turn_match_mode`), and says in ``metadata.not_checked`` that the end state is not checked.
 * ``tools.json``: the category's function docs as JSON Schema tool specs. A name documented differently by two
   questions (BFCL reuses names) is left out of ``tools.json`` (the docs stay in each case's metadata); the
   import's notes count them.
@@ -131,7 +132,7 @@ class _Category:
         if "multi_turn" in self.category:
             return self._multi_turn(question, answer, turns, meta)
         if "irrelevance" in self.category:
-            calls, rules = [], {}
+            calls, rules, required = [], {}, {}
         elif answer is None:
             raise SkipLine("no possible answer")
         else:
@@ -141,7 +142,7 @@ class _Category:
                 # BFCL's simple checker takes the function's name from the question's doc, not from the answer
                 truth = [{functions[0].get("name"): value for value in truth[0].values()}]
             try:
-                calls, rules = answer_calls(truth, functions)
+                calls, rules, required = answer_calls(truth, functions)
             except (ValueError, TypeError, AttributeError, KeyError) as exc:
                 raise SkipLine("possible answer is not [{func: {param: [values]}}]") from exc
             self.per_call += sum("argument_rules" in call for call in calls) > 1 and \
@@ -156,6 +157,8 @@ class _Category:
                 "tools": [tool_spec(doc) for doc in question.get("function") or []]}
         if rules:
             case["argument_rules"] = rules
+        if required:
+            case["required_arguments"] = required
         return [case]
 
     def _multi_turn(self, question, answer, turns, meta) -> list[dict[str, Any]]:

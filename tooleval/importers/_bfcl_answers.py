@@ -13,6 +13,10 @@ BFCL (ShishirPatil/gorilla, ``berkeley-function-call-leaderboard``, Apache-2.0) 
 * Strings are compared after BFCL's ``standardize_string``: lower-cased, with spaces and ``,./-_*^`` removed
   (``case_insensitive`` + ``strip_chars``, inherited by nested values). BFCL also turns ``'`` into ``"``; that
   last step is not declared.
+* A parameter the doc requires must be given (BFCL's ``missing_required``): the case's ``required_arguments``.
+  A parameter the possible answer lists without ``""`` must be given too, so where the answer contradicts the doc
+  (it lists a parameter the doc does not declare, or no value at all for one) it is both required and left out of
+  the reference: no call passes, as none passes BFCL's checker.
 * An integer is accepted where a float is expected: tooleval compares numbers by value already.
 * Function names: BFCL's checker compares function-calling outputs with ``.`` in names replaced by ``_`` (tool
   names in the OpenAI format may not contain ``.``): reference and tool names are written that way, the
@@ -173,7 +177,7 @@ def _param(alternatives: Any, path: str, rules: dict[str, dict[str, Any]], param
 
 def answer_calls(
     ground_truth: list[dict[str, Any]], functions: list[dict[str, Any]] | None = None
-) -> tuple[list[dict[str, Any]], dict[str, dict]]:
+) -> tuple[list[dict[str, Any]], dict[str, dict], dict[str, list[str]]]:
     """Reference calls, each with its own argument rules, from a single-turn ``ground_truth``.
 
     Args:
@@ -182,23 +186,35 @@ def answer_calls(
             names, for BFCL's type and omission rules.
 
     Returns:
-        ``(calls, case_rules)``: ``[{"name", "args", "argument_rules"?}]`` in order, each call's acceptable
-        values and omissions as *its own* rules (two calls of one tool in a parallel question accept different
-        values, as BFCL checks each against its own possible answer), and ``{tool: {"*": string rule}}``: BFCL's
-        string standardisation for every argument of every tool called.
+        ``(calls, case_rules, required)``: ``[{"name", "args", "argument_rules"?}]`` in order, each call's
+        acceptable values and omissions as *its own* rules (two calls of one tool in a parallel question accept
+        different values, as BFCL checks each against its own possible answer); ``{tool: {"*": string rule}}``:
+        BFCL's string standardisation for every argument of every tool called; and ``{tool: [parameter names]}``
+        (a case's ``required_arguments``): what every call of the tool must give — the names its doc requires
+        (BFCL's ``missing_required``) and any name the possible answer lists without ``""`` that the doc does not
+        declare or for which it lists no value at all (``[]``). Such a name is also left out of the reference
+        (BFCL's ``unexpected_param``, or no listed value equals it), so no call passes, as no call passes BFCL's
+        checker when the possible answer contradicts the doc.
     """
     docs = {doc.get("name"): doc for doc in functions or [] if isinstance(doc, dict)}
     calls: list[dict[str, Any]] = []
+    must_give: dict[str, set[str]] = {}
     for entry in ground_truth:
         (name, params), = entry.items()
-        declared = (docs.get(name) or {}).get("parameters") or {}
+        doc = docs.get(name)
+        declared = (doc or {}).get("parameters") or {}
         properties = declared.get("properties") or {}
         required = set(declared.get("required") or [])
+        must = set(required) if doc is not None else set()
         rules: dict[str, dict[str, Any]] = {}
         args = {}
         for param, alternatives in params.items():
             if docs and param not in properties and "" in _alternatives(alternatives):
                 continue  # BFCL rejects a parameter its doc does not declare: it can only be omitted
+            if (doc is not None and param not in properties) or _alternatives(alternatives) == []:
+                # rejected when given (undeclared, or no value is acceptable), wrong when omitted (no "" listed)
+                must.add(param)
+                continue
             value = _param(alternatives, param, rules, _Param(properties.get(param), param in required))
             if value is not _OMIT:
                 args[param] = value
@@ -207,8 +223,10 @@ def answer_calls(
             # the most specific rule wins, so each path's rule carries BFCL's string standardisation itself
             call["argument_rules"] = {path: {**STRING_RULE, **rule} for path, rule in sorted(rules.items())}
         calls.append(call)
+        if must:
+            must_give.setdefault(call["name"], set()).update(must)
     case_rules = {call["name"]: {"*": dict(STRING_RULE)} for call in calls}
-    return calls, case_rules
+    return calls, case_rules, {tool: sorted(names) for tool, names in sorted(must_give.items())}
 
 
 def parse_call_string(text: str, docs: dict[str, dict[str, Any]]) -> dict[str, Any]:

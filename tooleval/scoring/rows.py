@@ -10,21 +10,22 @@ check, first divergent boundary, failure owner: :mod:`tooleval.capture.provenanc
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Any
+from typing import Any, Mapping
 
 from tooleval.canonical import loads_text
 from tooleval.capture.envelope import boundary_calls, digest_ok, envelope_calls
-from tooleval.models import Call, Case, ToolSpec, with_rules
+from tooleval.models import ArgumentRule, Call, Case, ToolSpec, with_rules
 from tooleval.capture.provenance import failure_owner, first_divergent_boundary, input_key, join_check
 from tooleval.scoring.ragas_f1 import ragas_set_f1
 from tooleval.scoring.ragas_metric import ragas_args, ragas_version
 from tooleval.capture.redaction import MARKER_KEY, Redactor
 from tooleval.rules import MatchMode, PolicyConfig, evaluate_row
+from tooleval.rules._arguments import ANY_ITEM, ANY_KEY, parse_pattern
 from tooleval.storage import ROW_SCHEMA_VERSION, Row
 from tooleval.versions import scorer_version
 
 __all__ = ["score_envelopes", "score_rows", "row_skeleton", "reference_calls", "case_inputs", "redacted_case",
-           "trace_reference_secrets"]
+           "redacted_rules", "trace_reference_secrets"]
 
 
 def _metadata(envelope: dict[str, Any]) -> Any:
@@ -45,8 +46,40 @@ def reference_calls(calls: list[Call], redactor: Redactor | None, extra: dict[st
     if redactor is None:
         return list(calls)
     # a reference call's own argument rules stay with it: they are how it is compared
-    return [with_rules(Call.from_raw(c.name, redactor.redact_args(c.args or {}, extra)), c.argument_rules)
+    return [with_rules(Call.from_raw(c.name, redactor.redact_args(c.args or {}, extra)),
+                       redacted_rules(c.argument_rules, redactor, extra))
             for c in calls]
+
+
+def redacted_rules(rules: Mapping[str, ArgumentRule] | None, redactor: Redactor,
+                   extra: dict[str, str] | None = None) -> Mapping[str, ArgumentRule] | None:
+    """Argument rules (``{path: rule}``) whose acceptable values (``one_of``) are redacted as a value at the
+    rule's path is in the arguments (under a redacted field name: its token), so that a listed value still
+    equals the redacted observed value it equalled raw; the same rules when none lists values."""
+    if not rules or not any(rule.one_of for rule in rules.values()):
+        return rules
+    return {path: rule.model_copy(update={"one_of": [_redacted_at(parse_pattern(path), value, redactor, extra)
+                                                      for value in rule.one_of]}) if rule.one_of else rule
+            for path, rule in rules.items()}
+
+
+def _redacted_at(segments: tuple, value: Any, redactor: Redactor, extra: dict[str, str] | None) -> Any:
+    """``value`` redacted as it would be at the argument path ``segments`` (keys, list items, wildcards): it is
+    placed there in an otherwise empty argument object, redacted, and read back. When a key above it is
+    redacted, the whole object there is one token and no rule compares inside it: the value stays as it is."""
+    wrapped = value
+    for segment in reversed(segments):
+        is_key = isinstance(segment, str) and segment != ANY_ITEM
+        wrapped = {("" if segment == ANY_KEY else segment): wrapped} if is_key else [wrapped]
+    redacted = redactor.redact_reference(wrapped, extra)
+    for segment in segments:
+        if isinstance(redacted, dict):
+            redacted = redacted[next(iter(redacted))]
+        elif isinstance(redacted, list):
+            redacted = redacted[0]
+        else:
+            return value
+    return redacted
 
 
 def trace_reference_secrets(redactor: Redactor | None, case: Case, envelope: dict[str, Any],
@@ -70,6 +103,8 @@ def redacted_case(case: Case, redactor: Redactor | None, extra: dict[str, str] |
     plans = [reference_calls(plan, redactor, extra) for plan in case.plans]
     return case.model_copy(update={
         "expected_calls": plans[0],
+        "argument_rules": None if case.argument_rules is None else
+        {tool: redacted_rules(rules, redactor, extra) for tool, rules in case.argument_rules.items()},
         "accepted_plans": plans[1:] if case.accepted_plans is not None else None,
         "expected_outputs": None if case.expected_outputs is None else
         [redactor.redact_reference(text, extra) for text in case.expected_outputs],
