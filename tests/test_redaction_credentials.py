@@ -11,10 +11,13 @@ from __future__ import annotations
 
 import json
 
+import orjson
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from redaction_helpers import metric_view, redactor_for, score_both
-from tooleval.capture._credentials import credentials
+from tooleval.capture._credentials import credentials, may_hold_credential
 from tooleval.capture.redaction import MARKER_KEY, RedactionConfig, Redactor
 from tooleval.models import Case
 
@@ -143,3 +146,21 @@ def test_json_encoded_as_text_twice_is_read_a_layer_at_a_time():
         "email": redactor.token("ana@x.org"), "key_id": redactor.token(AWS), "session": redactor.token(JWT),
         "city": "Paris"}
     assert out["redacted_fields"] == ["email"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(kind=st.sampled_from(sorted(KINDS)), before=st.text(max_size=6), after=st.text(max_size=6),
+       depth=st.integers(0, 3))
+def test_the_fast_path_pre_check_sees_every_credential_at_any_nesting_depth(kind, before, after, depth):
+    # whatever surrounds it, a string in which a rule finds a credential makes the line's orjson text fail the
+    # pre-check, also when the string sits in JSON encoded as text inside JSON, up to three times
+    leaf = before + _text_with(kind) + after
+    value: object = {"content": leaf}
+    for _ in range(depth):
+        value = {"content": json.dumps(value)}
+    try:
+        text = orjson.dumps(value).decode()
+    except orjson.JSONEncodeError:  # a lone surrogate: the redactor walks such a line anyway
+        return
+    if list(credentials(leaf)):
+        assert may_hold_credential(text)

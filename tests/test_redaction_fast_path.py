@@ -101,7 +101,7 @@ _SECRETS = ["ana@x.org", "sk-test-1", "4111111111111111", 4111111111111111, 1.28
 exponent (``0.000012896620064407295``), a value holding a slash."""
 _PIECES = ["email", "EMAIL", "\u212aey", "key", "phone", "note", ": ", "=", " ", ", ", "'", "ana@x.org", "ana@x.or",
            "4111111111111111", "1.2896620064407295e-05", "0.000012896620064407295", "ab/cd", "\\/", "\\\"", "é",
-           "\n", "7"]
+           "\n", "7", "AKIAZ7QX2LMNOPQRSTUV", "Authorization: Bearer ", "mF_9.B5f-4.1JqM"]
 _texts = st.lists(st.sampled_from(_PIECES), max_size=6).map("".join)
 _leaves = st.one_of(_texts, st.sampled_from(_SECRETS + [1e16, 7, 2.5, True, None]))
 _objects = st.recursive(_leaves, lambda c: st.one_of(

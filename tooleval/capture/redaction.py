@@ -361,7 +361,7 @@ class Redactor:
             return False
         if self._base_plain is None and (_EXPONENT.search(text) or any(s in text for s in self._number_spellings)):
             return False
-        if may_hold_credential(text):
+        if may_hold_credential(text, lowered):
             return False
         return not self._base_replacer.search(text)
 
@@ -401,9 +401,11 @@ class Redactor:
             text = orjson.dumps(value).decode()
         except (TypeError, orjson.JSONEncodeError):  # a lone surrogate, an integer beyond 64 bits: walked
             return None
-        if "\\u" in text or "\\/" in text or may_hold_credential(text):
+        if "\\u" in text or "\\/" in text:
             return None
         lowered = text.lower()
+        if may_hold_credential(text, lowered):
+            return None
         return None if any(name in lowered for name in self._names) else text
 
     def _markers(self, own: dict[str, str], case: Any) -> list[list[Any]]:
@@ -568,7 +570,7 @@ strings a call and a strip."""
 
 def _embedded_json(text: str) -> Any:
     """The object or list a string holds as JSON text (argument text, a tool result), or the text of a JSON string
-    that holds one (JSON encoded as text twice: ``"{\"email\": …}"``, read a layer at a time), else ``None``.
+    that holds one (JSON encoded as text twice: ``"{\\"email\\": …}"``, read a layer at a time), else ``None``.
     Text with a repeated key, ``NaN`` or too deep is not read as JSON: it is kept as text (and stays malformed)."""
     head = text[:1]
     if head.isspace():
