@@ -174,6 +174,16 @@ def datasets(draw, rows: int = 40) -> tuple[dict[str, Case], list[dict], dict[st
     return cases, traces, tools, secrets
 
 
+_ALNUM = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+aws_keys = st.builds(lambda rest: f"AKIA{rest}", st.text("ABCDEFGHIJKLMNOPQRSTUVWXYZ234567", min_size=16, max_size=16))
+jwts = st.builds(lambda a, b, c: f"eyJ{a}.eyJ{b}.{c}", st.text(_ALNUM, min_size=17, max_size=30),
+                 st.text(_ALNUM, min_size=17, max_size=40), st.text(_ALNUM + "_-", min_size=10, max_size=30))
+openai_keys = st.builds(lambda a, b: f"sk-{a}T3BlbkFJ{b}", st.text(_ALNUM, min_size=20, max_size=20),
+                        st.text(_ALNUM, min_size=20, max_size=20))
+bearer_tokens = st.text(_ALNUM + "._~-", min_size=8, max_size=24).map(lambda t: f"bt{t}z")
+"""Credentials by the shapes of gitleaks' and Nosey Parker's rules (``tooleval/capture/_credentials.py``): random, so
+a leak cannot be mistaken for a value that occurs anyway."""
+
 KEPT = "keep-me-4821"
 """A value only ever under non-redacted keys: it must survive redaction (the scan is not vacuous)."""
 
@@ -184,7 +194,9 @@ def planted_datasets(draw) -> tuple[dict[str, Case], list[dict], dict[str, ToolS
     a case's references; one secret per case in its ``expected_outputs`` (plain text) that each of its traces
     shows under a redacted key; one secret per trace, under a redacted key in any letter case, under a
     JSON-escaped key in argument text, in malformed single-quoted argument text, in user and assistant text,
-    and (for a number) repeated in message text. Returns the secrets' texts as the last item."""
+    and (for a number) repeated in message text; and per trace, with no field name near them, credentials known by
+    their shape (an AWS access key id, a JWT, an OpenAI key, a bearer token) in user text, a tool result, and JSON
+    encoded in a string inside argument JSON, twice. Returns the secrets' texts as the last item."""
     cases, traces, tools, base = draw(datasets(rows=12))
     cases["vault"] = Case.model_validate({"case_id": "vault", "input": "store", "expected_calls": [
         {"name": "lookup", "args": {"api_key": base, "note": KEPT}}]})
@@ -216,6 +228,18 @@ def planted_datasets(draw) -> tuple[dict[str, Case], list[dict], dict[str, ToolS
                 {"id": "p3", "type": "function", "function": {"name": "lookup", "arguments":
                     "{'email': 'x@y.z', 'api_key': 'k-1'}"}}]},
             {"role": "assistant", "content": f"Done: sent to {per_case[trace['case_id']]} ({own_text})."},
+        ]
+        aws, aws_nested, jwt, openai, bearer = (draw(aws_keys), draw(aws_keys), draw(jwts), draw(openai_keys),
+                                                draw(bearer_tokens))
+        secrets += [aws, aws_nested, jwt, openai, bearer]
+        nested = json.dumps({"payload": json.dumps({"blob": json.dumps(
+            {"headers": {"Authorization": f"Bearer {bearer}"}, "key_id": aws_nested, "note": KEPT})})})
+        trace["messages"] += [
+            {"role": "user", "content": f"Use {openai} for the call."},
+            {"role": "tool", "content": f"key {aws} issued; session {jwt}."},
+            {"role": "assistant", "content": None, "tool_calls": [
+                {"id": "p4", "type": "function", "function": {"name": "lookup", "arguments": nested}}]},
+            {"role": "tool", "tool_call_id": "p4", "content": json.dumps({"echo": nested})},
         ]
     return cases, traces, tools, secrets
 

@@ -434,3 +434,40 @@ def test_no_trace_line_stops_the_run(tmp_path):
         ("duplicate_key", "D", 0)]
     summary = json.loads((out / "runs" / "bad" / "summary.json").read_text())
     assert (summary["rows"], summary["errors"]) == (5, 10)
+
+
+@pytest.mark.usefixtures("prefect_harness")
+def test_a_bad_non_key_field_is_an_error_row_for_its_case(tmp_path):
+    """A line whose case id and trial are readable but another field has the wrong type or range answers its case
+    with an error row naming the field, the file and the line; every other row is scored as without it (exit 1)."""
+    bad = {  # case id -> (the line's fields changed, the field the message names)
+        "D": ({"messages": 5}, "field messages: Input should be a valid list"),
+        "E": ({"metadata": {"reward": "x"}}, "field metadata: Value error, metadata.reward must be a number or "
+                                             "null (the recorded outcome), not a JSON string"),
+        "F": ({"agent": 3}, "field agent: Input should be a valid dictionary"),
+        "G": ({"executor_calls": [{"name": "refund", "args": {}, "executions": 2**40}]},
+              "executor_calls[0].executions must be an integer in 0..2147483647"),
+    }
+    cases = TINY_CASES + [{"case_id": case_id, "input": "hi", "expected_calls": []} for case_id in bad]
+    folder = write_dataset(tmp_path / "d", cases, TINY_TRACES + [dict(trace(case_id, 0, []), **fields)
+                                                                 for case_id, (fields, _) in bad.items()])
+    out = tmp_path / "results"
+    result = runner.invoke(app, ["run", "--dataset", str(folder), "--out", str(out), "--run-id", "fields"],
+                           env={"COLUMNS": "300"})
+    assert result.exit_code == 1, result.output
+    assert "Traceback" not in result.output
+    table = [r for part in sorted((out / "rows").rglob("*.parquet")) for r in pq.read_table(part).to_pylist()]
+    assert sorted((r["case_id"], r["trial"], r["f1"]) for r in table if r["error_kind"] is None) == [
+        ("A", 0, 1.0), ("A", 1, 0.5), ("B", 0, 0.0), ("C", 0, 1.0)]  # TINY_TRACES' rows, as ever
+    errors = {r["case_id"]: r for r in table if r["error_kind"] is not None}
+    assert sorted(errors) == sorted(bad)
+    traces_file = folder / "traces.jsonl"
+    for number, (case_id, (_, named)) in enumerate(bad.items(), start=len(TINY_TRACES) + 1):
+        row = errors[case_id]
+        assert (row["trial"], row["error_kind"], row["f1"]) == (0, "bad_trace", None)
+        assert named in row["error_message"]
+        assert row["error_message"].endswith(f"(line {number} of {traces_file})")
+    listed = json.loads((out / "runs" / "fields" / "errors.json").read_text())
+    assert sorted((e["kind"], e["case_id"], e["trial"]) for e in listed) == [("bad_trace", c, 0) for c in sorted(bad)]
+    summary = json.loads((out / "runs" / "fields" / "summary.json").read_text())
+    assert (summary["rows"], summary["errors"], summary["unscored_cases"]) == (8, 4, 0)

@@ -196,13 +196,17 @@ class TestSmallRuns:
         assert next(e for e in written if e["case_id"] == "ZZZ")["line"] == 3
 
     def test_bad_trace_line_becomes_an_error_not_a_crash(self, tmp_path):
+        # its key (C, 1) is readable, its messages are not a list: an error row for (C, 1) naming the field, the
+        # file and the line, besides the 4 scored rows
         dataset = write_dataset(tmp_path / "d", TINY_CASES, TINY_TRACES)
         with (dataset / "traces.jsonl").open("a") as handle:
             handle.write(json.dumps({"case_id": "C", "trial": 1, "messages": "not a list"}) + "\n")
         result = _evaluate(dataset=str(dataset), out=str(tmp_path / "results"), run_id="b1")
-        assert result.summary["rows"] == 4
+        assert (result.summary["rows"], result.summary["rows_with_errors"]) == (5, 1)
         (error,) = result.errors
-        assert error["kind"] == "bad_trace" and error["line"] == 5 and error["case_id"] == "C"
+        assert (error["kind"], error["case_id"], error["trial"]) == ("bad_trace", "C", 1)
+        assert "field messages: Input should be a valid list" in error["message"]
+        assert error["message"].endswith(f"(line 5 of {dataset / 'traces.jsonl'})")
 
     def test_a_case_whose_only_trace_line_is_bad_gets_one_error(self, tmp_path):
         # case C's only line has trial "x" (not an int): one bad_trace entry naming C and the line, not also a

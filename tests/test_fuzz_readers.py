@@ -230,6 +230,43 @@ def test_trace_top_level_types(box, values, gz):
     assert unreadable == [2 * (i + 1) for i, value in enumerate(values) if not isinstance(value, dict)]
 
 
+@FUZZ
+@given(field=st.sampled_from(["messages", "agent", "metadata", "executor_calls", "adapter_calls", "request",
+                              "generation_started_at", "request_id"]),
+       value=json_values | st.sampled_from([2**31, 2**63, [{"name": "f", "args": {}, "executions": 2**40}],
+                                            {"reward": "x"}, {"reward": True}]))
+def test_trace_non_key_fields(box, field, value):
+    """Any value in a field other than the key: the line keeps its key (no errors.json entry) and its record is
+    either the trace or a ``bad_trace`` error naming the field, the file and the line. Nothing raises."""
+    from pydantic import ValidationError
+
+    from tooleval.agents import ReplayAgentConfig, WorkItem, replay_generate
+    from tooleval.canonical import json_value_problem
+    from tooleval.models import RecordedTrace
+
+    path = box / "traces.jsonl"
+    line = dict(TINY_TRACES[0], **{field: value})
+    path.write_bytes(lines([line]))
+    index = index_traces(path)
+    assert (index.keys, index.errors) == ({("A", 0): 1}, [])
+    (record,) = replay_generate(ReplayAgentConfig(traces_path=str(path), traces_digest=index.digest),
+                                [WorkItem(case_id="A", case_digest="", trial=0, seed=0)])
+    unkept = json_value_problem(line)  # NaN, a lone surrogate, too deep: no row can keep the value
+    try:
+        RecordedTrace.model_validate(line)
+        invalid = False
+    except ValidationError:
+        invalid = True
+    if unkept is None and not invalid:
+        assert record["error"] is None and json.loads(record["payload_json"]) == line
+        return
+    assert record["payload_json"] is None
+    assert record["error"].startswith("bad_trace: case 'A' trial 0: ")
+    assert record["error"].endswith(f"(line 1 of {path})")
+    if unkept is None:
+        assert f"not a recorded trace: field {field}" in record["error"]
+
+
 ENV_NAMES = ["TOOLEVAL_LOCK_TTL_S", "TOOLEVAL_MAX_LINE_BYTES", "TOOLEVAL_PREFECT_HOME", "TOOLEVAL_TEST_PUBLISH_PAUSE",
              "TOOLEVAL_PREFECT_SERVER_IDLE_S"]
 env_texts = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), max_size=12) | \

@@ -2,7 +2,8 @@
 
 Secrets are planted (hypothesis: ``planted_datasets``) under redacted keys in any letter case and with JSON escapes,
 in references and expected outputs, in tool results, in user and assistant text, in malformed argument text and as
-numbers repeated in text; then every column of the redacted envelopes and rows, the gate verdict and its JUnit
+numbers repeated in text, and credentials known by their shape alone (AWS access key ids, JWTs, OpenAI keys, bearer
+tokens) in user text, tool results and JSON encoded in a string inside argument JSON, twice; then every column of the redacted envelopes and rows, the gate verdict and its JUnit
 XML are scanned (many examples), and one end-to-end run scans every file under ``--out`` — Prefect's database
 and stored results included — and every line printed by ``run``, ``gate``, ``drift``, ``rescore``, ``handoff``
 and ``sql``."""

@@ -96,3 +96,37 @@ def test_shared_while_used_gone_after_a_kill_idle_or_deleted_home(tmp_path):
     shutil.rmtree(tmp_path / "results")  # the results folder removed while the server runs: it lets go at once
     assert _gone_within(last, 15), "the server kept a deleted results folder's database open"
     fourth.communicate("quit\n", timeout=60)
+
+
+TAKEN_PORT_HOLDER = """
+import sys
+from pathlib import Path
+from tooleval.cli import _prefect_server as server
+ports = [int(sys.argv[2])]  # the first port chosen is one another process holds: the server cannot bind it
+choose = server._free_port
+server._free_port = lambda: ports.pop() if ports else choose()
+use = server.begin_server(Path(sys.argv[1]))
+first = use.pid
+print(use.wait(240), first, use.pid, flush=True)
+server.end_server(linger=False)
+"""
+
+
+def test_a_server_that_exits_before_it_answers_is_replaced(tmp_path):
+    # the port is chosen, then bound by the server a second later: another process may take it meanwhile (uvicorn
+    # then exits with its start-up failure code, 3). The command starts another server instead of failing
+    import socket
+
+    home = tmp_path / "results" / ".tooleval" / "prefect"
+    home.mkdir(parents=True)
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        busy = taken.getsockname()[1]
+        done = subprocess.run([sys.executable, "-c", TAKEN_PORT_HOLDER, str(home), str(busy)], env=_env(0),
+                              cwd=REPO, text=True, capture_output=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    url, first, second = done.stdout.split()
+    assert first != second and url.startswith("http://127.0.0.1:") and not url.endswith(f":{busy}/api")
+    assert "exited before it answered; starting another" in done.stderr
+    assert _gone_within(int(second), 30)  # no command uses it any more: it stops (idle time 0)

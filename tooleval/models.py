@@ -448,6 +448,16 @@ class RecordedTrace(BaseModel):
     def _case_id_text(cls, value: Any) -> Any:
         return str(value) if isinstance(value, int) and not isinstance(value, bool) else value
 
+    @field_validator("metadata", mode="after")
+    @classmethod
+    def _reward_is_a_number(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        # the row's recorded_reward and pass^k read it: a text there would silently count as "no reward"
+        reward = (value or {}).get("reward")
+        if reward is not None and (isinstance(reward, bool) or not isinstance(reward, (int, float))):
+            raise ValueError(f"metadata.reward must be a number or null (the recorded outcome), not a JSON "
+                             f"{json_type_name(reward)}")
+        return value
+
     @field_validator("executor_calls", mode="after")
     @classmethod
     def _executions_in_range(cls, value: list[dict[str, Any]] | None) -> list[dict[str, Any]] | None:

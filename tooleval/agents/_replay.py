@@ -48,12 +48,17 @@ def _record(path: Path, line: TraceLine, key: tuple[str, Any], seed: int,
             transform: Callable[[dict[str, Any]], dict[str, Any]] | None) -> dict[str, Any]:
     """The generation record of one trace line (see :func:`replay_generate`)."""
     problem = trace_line_problem(line)
-    trace = parse_trace(path, line) if problem is None else None
-    error = str(trace) if isinstance(trace, RowError) else None
-    if problem is not None:
-        error = str(RowError(line.kind, key[0], key[1], problem, str(path), line.line))
-    payload = None if problem is not None else dumps_text(transform(line.data) if transform else line.data)
-    return {"case_id": key[0], "trial": key[1], "seed": seed, "payload_json": payload, "error": error}
+    kind = line.kind
+    if problem is None:
+        trace = parse_trace(path, line)
+        if isinstance(trace, RowError):  # a field of the wrong type or range: the row carries the error
+            problem, kind = trace.message, trace.kind
+    if problem is not None:  # the row's message names the file and line, as an errors.json entry would
+        error = str(RowError(kind, key[0], key[1], f"{problem} (line {line.line} of {path})", str(path),
+                             line.line))
+        return {"case_id": key[0], "trial": key[1], "seed": seed, "payload_json": None, "error": error}
+    payload = dumps_text(transform(line.data) if transform else line.data)
+    return {"case_id": key[0], "trial": key[1], "seed": seed, "payload_json": payload, "error": None}
 
 
 def _records_at(path: Path, items: list[WorkItem], offsets: list[tuple[int, int]],

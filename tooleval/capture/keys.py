@@ -132,14 +132,20 @@ def plan_key(out: str | Path, *, new_key: bool = False) -> PlannedKey:
     return planned
 
 
-def persist_key(out: str | Path, planned: PlannedKey) -> None:
+def persist_key(out: str | Path, planned: PlannedKey) -> PlannedKey:
     """Create ``<out>/redaction.key`` (mode 0600) for a ``new`` key; other sources write nothing.
+
+    Returns:
+        The key the run must use: ``planned``, or — when another run created the key file since this one was
+        planned (two runs starting together on a new results folder) — the key that file holds (source ``file``),
+        so that both runs are redacted with the folder's one key.
 
     Raises:
         tooleval.storage.OutFolderError: the results folder cannot be written.
     """
     if planned.source != "new":
-        return
-    from tooleval.storage import write_bytes
+        return planned
+    from tooleval.storage._paths import create_bytes
 
-    write_bytes(out, "redaction.key", planned.key, mode=0o600)
+    held = create_bytes(out, "redaction.key", planned.key, mode=0o600)
+    return planned if held == planned.key else PlannedKey(held, "file")

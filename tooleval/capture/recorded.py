@@ -17,8 +17,10 @@ still be read of it:
   :data:`tooleval.canonical.MAX_DEPTH` (even 100,000 deep: Python's ``json`` raises ``RecursionError`` on it, which
   is caught here), ``Infinity``/``NaN``/``1e999`` anywhere (``metadata.reward`` included), a lone surrogate
   (``\ud800``) in any text — is a row with the error ``bad_trace`` (:func:`trace_line_problem`).
-* Any other object that is not a valid recorded trace is an ``errors.json`` entry ``bad_trace`` (its case stays
-  unscored; the gate counts it).
+* Any other object that is not a valid recorded trace — its key readable, another field of the wrong type or out of
+  its range (``"messages": 5``, ``"agent": 3``, a text ``metadata.reward``, an ``executions`` count past
+  ``2**31 - 1``) — is a row with the error ``bad_trace`` naming the field, the file and the line
+  (:func:`parse_trace`): the case is answered, by an error, and every other row is scored.
 
 What stays a file error (:class:`~tooleval.errors.InputFileError`, exit 2, nothing written) is what concerns the
 whole file: it is missing, not gzip, or a line is longer than :func:`max_line_bytes` (the cap against runaway
@@ -398,7 +400,11 @@ def read_trace_line(number: int, text: str) -> TraceLine:
 
 
 def parse_trace(path: Path, line: TraceLine) -> RecordedTrace | RowError:
-    """Validate one line as a :class:`RecordedTrace`; a :class:`RowError` (``bad_trace``) when it is not one."""
+    """Validate one line as a :class:`RecordedTrace`; a :class:`RowError` (``bad_trace``) when it is not one.
+
+    The error's message names the first invalid field and what is wrong with it, never its value (which may be a
+    secret redaction has not seen yet): ``"not a recorded trace: field messages: Input should be a valid list"``.
+    """
     try:
         return RecordedTrace.model_validate(line.data)
     except ValidationError as exc:
@@ -410,7 +416,7 @@ def parse_trace(path: Path, line: TraceLine) -> RecordedTrace | RowError:
             "bad_trace",
             None if case_id is None else str(case_id),
             trial if isinstance(trial, int) else None,
-            f"not a recorded trace: {where}: {err['msg']}",
+            f"not a recorded trace: field {where}: {err['msg']}",
             str(path),
             line.line,
         )
@@ -421,9 +427,9 @@ def index_traces(path: Path) -> TraceIndex:
 
     A line that is not a JSON object, or whose key cannot be read (:func:`trace_key`), is listed in
     :attr:`TraceIndex.errors` (``unreadable_trace``, ``bad_trace``, or ``duplicate_key`` when the repeated key is
-    ``case_id`` or ``trial``), as is a line that is not a valid recorded trace and a second line for the same key.
-    A line with a row-level problem (:func:`trace_line_problem`, a repeated key) keeps its key: its row is written
-    with the error by the replay agent.
+    ``case_id`` or ``trial``), as is a second line for the same key. A line with a row-level problem
+    (:func:`trace_line_problem`, a repeated key) or that is not a valid recorded trace (:func:`parse_trace`) keeps
+    its key: its row is written with the error by the replay agent.
 
     Raises:
         InputFileError: the file is missing, not gzip, or holds a line longer than :func:`max_line_bytes`.
@@ -442,14 +448,11 @@ def index_traces(path: Path) -> TraceIndex:
                 problem, kind = f"which row the line answers cannot be read: {key}", "bad_trace"
             index.errors.append(RowError(kind, _readable_case(line.data), None, problem, str(path), line.line))
             continue
-        if line.problem is not None:
-            trace = RecordedTrace.model_construct(case_id=key[0], trial=key[1])
-        else:
-            trace = parse_trace(path, line)
-        if isinstance(trace, RowError):
-            index.errors.append(trace)
-            continue
-        index.has_requests = index.has_requests or trace.request is not None
+        # a line with a row-level problem, or a field that is not valid, still answers its key: the replay agent
+        # writes its row with the error, so the case is not reported as lacking a trace
+        trace = None if line.problem is not None else parse_trace(path, line)
+        if isinstance(trace, RecordedTrace):
+            index.has_requests = index.has_requests or trace.request is not None
         if key in index.keys:
             index.errors.append(
                 RowError(

@@ -20,7 +20,6 @@ import functools
 import hashlib
 import hmac
 import json
-import os
 import re
 import secrets
 from pathlib import Path
@@ -30,6 +29,7 @@ import orjson
 from pydantic import BaseModel, ConfigDict, field_validator
 
 from tooleval.canonical import canonical_dumps, canonical_json, strict_json_loads
+from tooleval.capture._credentials import credentials, header_credentials, may_hold_credential
 from tooleval.capture._secret_text import Replacer, cannot_hold_pair, leaves, secret_forms, text_pairs
 from tooleval.errors import InputFileError
 
@@ -80,12 +80,10 @@ def load_key(out: str | Path, *, create: bool = True) -> bytes:
     if not path.exists() and not create:
         raise InputFileError(path, None, "the redaction key of these results is missing.",
                              "restore redaction.key, or set TOOLEVAL_REDACTION_KEY to the key the run used.")
-    if not path.exists():
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp")
-        tmp.write_bytes(secrets.token_hex(32).encode())
-        os.chmod(tmp, 0o600)
-        os.replace(tmp, path)
+    if not path.exists():  # created only if still missing: runs starting together all read the one key
+        from tooleval.storage._paths import create_bytes
+
+        return create_bytes(path.parent, path.name, secrets.token_hex(32).encode(), mode=0o600)
     return path.read_bytes()
 
 
@@ -142,6 +140,9 @@ class Redactor:
         self._base_plain: bool | None = True
         """Whether every base secret form is spelled alike at any JSON nesting depth (see :meth:`_untouched`);
         ``None`` when some is a number (then a line holding an exponent goes the slow way)."""
+        self._number_spellings: tuple[str, ...] = ()
+        """orjson's text of each numeric base secret that is not an integer, where it differs from the form
+        (see :meth:`_untouched`)."""
 
     @classmethod
     def create(cls, out: str | Path, fields: list[str] | None = None, paths: list[str] | None = None) -> "Redactor":
@@ -224,6 +225,9 @@ class Redactor:
                 if id(item) in skip:
                     continue
                 for key, child in item.items():
+                    if type(child) is str and type(key) is str:
+                        for credential in header_credentials(key, child):
+                            self._add_secret(credential, found)
                     if paths:
                         child_path = f"{where}.{key}" if where else str(key)
                         if str(key).lower() in fields or child_path.lower() in paths:
@@ -241,9 +245,12 @@ class Redactor:
                 embedded = self._embedded(item, call) if item[:1] in _JSON_HEADS else None
                 if embedded is not None:
                     stack.append((embedded, ""))
-                elif ":" in item or "=" in item:  # a pair needs one (text_pairs' own first test)
+                    continue
+                if ":" in item or "=" in item:  # a pair needs one (text_pairs' own first test)
                     for _, _, secret, _ in self._pairs(item, call):
                         self._add_secret(secret, found)
+                for credential in credentials(item):
+                    self._add_secret(credential, found)
 
     # -- the transformation ----------------------------------------------------------------------------------
 
@@ -343,9 +350,12 @@ class Redactor:
         line is ``email`` here; a string that itself holds JSON (argument text, a tool result) keeps its own
         escapes, so any ``\\u`` left means "go the slow way". Untouched means: no redacted field name (nor a
         path's last key) occurs in the lower-cased text (the walk and :func:`text_pairs` compare lower-cased
-        keys, which always contain the name), and no base secret form occurs in it (the replacer
-        looks for exactly those forms); a base form spelled differently when escaped, or a number possibly
-        written with an exponent, sends the line the slow way.
+        keys, which always contain the name), no credential may occur in it
+        (:func:`~tooleval.capture._credentials.may_hold_credential`: the walk would find one in a string), and no
+        base secret form occurs in it (the replacer looks for exactly those forms); a base form spelled
+        differently when escaped, a number possibly written with an exponent, or a numeric base secret in
+        orjson's own spelling (``0.000012896620064407295`` for ``1.2896620064407295e-05``: orjson writes floats
+        in [1e-05, 1e-04) without an exponent) sends the line the slow way.
         """
         if self._base_plain is False:
             return False
@@ -358,7 +368,9 @@ class Redactor:
             return False
         if "\\u" in text or "\\/" in text:
             return False
-        if self._base_plain is None and _EXPONENT.search(text):
+        if self._base_plain is None and (_EXPONENT.search(text) or any(s in text for s in self._number_spellings)):
+            return False
+        if may_hold_credential(text, lowered):
             return False
         return not self._base_replacer.search(text)
 
@@ -401,6 +413,8 @@ class Redactor:
         if "\\u" in text or "\\/" in text:
             return None
         lowered = text.lower()
+        if may_hold_credential(text, lowered):
+            return None
         return None if any(name in lowered for name in self._names) else text
 
     def _markers(self, own: dict[str, str], case: Any) -> list[list[Any]]:
@@ -497,13 +511,16 @@ class Redactor:
         self._base_replacer = Replacer(found)
         self._known_pairs = known
         plain: bool | None = True
+        spellings = set()
         for form in found:
             if any(ch in form for ch in '"\\/') or any(ord(ch) < 0x20 for ch in form):
                 plain = False
                 break
             if _NUMBER.fullmatch(form):
                 plain = None
+                spellings.add(_orjson_spelling(form))
         self._base_plain = plain
+        self._number_spellings = tuple(sorted(spelling for spelling in spellings - set(found) if spelling))
 
     def seed_digest(self) -> str:
         """sha256 of the base secrets (sorted): what redaction of every trace and reference depends on besides
@@ -514,6 +531,18 @@ class Redactor:
 _MISSING = object()
 _TOKENS_KEPT = 1 << 16
 """Tokens a redactor keeps per cache before starting afresh (a few MB; a run's distinct secrets rarely fill it)."""
+
+
+def _orjson_spelling(form: str) -> str:
+    """How orjson writes the float a numeric form stands for (``""`` for an integer, which both write alike, or a
+    form that is not a finite number)."""
+    try:
+        value = json.loads(form)
+    except ValueError:
+        return ""
+    if not isinstance(value, float) or value != value or value in (float("inf"), float("-inf")):
+        return ""
+    return orjson.dumps(value).decode()
 
 
 def _remember(cache: dict[str, str], key: str, token: str) -> str:
@@ -542,23 +571,27 @@ MARKER_KEY = "tooleval.redaction"
 """Key under a redacted trace's ``metadata`` holding ``{"reference_secrets": [[kind, length, token], ...]}``."""
 
 
-_JSON_HEADS = frozenset("{[") | frozenset(chr(c) for c in range(0x3001) if chr(c).isspace())
-"""First characters of a string that may hold an object or a list: ``{``, ``[`` and whitespace (``str.isspace``
-holds for no character past U+3000). ``text[:1] in _JSON_HEADS`` spares most strings a call and a strip."""
+_JSON_HEADS = frozenset('{["') | frozenset(chr(c) for c in range(0x3001) if chr(c).isspace())
+"""First characters of a string that may hold an object or a list, or a JSON string holding one: ``{``, ``[``,
+``"`` and whitespace (``str.isspace`` holds for no character past U+3000). ``text[:1] in _JSON_HEADS`` spares most
+strings a call and a strip."""
 
 
 def _embedded_json(text: str) -> Any:
-    """The object or list a string holds as JSON text (argument text, a tool result), else ``None``. Text with a
-    repeated key, ``NaN`` or too deep is not read as JSON: it is kept as text (and stays malformed)."""
+    """The object or list a string holds as JSON text (argument text, a tool result), or the text of a JSON string
+    that holds one (JSON encoded as text twice: ``"{\\"email\\": …}"``, read a layer at a time), else ``None``.
+    Text with a repeated key, ``NaN`` or too deep is not read as JSON: it is kept as text (and stays malformed)."""
     head = text[:1]
     if head.isspace():
         head = text.lstrip()[:1]
-    if head not in ("{", "["):
+    if head not in ("{", "[", '"'):
         return None
     try:
         value = strict_json_loads(text, unique_keys=True)
     except (ValueError, RecursionError):
         return None
+    if isinstance(value, str):
+        return value if _embedded_json(value) is not None else None
     return value if isinstance(value, (dict, list)) else None
 
 

@@ -79,13 +79,19 @@ def idle_seconds() -> float:
 
 
 def _live_state(home: Path) -> dict | None:
-    """``server.json`` when it names a live server process of this host, else None."""
+    """``server.json`` when it names a live server process of this host, else None. A server that exited but was
+    not yet reaped by the command that started it (a zombie, which ``kill 0`` still finds) is not live."""
     try:
         state = json.loads((home / STATE).read_text())
     except (OSError, ValueError):
         return None
     alive = isinstance(state, dict) and process_alive(state.get("host"), state.get("pid"), state.get("started"))
-    return state if alive and state.get("host") == socket.gethostname() else None
+    return state if alive and state.get("host") == socket.gethostname() and _running(state["pid"]) else None
+
+
+RESTARTS = 2
+"""Times a command starts the server again when it exited before it answered (its port taken by another process
+between the choice and the bind, a start-up failure), before giving up with the server's log named."""
 
 
 class ServerUse:
@@ -107,19 +113,28 @@ class ServerUse:
         return f"http://127.0.0.1:{self.port}/api"
 
     def wait(self, timeout: float = 60.0) -> str:
-        """Wait until the server's ``/api/health`` answers; return its API URL.
+        """Wait until the server's ``/api/health`` answers; return its API URL. A server that exits before it
+        answers is replaced (:data:`RESTARTS` times at most; :meth:`_replace`).
 
         Raises:
-            RuntimeError: the server exited or did not answer within ``timeout`` seconds (its log is named).
+            RuntimeError: the server, and each one started in its place, exited, or none answered within
+                ``timeout`` seconds (its log is named).
         """
         import httpx
 
         log = self.home / "server.log"
         deadline = time.monotonic() + timeout
+        restarts = 0
         with httpx.Client() as client:
             while time.monotonic() < deadline:
                 if not _running(self.pid):
-                    raise RuntimeError(f"the Prefect server (pid {self.pid}) exited; see {log}")
+                    if restarts == RESTARTS:
+                        raise RuntimeError(f"the Prefect server (pid {self.pid}) exited; see {log}")
+                    restarts += 1
+                    logger.warning("the Prefect server (pid %d) exited before it answered; starting another "
+                                   "(see %s)", self.pid, log)
+                    self._replace()
+                    continue
                 try:
                     if client.get(f"{self.api_url}/health", timeout=2).status_code == 200:
                         return self.api_url
@@ -127,6 +142,17 @@ class ServerUse:
                     pass
                 time.sleep(0.05)
         raise RuntimeError(f"the Prefect server did not answer within {timeout:.0f} s; see {log}")
+
+    def _replace(self) -> None:
+        """Use the server that took the exited one's place, or start it: under the start lock, so that commands
+        waiting together start one server between them."""
+        with open(self.home / START_LOCK, "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            state = _live_state(self.home)
+            if state is None:
+                state = _start(self.home)
+                self.started_here = True
+        self.pid, self.port = state["pid"], state["port"]
 
     def end(self, *, linger: bool) -> None:
         """Stop using the server. ``linger``: this command ended normally, so the server waits for the next one
@@ -170,6 +196,15 @@ def _spawn(home: Path) -> tuple[int, int]:
     return process.pid, port
 
 
+def _start(home: Path) -> dict:
+    """Start the server of ``home`` and record it in ``server.json`` (the caller holds the start lock)."""
+    pid, port = _spawn(home)
+    state = {"pid": pid, "port": port, "host": socket.gethostname(), "started": process_start(pid)}
+    _write(home / STATE, json.dumps(state))
+    _write(home / "server.pid", str(pid))
+    return state
+
+
 _USE: ServerUse | None = None
 
 
@@ -189,10 +224,7 @@ def begin_server(home: Path) -> ServerUse:
         state = _live_state(home)
         started_here = state is None
         if state is None:
-            pid, port = _spawn(home)
-            state = {"pid": pid, "port": port, "host": socket.gethostname(), "started": process_start(pid)}
-            _write(home / STATE, json.dumps(state))
-            _write(home / "server.pid", str(pid))
+            state = _start(home)
         users = open(home / USERS, "a")
         fcntl.flock(users, fcntl.LOCK_SH)
         _write(home / LINGER, "0")  # a command uses it now: only a normal end asks it to wait again

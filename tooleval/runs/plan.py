@@ -279,8 +279,8 @@ def plan_run(
     if agent is not None:
         plan = _live_plan(loaded, digests, agent, out_path, run_id, slices, repeats, tool_results, traces,
                           _redaction_config(key, redact_fields, redact_paths), shard_size, workers, dataset)
-        if write_key and key is not None:
-            persist_key(out_path, key)
+        if write_key and key is not None and (held := persist_key(out_path, key)) is not key:
+            plan = plan.model_copy(update={"redaction": _redaction_config(held, redact_fields, redact_paths)})
         return plan
     traces_path, traces_source = _traces_file(traces, loaded.path, dataset)
     index = index_traces(traces_path)
@@ -293,7 +293,7 @@ def plan_run(
     del lines
     size = shard_size or default_shard_size(len(keys), workers)
     if write_key and key is not None:
-        persist_key(out_path, key)
+        key = persist_key(out_path, key)  # another run may have created the folder's key since it was planned
     return RunPlan(
         redaction=_redaction_config(key, redact_fields, redact_paths),
         dataset=dataset_ref(loaded, source=dataset),

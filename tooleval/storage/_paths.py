@@ -129,16 +129,54 @@ def write_bytes(out: str | Path, relative: str | Path, data: bytes, *, mode: int
         OutFolderError: see :func:`safe_target`; the write failed (read-only, no space).
     """
     target = safe_target(out, relative)
-    tmp = target.parent / f".{target.name}.{secrets.token_hex(6)}.tmp"
+    tmp = _written_aside(target, data, mode)
     try:
-        handle = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), mode)
-        with os.fdopen(handle, "wb") as stream:
-            stream.write(data)
         os.replace(tmp, target)
     except OSError as exc:
         tmp.unlink(missing_ok=True)
         raise _os_error(target, exc) from None
     return target
+
+
+def _written_aside(target: Path, data: bytes, mode: int) -> Path:
+    """A new file of a name of its own next to ``target`` holding ``data`` whole (``mode`` before the umask).
+
+    Raises:
+        OutFolderError: it cannot be written (nothing is left behind).
+    """
+    tmp = target.parent / f".{target.name}.{secrets.token_hex(6)}.tmp"
+    try:
+        handle = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), mode)
+        with os.fdopen(handle, "wb") as stream:
+            stream.write(data)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise _os_error(target, exc) from None
+    return tmp
+
+
+def create_bytes(out: str | Path, relative: str | Path, data: bytes, *, mode: int = 0o666) -> bytes:
+    """Create ``out/relative`` holding ``data`` unless it exists; return what the file holds.
+
+    The file is written whole under a name of its own, then hard-linked into place: a link never replaces a file,
+    so when several processes create it at once (two runs starting together on a new results folder) exactly one
+    wins, and every one of them reads the winner's bytes. A local folder only.
+
+    Raises:
+        OutFolderError: see :func:`write_bytes`.
+    """
+    target = safe_target(out, relative)
+    tmp = _written_aside(target, data, mode)
+    try:
+        try:
+            os.link(tmp, target)
+        except FileExistsError:
+            pass
+        return target.read_bytes()
+    except OSError as exc:
+        raise _os_error(target, exc) from None
+    finally:
+        tmp.unlink(missing_ok=True)
 
 
 def _nearest_existing(path: Path) -> Path:

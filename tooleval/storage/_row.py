@@ -39,9 +39,10 @@ ErrorKind = Literal["bad_trace", "generation_error", "scoring_error", "unknown_c
 """Why a row has no scores, or why a trace line made no row (the kinds of ``errors.json`` are the same set):
 
 * ``bad_trace``: the recorded trace could be read as JSON but not as a trace. A row carries it when the line holds
-  a value no row can keep (nesting too deep, a non-finite number, a lone surrogate); ``errors.json`` alone lists
-  it, with the file and line, when the line's ``case_id`` or ``trial`` cannot be read (a trial outside
-  ``0..2**31 - 1``, ``true``), when another field is invalid, or for a second line of the same (case, trial).
+  a value no row can keep (nesting too deep, a non-finite number, a lone surrogate) or a field of the wrong type or
+  range (``"messages": 5``, a text ``metadata.reward``), the field, file and line named in its message;
+  ``errors.json`` alone lists it, with the file and line, when the line's ``case_id`` or ``trial`` cannot be read
+  (a trial outside ``0..2**31 - 1``, ``true``), or for a second line of the same (case, trial).
 * ``generation_error``: the agent gave no usable response.
 * ``scoring_error``: scoring raised on this row (e.g. the envelope's stored calls are not its messages' calls).
 * ``unknown_case`` / ``missing_trace``: a trace whose case is not in the dataset, a case with no trace
