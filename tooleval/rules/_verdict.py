@@ -39,6 +39,8 @@ class RowOutcome:
     quarantine: dict | None = None
     no_trial: bool = False
     """True for a placeholder of a case that has no row at all (its trial is unknown: JUnit names it ``#-``)."""
+    name_only: bool = False
+    """Some call's arguments were not captured: its ``f1`` is a name-level figure, left out of the slices' means."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -23,7 +23,7 @@ __all__ = ["GATE_BATCH_ROWS", "GATE_COLUMNS", "GateJudge", "gate_batches", "gate
            "gate_rows", "gate_scope", "judge_rows", "row_outcome_record", "run_gate", "unscored_rows", "write_junit"]
 
 GATE_COLUMNS = ["case_id", "trial", "slice", "violations", "error_kind", "error_message", "missing_calls", "extra_calls", "wrong_args",
-                "f1", "exact_match", "fp", "fn", "tool_families", "blocking", "match_mode", "calls_match"]
+                "f1", "exact_match", "fp", "fn", "tool_families", "blocking", "match_mode", "calls_match", "name_only"]
 """The row columns the gate and its JUnit report read (the call lists, the evidence and the provenance columns
 stay in the Parquet files)."""
 
