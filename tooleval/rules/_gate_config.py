@@ -161,7 +161,7 @@ class GateConfig(BaseModel):
     """A row that could not be scored (``error`` set) fails as rule ``row_error``, and a case in scope without a
     row (or a trace that made none) as rule ``unscored``. ``false`` is an explicit opt-out (never the default);
     a run with no scored row fails whatever it says."""
-    accept_name_only: bool = False
+    accept_name_only: bool = Field(default=False, strict=True)  # TOML true/false only: "yes" is no decision
     """A row with a call whose arguments were not captured (row column ``name_only``; the recorded rule
     ``args_not_captured``) may pass on its calls matched by name. By default (``false``) the gate grades
     ``args_not_captured`` blocking: a match by name vouches for no argument. ``true`` leaves it advisory, as

@@ -107,8 +107,9 @@ def summarize_rows(source: str, connection: duckdb.DuckDBPyConnection | None = N
         ``{rows, exact_match_rows, expected_calls, observed_calls, tp, fp, fn, rows_with_missing,
         rows_with_extra, rows_with_duplicates, rows_with_malformed, rows_without_calls, rows_with_errors,
         mean_f1, mean_ragas_tool_call_f1, name_only_rows, mean_name_f1, failures_by_tool, failures_by_owner,
-        provenance, rows_schema_checked,
-        rows_with_schema_findings, schema_findings, schema_findings_by_tool}``; counts are
+        provenance, rows_schema_checked, rows_with_schema_findings, schema_findings, schema_findings_by_tool}``;
+        ``mean_f1`` and ``exact_match_rows`` leave out the name-only rows, which ``name_only_rows`` counts and
+        ``mean_name_f1`` averages (null without any); counts are
         ints, means floats in [0, 1] or ``None`` when no row was scored; ``failures_by_tool`` maps tool name to
         ``{"missing": n, "extra": n, "wrong_args": n}``; ``failures_by_owner`` maps a failure owner (agent,
         adapter, executor, evaluation_platform) to its row count; ``provenance`` counts rows by
