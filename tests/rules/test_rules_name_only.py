@@ -109,6 +109,13 @@ class TestGate:
         assert verdict.counts["failures_by_rule"] == {"args_not_captured": 2, "reference_mismatch": 1}
         assert verdict.counts["exact_match_rows"] == 1
 
+    def test_the_evidence_says_the_arguments_were_not_captured(self):
+        extra = row("w", 0.0, name_only=True, calls_match=False)
+        extra["extra_calls"] = [U("refund").to_record(), call("refund", id="A").to_record()]
+        (outcome,) = evaluate_gate([extra], GateConfig(), today=TODAY).failing_rows
+        assert outcome.evidence()["extra_calls"] == [{"name": "refund", "arguments_captured": False},
+                                                     {"name": "refund", "args": {"id": "A"}}]
+
     def test_accept_name_only_passes_rows_that_match_by_name(self):
         config = GateConfig.from_toml("schema_version = 1\naccept_name_only = true\n", "gate.toml")
         verdict = evaluate_gate(ROWS, config, today=TODAY)
