@@ -99,7 +99,8 @@ class Call(BaseModel):
     def key(self) -> tuple[str, str]:
         """Multiset key: ``(name, canonical args)``; a malformed call's key is ``(name, raw text)`` and a call
         without captured arguments ``(name, tag)``, each tagged so that it never equals a well-formed call's key
-        (a call without arguments is matched by name, apart from keys: :func:`tooleval.scoring.matching.match_calls`)."""
+        (a call without captured arguments is matched by name, apart from the keys:
+        :func:`tooleval.scoring.matching.match_calls`)."""
         if self.malformed:
             return (self.name, "\x00malformed:" + (self.args_raw or ""))
         if not self.args_captured:

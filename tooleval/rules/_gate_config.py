@@ -34,9 +34,10 @@ MISMATCH_RULE = "reference_mismatch"
 outcome ``match``."""
 
 GATE_RULES = RULE_NAMES + ("row_error", "unscored", MISMATCH_RULE)
-"""Rules the gate knows: the 15 violation rules (``tool_schema`` and ``args_not_captured`` included), ``row_error`` (a row that could not be
-scored), ``unscored`` (a case in the run's scope with no row at all, or a trace that made no row) and
-``reference_mismatch`` (calls that differ from the reference, under the row outcome ``match``)."""
+"""Rules the gate knows: the 15 violation rules (``tool_schema`` and ``args_not_captured`` included),
+``row_error`` (a row that could not be scored), ``unscored`` (a case in the run's scope with no row at all, or a
+trace that made no row) and ``reference_mismatch`` (calls that differ from the reference, under the row outcome
+``match``)."""
 
 RowOutcomeName = Literal["match", "no_blocking"]
 
