@@ -86,6 +86,11 @@ def produced_run(tmp_path_factory, prefect_harness) -> tuple[Path, str]:
     result = runner.invoke(app, ["run", "--dataset", str(dataset), "--out", str(out), "--run-id", "names"],
                            env={"COLUMNS": "200"})
     assert result.exit_code == 0, result.output  # every row was scored, whatever the gate says
+    accepting = root / "accept.toml"
+    accepting.write_text("schema_version = 1\naccept_name_only = true\n")
+    again = runner.invoke(app, ["run", "--dataset", str(dataset), "--out", str(out), "--run-id", "accepted",
+                                "--gate-config", str(accepting)])
+    assert again.exit_code == 0, again.output
     return out, result.output
 
 
@@ -139,6 +144,28 @@ def test_summary_and_report_keep_name_only_rows_apart(run, produced_run):
     printed = produced_run[1]  # what `tooleval run` printed
     assert "name-only rows (arguments not captured)" in printed and "mean name-level f1 of name-only rows" in printed
     assert "0.6667" in printed and "0.4167" in printed
+
+
+def test_pass_at_k_and_compare_follow_the_gate(run):
+    """Under the default gate only case-0's trial 0 passes: pass@1 = (1/2 + 0 + 0 + 0) / 4 = 0.125 (were name-only
+    rows judged by their names, case-0 trial 1 and case-2 trial 1 would pass too: 0.375). The run ``accepted``
+    (same traces, gate.toml ``accept_name_only = true``) passes those: (2/2 + 0 + 1/2 + 0) / 4 = 0.375."""
+    names = json.loads((run / "runs" / "names" / "summary.json").read_text())
+    accepted = json.loads((run / "runs" / "accepted" / "summary.json").read_text())
+    assert names["variability"]["pass@k"]["1"] == 0.125 and accepted["variability"]["pass@k"]["1"] == 0.375
+    assert (names["row_outcome"]["accept_name_only"], accepted["row_outcome"]["accept_name_only"]) == (False, True)
+    assert "fails (args_not_captured)" in names["row_outcome"]["passes_when"]
+    assert accepted["failures_by_rule"] == {"reference_mismatch": 5}
+    compared = runner.invoke(app, ["compare", "names", "accepted", "--out", str(run), "--json"])
+    assert compared.exit_code == 0, compared.output
+    result = json.loads(compared.stdout)
+    # pass rate over the 8 rows: 1/8 under the default, 3/8 when names are accepted
+    assert (result["overall"]["pass_rate"]["base"], result["overall"]["pass_rate"]["head"]) == (0.125, 0.375)
+    verdicts = {(r["case_id"], r["trial"]): (r["base_verdict"], r["head_verdict"]) for r in result["changed_rows"]}
+    # every name-only row blocks under the default; accepted, each is judged on its names: case-0 and case-2 match,
+    # case-1 (refund missing) and case-3 (cancel_order missing) do not
+    assert verdicts == {("case-0", 1): ("blocking", "pass"), ("case-1", 1): ("blocking", "mismatch"),
+                        ("case-2", 1): ("blocking", "pass"), ("case-3", 1): ("blocking", "mismatch")}
 
 
 def test_the_gate_fails_them_unless_gate_toml_accepts_names(run, tmp_path):

@@ -105,11 +105,13 @@ class TestRunDocumentGoldens:
             4, 0.6667, 0.4167)
         assert summary.versions.row_schema == 6 and summary.drift.verdict == "ok"
         assert summary.failures_by_rule == {"args_not_captured": 4, "reference_mismatch": 5}
+        assert summary.row_outcome.accept_name_only is False  # the default gate: name-only rows fail
+        assert summary.variability["pass@k"]["1"] == 0.125  # and so they do in pass@k
         data = json.loads((GOLDEN / "summary_v3.json").read_text())
         assert summary_document(data) == data
         # before version 3 no row was matched by name only: the keys are absent, read as None
         older = read_summary(GOLDEN / "summary_v2.json")
-        assert (older.name_only_rows, older.mean_name_f1) == (None, None)
+        assert (older.name_only_rows, older.mean_name_f1, older.row_outcome.accept_name_only) == (None, None, None)
 
     def test_an_unversioned_summary_reads_as_version_0(self, tmp_path):
         from tooleval.runs.documents import read_summary

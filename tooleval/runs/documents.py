@@ -30,7 +30,7 @@ SUMMARY_VERSION = 3
 typed summary (``summary_version``, ``versions.summary`` / ``errors`` / ``drift``); 2 — ``row_outcome`` (which
 outcome judged the rows) and ``failures_by_rule``. A summary before version 2 was judged ``no_blocking``; 3 —
 ``name_only_rows`` and ``mean_name_f1``, and ``mean_f1`` / ``exact_match_rows`` leave the name-only rows out (a
-summary before version 3 had none: no call was matched by name only then)."""
+summary before version 3 had none: no call was matched by name only then), and ``row_outcome.accept_name_only``."""
 
 ERRORS_VERSION = 2
 """Version of the ``errors.json`` entries (:class:`ErrorEntry`), recorded as ``summary.versions.errors``. History:
@@ -95,6 +95,10 @@ class RowOutcomeInfo(_Document):
     """The gate.toml that set it; null: the default (the dataset has no gate.toml and none was named)."""
     variability: str
     """The ``--outcome`` of pass@k / pass^k (``gate``: the gate's row outcome above)."""
+    accept_name_only: bool | None = None
+    """gate.toml's ``accept_name_only``: whether a row whose calls' arguments were not captured may pass on their
+    names (false: it fails as ``args_not_captured``, in the gate, pass@k and ``tooleval compare`` alike); null
+    before summary version 3, when no row was matched by name only."""
 
 
 class RunSummary(_Document):

@@ -89,10 +89,13 @@ def row_outcome_record(config: GateConfig, source: str | None, variability_outco
 
     Returns:
         ``{"gate": "match" | "no_blocking", "passes_when": <words>, "config": <gate.toml path or null>,
-        "variability": <spec>}``.
+        "variability": <spec>, "accept_name_only": <bool>}``.
     """
-    return {"gate": config.row_outcome, "passes_when": ROW_OUTCOMES[config.row_outcome], "config": source,
-            "variability": variability_outcome}
+    words = ROW_OUTCOMES[config.row_outcome]
+    if not config.accept_name_only:
+        words += "; a row with a call whose arguments were not captured fails (args_not_captured)"
+    return {"gate": config.row_outcome, "passes_when": words, "config": source,
+            "variability": variability_outcome, "accept_name_only": config.accept_name_only}
 
 
 def run_gate(rows: list[dict[str, Any]], config: GateConfig) -> GateVerdict:
