@@ -71,9 +71,11 @@ class Call(BaseModel):
     """The raw argument text; kept only for a malformed call."""
     parse_error: str | None = None
     """Why the argument text could not be read; ``None`` for a well-formed call."""
-    args_captured: bool = True
+    args_captured: bool = Field(default=True, exclude=True)
     """False when the source recorded the call's name but not its arguments (an OpenTelemetry or OpenInference
-    span with content capture off): the arguments are unknown, neither ``{}`` nor wrong."""
+    span with content capture off): the arguments are unknown, neither ``{}`` nor wrong. Left out of
+    ``model_dump`` (a reference call always has it true, and a case's digest stays what it was); the call's record
+    says it instead (:meth:`to_record`)."""
     argument_rules: dict[str, ArgumentRule] | None = None
     """A reference call's own ``{path: rule}``, laid over its tool's rules in the case and in tools.json for this
     call only: two reference calls of one tool may accept different values (BFCL's parallel calls). ``None`` on
