@@ -8,8 +8,9 @@ observed call that still allows a maximum matching), which is exactly what ``mat
 plain key equality: with no rules :func:`match_with_rules` returns ``match_calls``' result field for field
 (``tests/rules/test_rules_match.py`` proves it on every handed scoring case).
 
-An observed call whose arguments were not captured equals every reference call of its tool (it matches by name
-only, and the maximum matching still prefers no call over another: its size is what counts).
+An observed call whose arguments were not captured equals every reference call of its tool: it matches by name
+only (no rule can be applied to unknown values), and which call of that tool it takes leaves the matching's size,
+hence tp, fp and fn, unchanged.
 
 Everything else follows DESIGN.md "Scoring semantics" with rule-aware equality: wrong-argument pairs by an optimal
 assignment over rule-aware differing paths, ``duplicate_calls`` over rule-normalised keys
