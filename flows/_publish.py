@@ -199,7 +199,7 @@ class RunPublisher:
                                 [r.digest for r in self.row_refs], self.code)
             self.summary.update(figures)
             # pass@k follows the gate's row outcome, and the summary says which one judged the rows
-            chosen = outcome_from_spec(self.outcome, self.gate_config.row_outcome)
+            chosen = outcome_from_spec(self.outcome, self.gate_config.row_outcome, self.gate_config.accept_name_only)
             self.summary["variability"] = variability_of_parquet(self.source, chosen)
             self.summary["row_outcome"] = row_outcome_record(self.gate_config, self.gate_source, chosen.spec)
         return self.summary

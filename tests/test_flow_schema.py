@@ -261,13 +261,39 @@ class TestOlderRows:
         cases = {c["case_id"]: Case.model_validate({**c, **modes[c["case_id"]]}) for c in TINY_CASES}
         scored = score_envelopes(cases, [*envelopes, broken], tools=tools)
         stored = read_versioned(GOLDEN / "rows_v5.parquet", "rows").to_pylist()
-        skip = {"scorer_version", "ragas_version"}
+        # read as the current version (name_only false: no call of these traces lacks its arguments), today's
+        # scorer gives the same rows, except for the version it writes
+        skip = {"scorer_version", "ragas_version", "row_schema_version"}
         assert [{k: v for k, v in r.items() if k not in skip} for r in stored] == [
             {k: v for k, v in r.items() if k not in skip} for r in scored]
         assert [(r["match_mode"], r["calls_match"], r["exact_match"]) for r in stored] == [
             ("strict", True, True), ("strict", False, False), ("superset", True, False),
             ("subset_ordered", True, True), ("subset_ordered", None, None)]
         assert {r["row_schema_version"] for r in stored} == {5}
+
+    def test_version_6_fixture_is_what_the_scorer_writes(self):
+        """``rows_v6.parquet``: the version-4 fixture's envelopes and tools (default match mode) plus two traces whose
+        calls' arguments were not captured (tests/test_name_only.py ``NAME_ONLY_TRACES``): A#2 get_order(?) and
+        refund(A, 9800) match by name and key (f1 1.0, not an exact match); B#1 refund(?) where get_order(B) is
+        expected (f1 0.0); each with one advisory ``args_not_captured``."""
+        from test_name_only import AT, NAME_ONLY_TRACES
+        from tooleval.capture.envelope import build_envelope
+        from tooleval.models import RecordedTrace
+
+        envelopes = read_versioned(GOLDEN / "envelope_v2.parquet", "traces").to_pylist()
+        revision = envelopes[0]["dataset_revision"]
+        envelopes += [build_envelope(RecordedTrace.model_validate(t), revision, AT) for t in NAME_ONLY_TRACES]
+        cases = {c["case_id"]: Case.model_validate(c) for c in TINY_CASES}
+        scored = score_envelopes(cases, envelopes, tools=golden_tools())
+        stored = read_versioned(GOLDEN / "rows_v6.parquet", "rows").to_pylist()
+        skip = {"scorer_version", "ragas_version"}
+        assert [{k: v for k, v in r.items() if k not in skip} for r in stored] == [
+            {k: v for k, v in r.items() if k not in skip} for r in scored]
+        assert [(r["case_id"], r["trial"], r["f1"], r["exact_match"], r["name_only"]) for r in stored] == [
+            ("A", 0, 1.0, True, False), ("A", 1, 0.5, False, False), ("B", 0, 0.0, False, False),
+            ("C", 0, 1.0, True, False), ("A", 2, 1.0, False, True), ("B", 1, 0.0, False, True)]
+        assert [[v["rule"] for v in r["violations"]] for r in stored[4:]] == [["args_not_captured"]] * 2
+        assert {r["row_schema_version"] for r in stored} == {6}
 
     @pytest.mark.parametrize("version", [1, 2, 3, 4])
     def test_older_rows_read_as_unordered_with_their_exact_match(self, tmp_path, version):

@@ -139,9 +139,12 @@ def test_the_run_names_the_outcome_and_where_it_was_decided(tmp_path):
 
     assert gate_config_source(tmp_path) is None and gate_config_for(tmp_path).row_outcome == "match"
     assert row_outcome_record(GateConfig(), None, "gate") == {
-        "gate": "match", "config": None, "variability": "gate",
+        "gate": "match", "config": None, "variability": "gate", "accept_name_only": False,
         "passes_when": "its calls match the reference under the case's match mode (calls_match; by default "
-                       "unordered: fp = 0 and fn = 0) and no blocking rule fires"}
+                       "unordered: fp = 0 and fn = 0) and no blocking rule fires; a row with a call whose "
+                       "arguments were not captured fails (args_not_captured)"}
+    accepting = row_outcome_record(GateConfig(accept_name_only=True), None, "gate")
+    assert accepting["accept_name_only"] is True and "args_not_captured" not in accepting["passes_when"]
     (tmp_path / "gate.toml").write_text('row_outcome = "no_blocking"\n')
     assert gate_config_source(tmp_path) == str(tmp_path / "gate.toml")
     record = row_outcome_record(gate_config_for(tmp_path), gate_config_source(tmp_path), "exact")

@@ -93,6 +93,26 @@ class TestRunDocumentGoldens:
         # version 1 had neither key: its runs were judged by their rules alone
         assert read_summary(GOLDEN / "summary_v1.json").row_outcome is None
 
+    def test_summary_v3_keeps_name_only_rows_apart(self):
+        """``summary_v3.json`` is the run of tests/test_name_only_flow.py (OpenLLMetry spans traced with content
+        capture on, then off; worked by hand there): 8 rows, 4 of them name-only (arguments not captured) with a
+        mean name-level f1 of 2/3, out of ``mean_f1`` (5/12 over the other 4) and ``exact_match_rows`` (1)."""
+        from tooleval.runs.documents import read_summary, summary_document
+
+        summary = read_summary(GOLDEN / "summary_v3.json")
+        assert (summary.summary_version, summary.rows, summary.exact_match_rows) == (3, 8, 1)
+        assert (summary.name_only_rows, round(summary.mean_name_f1, 4), round(summary.mean_f1, 4)) == (
+            4, 0.6667, 0.4167)
+        assert summary.versions.row_schema == 6 and summary.drift.verdict == "ok"
+        assert summary.failures_by_rule == {"args_not_captured": 4, "reference_mismatch": 5}
+        assert summary.row_outcome.accept_name_only is False  # the default gate: name-only rows fail
+        assert summary.variability["pass@k"]["1"] == 0.125  # and so they do in pass@k
+        data = json.loads((GOLDEN / "summary_v3.json").read_text())
+        assert summary_document(data) == data
+        # before version 3 no row was matched by name only: the keys are absent, read as None
+        older = read_summary(GOLDEN / "summary_v2.json")
+        assert (older.name_only_rows, older.mean_name_f1, older.row_outcome.accept_name_only) == (None, None, None)
+
     def test_an_unversioned_summary_reads_as_version_0(self, tmp_path):
         from tooleval.runs.documents import read_summary
 

@@ -166,7 +166,7 @@ class TestVersions:
             assert digest_ok(record) and not digest_ok(dict(record, dataset_revision="r2"))
 
     @pytest.mark.parametrize("kind,column,name,current", [("traces", "envelope_version", "envelope", 3),
-                                                          ("rows", "row_schema_version", "rows", 5)])
+                                                          ("rows", "row_schema_version", "rows", 6)])
     def test_newer_version_is_refused_by_name(self, tmp_path, kind, column, name, current):
         table = pq.read_table(GOLDEN / f"{name}_v{current}.parquet")
         index = table.schema.get_field_index(column)

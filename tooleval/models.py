@@ -22,6 +22,7 @@ __all__ = [
     "REVISION_PATTERN",
     "TRIAL_MAX",
     "Call",
+    "NOT_CAPTURED_KEY",
     "Case",
     "DatasetManifest",
     "ToolSpec",
@@ -48,12 +49,18 @@ Trial = Annotated[int, Field(strict=True, ge=0, le=TRIAL_MAX)]
 
 _set_attr = object.__setattr__
 
+NOT_CAPTURED_KEY = "\x00not_captured"
+"""The second part of :attr:`Call.key` for a call whose arguments were not captured (never canonical JSON)."""
+
 
 class Call(BaseModel):
     """One tool call, as referenced or as observed.
 
-    Exactly one of ``args`` and ``parse_error`` is set: a well-formed call has canonical ``args``; a malformed
-    call keeps its ``args_raw`` text and ``parse_error`` and matches nothing (DESIGN.md scoring semantics).
+    A well-formed call has canonical ``args``; a malformed call keeps its ``args_raw`` text and ``parse_error`` and
+    matches nothing (DESIGN.md scoring semantics); a call whose arguments the source never recorded (content
+    capture off) has neither, ``args_captured`` false, and matches a reference call of the same tool by name only
+    (docs/rules.md "Arguments that were never captured"). Its record (:meth:`to_record`) is ``args_json`` null with
+    ``parse_error`` null: a well-formed call always has ``args_json`` and a malformed one a ``parse_error``.
     """
 
     model_config = ConfigDict(frozen=True)
@@ -66,6 +73,11 @@ class Call(BaseModel):
     """The raw argument text; kept only for a malformed call."""
     parse_error: str | None = None
     """Why the argument text could not be read; ``None`` for a well-formed call."""
+    args_captured: bool = Field(default=True, exclude=True)
+    """False when the source recorded the call's name but not its arguments (an OpenTelemetry or OpenInference
+    span with content capture off): the arguments are unknown, neither ``{}`` nor wrong. Left out of
+    ``model_dump`` (a reference call always has it true, and a case's digest stays what it was); the call's record
+    says it instead (:meth:`to_record`)."""
     argument_rules: dict[str, ArgumentRule] | None = None
     """A reference call's own ``{path: rule}``, laid over its tool's rules in the case and in tools.json for this
     call only: two reference calls of one tool may accept different values (BFCL's parallel calls). ``None`` on
@@ -76,18 +88,33 @@ class Call(BaseModel):
         """True when the argument text was not a JSON object."""
         return self.parse_error is not None
 
+    @property
+    def args_known(self) -> bool:
+        """True when the arguments can be compared: the call is neither malformed nor without captured arguments."""
+        return self.args_captured and self.parse_error is None
+
     @cached_property
     def args_json(self) -> str | None:
-        """Canonical JSON text of ``args``; ``None`` for a malformed call."""
+        """Canonical JSON text of ``args``; ``None`` for a malformed call and a call whose arguments were not
+        captured."""
         return None if self.args is None else canonical_json(self.args)
 
     @cached_property
     def key(self) -> tuple[str, str]:
-        """Multiset key: ``(name, canonical args)``; a malformed call's key is ``(name, raw text)`` tagged so
-        that it never equals a well-formed call's key."""
+        """Multiset key: ``(name, canonical args)``; a malformed call's key is ``(name, raw text)`` and a call
+        without captured arguments ``(name, tag)``, each tagged so that it never equals a well-formed call's key
+        (a call without captured arguments is matched by name, apart from the keys:
+        :func:`tooleval.scoring.matching.match_calls`)."""
         if self.malformed:
             return (self.name, "\x00malformed:" + (self.args_raw or ""))
+        if not self.args_captured:
+            return (self.name, NOT_CAPTURED_KEY)
         return (self.name, self.args_json or "{}")
+
+    @classmethod
+    def not_captured(cls, name: str) -> "Call":
+        """A call whose arguments the source did not record: its name only (``args_captured`` false)."""
+        return cls(name=name, args=None, args_captured=False)
 
     @classmethod
     def from_raw(cls, name: str, raw: str | dict | None) -> "Call":
@@ -125,7 +152,7 @@ class Call(BaseModel):
         each boundary)."""
         call = cls.__new__(cls)
         _set_attr(call, "__dict__", {"name": name, "args": args, "args_raw": None, "parse_error": None,
-                                     "argument_rules": None, "args_json": args_json})
+                                     "args_captured": True, "argument_rules": None, "args_json": args_json})
         _set_attr(call, "__pydantic_fields_set__", {"name", "args"})
         _set_attr(call, "__pydantic_extra__", None)
         _set_attr(call, "__pydantic_private__", None)
@@ -133,9 +160,11 @@ class Call(BaseModel):
 
     @classmethod
     def from_record(cls, record: dict[str, Any]) -> "Call":
-        """Inverse of :meth:`to_record`."""
+        """Inverse of :meth:`to_record` (``args_json`` and ``parse_error`` both null: arguments not captured)."""
         if record.get("parse_error") is not None:
             return cls(name=record["name"], args_raw=record.get("args_raw"), parse_error=record["parse_error"])
+        if record.get("args_json") is None:
+            return cls.not_captured(record["name"])
         return cls.from_raw(record["name"], record.get("args_json"))
 
 
@@ -475,10 +504,13 @@ def calls_from_messages(messages: list[dict[str, Any]]) -> list[Call]:
 
     Accepts ``tool_calls[].function.{name, arguments}`` (arguments as JSON text, the OpenAI wire format) and the
     flattened ``tool_calls[].{name, arguments|args}`` shape (arguments already an object, as in tau2 and
-    LangChain). Calls are keyed by position, never by id (ids repeat within tau-bench runs).
+    LangChain). Calls are keyed by position, never by id (ids repeat within tau-bench runs). A tool call marked
+    ``"arguments_captured": false`` (beside ``function``; its arguments absent or null: what the span importers
+    write when content capture was off) becomes :meth:`Call.not_captured`.
 
     Raises:
-        ValueError: when a tool call has no string name.
+        ValueError: when a tool call has no string name, or its ``arguments_captured`` is not a boolean, or is
+            false while arguments are given.
     """
     calls: list[Call] = []
     for m_index, message in enumerate(messages):
@@ -490,7 +522,17 @@ def calls_from_messages(messages: list[dict[str, Any]]) -> list[Call]:
             if not isinstance(name, str):
                 raise ValueError(f"messages[{m_index}].tool_calls[{c_index}] has no tool name")
             raw = body["arguments"] if "arguments" in body else body.get("args")
-            calls.append(Call.from_raw(name, raw))
+            captured = tool_call.get("arguments_captured", True)
+            if captured is True:
+                calls.append(Call.from_raw(name, raw))
+            elif captured is False and raw is None:
+                calls.append(Call.not_captured(name))
+            elif captured is False:
+                raise ValueError(f"messages[{m_index}].tool_calls[{c_index}] says arguments_captured: false but "
+                                 "gives arguments (drop one of them)")
+            else:
+                raise ValueError(f"messages[{m_index}].tool_calls[{c_index}].arguments_captured must be true or "
+                                 f"false, not {json_type_name(captured)}")
     return calls
 
 

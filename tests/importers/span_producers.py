@@ -4,6 +4,9 @@
   write the structured GenAI messages (``gen_ai.input.messages`` / ``gen_ai.output.messages``).
 * ``openinference``: openinference-instrumentation-openai over the openai SDK (flattened ``llm.*_messages``), with
   OpenInference's own ``using_session`` and TOOL spans from its ``OITracer``.
+* ``openllmetry-nocontent``: OpenLLMetry with content capture off (``TRACELOOP_TRACE_CONTENT=false``), and
+  ``execute_tool`` spans without ``gen_ai.tool.call.arguments`` (opt-in in the GenAI conventions): what a team
+  that does not record prompts and arguments has on disk.
 
 Each agent run is one trace: a root ``agent`` span naming its case, a model call that asks for tools, one tool
 span per call (an ``execute_tool`` GenAI span or an OpenInference TOOL span, as an application writes them with
@@ -113,8 +116,8 @@ def _produce_here(style: str, path: Path, plan: Plan) -> Path:
         # OpenLLMetry 0.62 declares a pydantic model with a class-based Config, deprecated since pydantic 2.0; the
         # producer is third-party code under test, so the deprecation is its own and does not fail our tests.
         warnings.filterwarnings("ignore", "Support for class-based `config` is deprecated", DeprecationWarning)
-        if style == "openllmetry":
-            os.environ["TRACELOOP_TRACE_CONTENT"] = "true"
+        if style.startswith("openllmetry"):
+            os.environ["TRACELOOP_TRACE_CONTENT"] = "false" if style.endswith("-nocontent") else "true"
             from opentelemetry.instrumentation.openai import OpenAIInstrumentor
         else:
             from openinference.instrumentation.openai import OpenAIInstrumentor
@@ -148,7 +151,7 @@ def _run_case(style: str, provider, client, i: int, plan: Plan) -> None:
         tracer = provider.get_tracer("agent")
         session = nullcontext()
     with session, tracer.start_as_current_span("agent") as root:
-        if style == "openllmetry":
+        if style.startswith("openllmetry"):
             root.set_attribute("session.id", f"case-{i}")
         reply = client.chat.completions.create(model="scripted", messages=messages, tools=tools)
         message = reply.choices[0].message
@@ -174,7 +177,8 @@ def _tool_span(style: str, tracer, name: str, call_id: str, arguments: str) -> N
             span.set_attribute("gen_ai.operation.name", "execute_tool")
             span.set_attribute("gen_ai.tool.name", name)
             span.set_attribute("gen_ai.tool.call.id", call_id)
-            span.set_attribute("gen_ai.tool.call.arguments", arguments)
+            if not style.endswith("-nocontent"):
+                span.set_attribute("gen_ai.tool.call.arguments", arguments)
 
 
 if __name__ == "__main__":

@@ -40,11 +40,12 @@ def names(violations: list[Violation]) -> list[str]:
 
 
 def test_the_rule_names():
-    # the 13 rules of check_policies, then tool_schema (issue 13: tests/rules/test_rules_schema.py)
+    # the 13 rules of check_policies, then tool_schema (issue 13: tests/rules/test_rules_schema.py) and
+    # args_not_captured (tests/rules/test_rules_name_only.py)
     assert RULE_NAMES == ("forbidden_tool", "unexpected_tool", "repeated_call", "missing_write",
                           "wrong_write_arguments", "f1_below_floor", "required_order", "missing_confirmation",
                           "repeated_side_effect", "call_budget", "required_argument", "missing_output", "leaked_field",
-                          "tool_schema")
+                          "tool_schema", "args_not_captured")
 
 
 def test_violation_record_shape():

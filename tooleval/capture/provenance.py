@@ -17,6 +17,9 @@
 * ``executor`` — the same payloads, but the executor ran one more often than it was emitted (a retry): not an
   agent duplicate.
 
+A model call whose arguments were not captured is compared by its tool alone: it stands for a call of that tool
+received at the next boundary, so a span recorded without content does not make a divergence of its own.
+
 **Failure owner** (:func:`failure_owner`, seed 000 "Ownership follows the first divergent boundary"):
 ``evaluation_platform`` for a mismatched join, else ``adapter`` / ``executor`` for a divergent boundary, else
 ``agent`` when the row does not match its reference, else null.
@@ -86,6 +89,21 @@ def _keys(calls: list[Call]) -> Counter:
     return Counter(call.key for call in calls)
 
 
+def _emitted_keys(emitted: list[Call], received: Counter) -> Counter:
+    """The keys of ``emitted``, where a call whose arguments were not captured takes the key of a ``received``
+    call of the same tool that no captured call accounts for (its arguments are unknown, so only its tool can
+    differ); one with no such call keeps its own key, which then differs."""
+    keys = Counter(call.key for call in emitted if call.args_captured)
+    spare = received - keys
+    for call in emitted:
+        if call.args_captured:
+            continue
+        key = next((k for k in sorted(spare) if k[0] == call.name and spare[k] > 0), call.key)
+        keys[key] += 1
+        spare[key] -= 1
+    return keys
+
+
 def first_divergent_boundary(
     model: list[Call], adapter: list[Call] | None, executor: list[tuple[Call, int]] | None
 ) -> str | None:
@@ -98,7 +116,7 @@ def first_divergent_boundary(
     """
     payload = model
     if adapter is not None:
-        if _keys(adapter) != _keys(model):
+        if _keys(adapter) != _emitted_keys(model, _keys(adapter)):
             return "adapter"
         payload = adapter
     if executor is None:
@@ -108,7 +126,7 @@ def first_divergent_boundary(
     for call, executions in executor:
         received[call.key] += 1
         ran[call.key] += max(int(executions or 1), 1)
-    emitted = _keys(payload)
+    emitted = _emitted_keys(payload, received)
     if set(received) != set(emitted) or any(received[k] < emitted[k] for k in emitted):
         return "adapter"
     if any(ran[k] > emitted[k] for k in ran):

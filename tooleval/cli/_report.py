@@ -89,6 +89,9 @@ def _print_figures(result, s: dict) -> None:
         ("tool schema findings (advisory unless gate.toml blocks the tool)", "schema_findings"),
     ]:
         summary.add_row(label, fmt(s.get(key)))
+    if s.get("name_only_rows"):  # calls whose arguments were not captured: out of mean f1 and exact-match rows
+        summary.add_row("name-only rows (arguments not captured)", fmt(s["name_only_rows"]))
+        summary.add_row("mean name-level f1 of name-only rows", fmt(s.get("mean_name_f1")))
     provenance = s.get("provenance") or {}
     if provenance:
         summary.add_row("provenance ok / missing / mismatch",

@@ -17,6 +17,9 @@ Decisions (docs/rules.md "Gate"):
   are listed in ``waived``. Any waiver past its date fails the gate (and covers nothing).
 * **Quarantined** cases leave the blocking totals and the slice floors; their rows are listed in
   ``quarantined`` with the rules they would fail.
+* **Name-only rows** (a call whose arguments were not captured, matched by name only: row column ``name_only``)
+  fail as rule ``args_not_captured`` unless ``accept_name_only = true``; they leave the slices' and the run's
+  argument-level figures (mean and min F1, exact-match rows and rate).
 * **Slices**: every case ``slice`` and tool family seen is reported (rows, exact-match rows, mean and min F1,
   fp, fn, failing rows — never only the mean); floors apply to configured ones, and a configured slice with
   fewer rows than ``min_rows`` (0: missing from the run) fails. Run-wide ``[f1]`` thresholds only advise.
@@ -30,6 +33,7 @@ from datetime import date
 from typing import Any, Iterable
 
 from tooleval.rules._gate_config import MISMATCH_RULE, Floor, GateConfig, Waiver
+from tooleval.rules._name_only import NAME_ONLY_RULE
 from tooleval.rules._schema import SCHEMA_RULE
 from tooleval.rules._verdict import NO_SLICE, GateVerdict, RowOutcome, SliceResult, worst_key
 
@@ -41,10 +45,14 @@ def _rule_label(rule: str | None) -> str:
 
 
 def _severity(violation: dict, config: GateConfig) -> str:
-    """The gate's severity of a recorded violation: a schema finding of a blocking tool, else ``[severity]``."""
-    if violation["rule"] == SCHEMA_RULE and violation["tool"] in config.tool_schema.blocking_tools:
+    """The gate's severity of a recorded violation: a schema finding of a blocking tool, else ``[severity]``, else
+    for a call whose arguments were not captured ``accept_name_only`` (blocking unless it is true)."""
+    rule = violation["rule"]
+    if rule == SCHEMA_RULE and violation["tool"] in config.tool_schema.blocking_tools:
         return "blocking"
-    return config.severity.get(violation["rule"], violation["severity"])
+    if rule == NAME_ONLY_RULE and rule not in config.severity:
+        return violation["severity"] if config.accept_name_only else "blocking"
+    return config.severity.get(rule, violation["severity"])
 
 
 def _outcome(row: dict, config: GateConfig, active: list[Waiver], quarantine: dict) -> RowOutcome:
@@ -78,6 +86,7 @@ def _outcome(row: dict, config: GateConfig, active: list[Waiver], quarantine: di
         waivers=[w.to_dict() for w in waivers.values()],
         quarantine=quarantine[case_id].to_dict() if case_id in quarantine else None,
         no_trial=row.get("trial") is None,
+        name_only=bool(row.get("name_only")),
     )
 
 
@@ -113,7 +122,7 @@ class _GroupTally:
             self.quarantined += 1
             return
         self.rows += 1
-        if o.f1 is not None:  # summed in row order, as ``sum()`` over the list of values did
+        if o.f1 is not None and not o.name_only:  # in row order, as ``sum()`` over the list did; name-level F1 apart
             self.f1_sum += o.f1
             self.f1_count += 1
             self.f1_min = o.f1 if self.f1_min is None or o.f1 < self.f1_min else self.f1_min

@@ -34,9 +34,10 @@ MISMATCH_RULE = "reference_mismatch"
 outcome ``match``."""
 
 GATE_RULES = RULE_NAMES + ("row_error", "unscored", MISMATCH_RULE)
-"""Rules the gate knows: the 14 violation rules (``tool_schema`` included), ``row_error`` (a row that could not be
-scored), ``unscored`` (a case in the run's scope with no row at all, or a trace that made no row) and
-``reference_mismatch`` (calls that differ from the reference, under the row outcome ``match``)."""
+"""Rules the gate knows: the 15 violation rules (``tool_schema`` and ``args_not_captured`` included),
+``row_error`` (a row that could not be scored), ``unscored`` (a case in the run's scope with no row at all, or a
+trace that made no row) and ``reference_mismatch`` (calls that differ from the reference, under the row outcome
+``match``)."""
 
 RowOutcomeName = Literal["match", "no_blocking"]
 
@@ -161,6 +162,11 @@ class GateConfig(BaseModel):
     """A row that could not be scored (``error`` set) fails as rule ``row_error``, and a case in scope without a
     row (or a trace that made none) as rule ``unscored``. ``false`` is an explicit opt-out (never the default);
     a run with no scored row fails whatever it says."""
+    accept_name_only: bool = Field(default=False, strict=True)  # TOML true/false only: "yes" is no decision
+    """A row with a call whose arguments were not captured (row column ``name_only``; the recorded rule
+    ``args_not_captured``) may pass on its calls matched by name. By default (``false``) the gate grades
+    ``args_not_captured`` blocking: a match by name vouches for no argument. ``true`` leaves it advisory, as
+    recorded. A ``[severity]`` entry for the rule wins over both."""
     f1: F1Advisory = Field(default_factory=F1Advisory)
     slices: dict[str, Floor] = Field(default_factory=dict)
     """Case ``slice`` -> floors."""

@@ -8,6 +8,10 @@ observed call that still allows a maximum matching), which is exactly what ``mat
 plain key equality: with no rules :func:`match_with_rules` returns ``match_calls``' result field for field
 (``tests/rules/test_rules_match.py`` proves it on every handed scoring case).
 
+An observed call whose arguments were not captured equals every reference call of its tool: it matches by name
+only (no rule can be applied to unknown values), and which call of that tool it takes leaves the matching's size,
+hence tp, fp and fn, unchanged.
+
 Everything else follows DESIGN.md "Scoring semantics" with rule-aware equality: wrong-argument pairs by an optimal
 assignment over rule-aware differing paths, ``duplicate_calls`` over rule-normalised keys
 (:func:`tooleval.rules._arguments.normal_form`), ``f1 = 2tp / (2tp + fp + fn)`` and 1.0 when nothing was expected
@@ -23,7 +27,7 @@ from dataclasses import dataclass, field, fields, replace
 import numpy as np
 
 from tooleval.canonical import canonical_json
-from tooleval.scoring.matching import MatchResult, WrongArgs, match_calls, match_evidence
+from tooleval.scoring.matching import MatchResult, WrongArgs, duplicate_count, match_calls, match_evidence
 from tooleval.models import Call
 from tooleval.rules._arguments import (
     ArgumentRules,
@@ -81,7 +85,7 @@ def call_identity(call: Call, rules: ArgumentRules | None, args: dict | None = N
     """A call's key under the transitive rules (``Call.key`` when the tool has no rules); ``args`` overrides the
     call's own arguments (e.g. after coercion)."""
     tool_rules = rules.for_tool(call.name) if rules is not None else None
-    if call.malformed or (tool_rules is None and args is None):
+    if not call.args_known or (tool_rules is None and args is None):
         return call.key
     return (call.name, canonical_json(normal_form(call.args if args is None else args, tool_rules)))
 
@@ -152,7 +156,7 @@ def _pair_wrong_args(missing: list[Call], extra: list[tuple[Call, dict | None, o
     for i, call in enumerate(missing):
         rows_by_name[call.name].append(i)
     for j, (call, _, _) in enumerate(extra):
-        if not call.malformed:
+        if call.args_known:
             cols_by_name[call.name].append(j)
     pairs: list[tuple[int, int, list[str]]] = []
     for name, rows in rows_by_name.items():
@@ -189,13 +193,14 @@ def match_with_rules(expected: list[Call], observed: list[Call], rules: Argument
     if rules is None:
         result = match_calls(expected, observed)
         matches = mode.holds(len(expected), len(observed), result.fp, result.fn,
-                             lambda i, j: expected[i].key == observed[j].key)
+                             lambda i, j: expected[i].key == observed[j].key
+                             or (not observed[j].args_captured and expected[i].name == observed[j].name))
         return RuleMatch.from_match(result, calls_match=matches)
     coercions: list[Coercion] = []
     effective: list[dict | None] = []
     for index, call in enumerate(observed):
         tool_rules = rules.for_tool(call.name)
-        if call.malformed or tool_rules is None:
+        if not call.args_known or tool_rules is None:
             effective.append(call.args)
             continue
         args, applied = coerce_arguments(call.args, tool_rules, rules.schemas.get(call.name))
@@ -208,7 +213,8 @@ def match_with_rules(expected: list[Call], observed: list[Call], rules: Argument
         adjacent.append([
             j for j, o in enumerate(observed)
             if o.name == e.name and not o.malformed
-            and (o.key == e.key if tool_rules is None else not _differing(e, effective[j], written[j], tool_rules))
+            and (not o.args_captured or (o.key == e.key if tool_rules is None
+                                         else not _differing(e, effective[j], written[j], tool_rules)))
         ])
     pairs = _lexicographic_matching(len(expected), len(observed), adjacent)
     matched_cols = set(pairs.values())
@@ -217,7 +223,7 @@ def match_with_rules(expected: list[Call], observed: list[Call], rules: Argument
     wrong = _pair_wrong_args(missing, extra, rules)
     expected_keys = Counter(call_identity(e, rules) for e in expected)
     observed_keys = Counter(call_identity(o, rules, effective[j]) for j, o in enumerate(observed))
-    duplicates = sum(max(0, n - max(expected_keys.get(k, 0), 1)) for k, n in observed_keys.items())
+    duplicates = duplicate_count(expected_keys, observed_keys)
     evidence = match_evidence(expected, observed, len(pairs), missing, [call for call, _, _ in extra], wrong, duplicates)
     # the order checks of a mode use the matching's own equality (only strict and ordered modes ask for it)
     matches = mode.holds(len(expected), len(observed), evidence["fp"], evidence["fn"], lambda i, j: j in adjacent[i])

@@ -38,11 +38,13 @@ __all__ = ["RULE_NAMES", "Severity", "Violation", "PolicyConfig", "check_policie
 RULE_NAMES = (
     "forbidden_tool", "unexpected_tool", "repeated_call", "missing_write", "wrong_write_arguments",
     "f1_below_floor", "required_order", "missing_confirmation", "repeated_side_effect", "call_budget",
-    "required_argument", "missing_output", "leaked_field", "tool_schema",
+    "required_argument", "missing_output", "leaked_field", "tool_schema", "args_not_captured",
 )
 """Every violation rule, in the order they are reported: :func:`check_policies` reports the first 13;
 ``tool_schema`` (a call departing from its tools.json schema, advisory) comes from
-:func:`tooleval.rules._schema.schema_violations`."""
+:func:`tooleval.rules._schema.schema_violations`, and ``args_not_captured`` (a call whose arguments the source did
+not record, advisory; the gate blocks it unless ``accept_name_only``) from
+:func:`tooleval.rules._name_only.name_only_violations`."""
 
 Severity = Literal["blocking", "advisory"]
 
@@ -83,7 +85,10 @@ class PolicyConfig(BaseModel):
 def describe_call(step_or_call: Step | Call) -> str:
     """``call #3 issue_refund({"amount":499.9,"order_id":"ORD-7731"})`` (or the call alone, without position)."""
     call = step_or_call.call if isinstance(step_or_call, Step) else step_or_call
-    args = call.args_json if not call.malformed else f"<malformed: {call.args_raw}>"
+    if call.malformed:
+        args = f"<malformed: {call.args_raw}>"
+    else:
+        args = call.args_json if call.args_captured else "<arguments not captured>"
     text = f"{call.name}({args})"
     return f"call #{step_or_call.index + 1} {text}" if isinstance(step_or_call, Step) else text
 
@@ -141,7 +146,7 @@ def check_policies(
 
     def identity(call: Call) -> tuple[str, str]:
         tool_rules = rules.for_tool(call.name) if rules is not None else None
-        if tool_rules is None or call.malformed:
+        if tool_rules is None or not call.args_known:
             return call.key
         return call_identity(call, rules, coerce_arguments(call.args, tool_rules, rules.schemas.get(call.name))[0])
 
@@ -162,6 +167,8 @@ def check_policies(
     if case.no_repeated_calls:
         first: dict[tuple, int] = {}
         for s in steps:
+            if not s.call.args_captured:  # its arguments are unknown: not known to repeat anything
+                continue
             key = identity(s.call)
             if key in first:
                 add("repeated_call", s.call.name, f"{describe_call(s)} repeats call #{first[key] + 1}")
@@ -182,7 +189,7 @@ def check_policies(
             f"{describe_call(pair.observed)}; differs at {', '.join(pair.paths)}")
     if case.min_f1 is not None and match.f1 < case.min_f1:
         add("f1_below_floor", None, f"f1 {match.f1:.4f} is below the case's min_f1 {case.min_f1}")
-    if case.require_exact and not match.exact_match:
+    if case.require_exact and (match.fp or match.fn):  # calls never captured are rule args_not_captured's
         add("f1_below_floor", None, f"require_exact: {match.fn} missing and {match.fp} extra call(s)")
     for rule in case.sequence_rules or []:
         done = False
@@ -209,7 +216,7 @@ def check_policies(
     succeeded: dict[tuple, int] = {}
     for s in steps:
         tool = spec(s.call.name)
-        if tool is None or tool.idempotent is not False:
+        if tool is None or tool.idempotent is not False or not s.call.args_captured:
             continue
         key = identity(s.call)
         if key in succeeded:
@@ -247,7 +254,7 @@ def _required_arguments(case: Case, tools: Mapping[str, ToolSpec], steps: list[S
         spec = tools.get(s.call.name)
         names = set((case.required_arguments or {}).get(s.call.name, []))
         names |= set(spec.required_arguments or []) if spec is not None else set()
-        if not names:
+        if not names or not s.call.args_captured:  # unknown arguments are not absent ones
             continue
         absent = sorted(names) if s.call.malformed else sorted(n for n in names if n not in s.call.args)
         if absent:

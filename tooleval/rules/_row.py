@@ -15,6 +15,7 @@ from tooleval.rules._arguments import ArgumentRules
 from tooleval.rules._confirmation import ConfirmationDetector
 from tooleval.rules._match import RuleMatch, match_plans, written_arguments
 from tooleval.rules._modes import MatchMode
+from tooleval.rules._name_only import name_only, name_only_violations
 from tooleval.rules._policy import PolicyConfig, Violation, check_policies
 from tooleval.rules._schema import SchemaFinding, schema_findings, schema_violations
 
@@ -47,6 +48,8 @@ class RowRules:
     when the dataset declares no tools (nothing to check against)."""
     mode: MatchMode = MatchMode()
     """The case's match mode, which decided ``match.calls_match``."""
+    name_only: bool = False
+    """Some observed call's arguments were not captured: matched by name only (row column ``name_only``)."""
 
     @property
     def blocking(self) -> bool:
@@ -61,7 +64,8 @@ class RowRules:
     def columns(self) -> dict[str, Any]:
         """Row columns: the rule-aware metric columns (same names and shapes as today) plus ``violations``,
         ``blocking``, ``coercions``, ``chosen_plan``, ``reference_calls``, ``tool_families``, ``schema_findings``,
-        ``match_mode`` and ``calls_match``; ``mismatch_categories`` gains ``schema`` when a call departs from its
+        ``match_mode``, ``calls_match`` and ``name_only``; ``mismatch_categories`` gains ``schema`` when a call
+        departs from its
         schema."""
         m = self.match
         return {
@@ -87,6 +91,7 @@ class RowRules:
             "schema_findings": None if self.schema_findings is None else [f.to_record() for f in self.schema_findings],
             "match_mode": self.mode.label,
             "calls_match": m.calls_match,
+            "name_only": self.name_only,
         }
 
 
@@ -126,5 +131,6 @@ def evaluate_row(
                                 plans=plans)
     findings = schema_findings(observed, tools) if tools else None
     violations += schema_violations(findings or [], observed)
+    violations += name_only_violations(observed)
     families = tool_families([*plans[chosen], *observed], tools)
-    return RowRules(match, violations, list(plans[chosen]), families, findings, mode)
+    return RowRules(match, violations, list(plans[chosen]), families, findings, mode, name_only(observed))

@@ -333,7 +333,8 @@ def schema_findings(calls: list[Call], tools: Mapping[str, ToolSpec]) -> list[Sc
     """Check observed calls against the declared tool schemas.
 
     Args:
-        calls: Observed calls in trajectory order (malformed ones are skipped).
+        calls: Observed calls in trajectory order (malformed ones are skipped; one whose arguments were not
+            captured is checked for its tool's declaration only).
         tools: The dataset's tool specs by name; empty = nothing declared, nothing checked.
 
     Returns:
@@ -353,7 +354,7 @@ def schema_findings(calls: list[Call], tools: Mapping[str, ToolSpec]) -> list[Sc
             findings.append(SchemaFinding(index, call.name, "undeclared_tool", "", "no such tool in tools.json"))
             continue
         schema = spec.parameters
-        if not schema:
+        if not schema or not call.args_captured:  # arguments never recorded: the tool's name is all there is to check
             continue
         plan = _plan_for(spec)
         args = call.args or {}

@@ -39,13 +39,16 @@ class RowOutcome:
     quarantine: dict | None = None
     no_trial: bool = False
     """True for a placeholder of a case that has no row at all (its trial is unknown: JUnit names it ``#-``)."""
+    name_only: bool = False
+    """Some call's arguments were not captured: its ``f1`` is a name-level figure, left out of the slices' means."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
     def evidence(self) -> dict[str, Any]:
         """What to print for a failing row: its rules, violations and the missing / extra / wrong-argument call
-        objects with parsed arguments (``{"name", "args"}``; a malformed call keeps ``args_raw``)."""
+        objects with parsed arguments (``{"name", "args"}``; a malformed call keeps ``args_raw``; a call whose
+        arguments were not captured is ``{"name", "arguments_captured": false}``)."""
         return {
             "case_id": self.case_id,
             "trial": self.trial,
@@ -71,6 +74,8 @@ def _args(text: str | None) -> Any:
 
 
 def _call_object(call: dict) -> dict[str, Any]:
+    if call.get("args_json") is None and call.get("parse_error") is None:  # the source did not record them
+        return {"name": call["name"], "arguments_captured": False}
     if call.get("args_json") is None:
         return {"name": call["name"], "args_raw": call.get("args_raw"), "parse_error": call.get("parse_error")}
     return {"name": call["name"], "args": json.loads(call["args_json"])}

@@ -5,6 +5,11 @@ aggregates skip empty and NULL lists (handed case H16). ``failures_by_tool`` cou
 calls (fn), the extra calls (fp) and the wrong-argument pairs; a wrong-argument pair is also one missing and one
 extra call, so ``sum(missing) == fn`` and ``sum(extra) == fp``.
 
+**Name-only rows** (row column ``name_only``: some call's arguments were not captured, so it matched by name
+only) leave the argument-level figures — ``mean_f1`` and ``exact_match_rows`` — and are counted apart:
+``name_only_rows`` and ``mean_name_f1`` (their mean F1, a name-level figure). Every other figure (calls, tp, fp,
+fn, the ragas mean, failures by tool) covers every row, as the legacy scalar and the drift check do.
+
 Tool schema findings (issue 13, row column ``schema_findings``) are counted apart from the failures: a call that
 departs from its schema is still matched as made, so they never move f1, fp or fn. Rows written before the column
 existed (row schema version < 3) count as not checked.
@@ -23,7 +28,7 @@ __all__ = ["summarize_rows", "has_column"]
 _FIGURES = """
 SELECT
   count(*) AS rows,
-  count(*) FILTER (WHERE exact_match) AS exact_match_rows,
+  count(*) FILTER (WHERE exact_match AND NOT coalesce(name_only, false)) AS exact_match_rows,
   coalesce(sum(len(expected_calls)), 0) AS expected_calls,
   coalesce(sum(coalesce(len(observed_calls), 0)), 0) AS observed_calls,
   coalesce(sum(tp), 0) AS tp,
@@ -38,8 +43,10 @@ SELECT
   count(*) FILTER (WHERE provenance_status = 'ok') AS provenance_ok,
   count(*) FILTER (WHERE provenance_status = 'missing') AS provenance_missing,
   count(*) FILTER (WHERE provenance_status = 'mismatch') AS provenance_mismatch,
-  avg(f1) AS mean_f1,
-  avg(ragas_tool_call_f1) AS mean_ragas_tool_call_f1
+  avg(f1) FILTER (WHERE NOT coalesce(name_only, false)) AS mean_f1,
+  avg(ragas_tool_call_f1) AS mean_ragas_tool_call_f1,
+  count(*) FILTER (WHERE name_only) AS name_only_rows,
+  avg(f1) FILTER (WHERE name_only) AS mean_name_f1
 FROM {source}
 """
 
@@ -99,8 +106,10 @@ def summarize_rows(source: str, connection: duckdb.DuckDBPyConnection | None = N
     Returns:
         ``{rows, exact_match_rows, expected_calls, observed_calls, tp, fp, fn, rows_with_missing,
         rows_with_extra, rows_with_duplicates, rows_with_malformed, rows_without_calls, rows_with_errors,
-        mean_f1, mean_ragas_tool_call_f1, failures_by_tool, failures_by_owner, provenance, rows_schema_checked,
-        rows_with_schema_findings, schema_findings, schema_findings_by_tool}``; counts are
+        mean_f1, mean_ragas_tool_call_f1, name_only_rows, mean_name_f1, failures_by_tool, failures_by_owner,
+        provenance, rows_schema_checked, rows_with_schema_findings, schema_findings, schema_findings_by_tool}``;
+        ``mean_f1`` and ``exact_match_rows`` leave out the name-only rows, which ``name_only_rows`` counts and
+        ``mean_name_f1`` averages (null without any); counts are
         ints, means floats in [0, 1] or ``None`` when no row was scored; ``failures_by_tool`` maps tool name to
         ``{"missing": n, "extra": n, "wrong_args": n}``; ``failures_by_owner`` maps a failure owner (agent,
         adapter, executor, evaluation_platform) to its row count; ``provenance`` counts rows by

@@ -50,10 +50,15 @@ FROM b FULL OUTER JOIN h ON b.case_id = h.case_id AND b.trial = h.trial
 """
 
 _VERDICT = ("CASE WHEN {t}.case_id IS NULL THEN NULL WHEN {t}.error_kind IS NOT NULL THEN 'error' "
-            "WHEN coalesce({t}.blocking, false) THEN 'blocking' "
+            "WHEN coalesce({t}.blocking, false) OR ({names_block} AND coalesce({t}.name_only, false)) "
+            "THEN 'blocking' "
             "WHEN {match} AND NOT coalesce({t}.calls_match, false) THEN 'mismatch' ELSE 'pass' END AS {t}_verdict")
-"""A row's verdict: ``error``, ``blocking``, ``mismatch`` (its calls do not match the reference under its match
-mode, judged under the row outcome ``match``) or ``pass``."""
+"""A row's verdict: ``error``, ``blocking`` (a name-only row counts as blocking unless the run accepted names:
+``args_not_captured``), ``mismatch`` (its calls do not match the reference under its match mode, judged under the
+row outcome ``match``) or ``pass``."""
+
+_NAME_ONLY_FAILS = " OR coalesce(name_only, false)"
+"""Added to a run's :data:`_FAILS` unless its gate accepted name-only rows (``accept_name_only``)."""
 
 
 def run_row_outcome(out: Path, run_id: str) -> str:
@@ -63,6 +68,15 @@ def run_row_outcome(out: Path, run_id: str) -> str:
 
     recorded = read_summary(document_path(out, f"runs/{run_id}/summary.json")).row_outcome
     return "no_blocking" if recorded is None else recorded.gate
+
+
+def run_accepts_name_only(out: Path, run_id: str) -> bool:
+    """Whether a published run's gate let name-only rows pass (``summary.json``'s ``row_outcome.accept_name_only``;
+    false when not recorded: the gate's default, and no row of an older run is name-only anyway)."""
+    from tooleval.runs.documents import read_summary
+
+    recorded = read_summary(document_path(out, f"runs/{run_id}/summary.json")).row_outcome
+    return bool(recorded is not None and recorded.accept_name_only)
 
 
 @dataclass(frozen=True)
@@ -140,9 +154,12 @@ def compare_runs(out: str | Path, base: str, head: str) -> dict[str, Any]:
             raise InputFileError(out / "rows", None, f"run {run!r} has no rows (a legacy-only run?).",
                                  "compare runs of the row-level path.")
     outcomes = {"b": run_row_outcome(out, base), "h": run_row_outcome(out, head)}
-    columns = ", ".join(f"{_qualify(sql.format(fails=_FAILS[outcomes[t]]), t)} AS {t}_{m}"
+    names = {"b": run_accepts_name_only(out, base), "h": run_accepts_name_only(out, head)}
+    fails = {t: _FAILS[outcomes[t]] + ("" if names[t] else _NAME_ONLY_FAILS) for t in ("b", "h")}
+    columns = ", ".join(f"{_qualify(sql.format(fails=fails[t]), t)} AS {t}_{m}"
                         for m, sql in METRICS.items() for t in ("b", "h"))
-    verdicts = ", ".join(_VERDICT.format(t=t, match=str(outcomes[t] == "match").upper()) for t in ("b", "h"))
+    verdicts = ", ".join(_VERDICT.format(t=t, match=str(outcomes[t] == "match").upper(),
+                                         names_block=str(not names[t]).upper()) for t in ("b", "h"))
     con.execute(_PAIRS.format(columns=columns, verdicts=verdicts), params)
     keys = f"SELECT case_id, trial FROM pairs WHERE {{}} ORDER BY case_id, trial LIMIT {_CHANGED_LIMIT}"
     pairs = con.execute("SELECT count(*) FROM pairs WHERE in_base AND in_head").fetchone()[0]
@@ -191,7 +208,8 @@ def compare_runs(out: str | Path, base: str, head: str) -> dict[str, Any]:
 
 def _qualify(sql: str, alias: str) -> str:
     """Prefix the row columns a metric's SQL reads with the join alias (``f1`` -> ``b.f1``)."""
-    return re.sub(r"\b(f1|ragas_tool_call_f1|exact_match|calls_match|error_kind|blocking)\b", rf"{alias}.\1", sql)
+    return re.sub(r"\b(f1|ragas_tool_call_f1|exact_match|calls_match|error_kind|blocking|name_only)\b", rf"{alias}.\1",
+                  sql)
 
 
 def failed_thresholds(comparison: dict[str, Any], fail_on: list[FailOn]) -> list[str]:

@@ -25,10 +25,12 @@ from tooleval.storage._row import ErrorKind
 __all__ = ["SUMMARY_VERSION", "DRIFT_VERSION", "ERRORS_VERSION", "RunSummary", "RowOutcomeInfo", "ErrorEntry", "DriftDocument",
            "read_summary", "summary_document", "errors_document", "drift_document", "DOCUMENT_MODELS"]
 
-SUMMARY_VERSION = 2
+SUMMARY_VERSION = 3
 """Version of :class:`RunSummary`. History: 0 — unversioned summaries (same keys, no ``summary_version``); 1 — the
 typed summary (``summary_version``, ``versions.summary`` / ``errors`` / ``drift``); 2 — ``row_outcome`` (which
-outcome judged the rows) and ``failures_by_rule``. A summary before version 2 was judged ``no_blocking``."""
+outcome judged the rows) and ``failures_by_rule``. A summary before version 2 was judged ``no_blocking``; 3 —
+``name_only_rows`` and ``mean_name_f1``, and ``mean_f1`` / ``exact_match_rows`` leave the name-only rows out (a
+summary before version 3 had none: no call was matched by name only then), and ``row_outcome.accept_name_only``."""
 
 ERRORS_VERSION = 2
 """Version of the ``errors.json`` entries (:class:`ErrorEntry`), recorded as ``summary.versions.errors``. History:
@@ -93,6 +95,10 @@ class RowOutcomeInfo(_Document):
     """The gate.toml that set it; null: the default (the dataset has no gate.toml and none was named)."""
     variability: str
     """The ``--outcome`` of pass@k / pass^k (``gate``: the gate's row outcome above)."""
+    accept_name_only: bool | None = None
+    """gate.toml's ``accept_name_only``: whether a row whose calls' arguments were not captured may pass on their
+    names (false: it fails as ``args_not_captured``, in the gate, pass@k and ``tooleval compare`` alike); null
+    before summary version 3, when no row was matched by name only."""
 
 
 class RunSummary(_Document):
@@ -133,7 +139,12 @@ class RunSummary(_Document):
     rows_without_calls: int | None = None
     rows_with_errors: int | None = None
     mean_f1: float | None = None
+    """Mean F1 of the scored rows whose arguments were all compared (name-only rows left out)."""
     mean_ragas_tool_call_f1: float | None = None
+    name_only_rows: int | None = None
+    """Rows with a call whose arguments were not captured (row column ``name_only``), matched by name only."""
+    mean_name_f1: float | None = None
+    """Mean F1 of the name-only rows (a name-level figure); null without such rows."""
     failures_by_tool: dict[str, dict[str, int]] | None = None
     """Tool name -> ``{"missing", "extra", "wrong_args"}`` counts."""
     failures_by_owner: dict[str, int] | None = None

@@ -23,7 +23,7 @@ __all__ = ["GATE_BATCH_ROWS", "GATE_COLUMNS", "GateJudge", "gate_batches", "gate
            "gate_rows", "gate_scope", "judge_rows", "row_outcome_record", "run_gate", "unscored_rows", "write_junit"]
 
 GATE_COLUMNS = ["case_id", "trial", "slice", "violations", "error_kind", "error_message", "missing_calls", "extra_calls", "wrong_args",
-                "f1", "exact_match", "fp", "fn", "tool_families", "blocking", "match_mode", "calls_match"]
+                "f1", "exact_match", "fp", "fn", "tool_families", "blocking", "match_mode", "calls_match", "name_only"]
 """The row columns the gate and its JUnit report read (the call lists, the evidence and the provenance columns
 stay in the Parquet files)."""
 
@@ -89,10 +89,13 @@ def row_outcome_record(config: GateConfig, source: str | None, variability_outco
 
     Returns:
         ``{"gate": "match" | "no_blocking", "passes_when": <words>, "config": <gate.toml path or null>,
-        "variability": <spec>}``.
+        "variability": <spec>, "accept_name_only": <bool>}``.
     """
-    return {"gate": config.row_outcome, "passes_when": ROW_OUTCOMES[config.row_outcome], "config": source,
-            "variability": variability_outcome}
+    words = ROW_OUTCOMES[config.row_outcome]
+    if not config.accept_name_only:
+        words += "; a row with a call whose arguments were not captured fails (args_not_captured)"
+    return {"gate": config.row_outcome, "passes_when": words, "config": source,
+            "variability": variability_outcome, "accept_name_only": config.accept_name_only}
 
 
 def run_gate(rows: list[dict[str, Any]], config: GateConfig) -> GateVerdict:

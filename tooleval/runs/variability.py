@@ -58,6 +58,9 @@ class Outcome:
     require_match: bool = False
     """For ``gate``: a row passes only when its calls also match the reference under its match mode
     (``calls_match``; ``exact_match`` for rows without it), as the gate's row outcome ``match`` judges it."""
+    name_only_fails: bool = False
+    """For ``gate``: a name-only row (``name_only``: a call's arguments were not captured) fails, as the gate
+    judges it unless gate.toml says ``accept_name_only = true``."""
 
     def __call__(self, row: dict[str, Any]) -> bool | None:
         if self.kind == "recorded_reward":  # the recorded outcome exists even when scoring failed
@@ -73,6 +76,8 @@ class Outcome:
                                  "(the rules stage writes them); choose another --outcome or score with rules.")
             if row.get("blocking") is None:
                 return None
+            if self.name_only_fails and row.get("name_only"):
+                return False
             if not self.require_match:
                 return not row["blocking"]
             matched = row.get("calls_match")  # the case's match mode; rows before schema 5: exact_match
@@ -83,7 +88,7 @@ class Outcome:
         return None if f1 is None else f1 >= self.threshold
 
 
-def outcome_from_spec(spec: str, row_outcome: str = "match") -> Outcome:
+def outcome_from_spec(spec: str, row_outcome: str = "match", accept_name_only: bool = False) -> Outcome:
     """Parse an ``--outcome`` value.
 
     Args:
@@ -94,6 +99,8 @@ def outcome_from_spec(spec: str, row_outcome: str = "match") -> Outcome:
             rewards fail). Spaces around ``>=`` are allowed; case is ignored.
         row_outcome: The gate's row outcome (:attr:`tooleval.rules.GateConfig.row_outcome`: ``match``, the
             default without gate.toml, or ``no_blocking``); only ``gate`` reads it.
+        accept_name_only: gate.toml's ``accept_name_only``; unless it is true a name-only row fails under
+            ``gate``, as in the gate.
 
     Returns:
         An :class:`Outcome`.
@@ -105,7 +112,8 @@ def outcome_from_spec(spec: str, row_outcome: str = "match") -> Outcome:
         raise ValueError(f"unknown row outcome {row_outcome!r}: use match or no_blocking.")
     text = spec.strip().lower() if isinstance(spec, str) else ""
     if text == "gate":
-        return Outcome(spec=text, kind=text, require_match=row_outcome == "match")
+        return Outcome(spec=text, kind=text, require_match=row_outcome == "match",
+                       name_only_fails=not accept_name_only)
     if text in ("exact", "recorded_reward"):
         return Outcome(spec=text, kind=text)
     match = _F1_SPEC.fullmatch(text)
@@ -381,7 +389,7 @@ def variability_of_parquet(source: str, outcome: Outcome, *, batch_rows: int = 1
 
 
 _OUTCOME_COLUMNS = ("case_id", "trial", "slice", "f1", "error_kind", "exact_match", "calls_match", "blocking",
-                    "gate_pass", "recorded_reward")
+                    "gate_pass", "recorded_reward", "name_only")
 """The row columns the variability figures and every :class:`Outcome` read."""
 
 

@@ -16,6 +16,12 @@ Semantics are DESIGN.md "Scoring semantics" (decided; each rule has a test in ``
 * ``mismatch_categories``: ``missing`` when fn > 0, ``extra`` when fp > 0, ``wrong_args`` when a pair exists,
   ``duplicate`` when duplicate_calls > 0, ``malformed`` when a malformed call was observed (tooleval's decision,
   documented in README "Scoring").
+* An observed call whose arguments were not captured (:attr:`tooleval.models.Call.args_captured` false) matches
+  by **name only**: once the calls with arguments have matched by key, each such call matches one still
+  unmatched reference call of its tool (a multiset over names, so the matching stays maximum). It takes no part
+  in the wrong-argument pairing nor in ``duplicate_calls`` (two calls of one tool whose arguments are unknown
+  are not known to repeat), and a row holding one is never an ``exact_match`` (docs/rules.md "Arguments that
+  were never captured").
 """
 
 from __future__ import annotations
@@ -26,9 +32,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from tooleval.canonical import diff_paths
-from tooleval.models import Call
+from tooleval.models import NOT_CAPTURED_KEY, Call
 
-__all__ = ["WrongArgs", "MatchResult", "match_calls", "match_evidence", "f1_score"]
+__all__ = ["WrongArgs", "MatchResult", "match_calls", "match_evidence", "f1_score", "duplicate_count"]
 
 
 @dataclass(frozen=True)
@@ -88,13 +94,29 @@ def _remove_matched(calls: list[Call], budget: Counter) -> list[Call]:
     return unmatched
 
 
+def _match_names(missing: list[Call], extra: list[Call]) -> tuple[int, list[Call], list[Call]]:
+    """Match each observed call without captured arguments to the first unmatched reference call of its tool:
+    ``(matches, missing left, extra left)``, both lists in their original order."""
+    waiting: dict[str, list[int]] = defaultdict(list)
+    for i, call in enumerate(missing):
+        waiting[call.name].append(i)
+    matched_expected: set[int] = set()
+    left: list[Call] = []
+    for call in extra:
+        if not call.args_captured and waiting.get(call.name):
+            matched_expected.add(waiting[call.name].pop(0))
+        else:
+            left.append(call)
+    return len(matched_expected), [c for i, c in enumerate(missing) if i not in matched_expected], left
+
+
 def _pair_wrong_args(missing: list[Call], extra: list[Call]) -> list[WrongArgs]:
     by_name_expected: dict[str, list[int]] = defaultdict(list)
     by_name_observed: dict[str, list[int]] = defaultdict(list)
     for i, call in enumerate(missing):
         by_name_expected[call.name].append(i)
     for j, call in enumerate(extra):
-        if not call.malformed:
+        if call.args_known:
             by_name_observed[call.name].append(j)
     pairs: list[tuple[int, int, list[str]]] = []
     for name, rows in by_name_expected.items():
@@ -128,9 +150,17 @@ def match_calls(expected: list[Call], observed: list[Call]) -> MatchResult:
     tp = sum(matched.values())
     missing = _remove_matched(expected, matched)
     extra = _remove_matched(observed, matched)
+    by_name, missing, extra = _match_names(missing, extra)
+    tp += by_name
     wrong = _pair_wrong_args(missing, extra)
-    duplicates = sum(max(0, n - max(expected_counts.get(k, 0), 1)) for k, n in observed_counts.items())
+    duplicates = duplicate_count(expected_counts, observed_counts)
     return MatchResult(**match_evidence(expected, observed, tp, missing, extra, wrong, duplicates))
+
+
+def duplicate_count(expected: Counter, observed: Counter) -> int:
+    """``duplicate_calls`` from the key counts: Σ max(0, observed(k) − max(expected(k), 1)) over the keys of calls
+    whose arguments were captured (a key tagged as not captured is skipped)."""
+    return sum(max(0, n - max(expected.get(k, 0), 1)) for k, n in observed.items() if k[1] != NOT_CAPTURED_KEY)
 
 
 def match_evidence(
@@ -146,6 +176,7 @@ def match_evidence(
     ``mismatch_categories`` (shared by the plain and the rule-aware matcher, so both define them alike)."""
     fp, fn = len(observed) - tp, len(expected) - tp
     malformed = sum(1 for call in observed if call.malformed)
+    name_only = any(not call.args_captured for call in observed)
     flags = (("missing", fn > 0), ("extra", fp > 0), ("wrong_args", bool(wrong)),
              ("duplicate", duplicates > 0), ("malformed", malformed > 0))
     return {
@@ -155,7 +186,7 @@ def match_evidence(
         "precision": tp / len(observed) if observed else None,
         "recall": tp / len(expected) if expected else None,
         "f1": f1_score(tp, fp, fn),
-        "exact_match": fp == 0 and fn == 0,
+        "exact_match": fp == 0 and fn == 0 and not name_only,  # unknown arguments are never an exact match
         "duplicate_calls": duplicates,
         "malformed_calls": malformed,
         "missing_calls": missing,

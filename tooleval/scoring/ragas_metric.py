@@ -37,7 +37,10 @@ def ragas_args(call: Call) -> dict[str, Any]:
     """The argument object ragas is given for ``call``.
 
     Well-formed calls: the canonical argument values (equal and hash-equal to the plain parsed JSON values, so
-    ragas' own Python equality decides). Malformed calls: ``{"__malformed__": raw text}``.
+    ragas' own Python equality decides). Malformed calls: ``{"__malformed__": raw text}``. A call whose arguments
+    were not captured: ``{}``, what ragas is given for a tool call without arguments (the legacy path reads the
+    absent argument text as ``{}`` too), so ragas scores it as a call with empty arguments and the drift check
+    compares like with like.
     """
     if call.malformed:
         return {"__malformed__": call.args_raw or ""}

@@ -166,7 +166,9 @@ def _provenance(row: Row, envelope: dict, inputs: dict[str, list[str]], observed
     row.provenance_status = status
     row.provenance_detail = detail
     row.first_divergent_boundary = boundary
-    row.failure_owner = failure_owner(status, boundary, row.exact_match)
+    # a name-only row is never an exact match, yet calls matched by name are no failure of the agent's
+    matched = row.exact_match if not row.name_only else (row.fp == 0 and row.fn == 0)
+    row.failure_owner = failure_owner(status, boundary, matched)
 
 
 def score_envelopes(cases: dict[str, Case], envelopes: list[dict[str, Any]], **options: Any) -> list[dict[str, Any]]:

@@ -112,10 +112,13 @@ _ERROR_COLUMNS = (
 
 _MATCH_COLUMNS = (
     "CASE WHEN row_schema_version < 5 THEN 'unordered' ELSE match_mode END AS match_mode, "
-    "CASE WHEN row_schema_version < 5 THEN exact_match ELSE calls_match END AS calls_match"
+    "CASE WHEN row_schema_version < 5 THEN exact_match ELSE calls_match END AS calls_match, "
+    "CASE WHEN row_schema_version < 6 THEN (CASE WHEN f1 IS NULL THEN NULL ELSE false END) ELSE name_only END "
+    "AS name_only"
 )
 """Rows before version 5 were scored under the one rule there was, the unordered multiset: their ``match_mode``
-reads as ``unordered`` and their ``calls_match`` as their ``exact_match`` (:mod:`tooleval.storage._versions`)."""
+reads as ``unordered`` and their ``calls_match`` as their ``exact_match``; rows before version 6 never matched a
+call by name only: a scored one's ``name_only`` reads as false (:mod:`tooleval.storage._versions`)."""
 
 
 @lru_cache(maxsize=1)

@@ -24,15 +24,17 @@ from tooleval.storage._types import (CALL_TYPE, COERCION_TYPE, SCHEMA_FINDING_TY
 __all__ = ["Row", "ROW_SCHEMA", "ROW_SCHEMA_VERSION", "ROW_COLUMNS", "ERROR_KINDS", "ErrorKind", "split_error",
            "join_error"]
 
-ROW_SCHEMA_VERSION = 5
+ROW_SCHEMA_VERSION = 6
 """Version of :data:`ROW_SCHEMA`; bump on any change of a column's meaning or type (added columns too).
 
 History: 1 — the foundation columns; 2 — provenance (``provenance_status``, ``provenance_detail``,
 ``first_divergent_boundary``, ``failure_owner``, ``tool_schema_version``) and policy columns; 3 — tool schema
 checks (``schema_findings``, the mismatch category ``schema`` and the violation rule ``tool_schema``); 4 — the
 row's error as ``error_kind`` (closed vocabulary) and ``error_message`` instead of one ``error`` text; 5 — trajectory
-match modes: ``match_mode`` (the case's mode) and ``calls_match`` (the calls match under it). Readers refuse a
-newer version and read older ones through :mod:`tooleval.storage._versions`."""
+match modes: ``match_mode`` (the case's mode) and ``calls_match`` (the calls match under it); 6 — ``name_only``
+(some observed call's arguments were not captured: matched by name only, never an ``exact_match``) and the
+advisory violation rule ``args_not_captured``. Readers refuse a newer version and read older ones through
+:mod:`tooleval.storage._versions`."""
 
 ErrorKind = Literal["bad_trace", "generation_error", "scoring_error", "unknown_case", "missing_trace", "other",
                     "unreadable_trace", "duplicate_key"]
@@ -127,7 +129,8 @@ class Row:
     recall: float | None = _column(pa.float64(), "tp / expected; null when nothing was expected")
     f1: float | None = _column(pa.float64(), "2tp / (2tp + fp + fn); 1.0 when both lists are empty")
     ragas_tool_call_f1: float | None = _column(pa.float64(), "ragas ToolCallF1 of the row (set F1, 4 decimals)")
-    exact_match: bool | None = _column(pa.bool_(), "fp = 0 and fn = 0")
+    exact_match: bool | None = _column(pa.bool_(), "fp = 0 and fn = 0, every argument compared (false when "
+                                       "name_only)")
     mismatch_categories: list | None = _column(pa.list_(pa.string()),
                                                "missing | extra | wrong_args | duplicate | malformed | schema")
     recorded_reward: float | None = _column(pa.float64(), "the trace's metadata.reward, when recorded")
@@ -153,6 +156,9 @@ class Row:
                                      "superset_ordered: the case's match mode")
     calls_match: bool | None = _column(pa.bool_(), "the calls match the reference under match_mode (any "
                                        "accepted plan); null when the row could not be scored")
+    name_only: bool | None = _column(pa.bool_(), "some observed call's arguments were not captured (content "
+                                     "capture off): matched by name only, so tp/fp/fn/f1 are name-level for it "
+                                     "and exact_match is false; null when the row could not be scored")
 
     def record(self) -> dict[str, Any]:
         """The row as a dict keyed by column name, in schema order (what ``pa.Table.from_pylist`` takes)."""

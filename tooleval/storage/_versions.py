@@ -21,6 +21,8 @@ Migrations:
 * rows 4 -> 5: every older row was scored under the one rule there was, the unordered multiset, so
   ``match_mode`` reads as ``unordered`` and ``calls_match`` as the row's ``exact_match`` (fp = 0 and fn = 0: what
   that mode's verdict is, not a guess); an error row's ``exact_match``, hence its ``calls_match``, stays null.
+* rows 5 -> 6: no scorer before version 6 matched a call by name only (a call without arguments was read as
+  ``{}``), so a scored row's ``name_only`` reads as false; an error row's (``f1`` null) stays null.
 """
 
 from __future__ import annotations
@@ -48,6 +50,7 @@ def conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
     wants_error = "error_kind" in schema.names or "error_message" in schema.names
     split = _split_errors(table) if wants_error and "error_kind" not in table.column_names else {}
     split.update(_unordered_verdicts(table, schema))
+    split.update(_argument_level(table, schema))
     columns = []
     for field in schema:
         if field.name in split:
@@ -81,6 +84,17 @@ def _unordered_verdicts(table: pa.Table, schema: pa.Schema) -> dict[str, pa.Arra
     return out
 
 
+def _argument_level(table: pa.Table, schema: pa.Schema) -> dict[str, pa.Array]:
+    """``name_only`` of a row table written before it existed: false for a scored row, null for an error row
+    (``f1`` null; null throughout when the table lacks ``f1``)."""
+    if "name_only" not in schema.names or "name_only" in table.column_names:
+        return {}
+    if "f1" not in table.column_names:
+        return {"name_only": pa.nulls(table.num_rows, pa.bool_())}
+    scored = pc.is_valid(table.column("f1")).combine_chunks()
+    return {"name_only": pc.if_else(scored, False, pa.scalar(None, pa.bool_()))}
+
+
 def read_versioned(path: str | Path, kind: str, columns: list[str] | None = None) -> pa.Table:
     """Read one Parquet file of envelopes (``kind="traces"``) or rows (``"rows"``) as the current schema.
 
@@ -104,6 +118,8 @@ def read_versioned(path: str | Path, kind: str, columns: list[str] | None = None
             wanted.append("error")  # an older file's error text, split by conform()
         if "calls_match" in columns and "calls_match" not in present and "exact_match" in present - set(wanted):
             wanted.append("exact_match")  # an older file's verdict under the unordered rule, read by conform()
+        if "name_only" in columns and "name_only" not in present and "f1" in present - set(wanted):
+            wanted.append("f1")  # whether an older file's row was scored, read by conform()
         table = pq.read_table(path, columns=wanted)
         schema = pa.schema([schema.field(name) for name in columns])
     else:

@@ -38,7 +38,9 @@ def _value(value: Any) -> str:
 
 def format_call(call: dict[str, Any]) -> str:
     """``name(key=value, ...)`` of a row's call struct (``{name, args_json, args_raw, parse_error}``); a malformed
-    call shows its raw argument text."""
+    call shows its raw argument text, a call whose arguments were not captured says so."""
+    if call.get("args_json") is None and call.get("parse_error") is None:
+        return _cut(f"{call['name']}(<arguments not captured>)")
     if call.get("args_json") is None:
         return _cut(f"{call['name']}(<not a JSON object: {call.get('args_raw')!r}>)")
     args = json.loads(call["args_json"])
@@ -73,7 +75,9 @@ def _extra_lines(extra: list[dict], observed: list[dict], reference: list[dict])
     for key, count in Counter(map(_key, extra)).items():
         call = next(c for c in extra if _key(c) == key)
         repeat = f" x{count}" if count > 1 else ""
-        if call.get("args_json") is None:
+        if call.get("args_json") is None and call.get("parse_error") is None:
+            why = "no reference call of this tool was left to match by name"
+        elif call.get("args_json") is None:
             why = "its arguments are not a JSON object"
         elif expected[key]:
             why = f"called {_times(made[key])}, expected {_times(expected[key])}"

@@ -40,6 +40,15 @@ def _row_view(row: dict[str, Any]) -> dict[str, Any]:
             "violations": violations}
 
 
+def _name_only_lines(summary: dict[str, Any]) -> list[tuple[str, Any]]:
+    """Headline lines of the name-only rows (calls whose arguments were not captured), when the run has any: they
+    are out of the mean f1 and the exact-match rows above, so the page says how many and their own mean."""
+    if not summary.get("name_only_rows"):
+        return []
+    return [("name-only rows (arguments not captured; out of mean f1 and exact-match rows)",
+             summary["name_only_rows"]), ("mean name-level f1 of name-only rows", summary.get("mean_name_f1"))]
+
+
 def build_report(rows_source: str, summary: dict[str, Any], drift: dict[str, Any] | None, out: str | Path,
                  *, limit: int = WORST_ROWS) -> str:
     """The report page of one run.
@@ -74,6 +83,7 @@ def build_report(rows_source: str, summary: dict[str, Any], drift: dict[str, Any
     provenance = summary.get("provenance") or {}
     headline = [(label, summary.get(key, counts.get(key))) for label, key in _HEADLINE]
     headline.append(("provenance missing", provenance.get("missing")))
+    headline += _name_only_lines(summary)
     return render_page(
         run_id=summary["run_id"], summary=summary, headline=headline, charts=list(specs), specs=specs,
         groups=gate.get("slices") or [], rows=views, failing=failing,

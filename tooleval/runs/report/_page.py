@@ -58,6 +58,8 @@ def _script_json(value: Any) -> str:
 def _call(call: dict) -> str:
     if call.get("args_json") is None and call.get("args_raw") is not None:
         return f"{call['name']}({call['args_raw']}) [malformed: {call.get('parse_error')}]"
+    if call.get("args_json") is None and call.get("parse_error") is None:
+        return f"{call['name']}(...) [arguments not captured]"
     return f"{call['name']}({call.get('args_json') or ''})"
 
 
