@@ -30,7 +30,7 @@ def _flags_shown_as_flags(params: list[Any]) -> list[Any]:
     """Give every flag an empty metavar: typer's help shows ``<bool>`` beside a flag otherwise, as if
     ``--gate`` took a value (click never reads one: ``--gate true`` makes ``true`` an argument)."""
     for param in params:
-        if _is_option(param) and _is_flag(param) and param.metavar is None:
+        if param is not None and _is_option(param) and _is_flag(param) and param.metavar is None:
             param.metavar = ""
     return params
 
@@ -44,7 +44,8 @@ class ToolevalGroup(TyperGroup):
     def get_command(self, ctx: Any, cmd_name: str) -> Any:
         command = super().get_command(ctx, cmd_name)
         if command is not None:
-            _flags_shown_as_flags(command.params)
+            # its --help option is made apart from its parameters (and kept once made)
+            _flags_shown_as_flags([*command.params, command.get_help_option(ctx)])
         return command
 
     def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
