@@ -88,7 +88,8 @@ td.num { text-align: right; font-variant-numeric: tabular-nums; }
 .plot { border: 1px solid #eee; padding: 0.5em; }
 code, pre { font-size: 0.85em; white-space: pre-wrap; word-break: break-all; }
 .blocking { color: #b00; font-weight: 600; }
-details:target, details.target { outline: 2px solid #f2c744; }
+details { scroll-margin-top: 0.5em; }
+details:target { outline: 2px solid #f2c744; }
 </style>
 <script>{{ bundle | safe }}</script>
 </head>
