@@ -48,6 +48,11 @@ SLOW_MODULES = {
 SLOW_TESTS = {
     "test_redaction_scan.py::test_no_secret_under_out_or_in_printed_lines": "`tooleval run` and its Prefect server, "
                                                                             "per generated dataset",
+    # measurements in the benchmark's manner: the peak memory of fresh processes over large generated inputs
+    "test_cli_import.py::test_streaming_peak_memory_does_not_grow_with_the_input": "peak memory of two imports",
+    "test_cli_faults.py::test_gzip_bomb_of_1_gb_stays_small_in_memory": "peak memory over a 1 GiB gzip bomb",
+    # like test_pytest_plugin.py: pytest in a subprocess, here over a copy of the whole checkout
+    "test_cli_faults.py::test_read_only_out_from_a_checkout_in_a_private_home": "a checkout copied and tested again",
 }
 """Single tests (``file::name``) of otherwise fast modules that start such a process."""
 
