@@ -26,6 +26,7 @@ from tasks import capture_shard, generate_shard, legacy_scalar, score_shard
 from tooleval.agents import WorkItem
 from tooleval.runs.drift import DRIFT_COLUMNS, drift_partial
 from tooleval.runs.legacy import LegacyResult
+from tooleval.runs.progress import note_stage
 from tooleval.runs.shards import cyclic_gc_paused
 from tooleval.storage.stages import StageRef, read_stage_table
 
@@ -48,6 +49,8 @@ class ShardContext(BaseModel):
     legacy_only: bool = False
     legacy_pass: bool = True
     retry_errors: bool = False
+    progress: str | None = None
+    """The flow's progress channel (:func:`tooleval.runs.progress.note_stage`); ``None``: progress is off."""
 
 
 class ShardOutcome(BaseModel):
@@ -110,12 +113,17 @@ def _run_shard(context: ShardContext, items: list[WorkItem], offsets: list[tuple
     generated = _stage(generate_shard, "generation", states, timing, c.plan_agent, quote(items), c.dataset,
                        c.redaction, c.out, c.dirs["generation"], c.executor, offsets=quote(offsets),
                        scope=c.generation_scope, retry_errors=c.retry_errors)
+    # each stage tells the flow's progress when it has finished the shard: the flow hears of the shard itself
+    # only when every stage is done, so its bars would otherwise all show the same count
+    note_stage(c.progress, "generation", scoring_scope, len(items))
     captured = _stage(capture_shard, "trace-capture", states, timing, generated, c.dataset.tool_schema_version,
                       c.code, c.dirs["capture"])
+    note_stage(c.progress, "trace-capture", scoring_scope, len(items))
     rows = None
     if not c.legacy_only:
         rows = _stage(score_shard, "scoring", states, timing, captured, c.dataset, c.redaction, c.code, c.ragas,
                       c.out, c.dirs["scoring"], scope=scoring_scope)
+        note_stage(c.progress, "scoring", scoring_scope, len(items))
     if not c.legacy_pass:  # ``tooleval bench``'s row path alone
         empty = LegacyResult(value=None, rows=0, ragas_version=c.ragas, scorer_version=c.code,
                              computed_at=datetime.now(timezone.utc), per_row=[])
@@ -124,6 +132,7 @@ def _run_shard(context: ShardContext, items: list[WorkItem], offsets: list[tuple
                             drift=None)
     legacy = _stage(legacy_scalar, "legacy-scalar", states, timing, [captured.path], [captured.digest], c.dataset,
                     c.redaction, c.code, c.ragas, c.out, scope=scoring_scope)
+    note_stage(c.progress, "legacy-scalar", scoring_scope, len(items))
     drift = None
     if rows is not None:
         new_rows = read_stage_table(rows, columns=DRIFT_COLUMNS).to_pylist()

@@ -169,27 +169,30 @@ def _run_shards(plan: RunPlan, context: ShardContext, workers: int, progress: bo
             on_shard(fed, outcomes[fed])
             fed += 1
 
+    keys: dict[int, str] = {}  # shard index -> the shard's scoring key, which names it in the progress channel
     with StageProgress(stages, plan.index.rows, enabled=progress) as bar:
+        context = context.model_copy(update={"progress": bar.channel})
         if inline:
             for index, shard in enumerate(shards):
                 items, offsets = plan.shard_items(shard)
-                outcomes[index] = run_shard.fn(context, items, offsets, scoring_key(context.scoring_scope, items))
-                bar.advance(list(outcomes[index].states), shard.num_rows)
+                keys[index] = scoring_key(context.scoring_scope, items)
+                outcomes[index] = run_shard.fn(context, items, offsets, keys[index])
+                bar.shard_done(keys[index], list(outcomes[index].states), shard.num_rows)
                 feed()
             return [outcomes[i] for i in range(len(shards))]
         position, submit = 0, shard_task(run_shard)
         while position < len(shards) or pending:
             while position < len(shards) and len(pending) < 2 * workers:
                 items, offsets = plan.shard_items(shards[position])
-                future = submit.submit(context, unwalked(items), unwalked(offsets),
-                                       scoring_key(context.scoring_scope, items))
+                keys[position] = scoring_key(context.scoring_scope, items)
+                future = submit.submit(context, unwalked(items), unwalked(offsets), keys[position])
                 pending[future] = position
                 position += 1
             done = next(as_completed(list(pending)))
             index = pending.pop(done)
             outcome = done.result()
             outcomes[index] = outcome
-            bar.advance(list(outcome.states), shards[index].num_rows)
+            bar.shard_done(keys[index], list(outcome.states), shards[index].num_rows)
             feed()
     return [outcomes[i] for i in range(len(shards))]
 

@@ -26,6 +26,46 @@ GOLDEN = Path(__file__).resolve().parent / "golden"
 BUNDLED = REPO / "datasets" / "tau-bench-airline"
 
 
+SLOW_FIXTURES = {"prefect_harness"}
+"""Fixtures that start a process of their own: Prefect's test server (``bundled_pair`` and the flow fixtures use
+it). A test that needs one is ``slow``."""
+
+SLOW_MODULES = {
+    "test_prefect_server.py": "a real `prefect server start`, a work pool and a worker",
+    "test_shared_server.py": "tooleval's shared local Prefect server, killed and restarted",
+    "test_cli_kill.py": "`tooleval run` processes with their Prefect server, killed mid-run",
+    "test_cache.py": "`tooleval run` in separate processes",
+    "test_scale_flow.py": "runs on a process pool of Prefect workers",
+    "test_cluster.py": "a Dask scheduler, two workers and moto's S3 server",
+    "test_s3.py": "moto's S3 server",
+    "test_bench.py": "the benchmark",
+    "test_report_page.py": "Chromium",
+    "test_pytest_plugin.py": "pytest in subprocesses, each scoring the bundled run",
+}
+"""Test modules whose tests start a Prefect server, a browser, an S3 or Dask process or the benchmark (the README's
+"Tests" section lists them): every test in them is ``slow``."""
+
+SLOW_TESTS = {
+    "test_redaction_scan.py::test_no_secret_under_out_or_in_printed_lines": "`tooleval run` and its Prefect server, "
+                                                                            "per generated dataset",
+    # measurements in the benchmark's manner: the peak memory of fresh processes over large generated inputs
+    "test_cli_import.py::test_streaming_peak_memory_does_not_grow_with_the_input": "peak memory of two imports",
+    "test_cli_faults.py::test_gzip_bomb_of_1_gb_stays_small_in_memory": "peak memory over a 1 GiB gzip bomb",
+    # like test_pytest_plugin.py: pytest in a subprocess, here over a copy of the whole checkout
+    "test_cli_faults.py::test_read_only_out_from_a_checkout_in_a_private_home": "a checkout copied and tested again",
+}
+"""Single tests (``file::name``) of otherwise fast modules that start such a process."""
+
+
+def pytest_collection_modifyitems(config, items) -> None:
+    """Mark ``slow`` what :data:`SLOW_FIXTURES` and :data:`SLOW_MODULES` name, so ``pytest -m "not slow"`` runs
+    the fast core alone."""
+    for item in items:
+        if (item.path.name in SLOW_MODULES or f"{item.path.name}::{item.originalname}" in SLOW_TESTS
+                or SLOW_FIXTURES & set(getattr(item, "fixturenames", ()))):
+            item.add_marker(pytest.mark.slow)
+
+
 def pytest_terminal_summary(terminalreporter) -> None:
     """Name the cause once when ``../shared`` is missing: the tests that read the public data fail on it."""
     if not SHARED_DATA.parent.is_dir():

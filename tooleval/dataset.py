@@ -23,7 +23,7 @@ from tooleval.models import REVISION_PATTERN, Case, DatasetManifest, ToolSpec
 from tooleval.capture.recorded import iter_json_lines, load_unique_json
 
 __all__ = ["Dataset", "Cases", "load_dataset", "load_dataset_cached", "load_dataset_trusted", "check_name", "case_digest",
-           "case_digests", "case_slices", "content_digest_of", "find_traces_file", "tool_schema_version"]
+           "case_digests", "case_slices", "content_digest_of", "find_traces_file", "traces_in_dataset", "tool_schema_version"]
 
 SCHEMA_VERSIONS = (1,)
 DATASET_DOCS = "see the README's 'Datasets' section for the dataset folder format."
@@ -424,7 +424,22 @@ def find_traces_file(dataset_path: Path, agent: str | None = None) -> Path:
             dataset_path, None, "no recorded traces found.", "add traces.jsonl[.gz] or pass --traces FILE."
         )
     names = ", ".join(c.name for c in candidates)
-    raise InputFileError(folder, None, f"several agents' traces ({names}).", "pick one with --traces FILE.")
+    raise InputFileError(folder, None, f"several agents' traces ({names}).",
+                         f"pick one with --traces NAME (one of these names, e.g. --traces {candidates[0].name}), "
+                         "or --traces PATH.")
+
+
+def traces_in_dataset(dataset_path: Path, name: str) -> Path | None:
+    """The file a bare ``--traces NAME`` means inside a dataset's ``traces/`` folder: ``NAME`` itself, else
+    ``NAME.jsonl`` or ``NAME.jsonl.gz`` (the agent's name, as :func:`find_traces_file` lists the choices);
+    ``None`` when ``name`` holds a folder part or no such file exists there."""
+    if Path(name).name != name or name in ("", ".", ".."):
+        return None
+    folder = Path(dataset_path) / "traces"
+    for candidate in (name, f"{name}.jsonl", f"{name}.jsonl.gz"):
+        if (folder / candidate).is_file():
+            return folder / candidate
+    return None
 
 
 _FULL_LOADS: dict[tuple[str, tuple], Dataset] = {}

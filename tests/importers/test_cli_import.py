@@ -66,6 +66,19 @@ def test_tau2_folder_exit_0(tmp_path: Path) -> None:
     assert sorted(p.name for p in (tmp_path / "t").iterdir()) == ["airline", "retail", "telecom", "telecom-no-user"]
 
 
+def test_tau_bench_prints_its_counts(tmp_path: Path) -> None:
+    # The importer returns the folder it wrote (it refuses a bad run rather than skipping it); the counts are read
+    # back from what it wrote. 200 runs (50 tasks x 4 trials) with 1,164 assistant tool calls, all valid JSON
+    # objects (../shared/data/README.md, tau-bench).
+    source = SHARED_DATA / "tau-bench"
+    result = runner.invoke(app, ["import", "tau-bench", str(source / "historical_trajectories" / "gpt-4o-airline.json"),
+                                 "--out", str(tmp_path / "a"), "--tools", str(source / "tools" / "airline_tools.json")],
+                           env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    assert "read 200, converted 200, skipped 0; 1164 tool calls written (0 with malformed arguments, kept raw)" \
+        in result.output
+
+
 @pytest.mark.usefixtures("prefect_harness")
 def test_an_imported_langchain_file_runs(tmp_path: Path) -> None:
     ai = {"type": "ai", "content": "", "tool_calls": [{"name": "get_order", "args": {"order_id": "A-104"}, "id": "1"}]}

@@ -1,6 +1,8 @@
 """runs/<run>/report.html of the bundled run, rendered in headless Chromium (Debian's /usr/bin/chromium driven by
 Playwright; `.ci/run` installs it): no console error, no request leaves the file, the failing-rows table holds
-the expected rows, every plot has drawn marks, the filters work. The screenshot is kept under the output folder.
+the expected rows in order, every plot has drawn marks, no axis labels overlap, no panel is left blank, the slice
+and tool-family verdicts agree with the gate, the filters work and an evidence link opens its block in view. The
+screenshot is kept under the output folder.
 """
 
 from __future__ import annotations
@@ -16,6 +18,12 @@ CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 PLOTS = ["f1", "families", "tools", "variability", "cases", "trend", "drift"]
+
+# Per plot, each axis's visible labels with their boxes (vega hides the labels it thins out with opacity 0).
+AXIS_LABELS = """Object.fromEntries([...document.querySelectorAll('.plot')].map(p => [p.id.slice(5),
+  [...p.querySelectorAll('g.role-axis')].map(axis => [...axis.querySelectorAll('g.role-axis-label text')]
+    .filter(t => Number(getComputedStyle(t).opacity) > 0 && t.getAttribute('opacity') !== '0')
+    .map(t => { const b = t.getBoundingClientRect(); return [t.textContent, b.left, b.top, b.right, b.bottom]; }))]))"""
 
 
 def _rows(out, run_id):
@@ -46,13 +54,27 @@ def page_report(bundled_pair):
                                   "[r.dataset.case, Number(r.dataset.trial)])"),
             "headline": page.evaluate("Object.fromEntries([...document.querySelectorAll('#headline tr')].map(r => "
                                       "[r.cells[0].textContent, r.cells[1].textContent]))"),
+            "labels": page.evaluate(AXIS_LABELS),
+            # height of each plot's box against the height of its drawing: a taller box is blank space
+            "heights": page.evaluate("Object.fromEntries([...document.querySelectorAll('.plot')].map(p => [p.id.slice(5),"
+                                     " [p.getBoundingClientRect().height, p.querySelector('svg').getBoundingClientRect()"
+                                     ".height]]))"),
+            "groups": page.evaluate("Object.fromEntries(['slice', 'family'].map(k => [k, [...document.querySelectorAll("
+                                    "'#table-' + k + ' tr')].slice(1).map(r => [r.cells[0].textContent, "
+                                    "Number(r.cells[8].textContent), r.cells[10].textContent])]))"),
+            "gate": page.evaluate("document.getElementById('gate-verdict').textContent"),
         }
         page.screenshot(path=str(bundled_pair / "report-base.png"), full_page=True)
         page.select_option("#filter-tool", "book_reservation")
         state["shown_book"] = page.evaluate("[...document.querySelectorAll('#failing-rows tbody tr')]"
                                             ".filter(r => !r.hidden).length")
-        page.click("#failing-rows tbody tr:not([hidden]) a")
+        # the last visible row's link: its evidence block is far below, and closed until the link opens it
+        page.locator("#failing-rows tbody tr:not([hidden]) a").last.click()
         state["evidence_open"] = page.evaluate("location.hash")
+        state["evidence_block"] = page.evaluate(
+            "(() => { const d = document.getElementById(location.hash.slice(1)); const b = d.getBoundingClientRect();"
+            " return {open: d.open, top: b.top, bottom: b.bottom, viewport: innerHeight}; })()")
+        page.screenshot(path=str(bundled_pair / "report-base-evidence.png"))
         browser.close()
     return report, state, console, requests
 
@@ -81,6 +103,60 @@ class TestReportInChromium:
         blocking = [k for k in shown if next(r for r in rows if (r["case_id"], r["trial"]) == k)["blocking"]]
         assert shown[: len(blocking)] == blocking  # blocking rows first
         assert len(blocking) == 117  # the gate's blocking rows on the bundled data (summary.json)
+        # The whole order: blocking first, then errors, then the lowest F1; among equals the case ids as numbers
+        # (the bundled ids are "0".."49": 2 before 10, which text order puts after it).
+        by_key = {(r["case_id"], r["trial"]): r for r in rows}
+        expected = sorted(failing, key=lambda k: (not by_key[k]["blocking"], by_key[k]["error_kind"] is None,
+                                                  by_key[k]["f1"] if by_key[k]["f1"] is not None else -1.0,
+                                                  int(k[0]), k[1]))
+        assert shown == expected
+
+    def test_cases_panel_lists_cases_in_natural_order(self, page_report):
+        _, state, _, _ = page_report
+        # the y axis of the per-case panel, read top to bottom: 0, 1, 2, ..., 10, never 0, 1, 10, 11
+        axes = [[(label[0], label[2]) for label in axis] for axis in state["labels"]["cases"]]
+        case_axis = next(axis for axis in axes if {"0", "10"} <= {text for text, _ in axis})
+        read = [text for text, _ in sorted(case_axis, key=lambda item: item[1])]
+        assert read == [str(i) for i in range(50)]  # all 50 bundled cases: the panel shows up to 60
+
+    def test_f1_histogram_keeps_every_bin(self, page_report):
+        _, state, _, _ = page_report
+        axes = [[label[0] for label in axis] for axis in state["labels"]["f1"]]
+        assert ["0.0", "0.1", "0.2", "0.3", "0.4", "0.5", "0.6", "0.7", "0.8", "0.9"] in axes
+
+    def test_no_axis_labels_overlap(self, page_report):
+        _, state, _, _ = page_report
+        overlaps = []
+        for plot, axes in state["labels"].items():
+            for axis in axes:
+                for i, a in enumerate(axis):
+                    for b in axis[i + 1:]:
+                        # boxes [left, top, right, bottom] that share an area (touching edges are fine)
+                        if a[1] < b[3] and b[1] < a[3] and a[2] < b[4] and b[2] < a[4]:
+                            overlaps.append((plot, a[0], b[0]))
+        assert overlaps == []
+        drift_axis = [label[0] for axis in state["labels"]["drift"] for label in axis]
+        assert "0.0" in drift_axis and "1.0" in drift_axis  # the drift panel's value axis runs 0..1
+
+    def test_no_panel_is_left_blank(self, page_report):
+        _, state, _, _ = page_report
+        # a plot's box hugs its drawing (its padding and border: under 40 px), whatever its neighbours' heights
+        blank = {name: (box, drawn) for name, (box, drawn) in state["heights"].items() if box - drawn > 40}
+        assert blank == {}
+
+    def test_slice_and_family_verdicts_agree_with_the_gate(self, page_report, bundled_pair):
+        _, state, _, _ = page_report
+        rows = _rows(bundled_pair, "base")
+        blocking = sum(1 for r in rows if r["blocking"])
+        assert blocking == 117 and state["gate"] == "FAIL"
+        for kind in ("slice", "family"):
+            groups = state["groups"][kind]
+            assert groups, kind
+            # the bundled run has no floors: a group fails exactly when one of its rows fails, and its failing
+            # rows add up to the gate's 117 blocking rows (every row is in one slice; tau-bench has one family)
+            assert all(verdict == ("FAIL" if failing else "PASS") for _, failing, verdict in groups), groups
+            assert sum(failing for _, failing, _ in groups) == blocking
+            assert "FAIL" in {verdict for _, _, verdict in groups}
 
     def test_headline_counts(self, page_report):
         _, state, _, _ = page_report
@@ -100,6 +176,9 @@ class TestReportInChromium:
             | {v["tool"] for v in r["violations"] or []})
         assert state["shown_book"] == expected > 0
         assert re.fullmatch(r"#evidence-\d+", state["evidence_open"])
+        block = state["evidence_block"]
+        assert block["open"] is True  # the link opened the collapsed block ...
+        assert 0 <= block["top"] < block["viewport"] and block["bottom"] > block["top"]  # ... and it is in view
 
     def test_screenshot_is_kept_under_the_output_folder(self, page_report, bundled_pair):
         shot = bundled_pair / "report-base.png"
@@ -113,6 +192,17 @@ class TestReportInChromium:
         html = report_for_run(bundled_pair, "base", limit=5)
         assert html.count("<tr data-case=") == 5
         assert f"{failing} failing row(s)" in html
+
+    def test_histogram_keeps_empty_bins(self):
+        import duckdb
+
+        from tooleval.runs.report._data import f1_histogram
+
+        # two rows: f1 0.55 and 1.0 (which falls in the 0.9 bin); ragas 0.55 and null (left out of the counts)
+        source = "(SELECT * FROM (VALUES (0.55, 0.55), (1.0, NULL)) AS t(f1, ragas_tool_call_f1))"
+        bins = {(b["metric"], b["bin"]): b["rows"] for b in f1_histogram(duckdb.connect(), source)}
+        assert len(bins) == 20  # ten bins of width 0.1 for each of the two F1s, the empty ones as 0
+        assert {k: n for k, n in bins.items() if n} == {("f1", 0.5): 1, ("f1", 0.9): 1, ("ragas_tool_call_f1", 0.5): 1}
 
     def test_trend_lists_both_runs(self, bundled_pair):
         from tooleval.runs.report._data import run_history

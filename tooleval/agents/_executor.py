@@ -151,7 +151,7 @@ def read_tool_results(path: str | Path) -> ToolExecutor:
 
     path = Path(path)
     executor = ToolExecutor()
-    fix = "fix that line (the README's 'Live generation and repeated trials' section shows the format)."
+    fix = "fix that line (docs/live.md shows the format)."
     for line in iter_json_lines(path, missing="tool results file not found.", fix="check the --tool-results path.",
                                 unique_keys=True):
         data = line.data

@@ -16,9 +16,11 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
+from tooleval.cli._group import ToolevalGroup
 from tooleval.errors import InputFileError
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, help="Evaluate AI agents' tool calls.")
+app = typer.Typer(cls=ToolevalGroup, add_completion=False, no_args_is_help=True,
+                  help="Evaluate AI agents' tool calls.")
 console = Console()
 err_console = Console(stderr=True)
 
@@ -106,6 +108,9 @@ def prefect_environment(out: Path) -> dict[str, str]:
     wanted = {
         "PREFECT_HOME": home,
         "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+        # The client's own switch: without it Prefect prints a telemetry notice into the first run's output on a
+        # terminal (the server setting above does not silence the client) and tries to reach the network.
+        "DO_NOT_TRACK": "1",
         "PREFECT_LOGGING_LEVEL": "WARNING",
         "PREFECT_SERVER_LOGGING_LEVEL": "CRITICAL",
         "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "60",

@@ -50,7 +50,41 @@ def _run_importer(fmt: str, src: Path, out: Path, options: dict):
                                  f"use it with {', '.join(sorted(_OPTIONS[key]))}.")
     function = getattr(importers, "import_" + fmt.replace("-", "_"))
     result = function(src, out, **given, **{k: v for k, v in options.items() if k in ("name", "revision")})
-    return result if isinstance(result, importers.ImportReport) else importers.ImportReport(datasets=[result])
+    return result if isinstance(result, importers.ImportReport) else _report_of_folder(result)
+
+
+def _report_of_folder(folder: Path):
+    """The counts of an importer that returns the folder it wrote (tau-bench: it refuses a bad run rather than
+    skipping it, so every run read was converted): its trace lines, and the tool calls in them."""
+    import gzip
+
+    from tooleval.dataset import find_traces_file
+    from tooleval.importers import ImportReport
+
+    report = ImportReport(datasets=[folder])
+    path = find_traces_file(folder)
+    with (gzip.open(path, "rt", encoding="utf-8") if path.suffix == ".gz" else path.open(encoding="utf-8")) as lines:
+        for line in lines:
+            if not line.strip():
+                continue
+            report.read += 1
+            report.converted += 1
+            for message in json.loads(line).get("messages") or []:
+                for call in message.get("tool_calls") or []:
+                    report.calls += 1
+                    report.malformed_calls += 0 if _json_object(call.get("function", call).get("arguments")) else 1
+    return report
+
+
+def _json_object(arguments) -> bool:
+    """Argument text (or an already parsed value) that reads as a JSON object; empty text and null count as {}
+    (the scoring contract)."""
+    if arguments is None or isinstance(arguments, dict) or arguments == "":
+        return True
+    try:
+        return isinstance(json.loads(arguments), dict)
+    except (TypeError, ValueError):
+        return False
 
 
 def _print_report(report) -> None:

@@ -51,7 +51,9 @@ def _check_cluster_key(no_redaction: bool) -> None:
 def run(
     ctx: typer.Context,
     dataset: Annotated[Optional[Path], typer.Option(help="Dataset folder or fsspec URL (default: bundled tau-bench airline).")] = None,
-    traces: Annotated[Optional[Path], typer.Option(help="Recorded traces file (or fsspec URL) for the replay agent.")] = None,
+    traces: Annotated[Optional[Path], typer.Option(
+        help="Recorded traces for the replay agent: a file, an fsspec URL, or the name of a file in the dataset's "
+             "traces/ folder.")] = None,
     out: OutOption = Path("results"),
     run_id: Annotated[Optional[str], typer.Option("--run-id", help="Run id (default: a new one).")] = None,
     shard_size: Annotated[Optional[int], typer.Option(
@@ -60,8 +62,8 @@ def run(
     workers: Annotated[Optional[int], typer.Option(min=1, help="Parallel shard workers (default: the cores).")]
     = None,
     dask_address: Annotated[Optional[str], typer.Option(
-        "--dask-address", help="Run the shards on the existing Dask cluster at tcp://HOST:PORT (README \"Running on "
-        "a cluster\"); workers read the redaction key from their own TOOLEVAL_REDACTION_KEY(_FILE).")] = None,
+        "--dask-address", help="Run the shards on the existing Dask cluster at tcp://HOST:PORT (docs/cluster.md); "
+        "workers read the redaction key from their own TOOLEVAL_REDACTION_KEY(_FILE).")] = None,
     slices: Annotated[Optional[str], typer.Option(help="Comma-separated slices: evaluate only their cases.")] = None,
     legacy_only: Annotated[bool, typer.Option("--legacy-only", help="Publish traces and the legacy scalar only.")] = False,
     agent: Annotated[str, typer.Option(help="replay (recorded traces) or openai (a live OpenAI-compatible server).")]

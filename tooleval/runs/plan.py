@@ -24,7 +24,7 @@ from pydantic import Field
 from tooleval.canonical import canonical_json, json_type_name
 from tooleval.agents import OpenAIAgentConfig, ReplayAgentConfig, WorkItem
 from tooleval.dataset import (case_digests, case_slices, check_name, find_traces_file, load_dataset,
-                              load_dataset_cached, tool_schema_version)
+                              load_dataset_cached, tool_schema_version, traces_in_dataset)
 from tooleval.errors import InputFileError, RevisionConflictError, RowError, RunIdConflictError
 from tooleval.capture.recorded import file_digest, index_traces, replay_keys
 from tooleval.capture.keys import PlannedKey, persist_key, plan_key
@@ -362,9 +362,13 @@ def _traces_file(traces: str | Path | None, dataset_folder: Path, dataset: str |
             return local, f"{source}/{local.relative_to(dataset_folder).as_posix()}"
         return local, str(local.resolve())
     location = as_location(str(traces)) if isinstance(traces, str) else Path(traces)
+    if isinstance(location, Path) and not location.exists():
+        # a bare name (what the error listing several agents' traces shows) names a file of the dataset's traces/
+        location = traces_in_dataset(dataset_folder, str(traces)) or location
     local = local_copy(location)
     if not local.is_file():
-        raise InputFileError(local, None, "traces file not found.", "check the --traces path.")
+        raise InputFileError(local, None, "traces file not found.",
+                             "check the --traces path, or give the name of a file in the dataset's traces/ folder.")
     return local, location if isinstance(location, str) else str(local.resolve())
 
 

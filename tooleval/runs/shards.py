@@ -62,7 +62,7 @@ def cases_per_shard(rows: int, cases: int, shard_size: int) -> int:
 
 def default_shard_size(rows: int, workers: int) -> int:
     """Rows per shard when ``--shard-size`` is not given: about 8 shards per worker, within
-    [:data:`MIN_SHARD`, :data:`MAX_SHARD`] (measured trade-off; README "Scale")."""
+    [:data:`MIN_SHARD`, :data:`MAX_SHARD`] (measured trade-off; docs/benchmark.md, "Scale")."""
     return max(MIN_SHARD, min(MAX_SHARD, math.ceil(rows / (workers * _TASKS_PER_WORKER))))
 
 

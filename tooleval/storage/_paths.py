@@ -26,7 +26,7 @@ LAYOUT_DIRS = ("traces", "rows", "legacy", "runs", "revisions", ".tooleval")
 STATE_DIR = ".tooleval"
 """The folder of a results folder's working state: ``stages/``, ``prefect/``, ``locks/``, ``generations/``."""
 
-DOCS = "the README's 'Results layout' section"
+DOCS = "docs/storage.md ('Results layout')"
 
 
 class OutFolderError(InputFileError):

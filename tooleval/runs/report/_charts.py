@@ -13,13 +13,15 @@ _WIDTH = 520
 
 
 def _spec(chart: alt.TopLevelMixin) -> dict[str, Any]:
-    return chart.to_dict()
+    # labels that would touch are thinned out rather than drawn over each other ("0.000.02")
+    return chart.configure_axis(labelOverlap="greedy", labelSeparation=4).to_dict()
 
 
 def f1_distribution(histogram: list[dict]) -> dict[str, Any]:
     """Rows per F1 bin, both F1s side by side (``histogram`` from :func:`_data.f1_histogram`)."""
     chart = alt.Chart(alt.Data(values=histogram), title="F1 distribution (rows per 0.1 bin)").mark_bar().encode(
-        x=alt.X("bin:O", title="F1 (bin lower edge)"), xOffset=alt.XOffset("metric:N"),
+        x=alt.X("bin:O", title="F1 (bin lower edge)", axis=alt.Axis(labelAngle=0, format=".1f")),
+        xOffset=alt.XOffset("metric:N"),
         y=alt.Y("rows:Q", title="rows"), color=alt.Color("metric:N", title="metric"),
         tooltip=["metric:N", "bin:O", "rows:Q"])
     return _spec(chart.properties(width=_WIDTH, height=220))
@@ -55,7 +57,8 @@ def variability(summary: dict[str, Any]) -> dict[str, Any]:
     base = alt.Chart(alt.Data(values=values), title=f"pass@k and pass^k (outcome {summary.get('outcome')}, "
                      "95 % bootstrap interval over cases)")
     line = base.mark_line(point=True).encode(
-        x=alt.X("k:O", title="k"), y=alt.Y("value:Q", scale=alt.Scale(domain=[0, 1]), title="probability"),
+        x=alt.X("k:O", title="k", axis=alt.Axis(labelAngle=0)),
+        y=alt.Y("value:Q", scale=alt.Scale(domain=[0, 1]), title="probability"),
         color=alt.Color("estimator:N"), tooltip=["estimator:N", "k:O", "value:Q", "low:Q", "high:Q"])
     bars = base.mark_errorbar().encode(x="k:O", y=alt.Y("low:Q", title="probability"), y2="high:Q",
                                        color="estimator:N")
@@ -63,7 +66,8 @@ def variability(summary: dict[str, Any]) -> dict[str, Any]:
 
 
 def case_outcomes(cells: list[dict]) -> dict[str, Any]:
-    """Outcome of every trial of the weakest cases (``cells`` from :func:`_data.case_trials`)."""
+    """Outcome of every trial of the weakest cases (``cells`` from :func:`_data.case_trials`), cases in the
+    order of ``cells`` (natural order: 2 before 10)."""
     chart = alt.Chart(alt.Data(values=cells), title="Per-case outcomes across trials (weakest cases)").mark_rect(
         ).encode(x=alt.X("trial:O"), y=alt.Y("case_id:N", title="case", sort=None),
                  color=alt.Color("outcome:N", scale=alt.Scale(
@@ -96,7 +100,9 @@ def drift_panel(drift: dict[str, Any]) -> dict[str, Any]:
               {"path": "row-level mean", "value": drift["new"]["value"], "rows": drift["new"]["rows"]}]
     values = [v for v in values if v["value"] is not None]
     chart = alt.Chart(alt.Data(values=values), title=f"Legacy vs row-level (drift check: {drift['verdict']})"
-                      ).mark_bar().encode(x=alt.X("value:Q", title="tool_call_f1"), y=alt.Y("path:N", title=None),
+                      ).mark_bar().encode(x=alt.X("value:Q", title="tool_call_f1", scale=alt.Scale(domain=[0, 1]),
+                                                  axis=alt.Axis(format=".1f", tickCount=10)),
+                                          y=alt.Y("path:N", title=None),
                                           color=alt.Color("path:N", legend=None),
                                           tooltip=["path:N", "value:Q", "rows:Q"])
     return _spec(chart.properties(width=_WIDTH))

@@ -8,6 +8,7 @@ aggregates plus the worst N rows, not a million rows").
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -15,13 +16,26 @@ import duckdb
 
 from tooleval.runs.aggregate import has_column
 
-__all__ = ["WORST_ROWS", "CASE_LIMIT", "f1_histogram", "worst_rows", "schema_findings", "case_trials",
-           "run_history"]
+__all__ = ["WORST_ROWS", "CASE_LIMIT", "F1_BINS", "f1_histogram", "worst_rows", "schema_findings", "case_trials",
+           "run_history", "natural_key"]
 
 WORST_ROWS = 500
 """Failing rows the report lists (the worst first: blocking, then error, then lowest F1)."""
 CASE_LIMIT = 60
 """Cases the per-case outcome panel shows (the lowest mean F1 first)."""
+F1_BINS = [round(i / 10, 1) for i in range(10)]
+"""Lower edges of the F1 histogram's bins (width 0.1; 1.0 falls in the 0.9 bin)."""
+_METRICS = ("f1", "ragas_tool_call_f1")
+
+
+def natural_key(case_id: object) -> list:
+    """Sort key that reads the digits in a case id as a number: ``2`` before ``10``, ``task-9`` before
+    ``task-10`` (the ids of most benchmarks are numbers written as text, which sort 0, 1, 10, 11 otherwise).
+    Text parts compare without letter case; the id itself breaks ties."""
+    text = "" if case_id is None else str(case_id)
+    # re.split with a group alternates text and digits, so the two kinds never meet at one position
+    parts = [int(part) if i % 2 else part.casefold() for i, part in enumerate(re.split(r"(\d+)", text))]
+    return [parts, text]
 
 _HISTOGRAM = """
 SELECT metric, least(floor(value * 10), 9) / 10 AS bin, count(*) AS rows
@@ -74,9 +88,14 @@ def f1_histogram(con: duckdb.DuckDBPyConnection, source: str) -> list[dict[str, 
     """Rows per F1 bin of width 0.1 (``bin`` is the bin's lower edge; 1.0 falls in the 0.9 bin), for both F1s.
 
     Returns:
-        ``[{"metric": "f1" | "ragas_tool_call_f1", "bin": float, "rows": int}]``; null F1s are left out.
+        ``[{"metric": "f1" | "ragas_tool_call_f1", "bin": float, "rows": int}]``: all ten bins of both metrics,
+        an empty bin with ``rows`` 0; null F1s are left out of the counts.
     """
-    return [dict(r, bin=round(float(r["bin"]), 1)) for r in _records(con, _HISTOGRAM.format(source=source))]
+    counts = {(r["metric"], round(float(r["bin"]), 1)): r["rows"]
+              for r in _records(con, _HISTOGRAM.format(source=source))}
+    # every bin of both metrics, empty ones as 0: a bin left out would vanish from the axis (0, 0.2, 0.3, ...)
+    return [{"metric": metric, "bin": edge, "rows": int(counts.get((metric, edge), 0))}
+            for metric in _METRICS for edge in F1_BINS]
 
 
 def worst_rows(con: duckdb.DuckDBPyConnection, source: str, limit: int = WORST_ROWS) -> tuple[list[dict], int]:
@@ -87,8 +106,15 @@ def worst_rows(con: duckdb.DuckDBPyConnection, source: str, limit: int = WORST_R
     """
     findings = "schema_findings" if has_column(con, source, "schema_findings") else "NULL"  # row schema < 3
     rows = _records(con, _WORST.format(source=source, limit=int(limit), findings=findings))
+    rows.sort(key=_worst_first)  # the SQL order again, with case ids in natural order among equals
     failing = con.execute(_FAILING.format(source=source)).fetchone()[0]
     return rows, int(failing)
+
+
+def _worst_first(row: dict[str, Any]) -> tuple:
+    f1 = row["f1"]
+    return (not row["blocking"], row["error_kind"] is None, (0, 0.0) if f1 is None else (1, f1),
+            natural_key(row["case_id"]), row["trial"])
 
 
 def schema_findings(con: duckdb.DuckDBPyConnection, source: str, limit: int = WORST_ROWS) -> list[dict[str, Any]]:
@@ -108,9 +134,10 @@ def case_trials(con: duckdb.DuckDBPyConnection, source: str, limit: int = CASE_L
 
     Returns:
         ``[{"case_id", "trial", "f1", "outcome"}]`` with outcome ``error`` | ``blocking`` | ``exact`` |
-        ``not exact``.
+        ``not exact``, cases in natural order (:func:`natural_key`), then trials.
     """
-    return _records(con, _CASES.format(source=source, limit=int(limit)))
+    cells = _records(con, _CASES.format(source=source, limit=int(limit)))
+    return sorted(cells, key=lambda c: (natural_key(c["case_id"]), c["trial"]))
 
 
 def run_history(out: Path | str, current: dict[str, Any] | None = None, limit: int = 200) -> list[dict[str, Any]]:

@@ -86,10 +86,12 @@ table { border-collapse: collapse; margin: 0.5em 0 1.5em; }
 th, td { border: 1px solid #ccc; padding: 0.2em 0.5em; text-align: left; vertical-align: top; }
 td.num { text-align: right; font-variant-numeric: tabular-nums; }
 .headline td:first-child { font-weight: 600; }
-.plots { display: flex; flex-wrap: wrap; gap: 1.5em; }
+.plots { display: flex; flex-wrap: wrap; gap: 1.5em; align-items: flex-start; }
 .plot { border: 1px solid #eee; padding: 0.5em; }
 code, pre { font-size: 0.85em; white-space: pre-wrap; word-break: break-all; }
 .blocking { color: #b00; font-weight: 600; }
+details { scroll-margin-top: 0.5em; }
+details:target { outline: 2px solid #f2c744; }
 </style>
 <script>{{ bundle | safe }}</script>
 </head>
@@ -117,15 +119,19 @@ tooleval {{ summary.versions.tooleval }}, ragas {{ summary.versions.ragas }}; ga
 <h2>{{ title }}</h2>
 <table id="table-{{ kind }}">
 <tr><th>{{ kind }}</th><th>rows</th><th>quarantined</th><th>exact match</th><th>mean f1</th><th>min f1</th>
-<th>fp</th><th>fn</th><th>failing rows</th><th>passed</th></tr>
+<th>fp</th><th>fn</th><th>failing rows</th><th>floors</th><th>verdict</th></tr>
 {% for s in groups if s.kind == kind %}
 <tr><td>{{ s.name }}</td><td class="num">{{ s.rows }}</td><td class="num">{{ s.quarantined_rows }}</td>
 <td class="num">{{ s.exact_match_rows }}</td><td class="num">{{ s.mean_f1 | fmt }}</td>
 <td class="num">{{ s.min_f1 | fmt }}</td><td class="num">{{ s.fp }}</td><td class="num">{{ s.fn }}</td>
-<td class="num">{{ s.failing_rows }}</td><td>{{ "yes" if s.passed else "NO" }}</td></tr>
+<td class="num">{{ s.failing_rows }}</td>
+<td>{{ ("met" if s.passed else "not met: " ~ s.failures | join("; ")) if s.configured else "none set" }}</td>
+<td class="verdict {{ 'blocking' if s.failing_rows or not s.passed else '' }}">{{ "FAIL" if s.failing_rows or not s.passed else "PASS" }}</td></tr>
 {% endfor %}
 </table>
 {% endfor %}
+<p>A slice or tool family fails when one of its rows fails the gate (failing rows above 0) or when it misses a
+floor set in gate.toml; either fails the run's gate.</p>
 
 <h2>Tool schema findings</h2>
 {% if not schema_checked %}
@@ -175,7 +181,7 @@ shown, the worst first.</p>
 <td class="num">{{ r.f1 | fmt }}</td><td class="num">{{ r.ragas_tool_call_f1 | fmt }}</td>
 <td>{{ r.categories | join(", ") }}</td>
 <td class="{{ 'blocking' if r.blocking else '' }}">{{ r.blocking_rules | join(", ") }}</td>
-<td><a href="#evidence-{{ loop.index }}">evidence</a></td></tr>
+<td><a class="evidence-link" href="#evidence-{{ loop.index }}">evidence</a></td></tr>
 {% endfor %}
 </tbody>
 </table>
@@ -230,6 +236,24 @@ for (const id of ["filter-tool", "filter-slice", "filter-category"]) {
   document.getElementById(id).addEventListener("change", applyFilters);
 }
 applyFilters();
+// An evidence link opens its block and brings it into view: the browser scrolls to a closed <details> and
+// leaves it closed, and a link that names the current hash again does not scroll at all.
+function showEvidence(hash) {
+  const block = hash && hash.startsWith("#evidence-") ? document.getElementById(hash.slice(1)) : null;
+  if (!block) return;
+  block.open = true;
+  block.scrollIntoView({block: "start"});
+}
+for (const link of document.querySelectorAll("a.evidence-link")) {
+  link.addEventListener("click", (event) => {
+    event.preventDefault();
+    const hash = link.getAttribute("href");
+    if (location.hash !== hash) history.pushState(null, "", hash);
+    showEvidence(hash);
+  });
+}
+window.addEventListener("hashchange", () => showEvidence(location.hash));
+showEvidence(location.hash);
 </script>
 </body>
 </html>
