@@ -56,8 +56,12 @@ def check_name(value: object, *, what: str, path: str | Path | None = None) -> s
 
 
 def case_digest(case: Case) -> str:
-    """sha256 of a case's canonical JSON content (cache key part for generation)."""
-    return hashlib.sha256(canonical_json(case.model_dump(mode="json")).encode()).hexdigest()
+    """sha256 of a case's canonical JSON content (cache key part for generation). ``pairing`` at its default is
+    left out, so that cases written before it existed keep their digests (and their cached generations)."""
+    content = case.model_dump(mode="json")
+    if content.get("pairing") == "maximum":
+        del content["pairing"]
+    return hashlib.sha256(canonical_json(content).encode()).hexdigest()
 
 
 @dataclass

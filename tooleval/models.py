@@ -375,11 +375,19 @@ class Case(BaseModel):
     observed calls in the reference's order for ``subset``, the reference's calls in the observed order for
     ``superset``). ``strict`` is ordered by definition and ``unordered`` by name, so neither takes it."""
 
+    pairing: Literal["maximum", "first_fit"] = "maximum"
+    """How reference calls are paired with observed calls for ``calls_match`` under ``unordered``: ``maximum`` (a
+    maximum matching: the verdict does not depend on the order of the calls) or ``first_fit`` (each reference call,
+    in the reference's order, takes the first equal observed call not yet taken; BFCL's parallel checker, whose
+    verdict its importer reproduces). The figures (``tp``, ``f1``) always come from the maximum matching."""
+
     @model_validator(mode="after")
     def _ordered_needs_subset_or_superset(self) -> "Case":
         if self.ordered and self.match_mode not in ("subset", "superset"):
             raise ValueError(f"ordered: true applies to match_mode subset or superset, not {self.match_mode!r} "
                              "(strict is already ordered)")
+        if self.pairing == "first_fit" and self.match_mode != "unordered":
+            raise ValueError(f"pairing: first_fit applies to match_mode unordered, not {self.match_mode!r}")
         return self
 
     @field_validator("input", mode="after")

@@ -120,6 +120,17 @@ VERDICTS = [
     ("parallel", "parallel_3", [_result("protein_info_get_sequence_and_3D", {"protein_name": n, "model_3d": True})
                                 for n in ("rat hemoglobin", "HbA1c", "normal hemoglobin")],
      True, "parallel calls each with its own acceptable value"),
+    # parallel_178's first possible answer accepts Microsoft or Apple on 2022-01-01, its third only Apple on that
+    # date: BFCL pairs each answer in turn with the first call it accepts, so Apple's call made first is taken by
+    # the first answer and the third answer finds none (the same four calls pass in the answers' order)
+    ("parallel", "parallel_178", [_result("get_stock_price", {"company_name": c, "date": d, "exchange": "NASDAQ"})
+                                  for c, d in (("Microsoft", "2022-01-01"), ("Microsoft", "2022-02-01"),
+                                               ("Apple", "2022-01-01"), ("Apple", "2022-02-01"))],
+     True, "parallel calls in the possible answers' order"),
+    ("parallel", "parallel_178", [_result("get_stock_price", {"company_name": c, "date": d, "exchange": "NASDAQ"})
+                                  for c, d in (("Apple", "2022-01-01"), ("Microsoft", "2022-01-01"),
+                                               ("Microsoft", "2022-02-01"), ("Apple", "2022-02-01"))],
+     False, "a call two possible answers accept, made first: first-fit pairing"),
     ("simple_python", "simple_python_0", [_result("calculate_triangle_area", {"base": 10, "height": 5, "unit": ""})],
      True, "explicit empty string where it is listed"),
     ("simple_python", "simple_python_25", [_result("calculate_final_velocity", {"height": 150, "gravity": ""})],

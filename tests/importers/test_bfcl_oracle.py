@@ -38,11 +38,6 @@ EXPECTED_DISAGREEMENTS = {
                                               "for add_to_watchlist, a client id authenticate_travel does not check) "
                                               "leaves the end state and the results right (only execution decides)",
     ("multi_turn_base", "extra_write", False): "BFCL's end-state check: the extra write changes the state",
-    ("parallel", "reordered", False): "BFCL pairs parallel calls greedily, each possible answer in turn taking the "
-                                      "first model call it accepts, so its verdict depends on the order of the "
-                                      "model's calls; tooleval pairs them by a maximum matching, independent of "
-                                      "order (parallel_178: the first possible answer also accepts the company "
-                                      "of the third)",
 }
 
 

@@ -135,6 +135,25 @@ class TestMatchModes:
         assert check_tool_calls([A, C, B], EXPECTED, mode="superset_ordered").calls_match  # extra in between
         assert not check_tool_calls([A, C, B], EXPECTED, mode="strict").calls_match
 
+    def test_first_fit_pairing_by_hand(self):
+        # reference call 0 accepts observed calls 0 and 1, reference call 1 only observed call 0 (acceptable values
+        # listed): a maximum matching pairs 0-1 and 1-0; first fit gives observed 0 to reference 0, and reference 1
+        # then finds none. The same calls made the other way round (0 accepts {0, 1}, 1 accepts {1}) pass both.
+        first_fit, maximum = MatchMode.from_label("unordered_first_fit"), MatchMode("unordered")
+        crossed = {(0, 0), (0, 1), (1, 0)}.__contains__
+        straight = {(0, 0), (0, 1), (1, 1)}.__contains__
+        assert maximum.holds(2, 2, 0, 0, lambda i, j: crossed((i, j)))
+        assert not first_fit.holds(2, 2, 0, 0, lambda i, j: crossed((i, j)))
+        assert first_fit.holds(2, 2, 0, 0, lambda i, j: straight((i, j)))
+        assert not first_fit.holds(2, 3, 1, 0, lambda i, j: straight((i, j)))  # fp > 0: no match, as unordered
+        assert first_fit.label == "unordered_first_fit" and first_fit.first_fit
+
+    def test_first_fit_needs_unordered(self):
+        with pytest.raises(ValidationError, match="pairing: first_fit applies to match_mode unordered"):
+            Case(case_id="c", input=[], expected_calls=[], match_mode="superset", pairing="first_fit")
+        with pytest.raises(ValueError, match="first-fit pairing applies to the unordered mode"):
+            MatchMode("strict", first_fit=True)
+
     def test_ordered_needs_subset_or_superset(self):
         with pytest.raises(ValueError, match="ordered: true applies to match_mode subset or superset, not 'strict'"):
             check_tool_calls([A, B], EXPECTED, mode="strict", ordered=True)

@@ -159,6 +159,10 @@ class _Category:
             case["argument_rules"] = rules
         if required:
             case["required_arguments"] = required
+        if "parallel" in self.category and len(calls) > 1:
+            # BFCL's parallel checker pairs each possible answer, in order, with the first model call it accepts:
+            # where one call fits two answers its verdict depends on the order of the calls, and so does ours
+            case["pairing"] = "first_fit"
         return [case]
 
     def _multi_turn(self, question, answer, turns, meta) -> list[dict[str, Any]]:

@@ -12,6 +12,10 @@ depends on it:
   *i* (two parallel calls made in the other order fail it; they pass ``unordered``).
 * ``subset`` — fp = 0: every observed call is a reference call (an agent may stop early, never do more).
 * ``superset`` — fn = 0: every reference call was made (extra calls, such as reads, allowed).
+* ``unordered`` with ``first_fit`` pairing — also each reference call, in the reference's order, takes the first
+  equal observed call not yet taken, and every one finds one: BFCL's parallel checker, whose verdict depends on
+  the order of the calls where one observed call equals two reference calls (a maximum matching would pair them
+  the other way).
 * ``subset`` / ``superset`` with ``ordered`` — also in the reference's order: the observed calls are a subsequence
   of the reference (``subset``), or the reference is a subsequence of the observed calls (``superset``). A greedy
   scan that takes the earliest equal call decides a subsequence exactly, whatever the equality (an embedding that
@@ -31,9 +35,10 @@ from tooleval.models import MATCH_MODES
 
 __all__ = ["MatchMode", "UNORDERED", "MODE_LABELS"]
 
-MODE_LABELS = ("unordered", "strict", "subset", "superset", "subset_ordered", "superset_ordered")
+MODE_LABELS = ("unordered", "strict", "subset", "superset", "subset_ordered", "superset_ordered",
+               "unordered_first_fit")
 """The values of the row column ``match_mode``: the mode's name, with ``_ordered`` for an ordered subset or
-superset."""
+superset and ``_first_fit`` for first-fit pairing."""
 
 
 @dataclass(frozen=True)
@@ -47,10 +52,14 @@ class MatchMode:
 
     name: str = "unordered"
     ordered: bool = False
+    first_fit: bool = False
+    """``unordered`` only: pair by first fit in the reference's order (:attr:`tooleval.models.Case.pairing`)."""
 
     def __post_init__(self) -> None:
         if self.name not in MATCH_MODES:
             raise ValueError(f"unknown match mode {self.name!r}; the modes are {', '.join(MATCH_MODES)}")
+        if self.first_fit and self.name != "unordered":
+            raise ValueError(f"first-fit pairing applies to the unordered mode, not {self.name!r}")
         if self.ordered and self.name not in ("subset", "superset"):
             raise ValueError(f"ordered applies to the subset and superset modes, not {self.name!r} "
                              "(strict is already ordered)")
@@ -58,6 +67,8 @@ class MatchMode:
     @property
     def label(self) -> str:
         """The row column ``match_mode``: ``superset`` or ``superset_ordered`` (:data:`MODE_LABELS`)."""
+        if self.first_fit:
+            return f"{self.name}_first_fit"
         return f"{self.name}_ordered" if self.ordered else self.name
 
     @classmethod
@@ -69,13 +80,13 @@ class MatchMode:
         """
         if label not in MODE_LABELS:
             raise ValueError(f"unknown match mode {label!r}; the modes are {', '.join(MODE_LABELS)}")
-        name, _, ordered = label.partition("_")
-        return cls(name, bool(ordered))
+        name, _, suffix = label.partition("_")
+        return cls(name, suffix == "ordered", suffix == "first_fit")
 
     @classmethod
     def of_case(cls, case) -> "MatchMode":
         """The mode of a :class:`tooleval.models.Case` (its ``match_mode`` and ``ordered``)."""
-        return cls(case.match_mode, case.ordered)
+        return cls(case.match_mode, case.ordered, getattr(case, "pairing", "maximum") == "first_fit")
 
     def holds(self, n_expected: int, n_observed: int, fp: int, fn: int, equal: Callable[[int, int], bool]) -> bool:
         """Whether the observed calls match one reference plan under this mode.
@@ -89,7 +100,7 @@ class MatchMode:
                 equality.
         """
         if self.name == "unordered":
-            return fp == 0 and fn == 0
+            return fp == 0 and fn == 0 and (not self.first_fit or _first_fit(n_expected, n_observed, equal))
         if self.name == "strict":
             return n_expected == n_observed and all(equal(i, i) for i in range(n_expected))
         if self.name == "subset":
@@ -111,4 +122,16 @@ def _subsequence(n_short: int, n_long: int, equal: Callable[[int, int], bool]) -
         if position == n_long:
             return False
         position += 1
+    return True
+
+
+def _first_fit(n_expected: int, n_observed: int, equal: Callable[[int, int], bool]) -> bool:
+    """Whether each reference call ``0..n_expected-1``, in order, finds an equal observed call among those not taken
+    by an earlier one, taking the first (BFCL's ``parallel_function_checker_no_order``)."""
+    taken: set[int] = set()
+    for i in range(n_expected):
+        j = next((j for j in range(n_observed) if j not in taken and equal(i, j)), None)
+        if j is None:
+            return False
+        taken.add(j)
     return True
