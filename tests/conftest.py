@@ -48,6 +48,8 @@ SLOW_MODULES = {
 SLOW_TESTS = {
     "test_redaction_scan.py::test_no_secret_under_out_or_in_printed_lines": "`tooleval run` and its Prefect server, "
                                                                             "per generated dataset",
+    "test_concurrent_runs.py::test_two_runs_started_together_on_a_new_out_both_publish": "two `tooleval run` "
+                                                                                         "processes and their server",
     # measurements in the benchmark's manner: the peak memory of fresh processes over large generated inputs
     "test_cli_import.py::test_streaming_peak_memory_does_not_grow_with_the_input": "peak memory of two imports",
     "test_cli_faults.py::test_gzip_bomb_of_1_gb_stays_small_in_memory": "peak memory over a 1 GiB gzip bomb",
