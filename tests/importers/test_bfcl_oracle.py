@@ -54,7 +54,10 @@ def oracle_python(tmp_path_factory: pytest.TempPathFactory) -> Path:
         done = subprocess.run([str(python), "-m", "pip", "install", "--quiet", "--no-deps", *ORACLE],
                               capture_output=True, text=True)
         if done.returncode:
-            pytest.skip(f"cannot install BFCL's checker ({' '.join(ORACLE)}): {done.stderr[-400:]}")
+            # a failure, not a skip: a missing oracle would otherwise pass the hand-written verdicts unchecked
+            pytest.fail(f"cannot install BFCL's checker ({' '.join(ORACLE)}) into {cache}: {done.stderr[-400:]} "
+                        "(the package index must be reachable, or set TOOLEVAL_BFCL_ORACLE_PYTHON to a Python that "
+                        "has it)")
         marker.write_text("\n".join(ORACLE))
     return python
 
