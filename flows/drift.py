@@ -10,6 +10,7 @@ from prefect import flow
 from prefect.artifacts import create_markdown_artifact
 from prefect.states import Failed
 
+from flows._tags import untagged_task_runs
 from tooleval.runs.catalog import LATEST, resolve_run_id
 from tooleval.runs.drift import recheck_run
 from tooleval.runs.documents import drift_document
@@ -32,15 +33,17 @@ def drift_check(run_id: str = LATEST, out: str = "results", dataset: str | None 
     Raises:
         tooleval.errors.InputFileError: unknown run, a legacy-only run, a changed dataset.
     """
-    run = open_run(out, resolve_run_id(out, run_id), dataset)
-    report = recheck_run(run)
-    with Publication(run.out) as publication:
-        publication.add_json(f"runs/{run.run_id}/drift.json", drift_document(report))
-    create_markdown_artifact(
-        f"# drift check of run `{run.run_id}`: **{report['verdict']}**\n\nlegacy scalar "
-        f"{report['legacy']['value']} over {report['legacy']['rows']} rows; row-level mean {report['new']['value']} "
-        f"over {report['new']['rows']} rows\n\n" + "\n".join(f"- {reason}" for reason in report["reasons"]),
-        key="tooleval-drift", description=f"run {run.run_id}")
-    if report["verdict"] == "drift":
-        return Failed(message="; ".join(report["reasons"]), data=report)
-    return report
+    with untagged_task_runs():  # the holder tag stays on the flow run
+        run = open_run(out, resolve_run_id(out, run_id), dataset)
+        report = recheck_run(run)
+        with Publication(run.out) as publication:
+            publication.add_json(f"runs/{run.run_id}/drift.json", drift_document(report))
+        create_markdown_artifact(
+            f"# drift check of run `{run.run_id}`: **{report['verdict']}**\n\nlegacy scalar "
+            f"{report['legacy']['value']} over {report['legacy']['rows']} rows; row-level mean "
+            f"{report['new']['value']} over {report['new']['rows']} rows\n\n"
+            + "\n".join(f"- {reason}" for reason in report["reasons"]),
+            key="tooleval-drift", description=f"run {run.run_id}")
+        if report["verdict"] == "drift":
+            return Failed(message="; ".join(report["reasons"]), data=report)
+        return report

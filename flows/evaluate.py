@@ -25,6 +25,7 @@ from prefect.futures import as_completed
 from flows._publish import STAGES, RunPublisher, RunResult
 from flows._dask import check_scheduler, dask_runner, dask_workers, shard_task
 from flows._shards import ShardContext, ShardOutcome, count_states, run_shard, unwalked
+from flows._tags import untagged_task_runs
 from tooleval.agents import OpenAIAgentConfig
 from tooleval.rules import load_gate_config
 from tooleval.runs.legacy import LegacyResult
@@ -95,57 +96,58 @@ def evaluate(
     Raises:
         tooleval.errors.InputFileError: a file or usage error; nothing is written.
     """
-    flow_started = time.perf_counter()  # the body's own clock: Prefect's start-up and flow-run set-up stay out
-    if shard_size is not None and shard_size < 1:
-        raise ValueError("shard_size must be >= 1")
-    workers = workers or os.cpu_count() or 1
-    outcome_from_spec(outcome)  # a bad spec is a usage error, before anything runs
-    if gate_config is not None:
-        load_gate_config(gate_config)  # so is a bad gate config
-    with cyclic_gc_paused():  # the plan and the publication allocate per row: no full-heap GC passes meanwhile
-        plan = plan_run(dataset, traces, out, run_id, slices=slices, redact_fields=redact_fields,
-                        redaction=redaction, agent=agent, repeats=repeats, tool_results=tool_results,
-                        shard_size=shard_size, workers=workers, new_redaction_key=new_redaction_key)
-    generation_scope, scoring_scope = run_scopes(plan)
-    context = ShardContext(
-        plan_agent=plan.agent, dataset=plan.dataset, redaction=plan.redaction, executor=plan.executor, out=plan.out,
-        dirs={name: str(stage_dir(plan.out, name)) for name in ("generation", "capture", "scoring")},
-        code=scorer_version(), ragas=ragas_version(), generation_scope=generation_scope,
-        scoring_scope=scoring_scope, legacy_only=legacy_only, legacy_pass=legacy_pass,
-        retry_errors=plan.agent.kind != "replay",
-    )
-    states = {name: Counter() for name in STAGES}
-    with RunPublisher(out=plan.out, run_id=plan.run_id, dataset=plan.dataset, redaction=plan.redaction,
-                      slices=plan.slices, errors=plan.errors, states=states, legacy_only=legacy_only,
-                      outcome=outcome, gate_config=gate_config, legacy_pass=legacy_pass) as publisher:
-        # each shard is published (its partition files written, its rows judged by the gate) as soon as it and
-        # every shard before it are done, while the workers score the next ones: the flow's own work overlaps
-        # the shard phase instead of following it
-        def publish_shard(index: int, done: ShardOutcome) -> None:
-            with cyclic_gc_paused():
-                publisher.add_shard(index, done.envelopes, done.rows, done.generation)
+    with untagged_task_runs():  # the holder tag stays on the flow run
+        flow_started = time.perf_counter()  # the body's own clock: Prefect's start-up and flow-run set-up stay out
+        if shard_size is not None and shard_size < 1:
+            raise ValueError("shard_size must be >= 1")
+        workers = workers or os.cpu_count() or 1
+        outcome_from_spec(outcome)  # a bad spec is a usage error, before anything runs
+        if gate_config is not None:
+            load_gate_config(gate_config)  # so is a bad gate config
+        with cyclic_gc_paused():  # the plan and the publication allocate per row: no full-heap GC passes meanwhile
+            plan = plan_run(dataset, traces, out, run_id, slices=slices, redact_fields=redact_fields,
+                            redaction=redaction, agent=agent, repeats=repeats, tool_results=tool_results,
+                            shard_size=shard_size, workers=workers, new_redaction_key=new_redaction_key)
+        generation_scope, scoring_scope = run_scopes(plan)
+        context = ShardContext(
+            plan_agent=plan.agent, dataset=plan.dataset, redaction=plan.redaction, executor=plan.executor, out=plan.out,
+            dirs={name: str(stage_dir(plan.out, name)) for name in ("generation", "capture", "scoring")},
+            code=scorer_version(), ragas=ragas_version(), generation_scope=generation_scope,
+            scoring_scope=scoring_scope, legacy_only=legacy_only, legacy_pass=legacy_pass,
+            retry_errors=plan.agent.kind != "replay",
+        )
+        states = {name: Counter() for name in STAGES}
+        with RunPublisher(out=plan.out, run_id=plan.run_id, dataset=plan.dataset, redaction=plan.redaction,
+                          slices=plan.slices, errors=plan.errors, states=states, legacy_only=legacy_only,
+                          outcome=outcome, gate_config=gate_config, legacy_pass=legacy_pass) as publisher:
+            # each shard is published (its partition files written, its rows judged by the gate) as soon as it and
+            # every shard before it are done, while the workers score the next ones: the flow's own work overlaps
+            # the shard phase instead of following it
+            def publish_shard(index: int, done: ShardOutcome) -> None:
+                with cyclic_gc_paused():
+                    publisher.add_shard(index, done.envelopes, done.rows, done.generation)
 
-        started = time.perf_counter()
-        outcomes = _run_shards(plan, context, workers, progress, publish_shard)
-        wall = time.perf_counter() - started
-        _stop_worker_processes()
-        for stage, counter in count_states(outcomes).items():
-            states[stage].update(counter)
-        legacy = _merged_legacy(outcomes, context)
-        timing = {"shards": len(outcomes), "workers": _effective_workers(workers), "shard_size": plan.shard_size,
-                  "stages_wall_s": wall, "body_s": sum(o.body_s for o in outcomes),
-                  "shard_wall_s": sum(o.wall_s for o in outcomes)}
-        with cyclic_gc_paused():
-            publisher.aggregate({"agent": plan.agent.model_dump(mode="json"), "repeats": repeats, "timing": timing},
-                                legacy)
-            publisher.gate_and_drift(legacy, None if legacy_only else [o.drift for o in outcomes])
-            publisher.report()
-            published = publisher.publish()
-    # The flow's wall time ends with the publication, so it cannot be in summary.json (written during the
-    # publication); it reaches the returned RunResult, whose summary holds this same timing dict.
-    result = published if isinstance(published, RunResult) else published.data  # a drift failure carries it
-    result.summary["timing"]["flow_wall_s"] = time.perf_counter() - flow_started
-    return published
+            started = time.perf_counter()
+            outcomes = _run_shards(plan, context, workers, progress, publish_shard)
+            wall = time.perf_counter() - started
+            _stop_worker_processes()
+            for stage, counter in count_states(outcomes).items():
+                states[stage].update(counter)
+            legacy = _merged_legacy(outcomes, context)
+            timing = {"shards": len(outcomes), "workers": _effective_workers(workers), "shard_size": plan.shard_size,
+                      "stages_wall_s": wall, "body_s": sum(o.body_s for o in outcomes),
+                      "shard_wall_s": sum(o.wall_s for o in outcomes)}
+            with cyclic_gc_paused():
+                publisher.aggregate({"agent": plan.agent.model_dump(mode="json"), "repeats": repeats, "timing": timing},
+                                    legacy)
+                publisher.gate_and_drift(legacy, None if legacy_only else [o.drift for o in outcomes])
+                publisher.report()
+                published = publisher.publish()
+        # The flow's wall time ends with the publication, so it cannot be in summary.json (written during the
+        # publication); it reaches the returned RunResult, whose summary holds this same timing dict.
+        result = published if isinstance(published, RunResult) else published.data  # a drift failure carries it
+        result.summary["timing"]["flow_wall_s"] = time.perf_counter() - flow_started
+        return published
 
 
 def _run_shards(plan: RunPlan, context: ShardContext, workers: int, progress: bool,

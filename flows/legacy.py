@@ -8,6 +8,7 @@ from datetime import datetime
 from prefect import flow
 from prefect.artifacts import create_markdown_artifact
 
+from flows._tags import untagged_task_runs
 from tasks import legacy_scalar
 from tasks.legacy import dataset_scope
 from tooleval.runs.legacy import LegacyResult, LegacyTally, stage_legacy
@@ -34,21 +35,22 @@ def legacy(run_id: str, out: str = "results", dataset: str | None = None) -> Leg
     Raises:
         tooleval.errors.InputFileError: unknown run or missing dataset.
     """
-    run = open_run(out, run_id, dataset)
-    ref = dataset_ref(run.dataset)
-    files, digests, scope = run.files("traces"), run.digests("traces"), dataset_scope(ref)
-    # one task per part file (one per shard): the envelopes' messages are never all in memory at once, and each
-    # file's per-row values are folded into the tally before the next (issue 9)
-    tally = LegacyTally()
-    for f, d in zip(files, digests):
-        tally.add(legacy_scalar([str(f)], [d], ref, run.redaction, scorer_version(), ragas_version(), str(run.out),
-                                scope=scope))
-    result = tally.result(ragas_version(), scorer_version())
-    completed = run.summary.get("completed_at")
-    published_at = datetime.fromisoformat(completed) if completed else None  # keep the run's place in the series
-    with Publication(run.out) as publication:
-        stage_legacy(publication, result, run.revision, run_id, published_at=published_at)
-    create_markdown_artifact(f"# legacy scalar of run `{run_id}`\n\n{result.metric} = {result.value} over "
-                             f"{result.rows} rows (ragas {result.ragas_version})", key="tooleval-legacy",
-                             description=f"run {run_id}")
-    return result
+    with untagged_task_runs():  # the holder tag stays on the flow run
+        run = open_run(out, run_id, dataset)
+        ref = dataset_ref(run.dataset)
+        files, digests, scope = run.files("traces"), run.digests("traces"), dataset_scope(ref)
+        # one task per part file (one per shard): the envelopes' messages are never all in memory at once, and each
+        # file's per-row values are folded into the tally before the next (issue 9)
+        tally = LegacyTally()
+        for f, d in zip(files, digests):
+            tally.add(legacy_scalar([str(f)], [d], ref, run.redaction, scorer_version(), ragas_version(), str(run.out),
+                                    scope=scope))
+        result = tally.result(ragas_version(), scorer_version())
+        completed = run.summary.get("completed_at")
+        published_at = datetime.fromisoformat(completed) if completed else None  # keep the run's place in the series
+        with Publication(run.out) as publication:
+            stage_legacy(publication, result, run.revision, run_id, published_at=published_at)
+        create_markdown_artifact(f"# legacy scalar of run `{run_id}`\n\n{result.metric} = {result.value} over "
+                                 f"{result.rows} rows (ragas {result.ragas_version})", key="tooleval-legacy",
+                                 description=f"run {run_id}")
+        return result

@@ -10,6 +10,7 @@ from collections import Counter
 from prefect import flow
 
 from flows._publish import STAGES, RunResult, publish_run, run_stage
+from flows._tags import untagged_task_runs
 from tasks import legacy_scalar, score_shard
 from tasks.legacy import dataset_scope
 from tooleval.dataset import check_name
@@ -57,46 +58,47 @@ def rescore(
     Raises:
         tooleval.errors.InputFileError: unknown run, nothing matching ``case``/``trial``, a newer envelope version.
     """
-    run_id = resolve_run_id(out, run_id)
-    source = open_run(out, run_id, dataset)
-    target = check_name(to_run_id or new_run_id(), what="run id")
-    check_run_id(source.out, target, source.revision)
-    check_envelopes(source, case, trial)
-    dataset_ref = make_dataset_ref(source.dataset)
-    out_dir = str(source.out)
-    code, ragas = scorer_version(), ragas_version()
-    states = {name: Counter() for name in STAGES}
-    scope = dataset_scope(dataset_ref)  # a rescore keys its scoring on the whole dataset
-    envelope_refs, row_refs, partials = [], [], []
-    tally = LegacyTally()
-    subset = case is not None or trial is not None
-    unrowed = _Unrowed(source, subset)
-    capture_dir, scoring_dir = str(stage_dir(out_dir, "capture")), str(stage_dir(out_dir, "scoring"))
-    # one shard of envelopes at a time (issue 9): scored, passed through the legacy path and compared per row
-    # (a drift partial) before the next is read
-    for chunk in iter_envelopes(source, case, trial, batch_rows=shard_size):
-        for envelope in chunk:
-            envelope["run_id"] = None
-            unrowed.saw(envelope)
-        ref = write_stage_table(capture_dir, "capture", chunk, ENVELOPE_SCHEMA)
-        del chunk
-        envelope_refs.append(ref)
-        rows = run_stage(score_shard, states["scoring"], ref, dataset_ref, source.redaction, code, ragas,
-                         out_dir, scoring_dir, scope=scope)
-        row_refs.append(rows)
-        legacy = run_stage(legacy_scalar, states["legacy-scalar"], [ref.path], [ref.digest], dataset_ref,
-                           source.redaction, code, ragas, out_dir, scope=scope)
-        partials.append(drift_partial(legacy.per_row, read_stage_table(rows, columns=DRIFT_COLUMNS).to_pylist()))
-        tally.add(legacy)
-    legacy = tally.result(ragas, code)
-    return publish_run(
-        errors=unrowed.errors(),
-        publish_legacy=not subset,
-        out=out_dir, run_id=target, dataset=dataset_ref, redaction=source.redaction,
-        slices=source.summary.get("slices"), envelope_refs=envelope_refs, row_refs=row_refs,
-        legacy=legacy, states=states, drift_partials=partials,
-        extra_summary={"rescored_from": {"run_id": run_id, "case": case, "trial": trial}},
-    )
+    with untagged_task_runs():  # the holder tag stays on the flow run
+        run_id = resolve_run_id(out, run_id)
+        source = open_run(out, run_id, dataset)
+        target = check_name(to_run_id or new_run_id(), what="run id")
+        check_run_id(source.out, target, source.revision)
+        check_envelopes(source, case, trial)
+        dataset_ref = make_dataset_ref(source.dataset)
+        out_dir = str(source.out)
+        code, ragas = scorer_version(), ragas_version()
+        states = {name: Counter() for name in STAGES}
+        scope = dataset_scope(dataset_ref)  # a rescore keys its scoring on the whole dataset
+        envelope_refs, row_refs, partials = [], [], []
+        tally = LegacyTally()
+        subset = case is not None or trial is not None
+        unrowed = _Unrowed(source, subset)
+        capture_dir, scoring_dir = str(stage_dir(out_dir, "capture")), str(stage_dir(out_dir, "scoring"))
+        # one shard of envelopes at a time (issue 9): scored, passed through the legacy path and compared per row
+        # (a drift partial) before the next is read
+        for chunk in iter_envelopes(source, case, trial, batch_rows=shard_size):
+            for envelope in chunk:
+                envelope["run_id"] = None
+                unrowed.saw(envelope)
+            ref = write_stage_table(capture_dir, "capture", chunk, ENVELOPE_SCHEMA)
+            del chunk
+            envelope_refs.append(ref)
+            rows = run_stage(score_shard, states["scoring"], ref, dataset_ref, source.redaction, code, ragas,
+                             out_dir, scoring_dir, scope=scope)
+            row_refs.append(rows)
+            legacy = run_stage(legacy_scalar, states["legacy-scalar"], [ref.path], [ref.digest], dataset_ref,
+                               source.redaction, code, ragas, out_dir, scope=scope)
+            partials.append(drift_partial(legacy.per_row, read_stage_table(rows, columns=DRIFT_COLUMNS).to_pylist()))
+            tally.add(legacy)
+        legacy = tally.result(ragas, code)
+        return publish_run(
+            errors=unrowed.errors(),
+            publish_legacy=not subset,
+            out=out_dir, run_id=target, dataset=dataset_ref, redaction=source.redaction,
+            slices=source.summary.get("slices"), envelope_refs=envelope_refs, row_refs=row_refs,
+            legacy=legacy, states=states, drift_partials=partials,
+            extra_summary={"rescored_from": {"run_id": run_id, "case": case, "trial": trial}},
+        )
 
 
 class _Unrowed:

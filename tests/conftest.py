@@ -17,6 +17,9 @@ os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
 os.environ.setdefault("PREFECT_SERVER_LOGGING_LEVEL", "CRITICAL")
 os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "90")
 os.environ.setdefault("PREFECT_TASKS_RUNNER_THREAD_POOL_MAX_WORKERS", "4")
+# Every `tooleval run` a test starts runs cold, in its own process: a warm runner per test's results folder would
+# outlive the test by its idle time. tests/test_warm_runner.py turns it on for its own commands.
+os.environ.setdefault("TOOLEVAL_WARM_RUNNER", "0")
 
 import pytest  # noqa: E402
 
@@ -41,6 +44,7 @@ SLOW_MODULES = {
     "test_bench.py": "the benchmark",
     "test_report_page.py": "Chromium",
     "test_pytest_plugin.py": "pytest in subprocesses, each scoring the bundled run",
+    "test_warm_runner.py": "`tooleval run` processes, their warm runner and Prefect server",
 }
 """Test modules whose tests start a Prefect server, a browser, an S3 or Dask process or the benchmark (the README's
 "Tests" section lists them): every test in them is ``slow``."""

@@ -140,6 +140,7 @@ class TestEnvironmentValues:
         ("TOOLEVAL_MAX_LINE_BYTES", "0", "an integer number of bytes in [1024, 2147483647]"),
         ("TOOLEVAL_MAX_LINE_BYTES", str(2**31), "an integer number of bytes in [1024, 2147483647]"),
         ("TOOLEVAL_TEST_PUBLISH_PAUSE", "later", "one of written, committed, rolling"),
+        ("TOOLEVAL_WARM_RUNNER", "yes", "0 or 1"),
     ])
     def test_a_value_out_of_range_is_refused(self, tiny_dataset, tmp_path, name, value, accepted):
         out = tmp_path / "out"

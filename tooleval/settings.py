@@ -14,7 +14,10 @@ callers meet the same error where the value is read.
 * ``TOOLEVAL_PREFECT_HOME``: Prefect's home, a folder this user can write or a path where one can be created;
   default ``<out>/.tooleval/prefect``.
 * ``TOOLEVAL_PREFECT_SERVER_IDLE_S``: seconds the local Prefect server waits for the next command after one ended
-  normally, a number in [0, 86400] (0: it stops with each command); default 300.
+  normally, a number in [0, 86400] (0: it stops with each command); default 300. The warm runner of
+  ``tooleval run`` (:mod:`tooleval.cli._warm`) waits as long.
+* ``TOOLEVAL_WARM_RUNNER``: ``1`` (default) lets ``tooleval run`` hand its work to a warm runner, a process that
+  has imported what a run imports; ``0`` runs every command cold, in its own process.
 * ``TOOLEVAL_REDACTION_KEY``: the redaction key's text; ``TOOLEVAL_REDACTION_KEY_FILE``: a readable, non-empty
   file holding it (:mod:`tooleval.capture.keys`); default: ``<out>/redaction.key``.
 * ``TOOLEVAL_TEST_PUBLISH_PAUSE`` (tests only): ``written``, ``committed`` or ``rolling``; with
@@ -31,14 +34,16 @@ from pathlib import Path
 from tooleval.errors import InputFileError
 
 __all__ = ["EnvironmentValueError", "LOCK_TTL_ENV", "MAX_LINE_ENV", "PREFECT_HOME_ENV", "SERVER_IDLE_ENV",
-           "PAUSE_ENV", "PAUSE_FILE_ENV", "PAUSE_POINTS", "DEFAULT_LOCK_TTL_S", "DEFAULT_MAX_LINE_BYTES",
+           "WARM_RUNNER_ENV", "PAUSE_ENV", "PAUSE_FILE_ENV", "PAUSE_POINTS", "DEFAULT_LOCK_TTL_S", "DEFAULT_MAX_LINE_BYTES",
            "DEFAULT_SERVER_IDLE_S", "LOCK_TTL_RANGE", "MAX_LINE_RANGE", "SERVER_IDLE_RANGE", "lock_ttl_s",
-           "max_line_bytes", "prefect_home", "make_prefect_home", "prefect_server_idle_s", "check_environment"]
+           "max_line_bytes", "prefect_home", "make_prefect_home", "prefect_server_idle_s", "warm_runner_enabled",
+           "check_environment"]
 
 LOCK_TTL_ENV = "TOOLEVAL_LOCK_TTL_S"
 MAX_LINE_ENV = "TOOLEVAL_MAX_LINE_BYTES"
 PREFECT_HOME_ENV = "TOOLEVAL_PREFECT_HOME"
 SERVER_IDLE_ENV = "TOOLEVAL_PREFECT_SERVER_IDLE_S"
+WARM_RUNNER_ENV = "TOOLEVAL_WARM_RUNNER"
 PAUSE_ENV = "TOOLEVAL_TEST_PUBLISH_PAUSE"
 PAUSE_FILE_ENV = "TOOLEVAL_TEST_PUBLISH_PAUSE_FILE"
 
@@ -113,6 +118,7 @@ _DEFAULTS = {
     MAX_LINE_ENV: f"default {DEFAULT_MAX_LINE_BYTES} bytes, 64 MiB",
     PREFECT_HOME_ENV: "default <out>/.tooleval/prefect",
     SERVER_IDLE_ENV: f"default {_plain(DEFAULT_SERVER_IDLE_S)} seconds",
+    WARM_RUNNER_ENV: "default 1, on",
     PAUSE_ENV: "no pause: the variable is for tests only",
 }
 
@@ -136,6 +142,20 @@ def prefect_server_idle_s() -> float:
     """
     value = _number(SERVER_IDLE_ENV, *SERVER_IDLE_RANGE, integer=False, unit="seconds")
     return DEFAULT_SERVER_IDLE_S if value is None else float(value)
+
+
+def warm_runner_enabled() -> bool:
+    """Whether ``tooleval run`` may use a warm runner: ``$TOOLEVAL_WARM_RUNNER`` ``1`` (the default) or ``0``.
+
+    Raises:
+        EnvironmentValueError: any other value (``yes``, ``off``).
+    """
+    text = _value(WARM_RUNNER_ENV)
+    if text is None:
+        return True
+    if text.strip() not in ("0", "1"):
+        raise EnvironmentValueError(WARM_RUNNER_ENV, text, "0 or 1", _DEFAULTS[WARM_RUNNER_ENV])
+    return text.strip() == "1"
 
 
 def max_line_bytes() -> int:
@@ -213,6 +233,7 @@ def check_environment() -> None:
     max_line_bytes()
     prefect_home()
     prefect_server_idle_s()
+    warm_runner_enabled()
     from tooleval.capture.keys import environment_key  # the key's reader owns its checks
 
     environment_key()

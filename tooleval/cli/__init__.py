@@ -1,34 +1,76 @@
 """The ``tooleval`` command line (typer). Flows are imported lazily inside the commands, after the Prefect
 environment has been set, so that ``tooleval --help`` and ``tooleval import`` never start Prefect.
 
+Importing this package costs next to nothing: the typer app and its commands load on first use of ``app`` (or
+of the other public names), so that ``tooleval run`` can hand itself to a warm runner (:mod:`tooleval.cli._warm`)
+before anything heavy is imported.
+
 Exit codes: 0 every row scored; 1 the run completed but some rows or cases had errors;
 2 a file or usage error, in which case nothing was written.
 """
 
-from tooleval.cli import _run  # noqa: F401, I001  (importing a module registers its commands, in this order)
-from tooleval.cli import _runs  # noqa: F401
-from tooleval.cli import _catalog  # noqa: F401
-from tooleval.cli import _data  # noqa: F401
-from tooleval.cli import _scale  # noqa: F401
-from tooleval.cli._app import app, prefect_environment, prefect_session
+from __future__ import annotations
 
 __all__ = ["app", "main", "prefect_environment", "prefect_session"]
 
 
+def __getattr__(name: str):
+    if name in ("app", "prefect_environment", "prefect_session"):
+        from tooleval.cli import _app
+
+        _register_commands()
+        return getattr(_app, name)
+    raise AttributeError(f"module 'tooleval.cli' has no attribute {name!r}")
+
+
+def _register_commands() -> None:
+    """Import the command modules: importing one registers its commands on the app, in this order."""
+    from tooleval.cli import _run  # noqa: F401, I001
+    from tooleval.cli import _runs  # noqa: F401
+    from tooleval.cli import _catalog  # noqa: F401
+    from tooleval.cli import _data  # noqa: F401
+    from tooleval.cli import _scale  # noqa: F401
+
+
 def main() -> None:
     """The ``tooleval`` console entry point: the typer app, with Ctrl-C anywhere ending in exit 130 and one
-    line instead of click's "Aborted!" (exit 1) or a traceback."""
+    line instead of click's "Aborted!" (exit 1) or a traceback.
+
+    ``tooleval run`` first offers itself to a warm runner of its results folder (:mod:`tooleval.cli._warm`):
+    when one answers, the command runs there, on this process's terminal, and this process exits with its code;
+    otherwise it runs here and, once done, leaves a warm runner for the next run.
+    """
     import signal
     import sys
 
-    import typer
+    from tooleval.cli import _warm
 
     # Ctrl-C must interrupt from the first instant, also when the process inherited SIGINT ignored (a background
     # job of a non-interactive shell, or a scheduler that starts it so): Python keeps an inherited SIG_IGN.
     if threading_main():
         signal.signal(signal.SIGINT, signal.default_int_handler)
+    request = _warm.request_for(sys.argv)
+    if request is not None:
+        code = _warm.run_warm(request)
+        if code is not None:
+            sys.exit(code)
+    code = _run_app()
+    if request is not None and code in (0, 1):
+        _warm.start_runner(request)
+    sys.exit(code)
+
+
+def _run_app() -> int:
+    """Run the typer app on ``sys.argv`` in this process; returns the exit code."""
+    import sys
+
+    import typer
+
+    from tooleval.cli import _app
+
+    _register_commands()
     try:
-        code = app(standalone_mode=False)
+        code = _app.app(standalone_mode=False)
     except (typer.Abort, KeyboardInterrupt):
         sys.stderr.write("interrupted.\n")
         code = 130
@@ -37,7 +79,7 @@ def main() -> None:
             raise
         exc.show()
         code = getattr(exc, "exit_code", 2)
-    sys.exit(code or 0)
+    return code or 0
 
 
 def threading_main() -> bool:

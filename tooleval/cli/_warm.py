@@ -1,0 +1,477 @@
+"""The warm runner of ``tooleval run``: a background process that has imported what a run imports (Prefect, the
+flows, the report, the stages) and forks one child per command.
+
+Why: a cached rerun of a small dataset spends most of its time importing, not running — Prefect ~1 s, the flows
+and their report ~0.7 s, tooleval's own modules ~0.6 s of a ~5 s rerun on a quiet 2-core machine (measured with
+``python -X importtime`` and py-spy). A forked child starts with all of that done.
+
+How:
+
+* A ``tooleval run`` that finds no runner runs in its own process as always and, when it ends with exit 0 or 1,
+  starts a runner in the background (a new session, no terminal), passing it the list of modules the run
+  imported.
+* The runner binds a Unix socket in the abstract namespace, named by a digest of what its imports depend on
+  (:func:`runner_key`): the interpreter and ``sys.path``, tooleval's source files (paths, sizes, modification
+  times), the working folder, the results folder and the environment (terminal-only variables aside). A command
+  whose digest differs finds no runner: a changed environment or an edited source file never meets modules
+  imported under other conditions. It then sets the Prefect environment of the results folder
+  (:func:`tooleval.cli._app.prefect_environment`) and imports the modules.
+* A later ``tooleval run`` connects and sends its command line, environment and working folder, with its standard
+  input, output and error as file descriptors (``SCM_RIGHTS``), so a terminal stays the same terminal. The runner
+  answers only a peer of its own uid (``SO_PEERCRED``), forks, and reports the child's pid, then its exit code.
+  The child takes over the descriptors, the environment, the folder and ``sys.argv``, rebuilds what was fixed at
+  import from the terminal (the consoles, Prefect's log handlers) and runs the command exactly as
+  :func:`tooleval.cli.main` would. The client exits with the child's code (``128 + N`` for a child ended by
+  signal N).
+* Ctrl-C, SIGTERM, SIGHUP and SIGQUIT at the client are passed to the child, which handles them as a cold
+  command does (exit 130, runs recorded ``Crashed``). A client killed by SIGKILL closes the connection; the child
+  sees it and interrupts itself the same way.
+* The runner ends after ``$TOOLEVAL_PREFECT_SERVER_IDLE_S`` seconds (default 300) without a command, like the
+  Prefect server beside it; with that set to 0 no runner is started. ``TOOLEVAL_WARM_RUNNER=0`` turns the runner
+  off. It needs Linux (abstract sockets) and Python's ``socket.send_fds``; elsewhere every run is cold.
+
+The runner holds no file of the results folder and no lease: those belong to each command's child, as they belong
+to a cold command's process.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import signal
+import socket
+import struct
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+__all__ = ["WarmRequest", "request_for", "run_warm", "runner_key", "start_runner", "serve"]
+
+_VOLATILE = frozenset({
+    # Variables a shell or terminal changes between two commands that no import reads: the child gets them all,
+    # and the consoles are rebuilt in the child from them.
+    "_", "PWD", "OLDPWD", "SHLVL", "COLUMNS", "LINES", "TERM", "COLORTERM", "NO_COLOR", "FORCE_COLOR",
+    "TERM_PROGRAM", "TERM_PROGRAM_VERSION", "TERM_SESSION_ID", "WINDOWID", "SSH_TTY", "TTY_COMPATIBLE",
+    "TTY_INTERACTIVE", "CLICOLOR", "CLICOLOR_FORCE",
+    # read when a run publishes, never at import (tests only: tooleval.storage._pause)
+    "TOOLEVAL_TEST_PUBLISH_PAUSE", "TOOLEVAL_TEST_PUBLISH_PAUSE_FILE",
+})
+_SOURCE_PACKAGES = ("tooleval", "flows", "tasks")
+_HEADER = struct.Struct("!I")
+_CONNECT_TIMEOUT_S = 2.0
+_FORK_ANSWER_TIMEOUT_S = 60.0
+"""Seconds a client waits for the child's pid: a runner still importing (just started by the previous command)
+answers once its imports are done, ~3 s on the 2-core machine; past this the command runs cold."""
+_EXIT_GRACE_S = 30.0
+"""Seconds a child whose client vanished gets to end its interrupted command before it exits hard."""
+
+
+@dataclass
+class WarmRequest:
+    """One ``tooleval run`` command as a warm runner receives it.
+
+    Attributes:
+        argv: ``sys.argv`` of the command (``argv[0]`` the program).
+        env: Its environment, whole.
+        cwd: Its working folder (absolute).
+        out: The ``--out`` value as given (default ``results``), for the runner's Prefect environment.
+        key: :func:`runner_key` of the above.
+    """
+
+    argv: list[str]
+    env: dict[str, str]
+    cwd: str
+    out: str
+    key: str = field(default="")
+
+
+def request_for(argv: list[str]) -> WarmRequest | None:
+    """The warm request for this process's command line, or ``None`` when the command may not use a runner: not
+    ``run``, ``TOOLEVAL_WARM_RUNNER=0`` (or an invalid value: the cold command reports it), not Linux, or a
+    standard stream without a file descriptor."""
+    if not _supported() or os.environ.get("TOOLEVAL_WARM_RUNNER", "1").strip() not in ("", "1"):
+        return None
+    words = [w for w in argv[1:] if not w.startswith("-")]
+    if not words or words[0] != "run" or _flag_before_command(argv[1:]):
+        return None
+    try:
+        for stream in (sys.stdin, sys.stdout, sys.stderr):
+            stream.fileno()
+        cwd = os.getcwd()
+    except (AttributeError, OSError, ValueError):
+        return None
+    request = WarmRequest(argv=list(argv), env=dict(os.environ), cwd=cwd, out=_out_value(argv))
+    request.key = runner_key(request)
+    return request
+
+
+def _supported() -> bool:
+    return sys.platform.startswith("linux") and hasattr(socket, "send_fds") and hasattr(os, "fork")
+
+
+def _flag_before_command(words: list[str]) -> bool:
+    """Whether an option other than ``-q``/``--quiet`` precedes the command (``--version``, ``--help``): those
+    end the command line's parsing before ``run`` and stay cold."""
+    for word in words:
+        if not word.startswith("-"):
+            return False
+        if word not in ("-q", "--quiet"):
+            return True
+    return False
+
+
+def _out_value(argv: list[str]) -> str:
+    out = "results"
+    for i, word in enumerate(argv):
+        if word == "--out" and i + 1 < len(argv):
+            out = argv[i + 1]
+        elif word.startswith("--out="):
+            out = word[len("--out="):]
+    return out
+
+
+def runner_key(request: WarmRequest) -> str:
+    """The digest naming the runner that may serve ``request``: sha256 (hex, 40 characters) over the interpreter
+    (``sys.executable``, its version, ``sys.path`` with each entry's modification time: an install changes its
+    folder's), tooleval's source files (relative path, size, modification time in ns), the working folder, the
+    results folder as given, and every environment variable but the terminal's (:data:`_VOLATILE`)."""
+    digest = hashlib.sha256()
+
+    def add(*parts: object) -> None:
+        for part in parts:
+            digest.update(str(part).encode("utf-8", "surrogatepass"))
+            digest.update(b"\0")
+
+    add(sys.executable, sys.version, request.cwd, request.out)
+    for entry in sys.path:
+        try:
+            add(entry, os.stat(entry or ".").st_mtime_ns)
+        except OSError:
+            add(entry, "-")
+    for name in sorted(request.env):
+        if name not in _VOLATILE:
+            add(name, request.env[name])
+    for root in _source_roots():
+        for folder, dirs, files in os.walk(root):
+            dirs[:] = sorted(d for d in dirs if d != "__pycache__")
+            for name in sorted(files):
+                if name.endswith(".py"):
+                    path = os.path.join(folder, name)
+                    try:
+                        info = os.stat(path)
+                    except OSError:
+                        continue
+                    add(os.path.relpath(path, root), info.st_size, info.st_mtime_ns)
+    return digest.hexdigest()[:40]
+
+
+def _source_roots() -> list[str]:
+    from importlib.util import find_spec
+
+    roots = []
+    for package in _SOURCE_PACKAGES:
+        try:
+            spec = find_spec(package)
+        except (ImportError, ValueError):
+            continue
+        for location in (spec.submodule_search_locations or []) if spec is not None else []:
+            roots.append(location)
+    return roots
+
+
+def _address(key: str) -> bytes:
+    return b"\0tooleval-warm-runner-" + key.encode("ascii")
+
+
+# --- the client -------------------------------------------------------------------------------------------------
+
+def run_warm(request: WarmRequest) -> int | None:
+    """Hand the command to the runner of ``request.key`` and wait for its exit code; ``None`` when no runner
+    answered before it forked (the command then runs cold, here). Signals are passed on while it runs."""
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        sock.settimeout(_CONNECT_TIMEOUT_S)
+        sock.connect(_address(request.key))
+        payload = json.dumps({"argv": request.argv, "env": request.env, "cwd": request.cwd,
+                              "out": request.out}).encode("utf-8", "surrogatepass")
+        socket.send_fds(sock, [_HEADER.pack(len(payload))], [0, 1, 2])
+        sock.sendall(payload)
+        sock.settimeout(_FORK_ANSWER_TIMEOUT_S)
+        reader = sock.makefile("rb")
+        first = reader.readline()
+    except OSError:
+        sock.close()
+        return None
+    if not first.startswith(b"pid "):
+        sock.close()
+        return None
+    child = int(first.split()[1])
+    forwarded = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
+    previous = {}
+
+    def forward(signum, frame):
+        try:
+            os.kill(child, signum)
+        except ProcessLookupError:
+            pass
+
+    for signum in forwarded:
+        previous[signum] = signal.signal(signum, forward)
+    try:
+        sock.settimeout(None)
+        line = reader.readline()
+        while not line and _alive(child):  # the runner went away first: wait for the child itself
+            time.sleep(0.1)
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+        sock.close()
+    if line.startswith(b"exit "):
+        return int(line.split()[1])
+    sys.stderr.write("tooleval: the warm runner ended before reporting the command's exit code.\n")
+    return 1
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def start_runner(request: WarmRequest) -> None:
+    """Start a runner for ``request`` in the background (after a cold run), unless the Prefect server is told to
+    stop with each command (``$TOOLEVAL_PREFECT_SERVER_IDLE_S=0``). The modules this process imported are the
+    runner's to import. Never raises: a runner is an optimisation."""
+    import subprocess
+    import tempfile
+
+    try:
+        from tooleval.settings import prefect_server_idle_s
+
+        if prefect_server_idle_s() <= 0:
+            return
+        home = os.environ.get("PREFECT_HOME")
+        modules = [name for name in list(sys.modules) if _preloadable(name)]
+        with tempfile.NamedTemporaryFile("w", suffix=".json", prefix="warm-runner-", dir=home or None,
+                                         delete=False) as handle:
+            json.dump({"modules": modules, "out": request.out}, handle)
+        # ``sys.path`` is this command's (part of the key), set before tooleval is imported: with ``-m`` the
+        # working folder would come first and could hold other packages of the same names
+        launcher = ("import json, sys; sys.path[:] = json.loads(sys.argv[3]); "
+                    "from tooleval.cli._warm import serve; sys.exit(serve(sys.argv[1], sys.argv[2]))")
+        subprocess.Popen(
+            [sys.executable, "-c", launcher, request.key, handle.name, json.dumps(sys.path)],
+            cwd=request.cwd, env=request.env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL, start_new_session=True, close_fds=True,
+        )
+    except Exception:  # noqa: BLE001 - the command's result is already out; a runner only saves later start-ups
+        return
+
+
+_NOT_PRELOADED = frozenset({"ragas", "_pytest", "pytest", "py", "pluggy"})
+"""Top-level packages a runner does not import: ragas starts a thread at import (its analytics batcher), and a
+process with a second thread cannot be forked safely (a lock held by that thread stays held in the child); a run
+with cached stages does not import ragas, and a child that scores imports it itself. The rest is test machinery."""
+
+
+def _preloadable(name: str) -> bool:
+    return not (name == "__main__" or name.endswith(".__main__") or name.split(".")[0] in _NOT_PRELOADED
+                or name.startswith("tooleval.cli._warm"))
+
+
+# --- the runner -------------------------------------------------------------------------------------------------
+
+def serve(key: str, preload_file: str) -> int:
+    """The runner's main loop (started by :func:`start_runner`): bind, import, then fork a
+    child per command until idle for ``$TOOLEVAL_PREFECT_SERVER_IDLE_S`` seconds. Returns the process's exit
+    code (0; also when another runner of the same key already holds the address)."""
+    import gc
+    import importlib
+    import threading
+
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        listener.bind(_address(key))
+    except OSError:  # a runner of this key exists (or is starting): it serves
+        _remove(preload_file)
+        return 0
+    listener.listen(16)
+    with open(preload_file, encoding="utf-8") as handle:
+        preload = json.load(handle)
+    _remove(preload_file)
+    from tooleval.cli._app import prefect_environment
+    from tooleval.settings import prefect_server_idle_s
+
+    prefect_environment(Path(preload["out"]))  # Prefect reads its settings at import: set them first
+    idle_s = prefect_server_idle_s()
+    for name in preload["modules"]:
+        try:
+            importlib.import_module(name)
+        except BaseException:  # noqa: BLE001 - a module that cannot be imported here is imported by the child
+            continue
+    if threading.active_count() > 1:  # an import started a thread: forking would copy a half-held lock
+        _log(f"not serving: an import started a thread ({', '.join(t.name for t in threading.enumerate())})")
+        return 0
+    _log(f"serving {key} with {len(sys.modules)} modules imported, idle time {idle_s:g} s")
+    gc.collect()
+    gc.freeze()  # the imported objects stay out of the children's collections (and their pages shared)
+    active = [0]
+    lock = threading.Lock()
+    last_end = [time.monotonic()]
+    listener.settimeout(1.0)
+    while True:
+        try:
+            conn, _ = listener.accept()
+        except socket.timeout:
+            with lock:
+                if active[0] == 0 and time.monotonic() - last_end[0] >= idle_s:
+                    _log(f"idle for {idle_s:g} s: ending")
+                    return 0
+            continue
+        try:
+            received = _receive(conn)
+        except (OSError, ValueError):
+            conn.close()
+            continue
+        if received is None:
+            conn.close()
+            continue
+        request, fds = received
+        with lock:
+            active[0] += 1
+        pid = os.fork()
+        if pid == 0:
+            listener.close()
+            _child(conn, request, fds)  # never returns
+        for fd in fds:
+            os.close(fd)
+        threading.Thread(target=_report_exit, args=(conn, pid, active, lock, last_end), daemon=True).start()
+
+
+def _receive(conn: socket.socket) -> tuple[dict, list[int]] | None:
+    """One request: the peer's uid checked, the header with the three descriptors, then the payload."""
+    conn.settimeout(10.0)
+    credentials = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    _pid, uid, _gid = struct.unpack("3i", credentials)
+    if uid != os.getuid():
+        return None
+    header, fds, _flags, _addr = socket.recv_fds(conn, _HEADER.size, 3)
+    if len(header) != _HEADER.size or len(fds) != 3:
+        for fd in fds:
+            os.close(fd)
+        return None
+    size = _HEADER.unpack(header)[0]
+    payload = b""
+    while len(payload) < size:
+        chunk = conn.recv(size - len(payload))
+        if not chunk:
+            raise ValueError("connection closed mid-request")
+        payload += chunk
+    conn.settimeout(None)
+    return json.loads(payload.decode("utf-8", "surrogatepass")), fds
+
+
+def _report_exit(conn: socket.socket, pid: int, active: list[int], lock, last_end: list[float]) -> None:
+    try:
+        conn.sendall(f"pid {pid}\n".encode())
+    except OSError:
+        pass
+    _, status = os.waitpid(pid, 0)
+    code = os.waitstatus_to_exitcode(status)
+    try:
+        conn.sendall(f"exit {code if code >= 0 else 128 - code}\n".encode())
+    except OSError:
+        pass
+    conn.close()
+    with lock:
+        active[0] -= 1
+        last_end[0] = time.monotonic()
+
+
+def _child(conn: socket.socket, request: dict, fds: list[int]) -> None:
+    """In the forked child: become the client's command and run it; exits the process with its code."""
+    import atexit
+    import threading
+
+    code = 1
+    try:
+        for target, fd in zip((0, 1, 2), fds):
+            os.dup2(fd, target)
+            os.close(fd)
+        os.chdir(request["cwd"])
+        os.environ.clear()
+        os.environ.update(request["env"])
+        sys.argv = list(request["argv"])
+        for signum in (signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGCHLD):
+            signal.signal(signum, signal.SIG_DFL)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        for stream in (sys.stdout, sys.stderr):
+            stream.reconfigure(line_buffering=stream is sys.stderr or stream.isatty())
+        _refresh_terminal_state()
+        threading.Thread(target=_watch_client, args=(conn,), daemon=True).start()
+        from tooleval.cli import _run_app
+
+        code = _run_app()
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    except BaseException:  # noqa: BLE001 - the traceback a cold command would print, then exit 1
+        import traceback
+
+        traceback.print_exc()
+        code = 1
+    finally:
+        try:
+            atexit._run_exitfuncs()  # what a cold process runs at exit (Prefect drains its event queues)
+            sys.stdout.flush()
+            sys.stderr.flush()
+        finally:
+            os._exit(code)
+
+
+def _refresh_terminal_state() -> None:
+    """Rebuild what was fixed at import from the runner's streams and environment: the command line's consoles
+    (colour system, width, terminal detection) and Prefect's console log handler."""
+    from tooleval.cli._app import console, err_console
+
+    console.__init__()
+    err_console.__init__(stderr=True)
+    if "prefect.logging.configuration" in sys.modules:
+        from prefect.logging.configuration import setup_logging
+
+        setup_logging(incremental=False)
+
+
+def _watch_client(conn: socket.socket) -> None:
+    """Interrupt this command, as Ctrl-C would, when its client is gone (killed: the connection closes)."""
+    try:
+        while conn.recv(1):
+            pass
+    except OSError:
+        pass
+    os.kill(os.getpid(), signal.SIGINT)
+    time.sleep(_EXIT_GRACE_S)
+    os._exit(130)
+
+
+def _log(message: str) -> None:
+    """One line in ``<Prefect home>/warm-runner.log``: why a runner serves or ends (it has no terminal)."""
+    home = os.environ.get("PREFECT_HOME")
+    if home:
+        try:
+            with open(os.path.join(home, "warm-runner.log"), "a", encoding="utf-8") as log:
+                log.write(f"{time.strftime('%Y-%m-%dT%H:%M:%S')} pid {os.getpid()}: {message}\n")
+        except OSError:
+            pass
+
+
+def _remove(path: str) -> None:
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
