@@ -156,3 +156,17 @@ def test_a_small_float_secret_on_an_otherwise_quiet_line_is_redacted(secret):
     assert got == want
     assert got["metadata"]["amount"] == _redactor(seed).token(secret)  # the number became its token
     assert not fast
+
+
+def test_a_remembered_verdict_is_the_redactor_s_own():
+    # verdicts on parts are remembered by their text: a part that is quiet for a redactor of e-mail fields is not
+    # quiet for one of phone fields, and a part judged a second time gets the first verdict
+    part = {"role": "tool", "content": "phone: 555-0100"}
+    emails = Redactor(RedactionConfig(fields=["email"]), b"k" * 32)
+    phones = Redactor(RedactionConfig(fields=["phone"]), b"k" * 32)
+    for _ in range(2):
+        assert emails._quiet_parts({"messages": [part]}) == [(part, '{"role":"tool","content":"phone: 555-0100"}')]
+        assert phones._quiet_parts({"messages": [part]}) == []
+    redacted = phones.redact_trace({"case_id": "c1", "trial": 0, "messages": [part]})
+    assert "555-0100" not in json.dumps(redacted)
+    assert redacted["messages"][0]["content"] == "phone: " + json.dumps(phones.token("555-0100"))

@@ -410,12 +410,21 @@ class Redactor:
             text = orjson.dumps(value).decode()
         except (TypeError, orjson.JSONEncodeError):  # a lone surrogate, an integer beyond 64 bits: walked
             return None
+        return text if self._quiet_verdict(text) else None
+
+    @functools.lru_cache(maxsize=2048)
+    def _quiet_verdict(self, text: str) -> bool:
+        """Whether a part whose orjson text is ``text`` is quiet (see :meth:`_quiet_parts`), remembered (bounded,
+        thread-safe): a trace's parts recur in trace after trace — the system prompt in every one, a case's user
+        turns and tool results in each of its trials — and judging a part reads its text about fifteen times (its
+        lower case, each name, each credential keyword), where looking it up reads it twice (a hash and one
+        comparison). The verdict depends on the text and the redactor's names alone."""
         if "\\u" in text or "\\/" in text:
-            return None
+            return False
         lowered = text.lower()
         if may_hold_credential(text, lowered):
-            return None
-        return None if any(name in lowered for name in self._names) else text
+            return False
+        return not any(name in lowered for name in self._names)
 
     def _markers(self, own: dict[str, str], case: Any) -> list[list[Any]]:
         texts = _case_texts(case)
