@@ -170,3 +170,14 @@ def test_a_remembered_verdict_is_the_redactor_s_own():
     redacted = phones.redact_trace({"case_id": "c1", "trial": 0, "messages": [part]})
     assert "555-0100" not in json.dumps(redacted)
     assert redacted["messages"][0]["content"] == "phone: " + json.dumps(phones.token("555-0100"))
+
+
+def test_remembered_verdicts_are_bounded_by_their_characters():
+    from tooleval.capture.redaction import _TextCache
+
+    cache = _TextCache(10)
+    cache.keep("abcdef", True)  # 6 characters kept
+    cache.keep("ghij", False)  # 10: still within the bound
+    assert (cache.get("abcdef"), cache.get("ghij")) == (True, False)
+    cache.keep("k", True)  # 11 would pass it: the cache starts afresh with this text alone
+    assert (cache.get("abcdef"), cache.get("ghij"), cache.get("k")) == (None, None, True)

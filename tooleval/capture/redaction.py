@@ -117,8 +117,8 @@ class Redactor:
     rules": redaction never changes a score).
 
     Once seeded, a redactor holds no per-call state: every method may run in several threads at once (a Dask
-    worker shares one per process). Its only caches — tokens by value, patterns by set of forms — hold entries
-    that depend on their key alone.
+    worker shares one per process). Its only caches — tokens by value, patterns by set of forms, quiet verdicts by
+    text — hold entries that depend on their key alone.
     """
 
     def __init__(self, config: RedactionConfig, key: bytes) -> None:
@@ -143,6 +143,8 @@ class Redactor:
         self._number_spellings: tuple[str, ...] = ()
         """orjson's text of each numeric base secret that is not an integer, where it differs from the form
         (see :meth:`_untouched`)."""
+        self._verdicts = _TextCache(_VERDICT_CHARS_KEPT)
+        """Orjson text of a trace part -> whether it is quiet (:meth:`_quiet_verdict`)."""
 
     @classmethod
     def create(cls, out: str | Path, fields: list[str] | None = None, paths: list[str] | None = None) -> "Redactor":
@@ -412,13 +414,19 @@ class Redactor:
             return None
         return text if self._quiet_verdict(text) else None
 
-    @functools.lru_cache(maxsize=2048)
     def _quiet_verdict(self, text: str) -> bool:
-        """Whether a part whose orjson text is ``text`` is quiet (see :meth:`_quiet_parts`), remembered (bounded,
-        thread-safe): a trace's parts recur in trace after trace — the system prompt in every one, a case's user
-        turns and tool results in each of its trials — and judging a part reads its text about fifteen times (its
-        lower case, each name, each credential keyword), where looking it up reads it twice (a hash and one
-        comparison). The verdict depends on the text and the redactor's names alone."""
+        """Whether a part whose orjson text is ``text`` is quiet (see :meth:`_quiet_parts`), remembered: a trace's
+        parts recur in trace after trace — the system prompt in every one, a case's user turns and tool results in
+        each of its trials — and judging a part reads its text about fifteen times (its lower case, each name,
+        each credential keyword), where looking it up reads it twice (a hash and one comparison). The verdict
+        depends on the text and the redactor's names alone; the texts kept are bounded by their total length
+        (:data:`_VERDICT_CHARS_KEPT`), not their number, since a tool result may be long."""
+        verdict = self._verdicts.get(text)
+        if verdict is None:
+            verdict = self._verdicts.keep(text, self._judge_quiet(text))
+        return verdict
+
+    def _judge_quiet(self, text: str) -> bool:
         if "\\u" in text or "\\/" in text:
             return False
         lowered = text.lower()
@@ -540,6 +548,36 @@ class Redactor:
 _MISSING = object()
 _TOKENS_KEPT = 1 << 16
 """Tokens a redactor keeps per cache before starting afresh (a few MB; a run's distinct secrets rarely fill it)."""
+_VERDICT_CHARS_KEPT = 1 << 23
+"""Characters of part texts a redactor keeps verdicts for before starting afresh (8 M: 8 to 32 MB, while a
+corpus's recurring parts — every trace's system prompt, each case's turns across its trials — stay found)."""
+
+
+class _TextCache:
+    """Text -> a value that depends on the text alone, holding texts of at most ``chars`` characters in all, then
+    starting afresh. Its dictionary operations are single ones, so threads may share it: one that misses while
+    another clears judges the text again; the count of characters is approximate under threads (it only bounds
+    the memory kept)."""
+
+    __slots__ = ("_entries", "_chars", "_limit")
+
+    def __init__(self, chars: int) -> None:
+        self._entries: dict[str, Any] = {}
+        self._chars = 0
+        self._limit = chars
+
+    def get(self, text: str) -> Any:
+        """The value kept for ``text``, or ``None``."""
+        return self._entries.get(text)
+
+    def keep(self, text: str, value: Any) -> Any:
+        """Keep ``value`` for ``text``; returns ``value``."""
+        if self._chars + len(text) > self._limit:
+            self._entries.clear()
+            self._chars = 0
+        self._entries[text] = value
+        self._chars += len(text)
+        return value
 
 
 def _orjson_spelling(form: str) -> str:
