@@ -181,3 +181,13 @@ def test_remembered_verdicts_are_bounded_by_their_characters():
     assert (cache.get("abcdef"), cache.get("ghij")) == (True, False)
     cache.keep("k", True)  # 11 would pass it: the cache starts afresh with this text alone
     assert (cache.get("abcdef"), cache.get("ghij"), cache.get("k")) == (None, None, True)
+
+
+def test_the_credentials_of_a_long_text_are_found_again():
+    # a long string's credentials are remembered by its text: the second trace holding it is redacted alike
+    text = "please note " * 25 + "my key is AKIAZ7QX2LMNOPQRSTUV, thanks"  # 337 characters
+    redactor = Redactor(RedactionConfig(), b"k" * 32)
+    want = text.replace("AKIAZ7QX2LMNOPQRSTUV", redactor.token("AKIAZ7QX2LMNOPQRSTUV"))
+    for trial in range(2):
+        out = redactor.redact_trace({"case_id": "c1", "trial": trial, "messages": [{"role": "user", "content": text}]})
+        assert out["messages"][0]["content"] == want

@@ -23,7 +23,7 @@ import json
 import re
 import secrets
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
 
 import orjson
 from pydantic import BaseModel, ConfigDict, field_validator
@@ -117,8 +117,8 @@ class Redactor:
     rules": redaction never changes a score).
 
     Once seeded, a redactor holds no per-call state: every method may run in several threads at once (a Dask
-    worker shares one per process). Its only caches — tokens by value, patterns by set of forms, quiet verdicts by
-    text — hold entries that depend on their key alone.
+    worker shares one per process). Its only caches — tokens by value, patterns by set of forms, quiet verdicts and
+    credentials by text — hold entries that depend on their key alone.
     """
 
     def __init__(self, config: RedactionConfig, key: bytes) -> None:
@@ -143,8 +143,10 @@ class Redactor:
         self._number_spellings: tuple[str, ...] = ()
         """orjson's text of each numeric base secret that is not an integer, where it differs from the form
         (see :meth:`_untouched`)."""
-        self._verdicts = _TextCache(_VERDICT_CHARS_KEPT)
+        self._verdicts = _TextCache(_TEXT_CHARS_KEPT)
         """Orjson text of a trace part -> whether it is quiet (:meth:`_quiet_verdict`)."""
+        self._found_credentials = _TextCache(_TEXT_CHARS_KEPT)
+        """A long string of a trace -> the credentials in it (:meth:`_credentials`)."""
 
     @classmethod
     def create(cls, out: str | Path, fields: list[str] | None = None, paths: list[str] | None = None) -> "Redactor":
@@ -211,6 +213,17 @@ class Redactor:
 
     # -- finding secrets -------------------------------------------------------------------------------------
 
+    def _credentials(self, text: str) -> Iterable[str]:
+        """:func:`~tooleval.capture._credentials.credentials` of ``text``, remembered for a long text (the system
+        prompt and a case's tool results are walked in every trace; looking one up reads it twice, screening it
+        for credentials about ten times). The result depends on the text alone."""
+        if len(text) < _LONG_TEXT:
+            return credentials(text)
+        found = self._found_credentials.get(text)
+        if found is None:
+            found = self._found_credentials.keep(text, tuple(credentials(text)))
+        return found
+
     def _add_secret(self, value: Any, found: dict[str, str]) -> None:
         for form, leaf in secret_forms(value):
             found.setdefault(form, self.token(leaf))
@@ -251,7 +264,7 @@ class Redactor:
                 if ":" in item or "=" in item:  # a pair needs one (text_pairs' own first test)
                     for _, _, secret, _ in self._pairs(item, call):
                         self._add_secret(secret, found)
-                for credential in credentials(item):
+                for credential in self._credentials(item):
                     self._add_secret(credential, found)
 
     # -- the transformation ----------------------------------------------------------------------------------
@@ -420,7 +433,7 @@ class Redactor:
         each of its trials — and judging a part reads its text about fifteen times (its lower case, each name,
         each credential keyword), where looking it up reads it twice (a hash and one comparison). The verdict
         depends on the text and the redactor's names alone; the texts kept are bounded by their total length
-        (:data:`_VERDICT_CHARS_KEPT`), not their number, since a tool result may be long."""
+        (:data:`_TEXT_CHARS_KEPT`), not their number, since a tool result may be long."""
         verdict = self._verdicts.get(text)
         if verdict is None:
             verdict = self._verdicts.keep(text, self._judge_quiet(text))
@@ -548,9 +561,13 @@ class Redactor:
 _MISSING = object()
 _TOKENS_KEPT = 1 << 16
 """Tokens a redactor keeps per cache before starting afresh (a few MB; a run's distinct secrets rarely fill it)."""
-_VERDICT_CHARS_KEPT = 1 << 23
-"""Characters of part texts a redactor keeps verdicts for before starting afresh (8 M: 8 to 32 MB, while a
-corpus's recurring parts — every trace's system prompt, each case's turns across its trials — stay found)."""
+_LONG_TEXT = 256
+"""Characters from which a string's credentials are remembered (a shorter one is screened about as fast as it is
+looked up)."""
+_TEXT_CHARS_KEPT = 1 << 23
+"""Characters of texts a redactor keeps per cache (quiet verdicts, credentials found) before starting afresh (8 M:
+8 to 32 MB each, while a corpus's recurring parts — every trace's system prompt, each case's turns across its
+trials — stay found)."""
 
 
 class _TextCache:
