@@ -97,6 +97,8 @@ def _remove_matched(calls: list[Call], budget: Counter) -> list[Call]:
 def _match_names(missing: list[Call], extra: list[Call]) -> tuple[int, list[Call], list[Call]]:
     """Match each observed call without captured arguments to the first unmatched reference call of its tool:
     ``(matches, missing left, extra left)``, both lists in their original order."""
+    if not missing or all(call.args_captured for call in extra):  # nearly every row: nothing is matched by name
+        return 0, missing, extra
     waiting: dict[str, list[int]] = defaultdict(list)
     for i, call in enumerate(missing):
         waiting[call.name].append(i)
