@@ -4,6 +4,7 @@ with every digest recomputed, and its changed row is a provenance mismatch as be
 
 from __future__ import annotations
 
+import json
 from datetime import datetime, timezone
 
 import pyarrow.parquet as pq
@@ -80,6 +81,32 @@ def test_the_digest_written_at_capture_is_the_one_recomputed_from_the_stored_tex
     record = build_envelope(trace, None, AT)
     assert record["trace_digest"] == envelope_digest(record)
     assert digest_ok(record)
+
+
+_TEXT = st.one_of(st.text(), st.sampled_from(["a\\\"b", "\u2028\x7f\U0001F600", "1,250.00", ":1.5"]))
+
+
+@settings(max_examples=300, deadline=None)
+@given(case_id=_TEXT.filter(bool), agent=_TEXT, status=_SCALARS, prompt=st.one_of(st.none(), _TEXT),
+       args=st.dictionaries(st.text(max_size=6), _VALUES, max_size=3), fields=st.lists(_TEXT, max_size=3),
+       started=st.one_of(st.none(), st.datetimes(timezones=st.just(timezone.utc))))
+def test_the_digest_of_the_small_columns_is_the_one_recomputed(case_id, agent, status, prompt, args, fields,
+                                                                 started):
+    # the columns beside the JSON text are digested by one orjson call when they hold no float, no integer beyond
+    # 64 bits, and the canonical way otherwise: a reader recomputing the canonical way
+    # (digest_ok) must find the same digest for both (a status holding 1.5 or 2**70, text with escapes)
+    trace = RecordedTrace.model_validate({
+        "case_id": case_id, "trial": 3, "agent": {"name": agent, "model": prompt}, "prompt_version": prompt,
+        "messages": [{"role": "assistant", "tool_calls": [
+            {"id": "1", "type": "function", "function": {"name": agent, "arguments": _argument_text(args)}}]}],
+        "executor_calls": [{"name": agent, "args": args, "executions": 2, "status": status}],
+        "adapter_calls": [{"name": "t", "args": args}], "generation_started_at": started})
+    record = build_envelope(trace, None, AT, redacted_fields=fields)
+    assert record["trace_digest"] == envelope_digest(record)
+
+
+def _argument_text(value):
+    return json.dumps(value, ensure_ascii=False)
 
 
 def test_every_bundled_envelope_digest_recomputes():

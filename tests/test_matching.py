@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from tooleval.scoring.matching import f1_score, match_calls
+from tooleval.scoring.matching import f1_score, match_calls, optimal_pairs
 from tooleval.models import Call
 
 
@@ -286,3 +289,30 @@ class TestMatchCalls:
         # tp 0, fp 4, fn 2; duplicates: C 2 - 1 = 1
         assert (r.tp, r.fp, r.fn, r.duplicate_calls, r.malformed_calls) == (0, 4, 2, 1, 1)
         assert r.f1 == 0.0
+
+
+_COSTS = st.integers(1, 6).flatmap(lambda rows: st.integers(1, 6).flatmap(
+    lambda cols: st.lists(st.lists(st.integers(0, 3), min_size=cols, max_size=cols), min_size=rows, max_size=rows)))
+
+
+@settings(max_examples=1000, deadline=None)
+@given(_COSTS)
+def test_optimal_pairs_are_scipy_s_assignment(costs):
+    # a single row or column is paired without scipy; the rows must not change for it, so every matrix (ties
+    # and all: scipy takes the first cheapest of a single row or column) gives scipy's own pairs
+    from scipy.optimize import linear_sum_assignment
+
+    rows, cols = linear_sum_assignment(np.array(costs, dtype=float))
+    assert optimal_pairs(costs) == list(zip(rows.tolist(), cols.tolist()))
+
+
+@pytest.mark.parametrize(("costs", "pairs"), [
+    ([[2]], [(0, 0)]),
+    ([[3, 1, 2]], [(0, 1)]),  # the one cheapest column
+    ([[3], [0], [2]], [(1, 0)]),  # the one cheapest row
+    ([[1, 0, 0]], [(0, 1)]),  # equal costs: the first, as scipy chooses
+    ([[0], [0]], [(0, 0)]),
+    ([[1, 0], [0, 1]], [(0, 1), (1, 0)]),  # total 0, not 2
+])
+def test_optimal_pairs_by_hand(costs, pairs):
+    assert optimal_pairs(costs) == pairs

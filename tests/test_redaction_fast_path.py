@@ -156,3 +156,38 @@ def test_a_small_float_secret_on_an_otherwise_quiet_line_is_redacted(secret):
     assert got == want
     assert got["metadata"]["amount"] == _redactor(seed).token(secret)  # the number became its token
     assert not fast
+
+
+def test_a_remembered_verdict_is_the_redactor_s_own():
+    # verdicts on parts are remembered by their text: a part that is quiet for a redactor of e-mail fields is not
+    # quiet for one of phone fields, and a part judged a second time gets the first verdict
+    part = {"role": "tool", "content": "phone: 555-0100"}
+    emails = Redactor(RedactionConfig(fields=["email"]), b"k" * 32)
+    phones = Redactor(RedactionConfig(fields=["phone"]), b"k" * 32)
+    for _ in range(2):
+        assert emails._quiet_parts({"messages": [part]}) == [(part, '{"role":"tool","content":"phone: 555-0100"}')]
+        assert phones._quiet_parts({"messages": [part]}) == []
+    redacted = phones.redact_trace({"case_id": "c1", "trial": 0, "messages": [part]})
+    assert "555-0100" not in json.dumps(redacted)
+    assert redacted["messages"][0]["content"] == "phone: " + json.dumps(phones.token("555-0100"))
+
+
+def test_remembered_verdicts_are_bounded_by_their_characters():
+    from tooleval.capture.redaction import _TextCache
+
+    cache = _TextCache(10)
+    cache.keep("abcdef", True)  # 6 characters kept
+    cache.keep("ghij", False)  # 10: still within the bound
+    assert (cache.get("abcdef"), cache.get("ghij")) == (True, False)
+    cache.keep("k", True)  # 11 would pass it: the cache starts afresh with this text alone
+    assert (cache.get("abcdef"), cache.get("ghij"), cache.get("k")) == (None, None, True)
+
+
+def test_the_credentials_of_a_long_text_are_found_again():
+    # a long string's credentials are remembered by its text: the second trace holding it is redacted alike
+    text = "please note " * 25 + "my key is AKIAZ7QX2LMNOPQRSTUV, thanks"  # 337 characters
+    redactor = Redactor(RedactionConfig(), b"k" * 32)
+    want = text.replace("AKIAZ7QX2LMNOPQRSTUV", redactor.token("AKIAZ7QX2LMNOPQRSTUV"))
+    for trial in range(2):
+        out = redactor.redact_trace({"case_id": "c1", "trial": trial, "messages": [{"role": "user", "content": text}]})
+        assert out["messages"][0]["content"] == want

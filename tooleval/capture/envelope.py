@@ -43,17 +43,23 @@ def _loads(text: str | None) -> Any:
 _JSON_TEXT = ("messages_json", "metadata_json", "request_messages_json")
 
 
+def _timestamps_as_text(content: dict[str, Any]) -> dict[str, Any]:
+    """``content`` with its generation timestamps as UTC ISO text to the microsecond (Parquet stores UTC
+    microseconds: the digest covers the same instant, however the value was given); changed in place."""
+    for key in ("generation_started_at", "generation_finished_at"):
+        value = content.get(key)
+        if isinstance(value, datetime):
+            value = value if value.tzinfo else value.replace(tzinfo=timezone.utc)
+            content[key] = value.astimezone(timezone.utc).isoformat(timespec="microseconds")
+    return content
+
+
 def _canonical_content(record: dict[str, Any], skipped: set[str] = _NOT_CONTENT) -> dict[str, Any]:
     """The digested content, canonical (:func:`tooleval.canonical.canonical_value` of it): the JSON-text columns
     are read with :func:`tooleval.canonical.canonical_loads`, which yields their canonical values directly, so
     only the small remaining columns are walked."""
-    content = {k: v for k, v in record.items() if k not in skipped and k not in _JSON_TEXT}
-    for key in ("generation_started_at", "generation_finished_at"):
-        value = content.get(key)
-        if isinstance(value, datetime):  # Parquet stores UTC microseconds: digest the same instant
-            value = value if value.tzinfo else value.replace(tzinfo=timezone.utc)
-            content[key] = value.astimezone(timezone.utc).isoformat(timespec="microseconds")
-    content = canonical_value(content)
+    content = canonical_value(_timestamps_as_text(
+        {k: v for k, v in record.items() if k not in skipped and k not in _JSON_TEXT}))
     for key in _JSON_TEXT:
         if key in record:
             content[key] = None if record[key] is None else canonical_loads(record[key])
@@ -95,13 +101,34 @@ def _canonical_text(value: Any) -> str:
     return canonical_dumps(canonical_value(value))
 
 
+_SMALL_OPTIONS = (orjson.OPT_SORT_KEYS | orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_DATACLASS
+                  | orjson.OPT_PASSTHROUGH_SUBCLASS)
+"""orjson for the small columns: sorted keys, and what canonical JSON cannot hold (a datetime, a dataclass, a
+subclass of str or int) refused rather than written, so that such a value takes the standard library's way and
+fails there as it always did."""
+
+
 def _digest_of_values(record: dict[str, Any], values: dict[str, Any]) -> str:
     """:func:`envelope_digest` of a version-3 record whose JSON-text columns were just written from ``values``
-    (column -> decoded value): the same bytes are hashed, without reading the text back."""
-    content = _canonical_content({k: v for k, v in record.items() if k not in _JSON_TEXT})
+    (column -> decoded value): the same bytes are hashed, without reading the text back.
+
+    The canonical content is written by one orjson call: the small columns as values, the JSON-text columns as
+    their canonical text (:func:`_canonical_text`, passed in as ``orjson.Fragment``). For values without a float
+    (an envelope's small columns are text, integers, null and call records) orjson's sorted compact output is the
+    standard library's canonical text byte for byte; a float, an integer beyond 64 bits or a lone surrogate among
+    them sends the record the canonical way (a walk and ``json.dumps`` per column, as before)."""
+    small = _timestamps_as_text({k: v for k, v in record.items() if k not in _NOT_CONTENT and k not in _JSON_TEXT})
+    texts = {key: "null" if values[key] is None else _canonical_text(values[key]) for key in _JSON_TEXT}
+    try:
+        plain = _FLOAT_TOKEN.search(orjson.dumps(small, option=_SMALL_OPTIONS)) is None
+    except (TypeError, orjson.JSONEncodeError):
+        plain = False
+    if plain:
+        whole = {**small, **{key: orjson.Fragment(text) for key, text in texts.items()}}
+        return hashlib.sha256(orjson.dumps(whole, option=_SMALL_OPTIONS)).hexdigest()
+    content = _canonical_content(small)
     parts = {key: canonical_dumps(value) for key, value in content.items()}
-    for key in _JSON_TEXT:
-        parts[key] = "null" if values[key] is None else _canonical_text(values[key])
+    parts.update(texts)
     body = ",".join(f"{canonical_dumps(key)}:{parts[key]}" for key in sorted(parts))
     return hashlib.sha256(("{" + body + "}").encode()).hexdigest()
 

@@ -23,7 +23,7 @@ import json
 import re
 import secrets
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
 
 import orjson
 from pydantic import BaseModel, ConfigDict, field_validator
@@ -117,8 +117,8 @@ class Redactor:
     rules": redaction never changes a score).
 
     Once seeded, a redactor holds no per-call state: every method may run in several threads at once (a Dask
-    worker shares one per process). Its only caches — tokens by value, patterns by set of forms — hold entries
-    that depend on their key alone.
+    worker shares one per process). Its only caches — tokens by value, patterns by set of forms, quiet verdicts and
+    credentials by text — hold entries that depend on their key alone.
     """
 
     def __init__(self, config: RedactionConfig, key: bytes) -> None:
@@ -143,6 +143,10 @@ class Redactor:
         self._number_spellings: tuple[str, ...] = ()
         """orjson's text of each numeric base secret that is not an integer, where it differs from the form
         (see :meth:`_untouched`)."""
+        self._verdicts = _TextCache(_TEXT_CHARS_KEPT)
+        """Orjson text of a trace part -> whether it is quiet (:meth:`_quiet_verdict`)."""
+        self._found_credentials = _TextCache(_TEXT_CHARS_KEPT)
+        """A long string of a trace -> the credentials in it (:meth:`_credentials`)."""
 
     @classmethod
     def create(cls, out: str | Path, fields: list[str] | None = None, paths: list[str] | None = None) -> "Redactor":
@@ -209,6 +213,17 @@ class Redactor:
 
     # -- finding secrets -------------------------------------------------------------------------------------
 
+    def _credentials(self, text: str) -> Iterable[str]:
+        """:func:`~tooleval.capture._credentials.credentials` of ``text``, remembered for a long text (the system
+        prompt and a case's tool results are walked in every trace; looking one up reads it twice, screening it
+        for credentials about ten times). The result depends on the text alone."""
+        if len(text) < _LONG_TEXT:
+            return credentials(text)
+        found = self._found_credentials.get(text)
+        if found is None:
+            found = self._found_credentials.keep(text, tuple(credentials(text)))
+        return found
+
     def _add_secret(self, value: Any, found: dict[str, str]) -> None:
         for form, leaf in secret_forms(value):
             found.setdefault(form, self.token(leaf))
@@ -249,7 +264,7 @@ class Redactor:
                 if ":" in item or "=" in item:  # a pair needs one (text_pairs' own first test)
                     for _, _, secret, _ in self._pairs(item, call):
                         self._add_secret(secret, found)
-                for credential in credentials(item):
+                for credential in self._credentials(item):
                     self._add_secret(credential, found)
 
     # -- the transformation ----------------------------------------------------------------------------------
@@ -410,12 +425,27 @@ class Redactor:
             text = orjson.dumps(value).decode()
         except (TypeError, orjson.JSONEncodeError):  # a lone surrogate, an integer beyond 64 bits: walked
             return None
+        return text if self._quiet_verdict(text) else None
+
+    def _quiet_verdict(self, text: str) -> bool:
+        """Whether a part whose orjson text is ``text`` is quiet (see :meth:`_quiet_parts`), remembered: a trace's
+        parts recur in trace after trace — the system prompt in every one, a case's user turns and tool results in
+        each of its trials — and judging a part reads its text about fifteen times (its lower case, each name,
+        each credential keyword), where looking it up reads it twice (a hash and one comparison). The verdict
+        depends on the text and the redactor's names alone; the texts kept are bounded by their total length
+        (:data:`_TEXT_CHARS_KEPT`), not their number, since a tool result may be long."""
+        verdict = self._verdicts.get(text)
+        if verdict is None:
+            verdict = self._verdicts.keep(text, self._judge_quiet(text))
+        return verdict
+
+    def _judge_quiet(self, text: str) -> bool:
         if "\\u" in text or "\\/" in text:
-            return None
+            return False
         lowered = text.lower()
         if may_hold_credential(text, lowered):
-            return None
-        return None if any(name in lowered for name in self._names) else text
+            return False
+        return not any(name in lowered for name in self._names)
 
     def _markers(self, own: dict[str, str], case: Any) -> list[list[Any]]:
         texts = _case_texts(case)
@@ -531,6 +561,40 @@ class Redactor:
 _MISSING = object()
 _TOKENS_KEPT = 1 << 16
 """Tokens a redactor keeps per cache before starting afresh (a few MB; a run's distinct secrets rarely fill it)."""
+_LONG_TEXT = 256
+"""Characters from which a string's credentials are remembered (a shorter one is screened about as fast as it is
+looked up)."""
+_TEXT_CHARS_KEPT = 1 << 23
+"""Characters of texts a redactor keeps per cache (quiet verdicts, credentials found) before starting afresh (8 M:
+8 to 32 MB each, while a corpus's recurring parts — every trace's system prompt, each case's turns across its
+trials — stay found)."""
+
+
+class _TextCache:
+    """Text -> a value that depends on the text alone, holding texts of at most ``chars`` characters in all, then
+    starting afresh. Its dictionary operations are single ones, so threads may share it: one that misses while
+    another clears judges the text again; the count of characters is approximate under threads (it only bounds
+    the memory kept)."""
+
+    __slots__ = ("_entries", "_chars", "_limit")
+
+    def __init__(self, chars: int) -> None:
+        self._entries: dict[str, Any] = {}
+        self._chars = 0
+        self._limit = chars
+
+    def get(self, text: str) -> Any:
+        """The value kept for ``text``, or ``None``."""
+        return self._entries.get(text)
+
+    def keep(self, text: str, value: Any) -> Any:
+        """Keep ``value`` for ``text``; returns ``value``."""
+        if self._chars + len(text) > self._limit:
+            self._entries.clear()
+            self._chars = 0
+        self._entries[text] = value
+        self._chars += len(text)
+        return value
 
 
 def _orjson_spelling(form: str) -> str:

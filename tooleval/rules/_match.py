@@ -24,10 +24,9 @@ import json
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field, fields, replace
 
-import numpy as np
-
 from tooleval.canonical import canonical_json
-from tooleval.scoring.matching import MatchResult, WrongArgs, duplicate_count, match_calls, match_evidence
+from tooleval.scoring.matching import (MatchResult, WrongArgs, duplicate_count, match_calls, match_evidence,
+                                       optimal_pairs)
 from tooleval.models import Call
 from tooleval.rules._arguments import (
     ArgumentRules,
@@ -165,11 +164,8 @@ def _pair_wrong_args(missing: list[Call], extra: list[tuple[Call, dict | None, o
             continue
         paths = [[_differing(missing[i], extra[j][1], extra[j][2], rules.for_call(missing[i]) if rules else None)
                   for j in cols] for i in rows]
-        cost = np.array([[len(p) for p in row] for row in paths], dtype=float)
-        from scipy.optimize import linear_sum_assignment  # imported when first needed: ~0.5 s at start-up
-
-        assigned_rows, assigned_cols = linear_sum_assignment(cost)
-        pairs += [(rows[r], cols[c], paths[r][c]) for r, c in zip(assigned_rows, assigned_cols)]
+        costs = [[len(p) for p in row] for row in paths]
+        pairs += [(rows[r], cols[c], paths[r][c]) for r, c in optimal_pairs(costs)]
     pairs.sort(key=lambda pair: (pair[0], pair[1]))
     return [WrongArgs(missing[i].name, missing[i], extra[j][0], p) for i, j, p in pairs]
 
