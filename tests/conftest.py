@@ -72,15 +72,15 @@ def pytest_collection_modifyitems(config, items) -> None:
 
 
 FAST_CORE_PROFILE = "fast-core"
-"""The hypothesis profile of ``pytest -m "not slow"``: a quarter of each property test's examples (the default
-profile's 100 become 25), so the fast core stays a quick check while the full run (CI's ``pytest``) keeps them all."""
+"""The hypothesis profile of ``pytest -m "not slow"``: half of each property test's examples (the default
+profile's 100 become 50), so the fast core stays a quick check while the full run (CI's ``pytest``) keeps them all."""
 
-settings.register_profile(FAST_CORE_PROFILE, max_examples=25)
+settings.register_profile(FAST_CORE_PROFILE, max_examples=50)
 
 
 def examples(full: int) -> int:
     """``max_examples`` for a property test that draws ``full`` examples in a full run: ``full`` scaled as the
-    loaded hypothesis profile scales the default 100 (``full`` under the default profile, a quarter under
+    loaded hypothesis profile scales the default 100 (``full`` under the default profile, half under
     :data:`FAST_CORE_PROFILE`), never fewer than 10 (nor than ``full`` when that is fewer)."""
     scaled = full * settings.default.max_examples // settings.get_profile("default").max_examples
     return max(min(full, 10), scaled)

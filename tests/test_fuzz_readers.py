@@ -26,7 +26,7 @@ from tooleval.errors import InputFileError
 from tooleval.rules import load_gate_config
 from tooleval.storage import read_marker
 
-EXAMPLES = 400  # per reader: 7 readers x 400 = 2,800 generated files per full run (a quarter in the fast core)
+EXAMPLES = 400  # per reader: 7 readers x 400 = 2,800 generated files per full run (half in the fast core)
 FUZZ = settings(max_examples=examples(EXAMPLES), deadline=None, derandomize=True,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 
