@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import atexit
+import gc
 import json
 import os
 import shutil
@@ -22,6 +23,8 @@ os.environ.setdefault("PREFECT_TASKS_RUNNER_THREAD_POOL_MAX_WORKERS", "4")
 os.environ.setdefault("TOOLEVAL_WARM_RUNNER", "0")
 
 import pytest  # noqa: E402
+from _pytest.mark.expression import Expression  # noqa: E402  (how `-m` itself reads a mark expression)
+from hypothesis import settings  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / "shared" / "data"
@@ -70,6 +73,48 @@ def pytest_collection_modifyitems(config, items) -> None:
         if (item.path.name in SLOW_MODULES or f"{item.path.name}::{item.originalname}" in SLOW_TESTS
                 or SLOW_FIXTURES & set(getattr(item, "fixturenames", ()))):
             item.add_marker(pytest.mark.slow)
+
+
+FAST_CORE_PROFILE = "fast-core"
+"""The hypothesis profile of ``pytest -m "not slow"``: half of each property test's examples (the default
+profile's 100 become 50), so the fast core stays a quick check while the full run (CI's ``pytest``) keeps them all."""
+
+settings.register_profile(FAST_CORE_PROFILE, max_examples=50)
+
+
+def examples(full: int) -> int:
+    """``max_examples`` for a property test that draws ``full`` examples in a full run: ``full`` scaled as the
+    loaded hypothesis profile scales the default 100 (``full`` under the default profile, half under
+    :data:`FAST_CORE_PROFILE`), never fewer than 10 (nor than ``full`` when that is fewer)."""
+    scaled = full * settings.default.max_examples // settings.get_profile("default").max_examples
+    return max(min(full, 10), scaled)
+
+
+def pytest_configure(config) -> None:
+    """Load :data:`FAST_CORE_PROFILE` when the mark expression deselects the slow tests (``-m "not slow"``),
+    unless ``--hypothesis-profile`` names one. Runs before collection imports the test modules, whose
+    ``@settings(max_examples=examples(...))`` read it."""
+    expression = config.option.markexpr
+    if expression and config.getoption("hypothesis_profile", None) is None:
+        if not Expression.compile(expression).evaluate(lambda name, **_: name == "slow"):
+            settings.load_profile(FAST_CORE_PROFILE)
+
+
+def pytest_collection_finish(session) -> None:
+    """Take what exists after collection (the imported modules of Prefect, pydantic, pyarrow, scipy... and the
+    collected tests, all alive until the process ends) out of the garbage collector's view: every full collection
+    would walk them again (dozens of them in a run, each longer than a second on a busy machine), and so would the
+    interpreter's last collection at exit (~2 s). Objects the tests create are collected as before."""
+    gc.freeze()
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_runtest_teardown(item, nextitem) -> None:
+    """After a module's last test (its fixtures torn down): collect its garbage, then freeze what is left (the
+    modules its tests imported, such as ragas or openai, and the session's fixtures), as after collection."""
+    if nextitem is None or nextitem.path != item.path:
+        gc.collect()
+        gc.freeze()
 
 
 def pytest_terminal_summary(terminalreporter) -> None:

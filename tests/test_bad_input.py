@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-from conftest import TINY_CASES, TINY_TRACES, tool_call, trace, write_dataset
+from conftest import TINY_CASES, TINY_TRACES, examples, tool_call, trace, write_dataset
 from tooleval.canonical import MAX_DEPTH, json_value_problem, parse_arguments, reject_duplicate_keys
 from tooleval.cli import app
 from tooleval.dataset import load_dataset
@@ -346,7 +346,7 @@ class TestRepeatedKeys:
             load_dataset(folder)
         assert info.value.line == 4 and problem in info.value.problem
 
-    @settings(max_examples=300, deadline=None, derandomize=True)
+    @settings(max_examples=examples(300), deadline=None, derandomize=True)
     @given(st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=4),
                         lambda inner: st.lists(inner, max_size=3)
                         | st.lists(st.tuples(st.sampled_from(["a", "b", 'c"', "d\\", "é", ":"]), inner), max_size=4),

@@ -20,6 +20,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from conftest import examples
 from tooleval.canonical import (MAX_DEPTH, canonical_json, canonical_loads, canonical_value, json_value_problem,
                                 parse_arguments, strict_json_loads)
 from tooleval.capture.envelope import envelope_digest
@@ -89,7 +90,7 @@ class TestParseArgumentsFastPath:
         assert args == {"a": 250, "b": [1.5, 0], "c": 100}
         assert [type(args["a"]), type(args["b"][0]), type(args["b"][1]), type(args["c"])] == [int, float, int, int]
 
-    @settings(max_examples=300, deadline=None)
+    @settings(max_examples=examples(300), deadline=None)
     @given(json_values(finite=False, max_leaves=20))
     def test_generated_objects_read_as_before(self, value):
         text = json.dumps({"v": value})  # NaN/Infinity written as Python writes them: both readers refuse them
@@ -109,7 +110,7 @@ class TestParseArgumentsFastPath:
 
 
 class TestCanonicalLoads:
-    @settings(max_examples=300, deadline=None)
+    @settings(max_examples=examples(300), deadline=None)
     @given(json_values(finite=True, max_leaves=30))
     def test_equals_canonical_value_of_json_loads(self, value):
         text = json.dumps(value, ensure_ascii=False)
@@ -163,7 +164,7 @@ class TestWellFormedCall:
     """A call built from checked values (``from_raw`` of good text, ``from_canonical``) is the call pydantic
     validation builds from the same name and arguments: every field, the set fields, equality and the key."""
 
-    @settings(max_examples=100, deadline=None)
+    @settings(max_examples=examples(100), deadline=None)
     @given(st.dictionaries(st.text(max_size=5), st.one_of(st.integers(), st.text(max_size=5), st.none()),
                            max_size=4))
     def test_alike_to_the_validated_call(self, args):

@@ -11,7 +11,7 @@ import pyarrow.parquet as pq
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from conftest import BUNDLED
+from conftest import BUNDLED, examples
 from tasks.scoring import _read_checked
 from tooleval.capture.envelope import build_envelope, digest_ok, envelope_digest
 from tooleval.capture.recorded import iter_trace_lines
@@ -68,7 +68,7 @@ _VALUES = st.recursive(_SCALARS, lambda inner: st.one_of(st.lists(inner, max_siz
                        max_leaves=20)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(content=_VALUES, metadata=st.dictionaries(st.text(max_size=6), _VALUES, max_size=3),
        request=st.one_of(st.none(), st.lists(st.dictionaries(st.text(max_size=6), _VALUES, max_size=3), max_size=3)))
 def test_the_digest_written_at_capture_is_the_one_recomputed_from_the_stored_text(content, metadata, request):

@@ -18,7 +18,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conftest import TINY_CASES, TINY_TRACES
+from conftest import TINY_CASES, TINY_TRACES, examples
 from tooleval.agents import read_tool_results
 from tooleval.capture.recorded import index_traces
 from tooleval.dataset import load_dataset
@@ -26,8 +26,8 @@ from tooleval.errors import InputFileError
 from tooleval.rules import load_gate_config
 from tooleval.storage import read_marker
 
-EXAMPLES = 400  # per reader: 7 readers x 400 = 2,800 generated files per run
-FUZZ = settings(max_examples=EXAMPLES, deadline=None, derandomize=True,
+EXAMPLES = 400  # per reader: 7 readers x 400 = 2,800 generated files per full run (half in the fast core)
+FUZZ = settings(max_examples=examples(EXAMPLES), deadline=None, derandomize=True,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 
 json_values = st.recursive(

@@ -16,6 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from conftest import examples
 from redaction_helpers import metric_view, redactor_for, score_both
 from tooleval.capture._credentials import credentials, may_hold_credential
 from tooleval.capture.redaction import MARKER_KEY, RedactionConfig, Redactor
@@ -148,7 +149,7 @@ def test_json_encoded_as_text_twice_is_read_a_layer_at_a_time():
     assert out["redacted_fields"] == ["email"]
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(kind=st.sampled_from(sorted(KINDS)), before=st.text(max_size=6), after=st.text(max_size=6),
        depth=st.integers(0, 3))
 def test_the_fast_path_pre_check_sees_every_credential_at_any_nesting_depth(kind, before, after, depth):

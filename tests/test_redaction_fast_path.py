@@ -10,7 +10,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from conftest import BUNDLED
+from conftest import BUNDLED, examples
 from tooleval.capture.recorded import iter_trace_lines
 from tooleval.capture.redaction import RedactionConfig, Redactor, case_reference_values
 from tooleval.dataset import find_traces_file, load_dataset
@@ -119,7 +119,7 @@ _seeds = st.lists(st.dictionaries(st.sampled_from(["email", "card_number", "note
                                   st.one_of(st.sampled_from(_SECRETS), _leaves), max_size=2), max_size=3)
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=examples(400), deadline=None)
 @example([], [{"role": "tool", "content": '{"em\\u0061il": "ana@x.org"}'}], {}, None)  # the key decoded is email
 @example([{"email": "ana@x.org"}], [{"role": "user", "content": "mail ana@x.org"}], {}, None)  # a base secret
 @example([{"card_number": 1.2896620064407295e-05}],

@@ -13,6 +13,7 @@ import re
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from conftest import examples
 from tooleval.canonical import canonical_json
 from tooleval.capture._secret_text import Replacer, form_pattern
 from tooleval.capture.redaction import RedactionConfig, Redactor, _case_texts
@@ -28,7 +29,7 @@ def _flat(table: dict[str, str]) -> re.Pattern[str]:
     return re.compile("|".join(map(re.escape, sorted(table, key=lambda f: (-len(f), f)))))
 
 
-@settings(max_examples=500, deadline=None)
+@settings(max_examples=examples(500), deadline=None)
 @given(st.sets(forms, min_size=1, max_size=12), texts)
 def test_the_trie_pattern_finds_what_the_alternation_finds(chosen, text):
     trie, flat = form_pattern(chosen), _flat(dict.fromkeys(chosen, ""))
@@ -49,7 +50,7 @@ def test_a_long_form_costs_no_nesting():
 tables = st.dictionaries(forms, st.sampled_from(["<1>", "<2>", "<3>", "<4>"]), max_size=8)
 
 
-@settings(max_examples=500, deadline=None)
+@settings(max_examples=examples(500), deadline=None)
 @given(tables, tables, texts)
 def test_a_layered_replacer_replaces_as_the_merged_table(base, extra, text):
     merged = Replacer({**base, **extra})
@@ -74,7 +75,7 @@ json_values = st.recursive(
     max_leaves=8)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.lists(json_values, min_size=1, max_size=6))
 def test_a_token_is_the_hmac_of_the_canonical_json_whatever_came_before(values):
     redactor = Redactor(RedactionConfig(), KEY)
@@ -116,7 +117,7 @@ def _definition(redactor: Redactor, texts: list[str], markers: list[list]) -> di
     return found
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(st.lists(st.text("ab1\\\"u0e. ", min_size=4, max_size=6), min_size=1, max_size=4),
        st.text("ab1\\\"u0e. ", max_size=40), st.data())
 def test_reference_secrets_are_the_substrings_whose_token_is_a_markers(secrets, text, data):

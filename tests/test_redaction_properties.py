@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from conftest import BUNDLED, REPO
+from conftest import BUNDLED, REPO, examples
 from redaction_helpers import datasets, metric_view, score_both, verdict_view
 from tooleval.capture.recorded import iter_trace_lines
 from tooleval.dataset import find_traces_file, load_dataset
@@ -58,7 +58,8 @@ def test_bundled_and_example_datasets_score_alike(folder):
     assert rows == {"tau-bench-airline": 200}.get(folder.name, rows)
 
 
-@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(max_examples=examples(120), deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(datasets(rows=40))
 def test_generated_datasets_score_alike(data):
     cases, traces, tools, _ = data

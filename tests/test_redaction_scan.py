@@ -18,13 +18,15 @@ from pathlib import Path
 
 from hypothesis import HealthCheck, Phase, given, settings
 
+from conftest import examples
 from redaction_helpers import KEPT, leaked, planted_datasets, score_both
 from tooleval.rules import write_junit
 
 SCANNED = {"examples": 0, "secrets": 0}
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(max_examples=examples(40), deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(planted_datasets())
 def test_no_secret_in_envelopes_rows_verdict_or_junit(tmp_path_factory, data):
     cases, traces, tools, secrets = data

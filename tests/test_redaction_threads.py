@@ -12,6 +12,7 @@ from contextlib import contextmanager
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from conftest import examples
 from redaction_helpers import datasets, redactor_for
 
 REPEATS = 12
@@ -56,7 +57,7 @@ def _redact_concurrently(redactor, jobs: list[tuple[dict, object]]) -> list[list
     return outputs
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=examples(25), deadline=None, suppress_health_check=list(HealthCheck))
 @given(datasets(rows=15))
 def test_threads_sharing_a_redactor_each_get_their_own_result(data):
     cases, traces, _, _ = data
@@ -84,7 +85,7 @@ def test_redacted_fields_are_not_mixed_between_threads():
         assert {tuple(json.loads(text)["redacted_fields"]) for text in outputs[index]} == {tuple(fields)}
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=examples(40), deadline=None, suppress_health_check=list(HealthCheck))
 @given(datasets(rows=10))
 def test_a_call_leaves_the_redactor_as_it_found_it(data):
     cases, traces, _, _ = data

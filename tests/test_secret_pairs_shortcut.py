@@ -6,6 +6,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from conftest import examples
 from tooleval.capture._secret_text import text_pairs
 
 NAMES = {"email", "api_key", "phone"}
@@ -13,7 +14,7 @@ PIECES = ["email", "EMAIL", "Email", "api_key", "API_Key", "phone", "em\\u0061il
           "x@y.org", "4111 1111", "k-1", ",", "{", "}", "é", "\u212a", "ph", "one", "\n", "a", "_", "1"]
 
 
-@settings(max_examples=1000, deadline=None)
+@settings(max_examples=examples(1000), deadline=None)
 @given(st.lists(st.sampled_from(PIECES), max_size=14).map("".join))
 def test_the_shortcut_finds_what_the_full_scan_finds(text):
     assert list(text_pairs(text, lambda k: k in NAMES, NAMES)) == list(text_pairs(text, lambda k: k in NAMES))

@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from conftest import examples
 from tooleval.canonical import MAX_DEPTH, json_value_problem
 from tooleval.capture.recorded import read_trace_line, trace_line_problem
 
@@ -46,7 +47,7 @@ def test_the_text_check_agrees_with_the_walk(value, plain, problem):
     assert trace_line_problem(line) == json_value_problem(json.loads(text)) == problem
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=True, allow_infinity=True) | st.text(max_size=6),
     lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=4), children, max_size=4),

@@ -12,6 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from conftest import examples
 from tooleval.rules import _replies
 from tooleval.rules._replies import DEFAULT_LISTS, _phrase_words, _WordIndex, read_reply
 
@@ -44,7 +45,7 @@ def _index(lists: dict[str, tuple[str, ...]]) -> _WordIndex:
     return _WordIndex(tuple(lists[name] for name in NAMES))
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(tokens_strategy, lists_strategy)
 def test_the_index_finds_the_spans_the_plain_scan_finds(tokens, lists):
     index = _index(lists)
@@ -55,7 +56,7 @@ def test_the_index_finds_the_spans_the_plain_scan_finds(tokens, lists):
     assert sorted(found.get(_replies._REQUESTS, [])) == sorted(scan(tokens, _replies._REQUEST))
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(tokens_strategy, lists_strategy)
 def test_the_opening_refusal_is_the_first_in_list_order(tokens, lists):
     expected = next((end for start, end in scan(tokens, lists["refusals"]) if start == 0), None)
@@ -74,7 +75,7 @@ texts = st.lists(st.sampled_from(PHRASES + [",", ".", "?", "!", " but ", "\n", "
                  max_size=10).map(" ".join)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(texts, lists_strategy)
 def test_a_cached_verdict_equals_a_fresh_reading(text, lists):
     fresh = _replies._verdict(text, _index(lists))

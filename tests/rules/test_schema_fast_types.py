@@ -8,6 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
 
+from conftest import examples
 from tooleval.rules._schema import _surely_typed, _types
 
 TYPES = ["string", "object", "array", "boolean", "null", "number", "integer"]
@@ -32,14 +33,14 @@ def jsonschema_type_errors(value, schema) -> list[str]:
     return [e.message for e in Draft202012Validator(schema).iter_errors(value) if e.validator == "type"]
 
 
-@settings(max_examples=600, deadline=None)
+@settings(max_examples=examples(600), deadline=None)
 @given(values, schemas)
 def test_a_proof_of_no_type_error_agrees_with_jsonschema(value, schema):
     if _surely_typed(value, schema):
         assert jsonschema_type_errors(value, schema) == []
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.dictionaries(st.sampled_from("abc"), values, max_size=3), schemas)
 def test_type_findings_equal_jsonschema_with_or_without_the_shortcut(args, schema):
     found = _types(args, Draft202012Validator(schema))

@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from conftest import examples
 from tooleval.canonical import _key_path
 from tooleval.models import Call, ToolSpec
 from tooleval.rules import _schema
@@ -54,7 +55,7 @@ schemas = st.recursive(
 )
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(values, schemas.filter(lambda s: isinstance(s, dict)))
 def test_the_compiled_shape_finds_what_the_raw_schema_walk_finds(value, schema):
     shape = _Shape(schema)
@@ -62,7 +63,7 @@ def test_the_compiled_shape_finds_what_the_raw_schema_walk_finds(value, schema):
     assert shape.findings(value, "x") == structure(value, schema, "x")  # again, from the compiled children
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(values, schemas)
 def test_the_compiled_type_shortcut_proves_what_surely_typed_proves(value, schema):
     plan = _typing_plan(schema)
