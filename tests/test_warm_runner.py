@@ -40,7 +40,8 @@ def setup(tmp_path):
     dataset = write_dataset(tmp_path / "d", TINY_CASES, TINY_TRACES)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PREFECT_", "TOOLEVAL_"))}
     env.update(TOOLEVAL_WARM_RUNNER="1", TOOLEVAL_PREFECT_SERVER_IDLE_S="30", COLUMNS="200",
-               TOOLEVAL_REDACTION_KEY="tooleval-warm-runner-test-key-0001", TOOLEVAL_PREFECT_HOME=str(tmp_path / "home"))
+               TOOLEVAL_REDACTION_KEY="tooleval-warm-runner-test-key-0001",
+               TOOLEVAL_PREFECT_HOME=str(tmp_path / "home"))
     yield src, dataset, tmp_path / "results", env
     for pid in _runner_pids(tmp_path):
         os.kill(pid, signal.SIGKILL)

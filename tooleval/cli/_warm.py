@@ -17,11 +17,11 @@ How:
   imported under other conditions. It then sets the Prefect environment of the results folder
   (:func:`tooleval.cli._app.prefect_environment`) and imports the modules.
 * A later ``tooleval run`` connects and sends its command line, environment and working folder, with its standard
-  input, output and error as file descriptors (``SCM_RIGHTS``), so a terminal stays the same terminal. The runner
-  answers only a peer of its own uid (``SO_PEERCRED``), forks, and reports the child's pid, then its exit code.
-  The child takes over the descriptors, the environment, the folder and ``sys.argv``, rebuilds what was fixed at
-  import from the terminal (the consoles, Prefect's log handlers) and runs the command exactly as
-  :func:`tooleval.cli.main` would. The client exits with the child's code (``128 + N`` for a child ended by
+  input, output and error as file descriptors (``SCM_RIGHTS``), so a terminal stays the same terminal. Each side
+  checks that the other is a process of its own uid (``SO_PEERCRED``). The runner forks and reports the child's
+  pid, then its exit code. The child takes over the descriptors, the environment, the folder and ``sys.argv``,
+  rebuilds what was fixed at import from the terminal (the consoles, Prefect's log handlers) and runs the command
+  exactly as :func:`tooleval.cli.main` would. The client exits with the child's code (``128 + N`` for a child ended by
   signal N).
 * Ctrl-C, SIGTERM, SIGHUP and SIGQUIT at the client are passed to the child, which handles them as a cold
   command does (exit 130, runs recorded ``Crashed``). A client killed by SIGKILL closes the connection; the child
@@ -194,6 +194,9 @@ def run_warm(request: WarmRequest) -> int | None:
     try:
         sock.settimeout(_CONNECT_TIMEOUT_S)
         sock.connect(_address(request.key))
+        if _peer_uid(sock) != os.getuid():  # a name squatted by another user would receive the environment
+            sock.close()
+            return None
         payload = json.dumps({"argv": request.argv, "env": request.env, "cwd": request.cwd,
                               "out": request.out}).encode("utf-8", "surrogatepass")
         socket.send_fds(sock, [_HEADER.pack(len(payload))], [0, 1, 2])
@@ -357,9 +360,7 @@ def serve(key: str, preload_file: str) -> int:
 def _receive(conn: socket.socket) -> tuple[dict, list[int]] | None:
     """One request: the peer's uid checked, the header with the three descriptors, then the payload."""
     conn.settimeout(10.0)
-    credentials = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
-    _pid, uid, _gid = struct.unpack("3i", credentials)
-    if uid != os.getuid():
+    if _peer_uid(conn) != os.getuid():
         return None
     header, fds, _flags, _addr = socket.recv_fds(conn, _HEADER.size, 3)
     if len(header) != _HEADER.size or len(fds) != 3:
@@ -375,6 +376,12 @@ def _receive(conn: socket.socket) -> tuple[dict, list[int]] | None:
         payload += chunk
     conn.settimeout(None)
     return json.loads(payload.decode("utf-8", "surrogatepass")), fds
+
+
+def _peer_uid(sock: socket.socket) -> int:
+    """The uid of the process at the other end of a connected Unix socket (``SO_PEERCRED``)."""
+    credentials = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    return struct.unpack("3i", credentials)[1]
 
 
 def _report_exit(conn: socket.socket, pid: int, active: list[int], lock, last_end: list[float]) -> None:
