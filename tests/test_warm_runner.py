@@ -1,8 +1,8 @@
 """The warm runner of ``tooleval run`` (tooleval/cli/_warm.py), with real processes over a copy of the code: after
 a cold run, the next run of the same results folder is forked from a runner that imported everything — the
 client stays small, and the output, exit code and rows equal a cold run's —; an edited source file means a cold
-run (never stale code); Ctrl-C at the client reaches the command (exit 130, nothing published); a client killed
-with SIGKILL ends its command.
+run (never stale code), whose runner replaces the old one; Ctrl-C at the client reaches the command (exit 130,
+nothing published); a client killed with SIGKILL ends its command.
 
 Whether a command ran warm is read from the client process itself: its peak RSS (``os.wait4``). A cold
 ``tooleval run`` imports Prefect, pyarrow and the flows (~300 MB on this machine); a client served warm imports
@@ -157,7 +157,11 @@ def test_a_second_run_is_served_warm_alike_and_an_edit_means_cold(setup, tmp_pat
     canonical.write_text(canonical.read_text() + "\n# edited\n")
     code4, _, err4, mb4 = _run(src, dataset, out, "r4", env)
     assert (code4, mb4 > COLD_RUN_MIN_MB) == (code1, True), err4
-    _bound_runner(tmp_path, {first})  # and leaves a runner of the new key
+    _bound_runner(tmp_path, {first})  # and leaves a runner of the new key, which ends the old one (it is idle)
+    deadline = time.monotonic() + 60
+    while _alive(first):
+        assert time.monotonic() < deadline, "the runner of the old key outlived its replacement"
+        time.sleep(0.2)
     code5, _, err5, mb5 = _run(src, dataset, out, "r5", env)
     assert (code5, mb5 < WARM_CLIENT_MAX_MB) == (code1, True), err5
 

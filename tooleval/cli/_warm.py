@@ -27,8 +27,10 @@ How:
   command does (exit 130, runs recorded ``Crashed``). A client killed by SIGKILL closes the connection; the child
   sees it and interrupts itself the same way.
 * The runner ends after ``$TOOLEVAL_PREFECT_SERVER_IDLE_S`` seconds (default 300) without a command, like the
-  Prefect server beside it; with that set to 0 no runner is started. ``TOOLEVAL_WARM_RUNNER=0`` turns the runner
-  off. It needs Linux (abstract sockets) and Python's ``socket.send_fds``; elsewhere every run is cold.
+  Prefect server beside it, or as soon as it is idle once a runner of another key claims its results folder (one
+  runner per folder: a claim file in the Prefect home); with that set to 0 no runner is started.
+  ``TOOLEVAL_WARM_RUNNER=0`` turns the runner off. It needs Linux (abstract sockets) and Python's
+  ``socket.send_fds``; elsewhere every run is cold.
 
 The runner holds no file of the results folder and no lease: those belong to each command's child, as they belong
 to a cold command's process.
@@ -322,6 +324,7 @@ def serve(key: str, preload_file: str) -> int:
         _log(f"not serving: an import started a thread ({', '.join(t.name for t in threading.enumerate())})")
         return 0
     _log(f"serving {key} with {len(sys.modules)} modules imported, idle time {idle_s:g} s")
+    _claim_home(preload["out"], key)
     gc.collect()
     gc.freeze()  # the imported objects stay out of the children's collections (and their pages shared)
     active = [0]
@@ -335,6 +338,9 @@ def serve(key: str, preload_file: str) -> int:
             with lock:
                 if active[0] == 0 and time.monotonic() - last_end[0] >= idle_s:
                     _log(f"idle for {idle_s:g} s: ending")
+                    return 0
+                if active[0] == 0 and not _holds_home(preload["out"], key):
+                    _log("a runner of another key serves this results folder now: ending")
                     return 0
             continue
         try:
@@ -464,6 +470,39 @@ def _watch_client(conn: socket.socket) -> None:
     os.kill(os.getpid(), signal.SIGINT)
     time.sleep(_EXIT_GRACE_S)
     os._exit(130)
+
+
+def _claim_path(out: str) -> str | None:
+    """``<Prefect home>/warm-runner-<digest of the results folder>.json``: the key of the runner that serves the
+    folder. One runner per folder: a runner whose key no command of the folder matches any more (an edited file, a
+    changed variable) would only hold memory until its idle time, so a newer runner's claim ends it as soon as it
+    has no command running. Named by the folder, since several folders may share one Prefect home."""
+    home = os.environ.get("PREFECT_HOME")
+    if not home:
+        return None
+    folder = hashlib.sha256(os.path.abspath(out).encode("utf-8", "surrogatepass")).hexdigest()[:16]
+    return os.path.join(home, f"warm-runner-{folder}.json")
+
+
+def _claim_home(out: str, key: str) -> None:
+    path = _claim_path(out)
+    if path:
+        try:
+            temporary = f"{path}.{os.getpid()}"
+            with open(temporary, "w", encoding="utf-8") as handle:
+                json.dump({"key": key, "pid": os.getpid(), "out": os.path.abspath(out)}, handle)
+            os.replace(temporary, path)
+        except OSError:
+            pass
+
+
+def _holds_home(out: str, key: str) -> bool:
+    """Whether this runner's claim is still the folder's (an unreadable claim counts as held: end only on proof)."""
+    try:
+        with open(_claim_path(out) or "", encoding="utf-8") as handle:
+            return json.load(handle).get("key") == key
+    except (OSError, ValueError, AttributeError):
+        return True
 
 
 def _log(message: str) -> None:
