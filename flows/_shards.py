@@ -85,14 +85,15 @@ def _stage(task_: Any, name: str, states: dict[str, str], timing: list[float], *
 
 
 @task(name="shard", cache_policy=NO_CACHE, persist_result=False)
-def run_shard(context: ShardContext, items: list[WorkItem], offsets: list[tuple[int, int]],
+def run_shard(context: ShardContext, items: list[WorkItem], offsets: list[tuple[int, int, bool]],
               scoring_scope: str) -> ShardOutcome:
     """Run one shard's stages (see the module docstring).
 
     Args:
         context: The run's shared settings.
         items: The shard's work items.
-        offsets: ``(byte offset, line number)`` of each item's trace line (replay).
+        offsets: ``(byte offset, line number, checked)`` of each item's trace line (replay; see
+            :meth:`tooleval.runs.plan.RunPlan.shard_items`).
         scoring_scope: :func:`tooleval.runs.shards.scoring_key` of the shard.
 
     Returns:
@@ -102,7 +103,7 @@ def run_shard(context: ShardContext, items: list[WorkItem], offsets: list[tuple[
         return _run_shard(context, items, offsets, scoring_scope)
 
 
-def _run_shard(context: ShardContext, items: list[WorkItem], offsets: list[tuple[int, int]],
+def _run_shard(context: ShardContext, items: list[WorkItem], offsets: list[tuple[int, int, bool]],
                scoring_scope: str) -> ShardOutcome:
     started = time.perf_counter()
     c = context

@@ -42,7 +42,7 @@ def generate_shard(
     out: str,
     stage_dir: str,
     executor: ExecutorRef | None = None,
-    offsets: list[tuple[int, int]] | None = None,
+    offsets: list[tuple[int, int, bool]] | None = None,
     scope: str = "",
 ) -> StageRef:
     """Generate one shard.
@@ -55,7 +55,8 @@ def generate_shard(
         out: Results folder (redaction key, live generation store).
         stage_dir: Folder for the generation stage file.
         executor: Recorded tool results for a live multi-step tool loop.
-        offsets: ``(byte offset, line number)`` of each item's trace line (replay; not part of the cache key:
+        offsets: ``(byte offset, line number, checked)`` of each item's trace line (replay; ``checked``: the plan
+            found the line a valid recorded trace, so it is not validated again; not part of the cache key:
             lines move when others are added).
         scope: :func:`tooleval.runs.shards.generation_scope` — the agent's config digest (live) and the
             dataset-wide inputs of this stage (tool schemas, the redactor's seeded values), so that a corpus that

@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 
 from conftest import examples
 from tooleval.canonical import (MAX_DEPTH, canonical_json, canonical_loads, canonical_value, json_value_problem,
+                                loads_text, may_hold_wide_integer,
                                 parse_arguments, strict_json_loads)
 from tooleval.capture.envelope import envelope_digest
 from tooleval.models import Call, ToolSpec
@@ -175,3 +176,27 @@ class TestWellFormedCall:
             assert built.model_fields_set == {"name", "args"}
             # every declared field is set: a field added to Call must be added to the fast constructor too
             assert set(Call.model_fields) <= set(vars(built))
+
+
+class TestStageTextReader:
+    """``loads_text`` (stage payloads, envelope columns) reads what ``json.loads`` reads, to the same value —
+    integers beyond 64 bits included, which orjson alone reads as floats (2**70 came back as 1.18e21)."""
+
+    def test_wide_integers_keep_their_value(self):
+        for value in (2 ** 64, 2 ** 70, -(2 ** 63) - 1, [1, {"a": 10 ** 30}]):
+            text = json.dumps({"metadata": value})
+            assert loads_text(text) == loads_text(text.encode()) == {"metadata": value}
+            assert may_hold_wide_integer(text.encode())
+        # the widest integers orjson reads exactly (20 and 19 digits) and a long id in a string: any answer is
+        # right for them, the value is what counts
+        for value in (2 ** 64 - 1, -(2 ** 63), "12345678901234567890123"):
+            assert loads_text(json.dumps([value])) == [value]
+        assert not may_hold_wide_integer(b'{"id": 123456789012345678, "x": 1.5}')  # 18 digits: orjson's reading
+
+    @settings(max_examples=examples(100), deadline=None)
+    @given(json_values(finite=True, max_leaves=30))
+    def test_equal_to_the_standard_library(self, value):
+        text = json.dumps(value)
+        read = loads_text(text)
+        assert read == json.loads(text)
+        assert json.dumps(read) == text  # same types too: an int stays an int

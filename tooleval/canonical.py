@@ -33,6 +33,7 @@ __all__ = [
     "canonical_value", "canonical_json", "canonical_loads", "canonical_dumps", "parse_arguments", "diff_paths", "value_at", "strict_json_loads", "reject_duplicate_keys",
     "DuplicateKeyError", "repeated_keys", "repeated_key_at", "json_type_name",
     "json_value_problem", "text_holds_no_value_problem", "MAX_DEPTH", "MISSING", "dumps_text", "loads_text",
+    "may_hold_wide_integer",
 ]
 
 MAX_DEPTH = 200
@@ -311,17 +312,33 @@ def dumps_text(value: Any, *, sort_keys: bool = False) -> str:
 
 
 def loads_text(text: str | bytes) -> Any:
-    """The value of JSON text (orjson; the standard library reads what orjson refuses: an integer beyond 64 bits,
-    ``NaN``). Equal to ``json.loads(text)`` for any text ``json.loads`` reads, except that a repeated key keeps
-    its last value in both.
+    """The value of JSON text (orjson; the standard library reads what orjson refuses, ``NaN``, or reads to another
+    value: orjson reads an integer beyond 64 bits as a float, so text that may hold one,
+    :func:`may_hold_wide_integer`, is read by the standard library). Equal to ``json.loads(text)`` for any text
+    ``json.loads`` reads, except that a repeated key keeps its last value in both.
 
     Raises:
         ValueError: ``text`` is not JSON (``json.JSONDecodeError``).
     """
+    data = text.encode() if isinstance(text, str) else text
+    if may_hold_wide_integer(data):
+        return json.loads(text)
     try:
-        return orjson.loads(text)
+        return orjson.loads(data)
     except orjson.JSONDecodeError:
         return json.loads(text)
+
+
+_DIGITS_AS_ZEROS = bytes(0x30 if 0x30 <= byte <= 0x39 else 0x20 for byte in range(256))
+_WIDE_RUN = b"0" * 19
+
+
+def may_hold_wide_integer(data: bytes) -> bool:
+    """Whether JSON text (UTF-8 bytes) may hold an integer outside 64 bits, which orjson reads as a float instead
+    of refusing it: ``True`` when 19 digits follow one another anywhere (an integer below -2**63 or above 2**64 - 1
+    has at least 19; a long fraction or a digit run inside a string also answers ``True``, harmlessly). About
+    1.6 µs per KB (a translation and one substring search, both in C)."""
+    return data.translate(_DIGITS_AS_ZEROS).find(_WIDE_RUN) >= 0
 
 
 def canonical_dumps(value: Any) -> str:

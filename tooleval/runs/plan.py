@@ -97,16 +97,17 @@ class RunPlan(BaseModel):
     """Whether any trace records its generation request (only then does the join check read every case's input,
     so only then is the whole dataset's input set part of the scoring cache key)."""
 
-    def shard_items(self, shard) -> tuple[list[WorkItem], list[tuple[int, int]]]:
-        """Work items and their trace lines' ``(byte offset, line number)`` of one shard (a slice of
-        :attr:`index`'s table)."""
+    def shard_items(self, shard) -> tuple[list[WorkItem], list[tuple[int, int, bool]]]:
+        """Work items and their trace lines' ``(byte offset, line number, checked)`` of one shard (a slice of
+        :attr:`index`'s table; ``checked``: the plan found the line a valid recorded trace)."""
         with cyclic_gc_paused():
             items = [
                 WorkItem(case_id=c, case_digest=self.case_digests[c], trial=t, seed=s, trace_digest=d)
                 for c, t, s, d in zip(*(shard[name].to_pylist() for name in ("case_id", "trial", "seed",
                                                                              "line_digest")))
             ]
-        return items, list(zip(shard["offset"].to_pylist(), shard["line"].to_pylist()))
+        where = (shard[name].to_pylist() for name in ("offset", "line", "checked"))
+        return items, list(zip(*where))
 
     @property
     def items(self) -> list[WorkItem]:
@@ -300,7 +301,7 @@ def plan_run(
         agent=ReplayAgentConfig(traces_path=traces_source, traces_digest=index.digest),
         out=str(out_path),
         run_id=run_id,
-        index=ShardIndex.build(keys, size, offsets, line_digests),
+        index=ShardIndex.build(keys, size, offsets, line_digests, index.checked),
         case_digests={case_id: digests[case_id] for case_id in traced_cases},
         shard_size=size,
         has_requests=index.has_requests,

@@ -22,7 +22,7 @@ import math
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
+from typing import Collection, Iterator
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -102,7 +102,8 @@ class ShardIndex:
 
     Columns: ``case_id`` (string), ``trial`` (int32), ``seed`` (int64), ``offset`` (int64, -1 when unknown),
     ``line`` (int64, the trace line's number, 0 when unknown),
-    ``line_digest`` (string, null for a live agent), ``shard`` (int32, ascending).
+    ``line_digest`` (string, null for a live agent), ``checked`` (bool: the plan found the line a valid recorded
+    trace, :attr:`tooleval.capture.recorded.TraceIndex.checked`), ``shard`` (int32, ascending).
     """
 
     table: pa.Table
@@ -110,8 +111,9 @@ class ShardIndex:
 
     @classmethod
     def build(cls, keys: list[tuple[str, int]], shard_size: int, offsets: dict | None = None,
-              digests: dict | None = None) -> "ShardIndex":
-        """Index ``keys`` (unique (case_id, trial) pairs) into content-defined shards of about ``shard_size``."""
+              digests: dict | None = None, checked: Collection[int] = ()) -> "ShardIndex":
+        """Index ``keys`` (unique (case_id, trial) pairs) into content-defined shards of about ``shard_size``
+        (``checked``: the line numbers of ``offsets`` that the plan found valid recorded traces)."""
         keys = sorted(keys)
         offsets, digests = offsets or {}, digests or {}
         case_count = len({k[0] for k in keys})
@@ -132,6 +134,7 @@ class ShardIndex:
             "offset": pa.array([offsets.get(k, (-1, 0))[0] for k in keys], pa.int64()),
             "line": pa.array([offsets.get(k, (-1, 0))[1] for k in keys], pa.int64()),
             "line_digest": pa.array([digests.get(k) for k in keys], pa.string()),
+            "checked": pa.array([k in offsets and offsets[k][1] in checked for k in keys], pa.bool_()),
             "shard": pa.array(shards, pa.int32()),
         })
         return cls(table=table, cases_per_shard=per)

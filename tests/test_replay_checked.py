@@ -1,0 +1,95 @@
+"""The replay agent's fast read of a line the plan already validated: same records as the checked read, and never
+used for a line whose bytes changed since the plan or that orjson cannot read to the same values."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import shutil
+from pathlib import Path
+
+from tooleval.agents import replay_generate
+from tooleval.runs.plan import plan_run
+
+ROOT = Path(__file__).resolve().parents[1]
+BUNDLED = ROOT / "datasets" / "tau-bench-airline"
+
+
+def _unzipped_copy(tmp_path: Path) -> Path:
+    """The bundled tau-bench dataset with its traces as plain text (a gzip file has no offsets to seek to)."""
+    folder = tmp_path / "tau"
+    shutil.copytree(BUNDLED, folder)
+    with gzip.open(folder / "traces.jsonl.gz", "rb") as packed:
+        (folder / "traces.jsonl").write_bytes(packed.read())
+    (folder / "traces.jsonl.gz").unlink()
+    dataset = json.loads((folder / "dataset.json").read_text())
+    if dataset.get("traces"):
+        dataset["traces"] = "traces.jsonl"
+        (folder / "dataset.json").write_text(json.dumps(dataset))
+    return folder
+
+
+def _records(plan, checked: bool | None) -> list[dict]:
+    """Every record of the plan; ``checked=None`` keeps the plan's flags, ``False`` clears them (the checked
+    read of every line)."""
+    records = []
+    for shard in plan.index.shards():
+        items, offsets = plan.shard_items(shard)
+        if checked is False:
+            offsets = [(offset, number, False) for offset, number, _ in offsets]
+        records += list(replay_generate(plan.agent, items, offsets))
+    return records
+
+
+def test_the_plan_marks_every_valid_bundled_line_and_the_fast_read_gives_the_same_records(tmp_path):
+    folder = _unzipped_copy(tmp_path)
+    plan = plan_run(folder, folder / "traces.jsonl", tmp_path / "out", "r1", redaction=False)
+    # the bundled file: 200 lines, every one a valid recorded trace (data README: 200 rows, no row errors)
+    assert plan.index.rows == 200
+    assert plan.index.table["checked"].to_pylist() == [True] * 200
+    fast, checked = _records(plan, None), _records(plan, False)
+    assert len(fast) == 200 and all(r["error"] is None for r in fast)
+    assert fast == checked
+
+
+def _line(case_id: str, trial: int, extra: str = "") -> str:
+    return ('{"case_id": "%s", "trial": %d, "messages": [{"role": "user", "content": "hi"}, '
+            '{"role": "assistant", "content": "done"}]%s}' % (case_id, trial, extra))
+
+
+def _small_dataset(tmp_path: Path, lines: list[str]) -> Path:
+    folder = tmp_path / "small"
+    folder.mkdir()
+    cases = [{"case_id": f"c{i}", "input": [{"role": "user", "content": "hi"}], "expected_calls": []}
+             for i in range(len(lines))]
+    (folder / "cases.jsonl").write_text("".join(json.dumps(c) + "\n" for c in cases))
+    (folder / "dataset.json").write_text(json.dumps({"name": "small", "revision": "r1", "schema_version": 1}))
+    (folder / "traces.jsonl").write_text("".join(line + "\n" for line in lines))
+    return folder
+
+
+def test_a_line_orjson_cannot_read_and_a_line_with_a_problem_go_the_checked_way(tmp_path):
+    lines = [
+        _line("c0", 0),
+        _line("c1", 0, ', "metadata": {"big": %d}' % (2 ** 70)),  # valid, beyond orjson's 64-bit integers
+        _line("c2", 0, ', "metadata": {"a": 1, "a": 2}'),  # a repeated key: a row error, never the fast read
+    ]
+    folder = _small_dataset(tmp_path, lines)
+    plan = plan_run(folder, folder / "traces.jsonl", tmp_path / "out", "r1", redaction=False)
+    assert plan.index.table["checked"].to_pylist() == [True, True, False]
+    fast, checked = _records(plan, None), _records(plan, False)
+    assert fast == checked
+    assert json.loads(fast[1]["payload_json"])["metadata"]["big"] == 2 ** 70
+    assert fast[2]["payload_json"] is None and "repeats the key 'a'" in fast[2]["error"]
+
+
+def test_a_line_changed_after_the_plan_is_read_and_judged_again(tmp_path):
+    folder = _small_dataset(tmp_path, [_line("c0", 0), _line("c1", 0)])
+    plan = plan_run(folder, folder / "traces.jsonl", tmp_path / "out", "r1", redaction=False)
+    assert plan.index.table["checked"].to_pylist() == [True, True]
+    # same key, now with a repeated key: its bytes no longer have the planned digest, so it is judged anew
+    changed = [_line("c0", 0), _line("c1", 0, ', "metadata": {"a": 1, "a": 2}')]
+    (folder / "traces.jsonl").write_text("".join(line + "\n" for line in changed))
+    records = _records(plan, None)
+    assert records[0]["error"] is None
+    assert records[1]["payload_json"] is None and "repeats the key 'a'" in records[1]["error"]
