@@ -33,7 +33,7 @@ __all__ = [
     "canonical_value", "canonical_json", "canonical_loads", "canonical_dumps", "parse_arguments", "diff_paths", "value_at", "strict_json_loads", "reject_duplicate_keys",
     "DuplicateKeyError", "repeated_keys", "repeated_key_at", "json_type_name",
     "json_value_problem", "text_holds_no_value_problem", "MAX_DEPTH", "MISSING", "dumps_text", "loads_text",
-    "may_hold_wide_integer",
+    "may_hold_wide_integer", "nesting_within",
 ]
 
 MAX_DEPTH = 200
@@ -226,6 +226,25 @@ def _is_lone_surrogate_free(text: str) -> bool:
         text.encode("utf-8")
     except UnicodeEncodeError:
         return False
+    return True
+
+
+def nesting_within(value: Any, max_depth: int = MAX_DEPTH) -> bool:
+    """Whether a parsed JSON value nests at most ``max_depth`` objects/lists (the top-level one is depth 1), found
+    by walking its objects and lists only (without recursion), never looking into a string: the one check of
+    :func:`json_value_problem` left for a value orjson read, since orjson refuses non-finite numbers and lone
+    surrogates itself."""
+    level: list[Any] = [value] if isinstance(value, (dict, list)) else []
+    depth = 0
+    while level:
+        depth += 1
+        if depth > max_depth:
+            return False
+        below: list[Any] = []
+        for item in level:
+            children = item.values() if type(item) is dict else item
+            below += [child for child in children if isinstance(child, (dict, list))]
+        level = below
     return True
 
 

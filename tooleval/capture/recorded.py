@@ -40,11 +40,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Collection, Iterator
 
+import orjson
 from pydantic import ValidationError
 
 from tooleval import settings
-from tooleval.canonical import (DuplicateKeyError, json_type_name, json_value_problem, reject_duplicate_keys,
-                                repeated_key_at, repeated_keys, text_holds_no_value_problem)
+from tooleval.canonical import (MAX_DEPTH, DuplicateKeyError, json_type_name, json_value_problem,
+                                may_hold_wide_integer, nesting_within, reject_duplicate_keys, repeated_key_at,
+                                repeated_keys, text_holds_no_value_problem)
 from tooleval.errors import InputFileError, RowError
 from tooleval.models import TRIAL_MAX, RecordedTrace
 
@@ -67,9 +69,10 @@ class TraceLine:
     """The error kind of ``problem`` (:data:`tooleval.storage.ERROR_KINDS`): ``bad_trace``, ``duplicate_key`` or
     ``unreadable_trace`` (the line is not a JSON object)."""
     plain: bool = False
-    """The line's text alone proves :func:`~tooleval.canonical.json_value_problem` finds nothing in ``data``
-    (:func:`~tooleval.canonical.text_holds_no_value_problem`, on a line the strict first reading parsed, so it holds
-    no non-finite number), so :func:`trace_line_problem` does not walk it."""
+    """The reading proves :func:`~tooleval.canonical.json_value_problem` finds nothing in ``data``, so
+    :func:`trace_line_problem` does not walk it: orjson read the line (it refuses non-finite numbers and lone
+    surrogates) and it nests at most :data:`~tooleval.canonical.MAX_DEPTH` levels, or the strict reading parsed
+    it (no non-finite number) and :func:`~tooleval.canonical.text_holds_no_value_problem` holds."""
 
 
 def file_digest(path: Path) -> str:
@@ -263,9 +266,47 @@ expression over each ~1 KB bfcl line cost ~60 µs, more than the parse). It also
 key, which ``json.loads`` would hide (about 1.3 times the plain parse's CPU time on tau-bench and bfcl lines)."""
 
 
+def _fast_object(text: str) -> dict | None:
+    """The object a line holds, read by orjson, when that reading provably equals the strict reading below and
+    the line repeats no key; ``None`` when it cannot tell (the line is then read the strict way).
+
+    orjson refuses what the strict reader refuses (``NaN``, ``Infinity``, a float out of range, a lone surrogate,
+    nesting past its limit) and reads everything else to the same values, but for an integer beyond 64 bits
+    (:func:`~tooleval.canonical.may_hold_wide_integer` sends such a line the strict way) and a repeated key, whose
+    earlier member it drops silently. A dropped member is seen by counting colons: in the line, every member has
+    one and every colon in a string is itself; in orjson's compact writing of what it read, likewise. With no
+    repeated key both hold the same members and strings, so the counts are equal; a dropped member takes its own
+    colon away (and any in its value), so the written count is lower. A colon spelled as an escape (``\\u003a``)
+    would break the equality of strings: such a line is read the strict way."""
+    try:
+        data = text.encode()
+    except UnicodeEncodeError:  # a lone surrogate character: the strict way names it
+        return None
+    if b"\\u003" in data and _ESCAPED_COLON.search(data) or may_hold_wide_integer(data):
+        return None
+    try:
+        value = orjson.loads(data)
+    except orjson.JSONDecodeError:
+        return None
+    if type(value) is not dict:
+        return None
+    try:
+        written = orjson.dumps(value)
+    except (TypeError, orjson.JSONEncodeError):  # nested past orjson's writing limit: the strict way names it
+        return None
+    return value if written.count(b":") == data.count(b":") else None
+
+
+_ESCAPED_COLON = re.compile(rb"\\u003[aA]")
+
+
 def _read_trace_line(number: int, text: str) -> TraceLine:
     """Read one (non-blank) traces-file line; whatever is wrong with it becomes the :class:`TraceLine`'s problem,
     never an exception (the module docstring lists what each problem becomes)."""
+    data = _fast_object(text)
+    if data is not None:  # orjson refused non-finite numbers and lone surrogates: only the nesting is left to see
+        plain = text.count("{") + text.count("[") < MAX_DEPTH or nesting_within(data, MAX_DEPTH)
+        return TraceLine(number, data, plain=plain)
     try:
         try:
             _REPEATS.found = False
