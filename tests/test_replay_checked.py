@@ -4,12 +4,14 @@ used for a line whose bytes changed since the plan or that orjson cannot read to
 from __future__ import annotations
 
 import gzip
+import hashlib
 import json
 import shutil
 from pathlib import Path
 
 from tooleval.agents import replay_generate
 from tooleval.runs.plan import plan_run
+from tooleval.runs.shards import scan_lines
 
 ROOT = Path(__file__).resolve().parents[1]
 BUNDLED = ROOT / "datasets" / "tau-bench-airline"
@@ -93,3 +95,27 @@ def test_a_line_changed_after_the_plan_is_read_and_judged_again(tmp_path):
     records = _records(plan, None)
     assert records[0]["error"] is None
     assert records[1]["payload_json"] is None and "repeats the key 'a'" in records[1]["error"]
+
+
+def test_the_one_read_of_the_plan_finds_the_offsets_and_digests_a_second_scan_finds(tmp_path):
+    # CRLF and LF line ends, a blank line and an unreadable line before the last trace: each line's byte offset
+    # and digest (without its line end) as scan_lines finds them reading the file again, and the file's digest
+    folder = _small_dataset(tmp_path, [_line("c0", 0)])
+    raw = (_line("c0", 0) + "\r\n\n" + "not json\n" + _line("c1", 0) + "\n" + _line("c2", 0)).encode()
+    (folder / "traces.jsonl").write_bytes(raw)
+    cases = [{"case_id": f"c{i}", "input": "hi", "expected_calls": []} for i in range(3)]
+    (folder / "cases.jsonl").write_text("".join(json.dumps(c) + "\n" for c in cases))
+    plan = plan_run(folder, folder / "traces.jsonl", tmp_path / "out", "r1", redaction=False)
+    table = plan.index.table
+    keys = list(zip(table["case_id"].to_pylist(), table["trial"].to_pylist()))
+    assert keys == [("c0", 0), ("c1", 0), ("c2", 0)]
+    # by hand: line 1 at 0, line 4 after line 1 + CRLF, the blank line and "not json\n"; line 5 after line 4's LF
+    first = len(_line("c0", 0))
+    assert table["offset"].to_pylist() == [0, first + 2 + 1 + 9, first + 2 + 1 + 9 + len(_line("c1", 0)) + 1]
+    assert table["line"].to_pylist() == [1, 4, 5]
+    offsets, digests = scan_lines(folder / "traces.jsonl", dict(zip([1, 4, 5], keys)))
+    assert table["offset"].to_pylist() == [offsets[k][0] for k in keys]
+    assert table["line_digest"].to_pylist() == [digests[k] for k in keys]
+    assert table["line_digest"].to_pylist()[0] == hashlib.sha256(_line("c0", 0).encode()).hexdigest()[:32]
+    assert plan.agent.traces_digest == hashlib.sha256(raw).hexdigest()
+    assert [r["error"] for r in _records(plan, None)] == [None, None, None]

@@ -436,6 +436,9 @@ class TraceIndex:
     repeated key, no value :func:`trace_line_problem` would name) and valid as a :class:`RecordedTrace`. The
     replay agent reads such a line again, unchanged (same bytes), with the plain fast reader and no second
     validation."""
+    places: dict[int, tuple[int, str]] = field(default_factory=dict)
+    """Line number -> (byte offset of the line, sha256 (32 hex) of its bytes without the line end), for every
+    line of an uncompressed file (a gzip file has no offsets to seek to: empty), found while it was read."""
 
 
 def read_trace_line(number: int, text: str) -> TraceLine:
@@ -480,8 +483,21 @@ def index_traces(path: Path) -> TraceIndex:
     Raises:
         InputFileError: the file is missing, not gzip, or holds a line longer than :func:`max_line_bytes`.
     """
-    index = TraceIndex(path=path, digest=file_digest(path))
-    for line in iter_trace_lines(path, keep_unreadable=True):
+    compressed = path.name.endswith(".gz")
+    index = TraceIndex(path=path, digest=file_digest(path) if compressed else "")
+    whole = hashlib.sha256()
+    position = 0
+
+    def read(number: int, raw: bytes) -> TraceLine | None:
+        # the file is read once: its digest, each line's place and digest, and the line itself
+        nonlocal position
+        whole.update(raw)
+        index.places[number] = (position, hashlib.sha256(raw.rstrip(b"\r\n")).hexdigest()[:32])
+        position += len(raw)
+        return _read_trace_bytes(number, raw)
+
+    for line in iter_json_lines(path, missing="traces file not found.", fix="check the --traces path.",
+                                parse_line=_read_trace_bytes if compressed else read):
         if line.kind == UNREADABLE:
             index.errors.append(RowError(UNREADABLE, None, None, f"{line.problem}; a trace line must be one JSON "
                                          "object: repair or remove it", str(path), line.line))
@@ -514,6 +530,8 @@ def index_traces(path: Path) -> TraceIndex:
             )
             continue
         index.keys[key] = line.line
+    if not compressed:
+        index.digest = whole.hexdigest()
     return index
 
 
