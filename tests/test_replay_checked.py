@@ -119,3 +119,34 @@ def test_the_one_read_of_the_plan_finds_the_offsets_and_digests_a_second_scan_fi
     assert table["line_digest"].to_pylist()[0] == hashlib.sha256(_line("c0", 0).encode()).hexdigest()[:32]
     assert plan.agent.traces_digest == hashlib.sha256(raw).hexdigest()
     assert [r["error"] for r in _records(plan, None)] == [None, None, None]
+
+
+def test_an_integer_beyond_64_bits_keeps_its_value_through_generation_and_capture(tmp_path):
+    # orjson reads 2**70 as the float 1.1805916207174113e+21; the stage files are JSON text read back by each
+    # stage, so the envelope's metadata and its tool call arguments must still hold the integer itself
+    from tasks import capture_shard, generate_shard
+    from tooleval.runs.shards import run_scopes
+    from tooleval.storage.stages import read_stage_table, stage_dir
+    from tooleval.versions import scorer_version
+
+    wide = 2 ** 70 + 1  # not a float: the nearest double is 2**70
+    line = ('{"case_id": "c0", "trial": 0, "messages": [{"role": "user", "content": "hi"}, {"role": "assistant", '
+            '"content": null, "tool_calls": [{"id": "t1", "type": "function", "function": {"name": "pay", '
+            '"arguments": {"account": %d}}}]}], "metadata": {"ledger_id": %d}}' % (wide, wide))
+    folder = _small_dataset(tmp_path, [line])
+    plan = plan_run(folder, folder / "traces.jsonl", tmp_path / "out", "r1", redaction=False)
+    gscope, _ = run_scopes(plan)
+    dirs = {name: stage_dir(plan.out, name) for name in ("generation", "capture")}
+    for path in dirs.values():
+        path.mkdir(parents=True, exist_ok=True)
+    shard = next(plan.index.shards())
+    items, offsets = plan.shard_items(shard)
+    generated = generate_shard.fn(plan.agent, items, plan.dataset, plan.redaction, plan.out,
+                                  str(dirs["generation"]), plan.executor, offsets=offsets, scope=gscope)
+    captured = capture_shard.fn(generated, plan.dataset.tool_schema_version, scorer_version(), str(dirs["capture"]))
+    envelope = read_stage_table(captured).to_pylist()[0]
+    assert envelope["error"] is None
+    assert json.loads(envelope["metadata_json"])["ledger_id"] == wide
+    messages = json.loads(envelope["messages_json"])
+    assert messages[1]["tool_calls"][0]["function"]["arguments"] == {"account": wide}
+    assert type(json.loads(envelope["metadata_json"])["ledger_id"]) is int
