@@ -48,11 +48,13 @@ def message_text(message: dict[str, Any]) -> str:
 
 def assistant_replies(messages: list[dict[str, Any]]) -> list[tuple[int, str]]:
     """``(index, text)`` of every assistant message with non-blank text (what the user was told)."""
-    return [
-        (i, message_text(m))
-        for i, m in enumerate(messages)
-        if isinstance(m, dict) and m.get("role") == "assistant" and message_text(m).strip()
-    ]
+    replies = []
+    for i, m in enumerate(messages):
+        if isinstance(m, dict) and m.get("role") == "assistant":
+            text = message_text(m)
+            if text.strip():
+                replies.append((i, text))
+    return replies
 
 
 def messages_from_calls(observed: list[Call]) -> list[dict[str, Any]]:
@@ -71,7 +73,15 @@ def messages_from_calls(observed: list[Call]) -> list[dict[str, Any]]:
 
 
 def _is_error(message: dict[str, Any]) -> bool:
-    return message.get("error") is True or message_text(message).lstrip().casefold().startswith("error:")
+    if message.get("error") is True:
+        return True
+    # only the head of a result decides (a result can be long JSON): casefold maps each character on its own,
+    # so the folded head starts with "error:" exactly when the whole folded text does
+    text = message_text(message)
+    head = text[:64].lstrip()
+    if len(head) < 6 and len(text) > 64:  # the first 64 characters were (nearly) all whitespace
+        head = text.lstrip()
+    return head[:6].casefold().startswith("error:")
 
 
 def trajectory(messages: list[dict[str, Any]], observed: list[Call]) -> list[Step]:
