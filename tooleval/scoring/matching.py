@@ -34,7 +34,7 @@ import numpy as np
 from tooleval.canonical import diff_paths
 from tooleval.models import NOT_CAPTURED_KEY, Call
 
-__all__ = ["WrongArgs", "MatchResult", "match_calls", "match_evidence", "f1_score", "duplicate_count", "optimal_pairs"]
+__all__ = ["WrongArgs", "MatchResult", "match_calls", "match_calls_evidence", "match_evidence", "f1_score", "duplicate_count", "optimal_pairs"]
 
 
 @dataclass(frozen=True)
@@ -246,17 +246,28 @@ def match_calls(expected: list[Call], observed: list[Call]) -> MatchResult:
         A :class:`MatchResult`. ``missing_calls`` holds every unmatched expected call and ``extra_calls`` every
         unmatched observed call (including those paired in ``wrong_args`` and malformed ones).
     """
-    expected_counts = Counter(call.key for call in expected)
-    observed_counts = Counter(call.key for call in observed)
+    return MatchResult(**match_calls_evidence(expected, observed))
+
+
+def match_calls_evidence(expected: list[Call], observed: list[Call]) -> dict:
+    """:func:`match_calls` as the keyword arguments of a :class:`MatchResult` (:func:`match_evidence`), for a
+    caller that builds a subclass of it."""
+    expected_counts = Counter([call.key for call in expected])
+    observed_counts = Counter([call.key for call in observed])
     matched = expected_counts & observed_counts
     tp = sum(matched.values())
-    missing = _remove_matched(expected, matched)
-    extra = _remove_matched(observed, matched)
-    by_name, missing, extra = _match_names(missing, extra)
-    tp += by_name
-    wrong = _pair_wrong_args(missing, extra)
+    if tp == len(expected) and tp == len(observed):  # every call matched by key: nothing is left to pair
+        missing: list[Call] = []
+        extra: list[Call] = []
+        wrong: list[WrongArgs] = []
+    else:
+        missing = _remove_matched(expected, matched)
+        extra = _remove_matched(observed, matched)
+        by_name, missing, extra = _match_names(missing, extra)
+        tp += by_name
+        wrong = _pair_wrong_args(missing, extra)
     duplicates = duplicate_count(expected_counts, observed_counts)
-    return MatchResult(**match_evidence(expected, observed, tp, missing, extra, wrong, duplicates))
+    return match_evidence(expected, observed, tp, missing, extra, wrong, duplicates)
 
 
 def duplicate_count(expected: Counter, observed: Counter) -> int:
