@@ -82,13 +82,14 @@ def f1_score(tp: int, fp: int, fn: int) -> float:
     return 1.0 if denominator == 0 else 2 * tp / denominator
 
 
-def _remove_matched(calls: list[Call], budget: Counter) -> list[Call]:
+def _remove_matched(calls: list[Call], budget: dict) -> list[Call]:
     """Return the calls left after consuming ``budget[key]`` occurrences of each key, in original order."""
-    left = Counter(budget)
+    left = dict(budget)
     unmatched = []
     for call in calls:
-        if left[call.key] > 0:
-            left[call.key] -= 1
+        key = call.key
+        if left.get(key, 0) > 0:
+            left[key] -= 1
         else:
             unmatched.append(call)
     return unmatched
@@ -254,7 +255,9 @@ def match_calls_evidence(expected: list[Call], observed: list[Call]) -> dict:
     caller that builds a subclass of it."""
     expected_counts = Counter([call.key for call in expected])
     observed_counts = Counter([call.key for call in observed])
-    matched = expected_counts & observed_counts
+    # the multiset intersection (Counter's ``&``, without building a Counter): counts are positive
+    matched = {key: min(count, other) for key, count in expected_counts.items()
+               if (other := observed_counts.get(key, 0)) > 0}
     tp = sum(matched.values())
     if tp == len(expected) and tp == len(observed):  # every call matched by key: nothing is left to pair
         missing: list[Call] = []
