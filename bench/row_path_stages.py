@@ -5,19 +5,22 @@ before and after a change to the row path).
 Run from the repository root (OUT: a scratch results folder; its redaction key is made there unless
 TOOLEVAL_REDACTION_KEY is set):
 
-    .venv/bin/python bench/row_path_stages.py DATASET OUT [MAX_ROWS] [--profile FILE]
+    .venv/bin/python bench/row_path_stages.py DATASET OUT [MAX_ROWS] [--profile FILE] [--gc-paused]
 
 Prints seconds and microseconds per row for each stage and rows per second overall (the redactor's one-time
-build, about a second, falls in the first generation).
+build, about a second, falls in the first generation). ``--gc-paused`` runs each shard's stages with the cyclic
+garbage collector paused, as a worker runs them (``flows/_shards.run_shard``); without it the collector's full
+passes over the bench's heap fall in whichever stage allocates when they come (mostly scoring).
 """
 import cProfile
+import contextlib
 import os
 import sys
 import time
 
 sys.path.insert(0, os.getcwd())
 from tooleval.runs.plan import plan_run
-from tooleval.runs.shards import run_scopes, scoring_key
+from tooleval.runs.shards import cyclic_gc_paused, run_scopes, scoring_key
 from tooleval.storage.stages import stage_dir
 from tooleval.versions import scorer_version
 from tooleval.scoring.ragas_metric import ragas_version
@@ -26,6 +29,7 @@ from tasks import capture_shard, generate_shard, score_shard
 dataset, out = sys.argv[1], sys.argv[2]
 max_rows = int(sys.argv[3]) if len(sys.argv) > 3 and not sys.argv[3].startswith("-") else 10**9
 prof = sys.argv[sys.argv.index("--profile") + 1] if "--profile" in sys.argv else None
+paused = cyclic_gc_paused if "--gc-paused" in sys.argv else contextlib.nullcontext
 plan = plan_run(dataset, None, out, "stages", workers=2)
 gscope, sscope = run_scopes(plan)
 dirs = {n: str(stage_dir(plan.out, n)) for n in ("generation", "capture", "scoring")}
@@ -36,15 +40,16 @@ profiler = cProfile.Profile() if prof else None
 for shard in plan.index.shards():
     items, offsets = plan.shard_items(shard)
     if profiler: profiler.enable()
-    a = time.perf_counter()
-    g = generate_shard.fn(plan.agent, items, plan.dataset, plan.redaction, plan.out, dirs["generation"], plan.executor,
-                          offsets=offsets, scope=gscope)
-    b = time.perf_counter()
-    c = capture_shard.fn(g, plan.dataset.tool_schema_version, scorer_version(), dirs["capture"])
-    d = time.perf_counter()
-    s = score_shard.fn(c, plan.dataset, plan.redaction, scorer_version(), ragas_version(), plan.out, dirs["scoring"],
-                       scope=scoring_key(sscope, items))
-    e = time.perf_counter()
+    with paused():
+        a = time.perf_counter()
+        g = generate_shard.fn(plan.agent, items, plan.dataset, plan.redaction, plan.out, dirs["generation"],
+                              plan.executor, offsets=offsets, scope=gscope)
+        b = time.perf_counter()
+        c = capture_shard.fn(g, plan.dataset.tool_schema_version, scorer_version(), dirs["capture"])
+        d = time.perf_counter()
+        s = score_shard.fn(c, plan.dataset, plan.redaction, scorer_version(), ragas_version(), plan.out,
+                           dirs["scoring"], scope=scoring_key(sscope, items))
+        e = time.perf_counter()
     if profiler: profiler.disable()
     t["generation"] += b - a; t["capture"] += d - b; t["scoring"] += e - d; rows += len(items)
     if rows >= max_rows: break

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from conftest import examples
 from tooleval.rules import _replies
-from tooleval.rules._replies import DEFAULT_LISTS, _phrase_words, _WordIndex, read_reply
+from tooleval.rules._replies import DEFAULT_LISTS, _phrase_words, _WordIndex, read_reply, reply_reader
 
 NAMES = ("affirmatives", "negations", "not_affirmative", "deferrals", "refusals", "hedges", "conditions")
 
@@ -81,6 +81,21 @@ def test_a_cached_verdict_equals_a_fresh_reading(text, lists):
     fresh = _replies._verdict(text, _index(lists))
     assert read_reply(text, lists) == fresh
     assert read_reply(text, dict(lists)) == fresh  # another dict of the same content: the same cached answer
+
+
+@settings(max_examples=examples(300), deadline=None)
+@given(texts, lists_strategy)
+def test_a_reader_with_fixed_lists_reads_as_read_reply(text, lists):
+    assert reply_reader(lists)(text) == read_reply(text, lists)
+
+
+def test_a_reader_by_hand():
+    read = reply_reader()
+    assert (read("Sounds good."), read("No thanks."), read("Maybe later?")) == ("confirmed", "refused", "refused")
+    lists = {name: phrases for name, phrases in DEFAULT_LISTS.items() if name != "refusals"}
+    assert reply_reader(lists)("Yes, go ahead.") == "confirmed"  # a reader is built without the missing list
+    with pytest.raises(KeyError, match="refusals"):
+        reply_reader(lists)("No thanks.")
 
 
 def test_the_cache_answers_for_the_lists_content_not_the_dict():

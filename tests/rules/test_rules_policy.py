@@ -255,6 +255,18 @@ class TestTrajectory:
         steps = trajectory(msgs, calls_from_messages(msgs))
         assert [(s.call.name, s.result_index, s.failed) for s in steps] == [("lookup", 1, False), ("refund", 2, True)]
 
+    @pytest.mark.parametrize(("content", "failed"), [
+        (" " * 62 + "Error: no", True),  # the prefix starts past the first 64 characters' last few
+        ("\n" * 100 + "ERROR: no", True),  # only whitespace in the first 64 characters; capitals fold
+        (" " * 70 + "Err", False),  # "err" is not "error:"
+        ('{"status": "error: none"}' + " " * 100, False),  # a JSON result that mentions an error
+    ])
+    def test_an_error_result_is_read_from_its_first_words(self, content, failed):
+        msgs = [{"role": "assistant", "content": None, "tool_calls": [
+                    {"id": "a", "type": "function", "function": {"name": "refund", "arguments": "{}"}}]},
+                {"role": "tool", "tool_call_id": "a", "content": content}]
+        assert trajectory(msgs, calls_from_messages(msgs))[0].failed is failed
+
     def test_tau2_error_flag(self):
         msgs = [{"role": "assistant", "content": None, "tool_calls": [{"id": "a", "name": "lookup", "arguments": {}}]},
                 {"role": "tool", "tool_call_id": "a", "content": "nope", "error": True}]

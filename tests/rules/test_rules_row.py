@@ -9,6 +9,7 @@ from rules_helpers import call, calls, messages
 from tooleval.scoring.matching import match_calls
 from tooleval.models import Case, ToolSpec, calls_from_messages
 from tooleval.rules import evaluate_row
+from tooleval.rules._row import case_rules
 from tooleval.storage import CALL_TYPE, WRONG_ARGS_TYPE
 
 PROPOSED = pa.schema([  # the columns issue 3 adds to rows (the lead owns ROW_SCHEMA)
@@ -46,6 +47,20 @@ def test_columns_fit_the_proposed_arrow_types():
     assert columns["blocking"] and columns["mismatch_categories"] == ["schema"]
     assert [(f["kind"], f["path"]) for f in columns["schema_findings"]] == [("wrong_type", "cents")]
     assert columns["coercions"][0]["to_value"] == "100"
+
+
+def test_rules_resolved_once_by_the_caller_give_the_same_row():
+    # the scoring stage resolves a case's rules once and passes them for each of its rows: "100" is coerced to the
+    # reference's 100 either way (f1 1.0, one coercion), and the forbidden get is reported either way
+    case = Case(case_id="a", input="", expected_calls=[call("get", id="A"), call("pay", cents=100)],
+                forbidden_tools=["get"])
+    msgs = messages("pay", (call("get", id="A"), {}), (call("pay", cents="100"), {}))
+    resolved = case_rules(case, TOOLS)
+    rows = [evaluate_row(case, TOOLS, msgs, calls_from_messages(msgs), rules=rules).columns()
+            for rules in (None, resolved, resolved)]
+    assert rows[0] == rows[1] == rows[2]
+    assert rows[1]["f1"] == 1.0 and [c["to_value"] for c in rows[1]["coercions"]] == ["100"]
+    assert [v["rule"] for v in rows[1]["violations"]] == ["forbidden_tool", "tool_schema"]
 
 
 def test_metric_columns_equal_match_calls_without_rules():

@@ -54,6 +54,24 @@ def test_wrong_type_string_for_number_and_number_for_boolean() -> None:
                             (0, "wrong_type", "order_id")]
 
 
+def test_a_repeated_call_has_the_same_findings_at_its_own_position() -> None:
+    # findings are kept per (tool, arguments): the second row's call is answered from them, at its own index
+    call = Call.from_raw("refund", '{"order_id": "A", "items": [{"qty": 1}], "reason": "x"}')
+    found = [("missing_required", "amount_cents"), ("missing_required", "items[0].sku"),
+             ("unknown_parameter", "reason")]
+    assert _kinds(call) == [(0, kind, path) for kind, path in found]
+    assert _kinds(Call.from_raw("ping", "{}"), call) == [(1, kind, path) for kind, path in found]
+
+
+def test_findings_quote_each_call_s_arguments_in_their_own_key_order() -> None:
+    # jsonschema quotes the value as written ("%r is not of type %r"): two calls equal but for key order each get
+    # their own text, whichever was seen first
+    a = Call.from_raw("refund", '{"order_id": "A", "amount_cents": 1, "items": {"sku": "x", "qty": 2}}')
+    b = Call.from_raw("refund", '{"order_id": "A", "amount_cents": 1, "items": {"qty": 2, "sku": "x"}}')
+    assert [f.detail for f in schema_findings([a, b, a, b], TOOLS)] == [
+        "{'sku': 'x', 'qty': 2} is not of type 'array'", "{'qty': 2, 'sku': 'x'} is not of type 'array'"] * 2
+
+
 def test_malformed_calls_and_datasets_without_tools_are_not_checked() -> None:
     assert _kinds(Call.from_raw("refund", '{"order_id": ')) == []
     assert schema_findings([Call.from_raw("anything", "{}")], {}) == []

@@ -35,7 +35,7 @@ from tooleval.rules._replies import (
     DEFAULT_NOT_AFFIRMATIVE,
     DEFAULT_REFUSALS,
     ReplyVerdict,
-    read_reply,
+    reply_reader,
     words,
 )
 from tooleval.rules._trajectory import message_text
@@ -152,10 +152,11 @@ class KeywordConfirmation:
     def __init__(self, config: ConfirmationConfig | None = None) -> None:
         self.config = config or ConfirmationConfig()
         self._lists = self.config.word_lists()
+        self._read = reply_reader(self._lists)  # the lists are this detector's own and never change
 
     def read(self, text: str) -> ReplyVerdict:
         """The verdict of one user message's words (:func:`tooleval.rules._replies.read_reply`)."""
-        return read_reply(text, self._lists)
+        return self._read(text)
 
     def is_affirmative(self, text: str) -> bool:
         """Whether one user message confirms by its words."""

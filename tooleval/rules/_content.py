@@ -17,13 +17,14 @@ __all__ = ["missing_outputs", "leaked_values", "confidential_values"]
 
 
 def _normal(text: str, ignore_chars: str) -> str:
-    if ignore_chars:
-        text = text.translate({ord(c): None for c in ignore_chars})
+    for char in ignore_chars:  # removing each character in turn removes them all (str.replace: no table per call)
+        text = text.replace(char, "")
     return text.casefold()
 
 
 def missing_outputs(
-    messages: list[dict[str, Any]], expected: list[str], *, scope: str = "final_reply", ignore_chars: str = ""
+    messages: list[dict[str, Any]], expected: list[str], *, scope: str = "final_reply", ignore_chars: str = "",
+    replies: list[tuple[int, str]] | None = None,
 ) -> list[str]:
     """The expected strings the reply does not contain.
 
@@ -34,14 +35,17 @@ def missing_outputs(
             ``any_reply`` (any assistant text, as tau-bench's reward checks its ``outputs``).
         ignore_chars: Characters removed from the reply and the expected string before comparing (tau-bench
             removes ``,`` from the reply); comparison is case-insensitive.
+        replies: :func:`~tooleval.rules._trajectory.assistant_replies` of ``messages``, when the caller has them.
 
     Returns:
         The missing strings, in case order.
     """
-    replies = [text for _, text in assistant_replies(messages)]
+    if not expected:  # nothing to look for: the replies need not be read
+        return []
+    texts = [text for _, text in (assistant_replies(messages) if replies is None else replies)]
     if scope == "final_reply":
-        replies = replies[-1:]
-    haystacks = [_normal(text, ignore_chars) for text in replies]
+        texts = texts[-1:]
+    haystacks = [_normal(text, ignore_chars) for text in texts]
     return [s for s in expected if not any(_normal(s, ignore_chars) in h for h in haystacks)]
 
 
@@ -82,7 +86,8 @@ def _appears(value: str, text: str) -> bool:
 
 
 def leaked_values(
-    messages: list[dict[str, Any]], steps: list[Step], confidential: dict[str, list[str]], *, min_length: int = 4
+    messages: list[dict[str, Any]], steps: list[Step], confidential: dict[str, list[str]], *, min_length: int = 4,
+    replies: list[tuple[int, str]] | None = None,
 ) -> list[tuple[Step, str, str, int]]:
     """Confidential tool-result values that a later assistant message repeats.
 
@@ -91,6 +96,7 @@ def leaked_values(
         steps: Its calls (:func:`tooleval.rules._trajectory.trajectory`).
         confidential: Tool name -> ``confidential_fields`` from tools.json.
         min_length: Shortest value checked.
+        replies: :func:`~tooleval.rules._trajectory.assistant_replies` of ``messages``, when the caller has them.
 
     Returns:
         ``(step, field, value, assistant message index)`` for the first assistant message quoting each distinct
@@ -100,7 +106,7 @@ def leaked_values(
     """
     leaks: list[tuple[Step, str, str, int]] = []
     seen: set[tuple[str, str, str]] = set()
-    replies = assistant_replies(messages)
+    replies = assistant_replies(messages) if replies is None else replies
     for step in steps:
         fields = confidential.get(step.call.name)
         if not fields or step.result_index is None:

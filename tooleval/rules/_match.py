@@ -25,8 +25,8 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field, fields, replace
 
 from tooleval.canonical import canonical_json
-from tooleval.scoring.matching import (MatchResult, WrongArgs, duplicate_count, match_calls, match_evidence,
-                                       optimal_pairs)
+from tooleval.scoring.matching import (MatchResult, WrongArgs, duplicate_count, match_calls_evidence,
+                                       match_evidence, optimal_pairs)
 from tooleval.models import Call
 from tooleval.rules._arguments import (
     ArgumentRules,
@@ -187,11 +187,11 @@ def match_with_rules(expected: list[Call], observed: list[Call], rules: Argument
         (and has no coercions).
     """
     if rules is None:
-        result = match_calls(expected, observed)
-        matches = mode.holds(len(expected), len(observed), result.fp, result.fn,
+        evidence = match_calls_evidence(expected, observed)
+        matches = mode.holds(len(expected), len(observed), evidence["fp"], evidence["fn"],
                              lambda i, j: expected[i].key == observed[j].key
                              or (not observed[j].args_captured and expected[i].name == observed[j].name))
-        return RuleMatch.from_match(result, calls_match=matches)
+        return RuleMatch(**evidence, calls_match=matches)
     coercions: list[Coercion] = []
     effective: list[dict | None] = []
     for index, call in enumerate(observed):
@@ -252,4 +252,6 @@ def match_plans(plans: list[list[Call]], observed: list[Call], rules: ArgumentRu
         matches = matches or result.calls_match
         if best is None or result.f1 > best.f1:
             best, best_index = result, index
-    return replace(best, chosen_plan=best_index, calls_match=matches), best_index
+    if best.chosen_plan != best_index or best.calls_match != matches:  # most rows: one plan, already so
+        best = replace(best, chosen_plan=best_index, calls_match=matches)
+    return best, best_index

@@ -86,7 +86,11 @@ class MatchMode:
     @classmethod
     def of_case(cls, case) -> "MatchMode":
         """The mode of a :class:`tooleval.models.Case` (its ``match_mode`` and ``ordered``)."""
-        return cls(case.match_mode, case.ordered, getattr(case, "pairing", "maximum") == "first_fit")
+        key = (cls, case.match_mode, case.ordered, getattr(case, "pairing", "maximum") == "first_fit")
+        mode = _OF_CASE.get(key)
+        if mode is None:  # a handful of modes exist: each is built (and validated) once, then shared (frozen)
+            mode = _OF_CASE[key] = cls(*key[1:])
+        return mode
 
     def holds(self, n_expected: int, n_observed: int, fp: int, fn: int, equal: Callable[[int, int], bool]) -> bool:
         """Whether the observed calls match one reference plan under this mode.
@@ -107,6 +111,9 @@ class MatchMode:
             return fp == 0 and (not self.ordered or _subsequence(n_observed, n_expected, lambda j, i: equal(i, j)))
         return fn == 0 and (not self.ordered or _subsequence(n_expected, n_observed, equal))
 
+
+_OF_CASE: dict[tuple, MatchMode] = {}
+""":meth:`MatchMode.of_case` by (class, name, ordered, first fit)."""
 
 UNORDERED = MatchMode()
 """The default mode: today's rule, ``calls_match`` = ``exact_match``."""

@@ -31,7 +31,7 @@ from tooleval.rules._confirmation import (
 from tooleval.rules._content import leaked_values, missing_outputs
 from tooleval.rules._match import call_identity
 from tooleval.rules._tools import confidential_fields
-from tooleval.rules._trajectory import Step, messages_from_calls, trajectory
+from tooleval.rules._trajectory import Step, assistant_replies, messages_from_calls, trajectory
 
 __all__ = ["RULE_NAMES", "Severity", "Violation", "PolicyConfig", "check_policies", "describe_call"]
 
@@ -93,6 +93,13 @@ def describe_call(step_or_call: Step | Call) -> str:
     return f"call #{step_or_call.index + 1} {text}" if isinstance(step_or_call, Step) else text
 
 
+class _Resolve:
+    """Default of ``check_policies(rules=...)``: resolve the case's argument rules there."""
+
+
+_RESOLVE = _Resolve()
+
+
 def _mask(value: str) -> str:
     return "*" * max(0, len(value) - 2) + value[-2:]
 
@@ -107,6 +114,7 @@ def check_policies(
     policy: PolicyConfig | None = None,
     confirmation: ConfirmationDetector | None = None,
     plans: list[list[Call]] | None = None,
+    rules: ArgumentRules | None | _Resolve = _RESOLVE,
 ) -> list[Violation]:
     """Every policy violation of one (case, trial) row.
 
@@ -121,6 +129,8 @@ def check_policies(
         policy: The dataset's ``[policy]``; defaults when ``None``.
         confirmation: Confirmation detector; the keyword detector of ``policy.confirmation`` when ``None``.
         plans: The reference plans when they differ from :attr:`Case.plans` (redacted references).
+        rules: ``ArgumentRules.for_case(case, tools)`` when the caller already has it (``None``: the case has no
+            argument rules); resolved here when left out.
 
     Returns:
         Violations grouped by rule in :data:`RULE_NAMES` order, each group in trajectory order.
@@ -132,7 +142,8 @@ def check_policies(
     messages = messages_from_calls(observed) if messages is None else messages
     detect = confirmation or KeywordConfirmation(policy.confirmation)
     steps = trajectory(messages, observed)
-    rules = ArgumentRules.for_case(case, tools)
+    if isinstance(rules, _Resolve):
+        rules = ArgumentRules.for_case(case, tools)
     out: list[Violation] = []
 
     def add(rule: str, tool: str | None, detail: str, severity: Severity = "blocking") -> None:
@@ -226,12 +237,14 @@ def check_policies(
             succeeded[key] = s.index
     _budgets(case, steps, add)
     _required_arguments(case, tools, steps, add)
+    replies = assistant_replies(messages)
     for text in missing_outputs(messages, case.expected_outputs or [], scope=policy.outputs_in,
-                                ignore_chars=policy.output_ignore_chars):
+                                ignore_chars=policy.output_ignore_chars, replies=replies):
         where = "the final reply" if policy.outputs_in == "final_reply" else "any reply"
         add("missing_output", None, f"{where} does not contain {text!r}")
     confidential = confidential_fields(tools)
-    for step, name, value, index in leaked_values(messages, steps, confidential, min_length=policy.leak_min_length):
+    for step, name, value, index in leaked_values(messages, steps, confidential, min_length=policy.leak_min_length,
+                                                  replies=replies):
         add("leaked_field", step.call.name, f"{step.call.name}.{name} (value {_mask(value)!r}) from the result of "
             f"call #{step.index + 1} appears in assistant message {index}")
     return out

@@ -39,9 +39,9 @@ from __future__ import annotations
 
 import re
 from functools import lru_cache
-from typing import Literal
+from typing import Callable, Literal
 
-__all__ = ["ReplyVerdict", "read_reply", "clauses", "words", "DEFAULT_AFFIRMATIVES", "DEFAULT_NEGATIONS",
+__all__ = ["ReplyVerdict", "read_reply", "reply_reader", "clauses", "words", "DEFAULT_AFFIRMATIVES", "DEFAULT_NEGATIONS",
            "DEFAULT_NOT_AFFIRMATIVE", "DEFAULT_DEFERRALS", "DEFAULT_REFUSALS", "DEFAULT_HEDGES",
            "DEFAULT_CONDITIONS"]
 
@@ -291,7 +291,21 @@ def read_reply(text: str, lists: dict[str, tuple[str, ...]] | None = None) -> Re
     Raises:
         KeyError: ``lists`` lacks a list that reading this reply needs (named by the error).
     """
+    return _read(text, _index_of(lists or DEFAULT_LISTS))
+
+
+def reply_reader(lists: dict[str, tuple[str, ...]] | None = None) -> Callable[[str], ReplyVerdict]:
+    """:func:`read_reply` with ``lists`` fixed: their phrase index is found once, here, not per reply (for a
+    caller that owns ``lists`` and does not change them, as a confirmation detector does).
+
+    Returns:
+        ``read(text)`` -> the verdict of one reply; raises ``KeyError`` as :func:`read_reply` does.
+    """
     index = _index_of(lists or DEFAULT_LISTS)
+    return lambda text: _read(text, index)
+
+
+def _read(text: str, index: _WordIndex) -> ReplyVerdict:
     if len(text) > _CACHED_TEXT_LIMIT:
         return _verdict(text, index)
     return _cached_verdict(text, index)

@@ -19,7 +19,7 @@ from tooleval.rules._name_only import name_only, name_only_violations
 from tooleval.rules._policy import PolicyConfig, Violation, check_policies
 from tooleval.rules._schema import SchemaFinding, schema_findings, schema_violations
 
-__all__ = ["RowRules", "evaluate_row", "tool_families", "case_tools"]
+__all__ = ["RowRules", "evaluate_row", "tool_families", "case_tools", "case_rules"]
 
 
 def case_tools(case: Case, tools: Mapping[str, ToolSpec]) -> Mapping[str, ToolSpec]:
@@ -27,6 +27,12 @@ def case_tools(case: Case, tools: Mapping[str, ToolSpec]) -> Mapping[str, ToolSp
     if not case.tools:
         return tools
     return {**tools, **{spec.name: spec for spec in case.tools}}
+
+
+def case_rules(case: Case, tools: Mapping[str, ToolSpec]) -> ArgumentRules | None:
+    """The case's resolved argument rules as :func:`evaluate_row` resolves them (over :func:`case_tools`), for a
+    caller that scores several rows of one case and resolves them once (``None``: the case has none)."""
+    return ArgumentRules.for_case(case, case_tools(case, tools))
 
 
 def tool_families(calls: Iterable[Call], tools: Mapping[str, ToolSpec]) -> list[str]:
@@ -104,6 +110,7 @@ def evaluate_row(
     policy: PolicyConfig | None = None,
     confirmation: ConfirmationDetector | None = None,
     plans: list[list[Call]] | None = None,
+    rules: ArgumentRules | None = None,
 ) -> RowRules:
     """Match, choose the plan and check the policies of one (case, trial).
 
@@ -116,19 +123,21 @@ def evaluate_row(
         confirmation: A custom confirmation detector.
         plans: The reference plans to score against, when they differ from :attr:`Case.plans` (the scoring stage
             passes them redacted with the traces' key, plan 0 first).
+        rules: :func:`case_rules` of this very ``case`` and ``tools``, when the caller keeps them across the rows
+            of a case (they hold per-path lookups worth keeping); resolved here when ``None``.
 
     Raises:
         ValueError: when ``observed`` is not the call sequence of ``messages``, or a tool's ``parameters`` is not a
             valid JSON Schema (score the row as an error).
     """
     tools = case_tools(case, tools)
-    rules = ArgumentRules.for_case(case, tools)
+    rules = ArgumentRules.for_case(case, tools) if rules is None else rules
     plans = case.plans if plans is None else plans
     written = written_arguments(messages) if rules is not None and rules.written_numbers else None
     mode = MatchMode.of_case(case)
     match, chosen = match_plans(plans, observed, rules, mode, written)
     violations = check_policies(case, tools, messages, observed, match, policy=policy, confirmation=confirmation,
-                                plans=plans)
+                                plans=plans, rules=rules)
     findings = schema_findings(observed, tools) if tools else None
     violations += schema_violations(findings or [], observed)
     violations += name_only_violations(observed)

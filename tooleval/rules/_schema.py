@@ -356,15 +356,42 @@ def schema_findings(calls: list[Call], tools: Mapping[str, ToolSpec]) -> list[Sc
         schema = spec.parameters
         if not schema or not call.args_captured:  # arguments never recorded: the tool's name is all there is to check
             continue
-        plan = _plan_for(spec)
-        args = call.args or {}
-        found = plan.shape.findings(args, "")
-        validator = validator_for(spec)  # raises for an invalid schema, even when the call is surely typed
-        if not plan.surely_typed(args):
-            found += _jsonschema_types(args, validator)
-        found.sort(key=lambda finding: (finding[1], finding[0]))
-        findings += [SchemaFinding(index, call.name, kind, path, detail) for kind, path, detail in found]
+        findings += [SchemaFinding(index, call.name, kind, path, detail)
+                     for kind, path, detail in _call_findings(_plan_for(spec), spec, call.args or {})]
     return findings
+
+
+def _call_findings(plan: _ToolPlan, spec: ToolSpec, args: dict[str, Any]) -> tuple[tuple[str, str, str], ...]:
+    """``(kind, path, detail)`` of one argument object against its tool's schema, sorted by path then kind;
+    cached per (tool plan, argument text with its key order, as :func:`_jsonschema_types` keys its cache): the
+    trials of a case repeat their calls, and the findings depend on the schema and the value alone.
+
+    Raises:
+        ValueError: the tool's ``parameters`` is not a valid JSON Schema (:func:`validator_for`; never cached).
+    """
+    try:
+        text = orjson.dumps(args)
+    except TypeError:  # an integer beyond 64 bits, a key that is no string: not cached
+        text = None
+    # orjson writes a NaN or an infinity as null: a text holding null may stand for more than one value
+    key = (id(plan), text) if text is not None and b"null" not in text else None
+    hit = _FINDINGS.get(key) if key is not None else None
+    if hit is not None and hit[0] is plan:
+        return hit[1]
+    found = plan.shape.findings(args, "")
+    validator = validator_for(spec)  # raises for an invalid schema, even when the call is surely typed
+    if not plan.surely_typed(args):
+        found += _jsonschema_types(args, validator)
+    found.sort(key=lambda finding: (finding[1], finding[0]))
+    result = tuple(found)
+    if key is not None:
+        if len(_FINDINGS) >= _TYPES_LIMIT:
+            _FINDINGS.clear()
+        _FINDINGS[key] = (plan, result)  # the plan is held, so its id is not reused
+    return result
+
+
+_FINDINGS: dict[tuple[int, bytes], tuple[_ToolPlan, tuple]] = {}
 
 
 def schema_violations(findings: list[SchemaFinding], calls: list[Call]) -> list[Violation]:

@@ -48,11 +48,13 @@ def message_text(message: dict[str, Any]) -> str:
 
 def assistant_replies(messages: list[dict[str, Any]]) -> list[tuple[int, str]]:
     """``(index, text)`` of every assistant message with non-blank text (what the user was told)."""
-    return [
-        (i, message_text(m))
-        for i, m in enumerate(messages)
-        if isinstance(m, dict) and m.get("role") == "assistant" and message_text(m).strip()
-    ]
+    replies = []
+    for i, m in enumerate(messages):
+        if isinstance(m, dict) and m.get("role") == "assistant":
+            text = message_text(m)
+            if text.strip():
+                replies.append((i, text))
+    return replies
 
 
 def messages_from_calls(observed: list[Call]) -> list[dict[str, Any]]:
@@ -71,7 +73,15 @@ def messages_from_calls(observed: list[Call]) -> list[dict[str, Any]]:
 
 
 def _is_error(message: dict[str, Any]) -> bool:
-    return message.get("error") is True or message_text(message).lstrip().casefold().startswith("error:")
+    if message.get("error") is True:
+        return True
+    # only the head of a result decides (a result can be long JSON): casefold maps each character on its own,
+    # so the folded head starts with "error:" exactly when the whole folded text does
+    text = message_text(message)
+    head = text[:64].lstrip()
+    if len(head) < 6 and len(text) > 64:  # the first 64 characters were (nearly) all whitespace
+        head = text.lstrip()
+    return head[:6].casefold().startswith("error:")
 
 
 def trajectory(messages: list[dict[str, Any]], observed: list[Call]) -> list[Step]:
@@ -90,6 +100,7 @@ def trajectory(messages: list[dict[str, Any]], observed: list[Call]) -> list[Ste
     """
     steps: list[Step] = []
     position = 0
+    n_messages = len(messages)
     for m_index, message in enumerate(messages):
         if not isinstance(message, dict) or message.get("role") != "assistant":
             continue
@@ -99,23 +110,25 @@ def trajectory(messages: list[dict[str, Any]], observed: list[Call]) -> list[Ste
         ids = [(tc.get("id") if isinstance(tc, dict) else None) for tc in block]
         results: list[int | None] = [None] * len(block)
         cursor = m_index + 1
-        while cursor < len(messages) and isinstance(messages[cursor], dict) and messages[cursor].get("role") == "tool":
-            call_id = messages[cursor].get("tool_call_id")
+        while cursor < n_messages:
+            reply = messages[cursor]
+            if not isinstance(reply, dict) or reply.get("role") != "tool":
+                break
+            call_id = reply.get("tool_call_id")
             slot = ids.index(call_id) if call_id is not None and ids.count(call_id) == 1 else None
             if slot is None or results[slot] is not None:
                 slot = next((k for k, r in enumerate(results) if r is None), None)
             if slot is not None:
                 results[slot] = cursor
             cursor += 1
-        for k in range(len(block)):
+        for tool_call, result in zip(block, results):
             if position >= len(observed):
                 raise ValueError("the messages hold more tool calls than the observed calls")
             call = observed[position]
-            body = block[k].get("function", block[k]) if isinstance(block[k], dict) else {}
+            body = tool_call.get("function", tool_call) if isinstance(tool_call, dict) else {}
             if body.get("name") != call.name:
                 said = body.get("name")
                 raise ValueError(f"observed call #{position} is {call.name!r} but the messages say {said!r}")
-            result = results[k]
             failed = result is not None and _is_error(messages[result])
             steps.append(Step(position, call, m_index, result, failed))
             position += 1

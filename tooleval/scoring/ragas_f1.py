@@ -26,11 +26,16 @@ RAGAS_F1_VERSION = "0.4.3"
 version comparison and the equality tests, never silently."""
 
 
+_ATOMS = frozenset({str, int, float, bool, type(None)})
+"""Types :func:`_hashable` returns as they are (the JSON scalars): checked by exact type, so that the walk does not
+recurse into each scalar (a subclass still takes the full path below)."""
+
+
 def _hashable(value: Any) -> Any:
     if isinstance(value, dict):
-        return frozenset((k, _hashable(v)) for k, v in value.items())
+        return frozenset([(k, v if type(v) in _ATOMS else _hashable(v)) for k, v in value.items()])
     if isinstance(value, (list, tuple)):
-        return tuple(_hashable(v) for v in value)
+        return tuple([v if type(v) in _ATOMS else _hashable(v) for v in value])
     if isinstance(value, set):
         return frozenset(_hashable(v) for v in value)
     return value

@@ -20,6 +20,8 @@ from tooleval.scoring.ragas_f1 import ragas_set_f1
 from tooleval.scoring.ragas_metric import ragas_args, ragas_version
 from tooleval.capture.redaction import MARKER_KEY, Redactor
 from tooleval.rules import MatchMode, PolicyConfig, evaluate_row
+from tooleval.rules._confirmation import KeywordConfirmation
+from tooleval.rules._row import case_rules
 from tooleval.rules._arguments import ANY_ITEM, ANY_KEY, parse_pattern
 from tooleval.storage import ROW_SCHEMA_VERSION, Row
 from tooleval.versions import scorer_version
@@ -209,16 +211,22 @@ def score_rows(
     """
     inputs = case_inputs(cases, redactor) if inputs is None else inputs
     rows: list[Row] = []
+    tools = tools or {}
+    detector = KeywordConfirmation((policy or PolicyConfig()).confirmation)  # the policy's, built once per call
     plain: dict[str, Case] = {}  # case id -> its references redacted with the base secrets only (most rows)
+    plain_rules: dict[str, Any] = {}  # case id -> the argument rules of its plain case, resolved once
     for envelope in envelopes:
         metadata = _metadata(envelope)
         extra = trace_reference_secrets(redactor, cases[envelope["case_id"]], envelope, metadata)
         if extra:
             case = redacted_case(cases[envelope["case_id"]], redactor, extra)
+            argument_rules = None
         else:
             case = plain.get(envelope["case_id"])
             if case is None:
                 case = plain[envelope["case_id"]] = redacted_case(cases[envelope["case_id"]], redactor)
+                plain_rules[envelope["case_id"]] = case_rules(case, tools)
+            argument_rules = plain_rules[envelope["case_id"]]
         plans = case.plans
         expected = plans[0]
         row = row_skeleton(case, envelope, expected, metadata)
@@ -230,7 +238,8 @@ def score_rows(
         observed = envelope_calls(envelope, written_here=digests_verified)
         messages = loads_text(envelope["messages_json"]) if envelope.get("messages_json") else None
         try:
-            rules = evaluate_row(case, tools or {}, messages, observed, policy=policy, plans=plans)
+            rules = evaluate_row(case, tools, messages, observed, policy=policy, plans=plans,
+                                 rules=argument_rules, confirmation=detector)
         except ValueError as exc:  # the stored calls are not the messages' calls: the envelope is inconsistent
             row.error_kind, row.error_message = "scoring_error", str(exc)
             _provenance(row, envelope, row_inputs, observed, digests_verified)
