@@ -298,24 +298,8 @@ _COSTS = st.integers(1, 6).flatmap(lambda rows: st.integers(1, 6).flatmap(
 @settings(max_examples=1000, deadline=None)
 @given(_COSTS)
 def test_optimal_pairs_are_scipy_s_assignment(costs):
-    # small matrices are solved without scipy; the rows must not change for it, so every matrix (ties and all:
-    # scipy takes the first cheapest of a single row or column, and its own augmenting-path order otherwise)
-    # gives scipy's own pairs
-    from scipy.optimize import linear_sum_assignment
-
-    rows, cols = linear_sum_assignment(np.array(costs, dtype=float))
-    assert optimal_pairs(costs) == list(zip(rows.tolist(), cols.tolist()))
-
-
-_LARGE_COSTS = st.integers(15, 24).flatmap(lambda rows: st.integers(15, 24).flatmap(
-    lambda cols: st.lists(st.lists(st.integers(0, 2), min_size=cols, max_size=cols), min_size=rows, max_size=rows)))
-
-
-@settings(max_examples=60, deadline=None)
-@given(_LARGE_COSTS)
-def test_optimal_pairs_are_scipy_s_assignment_on_both_sides_of_the_python_limit(costs):
-    # 15 x 15 to 24 x 24: matrices up to 400 cells are solved in Python, larger ones by scipy; either way the
-    # pairs are scipy's, and costs in 0..2 make many equal-cost assignments
+    # a single row or column is paired without scipy; the rows must not change for it, so every matrix (ties
+    # and all: scipy takes the first cheapest of a single row or column) gives scipy's own pairs
     from scipy.optimize import linear_sum_assignment
 
     rows, cols = linear_sum_assignment(np.array(costs, dtype=float))
@@ -329,9 +313,6 @@ def test_optimal_pairs_are_scipy_s_assignment_on_both_sides_of_the_python_limit(
     ([[1, 0, 0]], [(0, 1)]),  # equal costs: the first, as scipy chooses
     ([[0], [0]], [(0, 0)]),
     ([[1, 0], [0, 1]], [(0, 1), (1, 0)]),  # total 0, not 2
-    ([[0, 0], [0, 0]], [(0, 0), (1, 1)]),  # a constant matrix: the identity, as scipy chooses
-    ([[5, 1, 1], [1, 5, 5]], [(0, 1), (1, 0)]),  # total 2; of the two cheapest, the first free column
-    ([[4, 0], [0, 4], [1, 1]], [(0, 1), (1, 0)]),  # tall: total 0, the third row left over
 ])
 def test_optimal_pairs_by_hand(costs, pairs):
     assert optimal_pairs(costs) == pairs
