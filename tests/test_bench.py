@@ -109,3 +109,13 @@ def test_peers_stop_at_their_row_limit(tmp_path):
 def test_bench_refuses_an_unknown_profile():
     result = CliRunner().invoke(app, ["bench", "--rows", "10", "--profile", "nope"])
     assert result.exit_code == 2 and "unknown --profile" in result.output
+
+
+def test_a_peer_is_timed_in_its_own_process_and_its_failure_is_named(tmp_path):
+    from tooleval.bench._run import _time_warm_fresh
+
+    lines: list[str] = []
+    # an empty folder: the child's loop fails, and the error quotes what the child said last
+    with pytest.raises(RuntimeError, match=r"ragas loop failed in its own process: FileNotFoundError: .*cases\.jsonl"):
+        _time_warm_fresh("ragas_loop", tmp_path, 5, 2, "ragas loop", lines.append)
+    assert lines == ["bench: ragas loop warm-up (2 rows, untimed) ..."]  # the child's progress line, passed on
