@@ -36,6 +36,7 @@ import math
 import re
 import threading
 import zlib
+from array import array
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Collection, Iterator
@@ -398,7 +399,8 @@ def trace_line_problem(line: TraceLine) -> str | None:
     return None if line.plain else json_value_problem(line.data)
 
 
-def iter_trace_lines(path: Path, *, keep_unreadable: bool = False) -> Iterator[TraceLine]:
+def iter_trace_lines(path: Path, *, keep_unreadable: bool = False,
+                     on_raw: Callable[[int, bytes], None] | None = None) -> Iterator[TraceLine]:
     """Yield every non-blank line of a traces file, each read on its own (:func:`read_trace_line`).
 
     Args:
@@ -406,13 +408,19 @@ def iter_trace_lines(path: Path, *, keep_unreadable: bool = False) -> Iterator[T
         keep_unreadable: Yield a line that is not a JSON object too (:attr:`TraceLine.kind`
             ``unreadable_trace``, empty ``data``) instead of refusing the file: what a run does, so that one bad
             line never stops it.
+        on_raw: Called with ``(line number, the line's bytes with its line end)`` for every line, blank ones
+            included, before it is read (the plan digests the file and places each line in the same pass).
 
     Raises:
         InputFileError: the file is missing, not gzip, or a line is longer than :func:`max_line_bytes`; unless
             ``keep_unreadable``, a line is not a JSON object (file and line named).
     """
+    def read(number: int, raw: bytes) -> TraceLine | None:
+        on_raw(number, raw)  # type: ignore[misc]
+        return _read_trace_bytes(number, raw)
+
     for line in iter_json_lines(path, missing="traces file not found.", fix="check the --traces path.",
-                                parse_line=_read_trace_bytes):
+                                parse_line=_read_trace_bytes if on_raw is None else read):
         if line.kind == UNREADABLE and not keep_unreadable:
             raise InputFileError(path, line.line, f"{line.problem}: a trace line must be a JSON object.",
                                  "repair or remove that line (the README's 'Datasets' section has the recorded "
@@ -436,9 +444,16 @@ class TraceIndex:
     repeated key, no value :func:`trace_line_problem` would name) and valid as a :class:`RecordedTrace`. The
     replay agent reads such a line again, unchanged (same bytes), with the plain fast reader and no second
     validation."""
-    places: dict[int, tuple[int, str]] = field(default_factory=dict)
-    """Line number -> (byte offset of the line, sha256 (32 hex) of its bytes without the line end), for every
-    line of an uncompressed file (a gzip file has no offsets to seek to: empty), found while it was read."""
+    offsets: array = field(default_factory=lambda: array("q"))
+    """Byte offset of each line (line ``n`` at position ``n - 1``), blank and unusable lines included, of an
+    uncompressed file (a gzip file has no offsets to seek to: empty), found while it was read; 8 bytes a line."""
+    line_digests: bytearray = field(default_factory=bytearray)
+    """The first 16 bytes of the sha256 of each line's bytes without its line end, line after line as
+    :attr:`offsets` (:meth:`line_digest` gives one as the 32 hex characters the plan keeps)."""
+
+    def line_digest(self, number: int) -> str:
+        """The digest of line ``number`` (1-based) as 32 hex characters (uncompressed files only)."""
+        return self.line_digests[16 * (number - 1):16 * number].hex()
 
 
 def read_trace_line(number: int, text: str) -> TraceLine:
@@ -488,16 +503,15 @@ def index_traces(path: Path) -> TraceIndex:
     whole = hashlib.sha256()
     position = 0
 
-    def read(number: int, raw: bytes) -> TraceLine | None:
-        # the file is read once: its digest, each line's place and digest, and the line itself
+    def place(number: int, raw: bytes) -> None:
+        # the file is read once: its digest and each line's place and digest, beside the line itself
         nonlocal position
         whole.update(raw)
-        index.places[number] = (position, hashlib.sha256(raw.rstrip(b"\r\n")).hexdigest()[:32])
+        index.offsets.append(position)
+        index.line_digests += hashlib.sha256(raw.rstrip(b"\r\n")).digest()[:16]
         position += len(raw)
-        return _read_trace_bytes(number, raw)
 
-    for line in iter_json_lines(path, missing="traces file not found.", fix="check the --traces path.",
-                                parse_line=_read_trace_bytes if compressed else read):
+    for line in iter_trace_lines(path, keep_unreadable=True, on_raw=None if compressed else place):
         if line.kind == UNREADABLE:
             index.errors.append(RowError(UNREADABLE, None, None, f"{line.problem}; a trace line must be one JSON "
                                          "object: repair or remove it", str(path), line.line))

@@ -290,10 +290,9 @@ def plan_run(
     keys, lines, errors = replay_keys(index, loaded.cases, loaded.path / "cases.jsonl",
                                       skipped=every_case if slices is not None else None)
     traced_cases = {case_id for case_id, _ in keys}
-    if index.places:  # the index read the file once and kept each line's place
-        offsets = {key: (index.places[number][0], number) for number, key in lines.items()}
-        line_digests = {key: index.places[number][1] for number, key in lines.items()}
-        index.places.clear()
+    if index.offsets:  # the index read the file once and kept each line's place
+        offsets = {key: (index.offsets[number - 1], number) for number, key in lines.items()}
+        line_digests = {key: index.line_digest(number) for number, key in lines.items()}
     else:  # a gzip file: line digests read again (offsets stay unknown)
         offsets, line_digests = scan_lines(traces_path, lines)
     del lines
