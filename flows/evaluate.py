@@ -107,7 +107,8 @@ def evaluate(
         with cyclic_gc_paused():  # the plan and the publication allocate per row: no full-heap GC passes meanwhile
             plan = plan_run(dataset, traces, out, run_id, slices=slices, redact_fields=redact_fields,
                             redaction=redaction, agent=agent, repeats=repeats, tool_results=tool_results,
-                            shard_size=shard_size, workers=workers, new_redaction_key=new_redaction_key)
+                            shard_size=shard_size, workers=workers, new_redaction_key=new_redaction_key,
+                            index_parts=_index_parts())
         generation_scope, scoring_scope = run_scopes(plan)
         context = ShardContext(
             plan_agent=plan.agent, dataset=plan.dataset, redaction=plan.redaction, executor=plan.executor, out=plan.out,
@@ -197,6 +198,25 @@ def _run_shards(plan: RunPlan, context: ShardContext, workers: int, progress: bo
             bar.shard_done(keys[index], list(outcome.states), shards[index].num_rows)
             feed()
     return [outcomes[i] for i in range(len(shards))]
+
+
+def _index_parts() -> Callable[[Path, list[tuple[int, int]]], Callable[[], list]] | None:
+    """On a process pool, the plan's reading of a large traces file is split into byte ranges read by the
+    workers (which also start, and import the stages, meanwhile) while the flow loads the dataset; on one
+    thread or a Dask cluster (whose workers may not see this machine's files) the plan reads the file itself."""
+    from prefect.context import FlowRunContext
+    from prefect.task_runners import ProcessPoolTaskRunner
+
+    from tasks.planning import index_traces_range
+
+    if not isinstance(getattr(FlowRunContext.get(), "task_runner", None), ProcessPoolTaskRunner):
+        return None
+
+    def start(path: Path, spans: list[tuple[int, int]]) -> Callable[[], list]:
+        futures = [index_traces_range.submit(str(path), span) for span in spans]
+        return lambda: [future.result() for future in futures]
+
+    return start
 
 
 def _stop_worker_processes() -> None:

@@ -21,15 +21,39 @@ def _rows(out, run_id: str, revision: str) -> list[dict]:
     return sorted(rows, key=lambda r: (r["case_id"], r["trial"]))
 
 
-def test_rows_identical_with_one_worker_and_a_process_pool(tmp_path):
+def test_rows_identical_with_one_worker_and_a_process_pool(tmp_path, monkeypatch):
+    """The pool's run also plans on the pool: its traces file (~650 KB here; the threshold is lowered) is read in
+    byte ranges by the workers while the flow loads the dataset."""
+    import flows.evaluate as evaluate_module
+    import tooleval.runs.plan as plan_module
     from flows.evaluate import run_evaluate
 
+    monkeypatch.setattr(plan_module, "PARALLEL_INDEX_BYTES", 1)
+    monkeypatch.setattr(plan_module, "RANGE_BYTES", 64 << 10)
+    ranges: list[int] = []
+    own = evaluate_module._index_parts
+
+    def counting():
+        start = own()
+        if start is None:
+            return None
+
+        def counted(path, spans):
+            ranges.append(len(spans))
+            return start(path, spans)
+
+        return counted
+
+    monkeypatch.setattr(evaluate_module, "_index_parts", counting)
     data = write_synth(700, 3, "bfcl", tmp_path / "data").path
     out = tmp_path / "out"
     one, drift_one = run_evaluate(dataset=str(data), out=str(out), run_id="one", workers=1, shard_size=100)
+    assert ranges == []  # one thread: the plan reads the file itself
     two, drift_two = run_evaluate(rows_hint=None, dataset=str(data), out=str(tmp_path / "out2"), run_id="two",
                                   workers=2, shard_size=100)
+    assert len(ranges) == 1 and ranges[0] >= 5  # ~650 KB in 64 KB ranges, each cut at a line end
     assert (drift_one, drift_two) == (False, False)
+    assert one.errors == two.errors
     assert one.summary["timing"]["workers"] == 1 and two.summary["timing"]["workers"] == 2
     assert two.summary["timing"]["shards"] > 2
     revision = one.dataset_revision

@@ -39,7 +39,7 @@ import zlib
 from array import array
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Collection, Iterator
+from typing import Callable, Collection, Iterable, Iterator
 
 import orjson
 from pydantic import ValidationError
@@ -147,12 +147,15 @@ def load_unique_json(path: Path, text: str, line: int | None = None) -> object:
 _UNIQUE_KEYS = json.JSONDecoder(object_pairs_hook=reject_duplicate_keys)
 
 
-def _raw_lines(handle, cap: int, chunk: int = 1 << 20) -> Iterator[bytes | None]:
+def _raw_lines(handle, cap: int, chunk: int = 1 << 20, limit: int | None = None) -> Iterator[bytes | None]:
     """The lines of a binary stream read in ``chunk``-sized pieces; ``None`` for a line longer than ``cap`` bytes
-    (then the caller stops). Memory stays within one line plus one chunk, whatever the input."""
+    (then the caller stops). Memory stays within one line plus one chunk, whatever the input. ``limit``: read at
+    most this many bytes from the stream's position (a byte range of a file that ends at a line's end)."""
     parts: list[bytes] = []
     size = 0
-    while block := handle.read(chunk):
+    remaining = -1 if limit is None else limit
+    while remaining and (block := handle.read(chunk if remaining < 0 else min(chunk, remaining))):
+        remaining = remaining - len(block) if remaining > 0 else remaining
         start = 0
         while (end := block.find(b"\n", start)) >= 0:
             size += end + 1 - start
@@ -173,7 +176,7 @@ def _raw_lines(handle, cap: int, chunk: int = 1 << 20) -> Iterator[bytes | None]
 
 def iter_json_lines(path: Path, *, missing: str, fix: str,
                     parse_line: Callable[[int, bytes], TraceLine | None] | None = None,
-                    unique_keys: bool = False) -> Iterator[TraceLine]:
+                    unique_keys: bool = False, span: tuple[int, int] | None = None) -> Iterator[TraceLine]:
     """Yield every non-blank line of a JSON-lines file (``.gz`` read as gzip) as parsed JSON, with its number.
 
     Args:
@@ -183,6 +186,8 @@ def iter_json_lines(path: Path, *, missing: str, fix: str,
         parse_line: Reads one line ``(number, its bytes)`` instead of this reader (the traces reader uses it to
             keep every line's problem to that line); it returns ``None`` for a blank line.
         unique_keys: Refuse a line in which an object repeats a key (:func:`load_unique_json`).
+        span: ``(start, end)`` byte offsets of an uncompressed file, both at a line's start (or the file's end):
+            only the lines between are read, numbered from 1 at ``start``.
 
     Raises:
         InputFileError: the file is missing or not gzip; a line is longer than :func:`max_line_bytes`; without
@@ -193,7 +198,10 @@ def iter_json_lines(path: Path, *, missing: str, fix: str,
     opener = gzip.open if path.name.endswith(".gz") else open
     try:
         with opener(path, "rb") as handle:
-            for number, raw in enumerate(_raw_lines(handle, cap), start=1):
+            if span is not None:
+                handle.seek(span[0])
+            limit = None if span is None else span[1] - span[0]
+            for number, raw in enumerate(_raw_lines(handle, cap, limit=limit), start=1):
                 if raw is None:
                     raise InputFileError(path, number, f"line longer than {cap} bytes (the cap against runaway "
                                          "or decompression-bomb input).", f"split the line, or raise the cap "
@@ -400,7 +408,8 @@ def trace_line_problem(line: TraceLine) -> str | None:
 
 
 def iter_trace_lines(path: Path, *, keep_unreadable: bool = False,
-                     on_raw: Callable[[int, bytes], None] | None = None) -> Iterator[TraceLine]:
+                     on_raw: Callable[[int, bytes], None] | None = None,
+                     span: tuple[int, int] | None = None) -> Iterator[TraceLine]:
     """Yield every non-blank line of a traces file, each read on its own (:func:`read_trace_line`).
 
     Args:
@@ -410,6 +419,7 @@ def iter_trace_lines(path: Path, *, keep_unreadable: bool = False,
             line never stops it.
         on_raw: Called with ``(line number, the line's bytes with its line end)`` for every line, blank ones
             included, before it is read (the plan digests the file and places each line in the same pass).
+        span: Only the lines of this byte range of an uncompressed file (:func:`iter_json_lines`), numbered from 1.
 
     Raises:
         InputFileError: the file is missing, not gzip, or a line is longer than :func:`max_line_bytes`; unless
@@ -420,7 +430,7 @@ def iter_trace_lines(path: Path, *, keep_unreadable: bool = False,
         return _read_trace_bytes(number, raw)
 
     for line in iter_json_lines(path, missing="traces file not found.", fix="check the --traces path.",
-                                parse_line=_read_trace_bytes if on_raw is None else read):
+                                parse_line=_read_trace_bytes if on_raw is None else read, span=span):
         if line.kind == UNREADABLE and not keep_unreadable:
             raise InputFileError(path, line.line, f"{line.problem}: a trace line must be a JSON object.",
                                  "repair or remove that line (the README's 'Datasets' section has the recorded "
@@ -486,6 +496,144 @@ def parse_trace(path: Path, line: TraceLine) -> RecordedTrace | RowError:
         )
 
 
+@dataclass
+class TracePart:
+    """What the lines of one byte range of a traces file hold: :func:`index_traces`' reading of them, line numbers
+    counted from 1 at the range's start, before the ranges are joined (:func:`join_trace_parts`)."""
+
+    lines: int = 0
+    """Lines in the range, blank ones included."""
+    events: list = field(default_factory=list)
+    """In line order: a :class:`~tooleval.errors.RowError` of an unusable line, or ``(case_id, trial, line)`` for a
+    line that answers a key (whether an earlier range holds the same key is decided when the ranges are joined)."""
+    checked: list[int] = field(default_factory=list)
+    """Lines that are valid recorded traces as they stand (:attr:`TraceIndex.checked`)."""
+    has_requests: bool = False
+    offsets: array = field(default_factory=lambda: array("q"))
+    """Absolute byte offset of each line of the range (uncompressed files only)."""
+    line_digests: bytearray = field(default_factory=bytearray)
+    """16 bytes of each line's sha256, as :attr:`TraceIndex.line_digests`."""
+    failure: InputFileError | None = None
+    """The file error that stopped the reading (its line counted from the range's start)."""
+
+
+def index_part(path: Path, span: tuple[int, int] | None = None, whole: "hashlib._Hash | None" = None) -> TracePart:
+    """Read the lines of a traces file, or of one byte range of it, as :func:`index_traces` does.
+
+    Args:
+        path: A traces file (``.gz`` read as gzip: no offsets, no line digests, no ``span``).
+        span: ``(start, end)`` byte offsets at line starts (:func:`trace_spans`); ``None``: the whole file.
+        whole: A sha256 object fed every byte read (the whole file's digest in the same pass).
+
+    Returns:
+        A :class:`TracePart`; a file error (a line longer than :func:`max_line_bytes`) is kept in its ``failure``
+        rather than raised, so that a worker process hands it back with the range's other findings. A missing
+        or unreadable file raises :class:`~tooleval.errors.InputFileError`.
+    """
+    compressed = path.name.endswith(".gz")
+    part = TracePart()
+    position = 0 if span is None else span[0]
+
+    def place(number: int, raw: bytes) -> None:
+        # the file is read once: each line's place and digest (and the file's digest), beside the line itself
+        nonlocal position
+        if whole is not None:
+            whole.update(raw)
+        part.offsets.append(position)
+        part.line_digests += hashlib.sha256(raw.rstrip(b"\r\n")).digest()[:16]
+        position += len(raw)
+        part.lines = number
+
+    try:
+        for line in iter_trace_lines(path, keep_unreadable=True, on_raw=None if compressed else place, span=span):
+            part.lines = max(part.lines, line.line)
+            _index_line(path, line, part)
+    except InputFileError as exc:
+        if exc.line is None:
+            raise
+        part.failure = exc
+    return part
+
+
+def _index_line(path: Path, line: TraceLine, part: TracePart) -> None:
+    if line.kind == UNREADABLE:
+        part.events.append(RowError(UNREADABLE, None, None, f"{line.problem}; a trace line must be one JSON "
+                                    "object: repair or remove it", str(path), line.line))
+        return
+    key = trace_key(line.data)
+    if isinstance(key, str):
+        if line.kind == DUPLICATE_KEY:
+            problem, kind = f"{line.problem}; so which row it answers is not known", DUPLICATE_KEY
+        else:
+            problem, kind = f"which row the line answers cannot be read: {key}", "bad_trace"
+        part.events.append(RowError(kind, _readable_case(line.data), None, problem, str(path), line.line))
+        return
+    # a line with a row-level problem, or a field that is not valid, still answers its key: the replay agent
+    # writes its row with the error, so the case is not reported as lacking a trace
+    trace = None if line.problem is not None else parse_trace(path, line)
+    if isinstance(trace, RecordedTrace):
+        part.has_requests = part.has_requests or trace.request is not None
+        if trace_line_problem(line) is None:  # walks only a line whose text alone cannot tell
+            part.checked.append(line.line)
+    part.events.append((key[0], key[1], line.line))
+
+
+def join_trace_parts(path: Path, digest: str, parts: Iterable[TracePart]) -> TraceIndex:
+    """The :class:`TraceIndex` of a file from its consecutive ranges' parts, in file order (line numbers made
+    absolute; a key held by an earlier line is reported on the later one, as one pass over the file would).
+
+    Raises:
+        InputFileError: a range's ``failure``, with its line numbered in the whole file.
+    """
+    index = TraceIndex(path=path, digest=digest)
+    base = 0
+    for part in parts:
+        if part.failure is not None:
+            failure = part.failure
+            raise InputFileError(failure.path, failure.line + base, failure.problem, failure.fix)
+        for event in part.events:
+            if isinstance(event, RowError):
+                index.errors.append(RowError(event.kind, event.case_id, event.trial, event.message, event.path,
+                                             event.line + base))
+                continue
+            case_id, trial, number = event
+            key, number = (case_id, trial), number + base
+            if key in index.keys:
+                index.errors.append(RowError("bad_trace", case_id, trial, f"duplicate (case_id, trial); the line "
+                                             f"{index.keys[key]} copy is used", str(path), number))
+                continue
+            index.keys[key] = number
+        index.checked.update(number + base for number in part.checked)
+        index.has_requests = index.has_requests or part.has_requests
+        index.offsets.extend(part.offsets)
+        index.line_digests += part.line_digests
+        base += part.lines
+    return index
+
+
+def trace_spans(path: Path, parts: int) -> list[tuple[int, int]]:
+    """About ``parts`` consecutive byte ranges of an uncompressed file, each starting at a line's start and
+    together covering the file (fewer when lines are long: a range never splits a line).
+
+    Raises:
+        OSError: the file cannot be read.
+    """
+    size = path.stat().st_size
+    cuts = [0]
+    with path.open("rb") as handle:
+        for k in range(1, parts):
+            wanted = max(size * k // parts, cuts[-1])
+            if wanted <= 0:
+                continue
+            handle.seek(wanted - 1)  # the byte before: a range starts right after a line end
+            rest = handle.readline(max_line_bytes() + 2)
+            cut = wanted - 1 + len(rest)
+            if rest.endswith(b"\n") and cuts[-1] < cut < size:
+                cuts.append(cut)
+    cuts.append(size)
+    return list(zip(cuts, cuts[1:]))
+
+
 def index_traces(path: Path) -> TraceIndex:
     """Scan a traces file once: digest, keys and unusable lines, each with its file and line.
 
@@ -493,60 +641,18 @@ def index_traces(path: Path) -> TraceIndex:
     :attr:`TraceIndex.errors` (``unreadable_trace``, ``bad_trace``, or ``duplicate_key`` when the repeated key is
     ``case_id`` or ``trial``), as is a second line for the same key. A line with a row-level problem
     (:func:`trace_line_problem`, a repeated key) or that is not a valid recorded trace (:func:`parse_trace`) keeps
-    its key: its row is written with the error by the replay agent.
+    its key: its row is written with the error by the replay agent. The same reading split over byte ranges
+    (:func:`trace_spans`, :func:`index_part` in other processes, then :func:`join_trace_parts`) gives the same
+    index.
 
     Raises:
         InputFileError: the file is missing, not gzip, or holds a line longer than :func:`max_line_bytes`.
     """
-    compressed = path.name.endswith(".gz")
-    index = TraceIndex(path=path, digest=file_digest(path) if compressed else "")
+    if path.name.endswith(".gz"):
+        return join_trace_parts(path, file_digest(path), [index_part(path)])
     whole = hashlib.sha256()
-    position = 0
-
-    def place(number: int, raw: bytes) -> None:
-        # the file is read once: its digest and each line's place and digest, beside the line itself
-        nonlocal position
-        whole.update(raw)
-        index.offsets.append(position)
-        index.line_digests += hashlib.sha256(raw.rstrip(b"\r\n")).digest()[:16]
-        position += len(raw)
-
-    for line in iter_trace_lines(path, keep_unreadable=True, on_raw=None if compressed else place):
-        if line.kind == UNREADABLE:
-            index.errors.append(RowError(UNREADABLE, None, None, f"{line.problem}; a trace line must be one JSON "
-                                         "object: repair or remove it", str(path), line.line))
-            continue
-        key = trace_key(line.data)
-        if isinstance(key, str):
-            if line.kind == DUPLICATE_KEY:
-                problem, kind = f"{line.problem}; so which row it answers is not known", DUPLICATE_KEY
-            else:
-                problem, kind = f"which row the line answers cannot be read: {key}", "bad_trace"
-            index.errors.append(RowError(kind, _readable_case(line.data), None, problem, str(path), line.line))
-            continue
-        # a line with a row-level problem, or a field that is not valid, still answers its key: the replay agent
-        # writes its row with the error, so the case is not reported as lacking a trace
-        trace = None if line.problem is not None else parse_trace(path, line)
-        if isinstance(trace, RecordedTrace):
-            index.has_requests = index.has_requests or trace.request is not None
-            if trace_line_problem(line) is None:  # walks only a line whose text alone cannot tell
-                index.checked.add(line.line)
-        if key in index.keys:
-            index.errors.append(
-                RowError(
-                    "bad_trace",
-                    key[0],
-                    key[1],
-                    f"duplicate (case_id, trial); the line {index.keys[key]} copy is used",
-                    str(path),
-                    line.line,
-                )
-            )
-            continue
-        index.keys[key] = line.line
-    if not compressed:
-        index.digest = whole.hexdigest()
-    return index
+    part = index_part(path, whole=whole)
+    return join_trace_parts(path, whole.hexdigest(), [part])
 
 
 def replay_keys(index: TraceIndex, cases: Collection[str], cases_file: Path | str,

@@ -11,13 +11,15 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import os
 import secrets
+import threading
 from datetime import datetime, timezone
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, field_validator
 
-from typing import Annotated, Union
+from typing import Annotated, Callable, Union
 
 from pydantic import Field
 
@@ -26,7 +28,8 @@ from tooleval.agents import OpenAIAgentConfig, ReplayAgentConfig, WorkItem
 from tooleval.dataset import (case_digests, case_slices, check_name, find_traces_file, load_dataset,
                               load_dataset_cached, tool_schema_version, traces_in_dataset)
 from tooleval.errors import InputFileError, RevisionConflictError, RowError, RunIdConflictError
-from tooleval.capture.recorded import file_digest, index_traces, replay_keys
+from tooleval.capture.recorded import (TraceIndex, TracePart, file_digest, index_traces, join_trace_parts,
+                                      replay_keys, trace_spans)
 from tooleval.capture.keys import PlannedKey, persist_key, plan_key
 from tooleval.capture.redaction import DEFAULT_FIELDS, RedactionConfig
 from tooleval.runs.shards import ShardIndex, cyclic_gc_paused, default_shard_size, scan_lines
@@ -205,6 +208,7 @@ def plan_run(
     gate_config: str | Path | None = None,
     new_redaction_key: bool = False,
     write_key: bool = True,
+    index_parts: IndexParts | None = None,
 ) -> RunPlan:
     """Check the inputs and decide the work of a run.
 
@@ -226,6 +230,9 @@ def plan_run(
         new_redaction_key: Start a new redaction key although runs with another key exist under ``out``.
         write_key: Create ``<out>/redaction.key`` (a new key) once every check passed; ``False`` for a dry
             plan that must write nothing (the CLI's own check before it starts the flow).
+        index_parts: Reads byte ranges of a large traces file elsewhere (the flow's worker processes), while
+            this process loads the dataset (:data:`IndexParts`); ``None``: the file is read here, after the load.
+            Either way the plan is the same.
 
     Returns:
         A :class:`RunPlan`; one work item per (case, trial) found in the traces for a known case.
@@ -250,6 +257,7 @@ def plan_run(
     if agent is None and tool_results is not None:
         raise InputFileError(tool_results, None, "--tool-results is for a live agent; the replay agent's tool "
                              "results are in the recorded traces.", "drop --tool-results, or use --agent openai.")
+    early = _start_index(traces, dataset, index_parts) if agent is None and index_parts is not None else None
     # the memoised load (a copy: slices narrow its cases): the shard tasks and run_scopes of this process then
     # reuse it instead of parsing cases.jsonl again (2 s at 14,000 cases)
     if isinstance(dataset, str) and "://" in dataset:  # a URL: read from this machine's copy, as given
@@ -284,7 +292,7 @@ def plan_run(
             plan = plan.model_copy(update={"redaction": _redaction_config(held, redact_fields, redact_paths)})
         return plan
     traces_path, traces_source = _traces_file(traces, loaded.path, dataset)
-    index = index_traces(traces_path)
+    index = early.index() if early is not None and early.path == traces_path else index_traces(traces_path)
     _check_revision_registry(out_path, loaded.path, loaded.revision, loaded.content_digest)
     check_run_id(out_path, run_id, loaded.revision)
     keys, lines, errors = replay_keys(index, loaded.cases, loaded.path / "cases.jsonl",
@@ -312,6 +320,73 @@ def plan_run(
         errors=[error.to_dict() for error in errors],
         slices=slices,
     )
+
+
+IndexParts = Callable[[Path, list[tuple[int, int]]], Callable[[], list[TracePart]]]
+"""``(traces file, byte ranges) -> collect``: starts :func:`tooleval.capture.recorded.index_part` of each range
+(in other processes) and returns a callable that waits for them and gives their parts in range order."""
+
+PARALLEL_INDEX_BYTES = 32 << 20
+"""A traces file at least this large (bytes, uncompressed) is read in ranges by ``index_parts``: below it, sending
+the ranges away costs more than it saves."""
+
+RANGE_BYTES = 64 << 20
+"""About this many bytes per range (at least two ranges per worker, at most :data:`MAX_RANGES`), so that the
+workers finish together."""
+
+MAX_RANGES = 64
+
+
+@dataclasses.dataclass
+class _EarlyIndex:
+    """A traces file being read in ranges elsewhere while the dataset loads here; its whole-file digest is
+    computed by a thread of this process meanwhile (hashing releases the interpreter lock)."""
+
+    path: Path
+    collect: Callable[[], list[TracePart]]
+    digest: list[str]
+    thread: threading.Thread
+
+    def index(self) -> TraceIndex:
+        parts = self.collect()
+        self.thread.join()
+        if not self.digest:  # the file could not be read by the thread: read it here, to raise what the plan does
+            return index_traces(self.path)
+        return join_trace_parts(self.path, self.digest[0], parts)
+
+
+def _start_index(traces: str | Path | None, dataset: str | Path, index_parts: IndexParts) -> _EarlyIndex | None:
+    """Start reading a large local traces file in ranges (:data:`IndexParts`); ``None`` when it is small,
+    compressed, remote, or cannot be found yet (the plan then reads it after loading the dataset, so that the
+    dataset's own problems are still reported first)."""
+    if isinstance(dataset, str) and "://" in dataset or isinstance(traces, str) and "://" in traces:
+        return None
+    try:
+        path, _ = _traces_file(traces, Path(dataset), dataset)
+        size = path.stat().st_size
+    except (InputFileError, OSError):
+        return None
+    if path.name.endswith(".gz") or size < PARALLEL_INDEX_BYTES:
+        return None
+    try:
+        spans = trace_spans(path, min(MAX_RANGES, max(2 * _workers_hint(), -(-size // RANGE_BYTES))))
+    except OSError:
+        return None
+    digest: list[str] = []
+
+    def whole() -> None:
+        try:
+            digest.append(file_digest(path))
+        except OSError:
+            pass
+
+    thread = threading.Thread(target=whole, name="tooleval-traces-digest", daemon=True)
+    thread.start()
+    return _EarlyIndex(path=path, collect=index_parts(path, spans), digest=digest, thread=thread)
+
+
+def _workers_hint() -> int:
+    return os.cpu_count() or 1
 
 
 def _redaction_config(key: PlannedKey | None, fields: list[str] | None, paths: list[str] | None):
