@@ -102,3 +102,28 @@ def test_spans_never_split_a_line(tmp_path):
     path.write_bytes(b"x" * 1000 + b"\n" + b"y\n")  # one long line: at most two ranges, cut after it
     spans = trace_spans(path, 8)
     assert spans == [(0, 1001), (1001, 1003)]
+
+
+def test_the_flow_plan_takes_the_dry_plans_index_of_an_unchanged_file(tmp_path, monkeypatch):
+    """``tooleval run`` plans once to check the inputs (``write_key=False``), then the flow plans in the same
+    process: the traces file is read once, unless it changed in between."""
+    import os
+
+    import tooleval.runs.plan as plan_module
+    from conftest import TINY_CASES, TINY_TRACES, write_dataset
+
+    data = write_dataset(tmp_path / "d", TINY_CASES, TINY_TRACES)
+    reads: list[Path] = []
+    real = plan_module.index_traces
+    monkeypatch.setattr(plan_module, "index_traces", lambda path: reads.append(path) or real(path))
+    dry = plan_module.plan_run(data, None, tmp_path / "out", "r1", write_key=False)
+    wet = plan_module.plan_run(data, None, tmp_path / "out", "r1")
+    assert len(reads) == 1
+    assert wet.index.table.equals(dry.index.table) and wet.errors == dry.errors
+    # taken: the next plan reads the file again; so does a plan after the file changed
+    plan_module.plan_run(data, None, tmp_path / "out", "r1", write_key=False)
+    traces = data / "traces.jsonl"
+    stat = traces.stat()
+    os.utime(traces, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000_000))
+    plan_module.plan_run(data, None, tmp_path / "out", "r1")
+    assert len(reads) == 3

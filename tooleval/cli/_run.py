@@ -138,14 +138,18 @@ def run(
         raise typer.Exit(2)
     except InputFileError as exc:
         fail(exc)
+    # what the run needs of the dry plan; the plan itself (its index of every key) is not kept through the run
+    planned_rows, planned_out, planned_revision = plan.index.rows, plan.out, plan.dataset.revision
+    run_id = plan.run_id
+    del plan
     expected: list[int] = []
-    lease = hold_run(location, plan.run_id)
+    lease = hold_run(location, run_id)
     try:
         lease.__enter__()
     except InputFileError as exc:
         fail(exc)
     try:
-        check_run_id(plan.out, plan.run_id, plan.dataset.revision)  # again, now that no one else writes it
+        check_run_id(planned_out, run_id, planned_revision)  # again, now that no one else writes it
     except InputFileError as exc:
         lease.__exit__(None, None, None)
         fail(exc)
@@ -154,9 +158,9 @@ def run(
             from flows.evaluate import run_evaluate
 
             result, drifted = run_evaluate(
-                rows_hint=plan.index.rows, dask_address=dask_address,
+                rows_hint=planned_rows, dask_address=dask_address,
                 dataset=str(dataset), traces=None if traces is None else str(traces), out=str(location),
-                run_id=plan.run_id, shard_size=shard_size, slices=slice_list, legacy_only=legacy_only,
+                run_id=run_id, shard_size=shard_size, slices=slice_list, legacy_only=legacy_only,
                 agent=live, repeats=repeats, tool_results=None if tool_results is None else str(tool_results),
                 outcome=outcome, redact_fields=redact_field, redaction=not no_redaction,
                 gate_config=None if gate_config is None else str(gate_config), workers=workers,

@@ -292,7 +292,11 @@ def plan_run(
             plan = plan.model_copy(update={"redaction": _redaction_config(held, redact_fields, redact_paths)})
         return plan
     traces_path, traces_source = _traces_file(traces, loaded.path, dataset)
-    index = early.index() if early is not None and early.path == traces_path else index_traces(traces_path)
+    index = _remembered_index(traces_path, take=write_key)
+    if index is None:
+        index = early.index() if early is not None and early.path == traces_path else index_traces(traces_path)
+        if not write_key:
+            _remember_index(traces_path, index)
     _check_revision_registry(out_path, loaded.path, loaded.revision, loaded.content_digest)
     check_run_id(out_path, run_id, loaded.revision)
     keys, lines, errors = replay_keys(index, loaded.cases, loaded.path / "cases.jsonl",
@@ -355,6 +359,37 @@ class _EarlyIndex:
         return join_trace_parts(self.path, self.digest[0], parts)
 
 
+_DRY_INDEX: dict[tuple, TraceIndex] = {}
+"""The traces index of this process's last dry plan (``write_key=False``: ``tooleval run``'s own check before it
+starts the flow), by the file's path, size, modification time and inode: the flow's plan in the same process
+takes it instead of reading a large file a second time (~20 s per 200,000 multi-turn traces). Held until taken
+or replaced; the replay agent still checks each line's digest, so a line changed meanwhile becomes a row error,
+never a wrong row."""
+
+
+def _file_stamp(path: Path) -> tuple | None:
+    try:
+        stat = path.stat()
+    except OSError:
+        return None
+    return (str(path.resolve()), stat.st_size, stat.st_mtime_ns, stat.st_ino)
+
+
+def _remember_index(path: Path, index: TraceIndex) -> None:
+    stamp = _file_stamp(path)
+    _DRY_INDEX.clear()
+    if stamp is not None:
+        _DRY_INDEX[stamp] = index
+
+
+def _remembered_index(path: Path, *, take: bool) -> TraceIndex | None:
+    """The dry plan's index of ``path`` when the file is unchanged since; ``take`` removes it from the memo."""
+    stamp = _file_stamp(path)
+    if stamp is None or stamp not in _DRY_INDEX:
+        return None
+    return _DRY_INDEX.pop(stamp) if take else _DRY_INDEX[stamp]
+
+
 def _start_index(traces: str | Path | None, dataset: str | Path, index_parts: IndexParts) -> _EarlyIndex | None:
     """Start reading a large local traces file in ranges (:data:`IndexParts`); ``None`` when it is small,
     compressed, remote, or cannot be found yet (the plan then reads it after loading the dataset, so that the
@@ -366,7 +401,7 @@ def _start_index(traces: str | Path | None, dataset: str | Path, index_parts: In
         size = path.stat().st_size
     except (InputFileError, OSError):
         return None
-    if path.name.endswith(".gz") or size < PARALLEL_INDEX_BYTES:
+    if path.name.endswith(".gz") or size < PARALLEL_INDEX_BYTES or _remembered_index(path, take=False) is not None:
         return None
     try:
         spans = trace_spans(path, min(MAX_RANGES, max(2 * _workers_hint(), -(-size // RANGE_BYTES))))
