@@ -334,9 +334,10 @@ PARALLEL_INDEX_BYTES = 32 << 20
 """A traces file at least this large (bytes, uncompressed) is read in ranges by ``index_parts``: below it, sending
 the ranges away costs more than it saves."""
 
-RANGE_BYTES = 64 << 20
-"""About this many bytes per range (at least two ranges per worker, at most :data:`MAX_RANGES`), so that the
-workers finish together."""
+RANGE_BYTES = 128 << 20
+"""About this many bytes per range (at least two ranges per worker, at most :data:`MAX_RANGES`): each range is one
+task run on the process pool, ~70 ms of Prefect's bookkeeping (PREFECT.md's measure), so a few dozen at most; yet
+enough of them that the workers finish together."""
 
 MAX_RANGES = 64
 
