@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tooleval.rules import GATE_RULES, GateConfig, GateTally
-from tooleval.runs.gate import GATE_COLUMNS, GateJudge
+from tooleval.runs.gate import GATE_COLUMNS, judge_rows
 from tooleval.storage import ROW_SCHEMA
 
 TODAY = date(2026, 12, 2)
@@ -156,14 +156,8 @@ def test_judge_finds_the_rows_the_errors_name():
               for case, trial in (("a", 1), ("b", 0), ("c", 0))]
     scope = {"a": "s", "b": "s", "c": "s", "d": "s"}
     rows = [scored("a", 0), scored("c", 0)]
-    judged = []
-    for add in ("rows", "table"):
-        judge = GateJudge(scope, errors, GateConfig())
-        if add == "rows":
-            judge.add(table(rows).to_pylist())
-        else:
-            judge.add_table(table(rows))
-        judged.append(judge.verdict().to_dict())
+    judged = [judge_rows(batches, scope, errors, GateConfig()).to_dict()
+              for batches in ([table(rows).to_pylist()], [table(rows)])]  # dicts, then an Arrow table
     assert judged[0] == judged[1]
     assert judged[1]["counts"]["unscored_cases"] == 3
     listed = sorted((o["case_id"], o["trial"], o["no_trial"]) for o in judged[1]["failing_rows"])

@@ -156,7 +156,7 @@ def gate(
     """
     if format_ not in ("text", "json"):
         fail(InputFileError(None, None, f"unknown --format {format_!r}.", "use --format text or --format json."))
-    from tooleval.runs.gate import (GATE_COLUMNS, gate_config_for, gate_config_source, gate_scope, judge_tables,
+    from tooleval.runs.gate import (GATE_COLUMNS, gate_config_for, gate_config_source, gate_scope, judge_rows,
                                     write_junit)
     from tooleval.runs.published import open_run
     from tooleval.storage import Publication, read_versioned
@@ -179,7 +179,7 @@ def gate(
         # the gate's columns of one file (one shard) at a time, judged over the columns: never every row at once
         tables = (read_versioned(path, "rows", GATE_COLUMNS) for path in files)
         scope = None if subset else gate_scope(run_.dataset.cases, run_.summary.get("slices"))
-        shown = judge_tables(tables, scope, errors, cfg)
+        shown = judge_rows(tables, scope, errors, cfg)
         verdict = shown.limited(listed)
     except InputFileError as exc:
         fail(exc)

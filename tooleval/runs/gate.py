@@ -20,7 +20,7 @@ from tooleval.rules import (ROW_OUTCOMES, GateConfig, GateTally, GateVerdict, ev
                             write_junit)
 
 __all__ = ["GATE_BATCH_ROWS", "GATE_COLUMNS", "GateJudge", "gate_batches", "gate_config_for", "gate_config_source",
-           "gate_rows", "gate_scope", "judge_rows", "judge_tables", "row_outcome_record", "run_gate", "unscored_rows", "write_junit"]
+           "gate_rows", "gate_scope", "judge_rows", "row_outcome_record", "run_gate", "unscored_rows", "write_junit"]
 
 GATE_COLUMNS = ["case_id", "trial", "slice", "violations", "error_kind", "error_message", "missing_calls", "extra_calls", "wrong_args",
                 "f1", "exact_match", "fp", "fn", "tool_families", "blocking", "match_mode", "calls_match", "name_only"]
@@ -225,37 +225,25 @@ class GateJudge:
         return self.tally.verdict()
 
 
-def judge_rows(batches: Iterable[list[dict[str, Any]]], scope: Mapping[str, str | None] | None,
+def judge_rows(batches: Iterable[Any], scope: Mapping[str, str | None] | None,
                errors: Iterable[Mapping[str, Any]], config: GateConfig) -> GateVerdict:
-    """The gate verdict of a run's rows streamed batch by batch (each batch a list of row dicts, e.g. one
-    Parquet record batch's ``to_pylist()``), then of their :func:`unscored_rows` placeholders (:class:`GateJudge`).
+    """The gate verdict of a run's rows streamed batch by batch, then of their :func:`unscored_rows` placeholders
+    (:class:`GateJudge`).
 
     Args:
-        batches: The rows, in report order.
+        batches: The rows, in report order: each batch a list of row dicts (e.g. one Parquet record batch's
+            ``to_pylist()``), or an Arrow table of :data:`GATE_COLUMNS` (e.g. one row file, read as the current row
+            schema), judged over its columns (:meth:`GateJudge.add_table`): the same verdict.
         scope: :func:`gate_scope`, or ``None`` for a diagnostic subset.
         errors: ``errors.json`` entries.
         config: The gate configuration.
     """
     judge = GateJudge(scope, errors, config)
     for batch in batches:
-        judge.add(batch)
-    return judge.verdict()
-
-
-def judge_tables(tables: Iterable[Any], scope: Mapping[str, str | None] | None,
-                 errors: Iterable[Mapping[str, Any]], config: GateConfig) -> GateVerdict:
-    """:func:`judge_rows` of rows given as Arrow tables of :data:`GATE_COLUMNS` (e.g. one row file each, read as
-    the current row schema), judged over their columns (:meth:`GateJudge.add_table`): the same verdict.
-
-    Args:
-        tables: The rows, in report order.
-        scope: :func:`gate_scope`, or ``None`` for a diagnostic subset.
-        errors: ``errors.json`` entries.
-        config: The gate configuration.
-    """
-    judge = GateJudge(scope, errors, config)
-    for table in tables:
-        judge.add_table(table)
+        if isinstance(batch, list):
+            judge.add(batch)
+        else:
+            judge.add_table(batch)
     return judge.verdict()
 
 
