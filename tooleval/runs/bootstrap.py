@@ -7,9 +7,14 @@ percentile intervals of 9,999 resamples with a fixed seed, so the same data alwa
 
 Above :data:`NORMAL_ABOVE` cases the interval is the large-sample one of the same ratio estimator instead:
 ``R ± z · se`` with ``se² = Σ (s_i − R c_i)² / (n (n − 1) c̄²)`` (the linearised variance of a ratio estimator over
-clusters, Cochran 1977, *Sampling Techniques*, 3rd ed., section 6.4). The bootstrap costs 9,999 x cases draws per
-figure — about 48 s for the variability figures of 14,286 cases, many minutes at a million rows — and its
-percentile interval converges to this one as cases grow (``tests/runs/test_bootstrap_large.py`` measures the gap).
+clusters, Cochran 1977, *Sampling Techniques*, 3rd ed., section 6.4). The bootstrap costs 9,999 x cases draws and
+gathered values — about 48 s for the variability figures of 14,286 cases when each figure drew its own, many minutes
+at a million rows — and its percentile interval converges to this one as cases grow
+(``tests/runs/test_bootstrap_large.py`` measures the gap).
+
+The figures of one set of cases (pass@k and pass^k for every k of a slice) are resampled from one draw
+(:func:`cluster_mean_cis`): the generator is seeded the same for each, so each figure alone would draw the same
+cases, and each interval stays what its own call gives.
 """
 
 from __future__ import annotations
