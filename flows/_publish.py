@@ -9,6 +9,7 @@ from datetime import datetime, timezone
 from typing import Any, Iterator
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from prefect.states import Failed, State
 from pydantic import BaseModel
 
@@ -19,7 +20,7 @@ from tooleval.runs.documents import (DRIFT_VERSION, ERRORS_VERSION, SUMMARY_VERS
                                      errors_document, summary_document)
 from tooleval.runs.drift import drift_partial_sql, drift_report
 from tooleval.dataset import load_dataset_cached
-from tooleval.runs.gate import (GateJudge, gate_batches, gate_config_for, gate_config_source, gate_scope,
+from tooleval.runs.gate import (GATE_COLUMNS, GateJudge, gate_config_for, gate_config_source, gate_scope,
                                 row_outcome_record, write_junit)
 from tooleval.runs.legacy import LegacyResult, legacy_record, stage_legacy
 from tooleval.runs.plan import DatasetRef, revision_record_relpath
@@ -84,18 +85,12 @@ def _tables(refs: list[StageRef], schema: pa.Schema) -> Iterator[pa.Table]:
         yield read_stage_table(ref, schema=schema)
 
 
-def _row_errors(refs: list[StageRef]) -> list[dict]:
-    errors = []
-    for ref in refs:
-        table = read_stage_table(ref, columns=["case_id", "trial", "error_kind", "error_message"])
-        if table.column("error_kind").null_count == table.num_rows:
-            continue
-        errors += [
-            {"kind": r["error_kind"], "case_id": r["case_id"], "trial": r["trial"],
+def _row_errors(rows: pa.Table) -> list[dict]:
+    """``errors.json`` entries of the rows that carry an error (only those become Python objects), in row order."""
+    failed = rows.select(["case_id", "trial", "error_kind", "error_message"]).filter(pc.is_valid(rows["error_kind"]))
+    return [{"kind": r["error_kind"], "case_id": r["case_id"], "trial": r["trial"],
              "message": join_error(r["error_kind"], r["error_message"]), "path": None, "line": None}
-            for r in table.to_pylist() if r["error_kind"] is not None
-        ]
-    return errors
+            for r in failed.to_pylist()]
 
 
 def _drift(legacy: LegacyResult, row_refs: list[StageRef], partials: list[dict] | None) -> dict[str, Any]:
@@ -167,11 +162,11 @@ class RunPublisher:
         self.refs += [ref for ref in (generation, envelopes, rows) if ref is not None]
         if rows is None or self.rows is None:
             return
-        self.rows.add(read_stage_table(rows, schema=ROW_SCHEMA), index)
+        table = read_stage_table(rows, schema=ROW_SCHEMA)  # read once: the partition part, the errors, the gate
+        self.rows.add(table, index)
         self.row_refs.append(rows)
-        self.errors += _row_errors([rows])
-        for batch in gate_batches([rows.path]):
-            self.judge.add(batch)
+        self.errors += _row_errors(table)
+        self.judge.add_table(table.select(GATE_COLUMNS))
 
     def aggregate(self, extra_summary: dict[str, Any] | None, legacy: LegacyResult) -> dict[str, Any]:
         """The summary's figures: what the run is, then DuckDB over the staged rows (the aggregation task) and the

@@ -156,8 +156,8 @@ def gate(
     """
     if format_ not in ("text", "json"):
         fail(InputFileError(None, None, f"unknown --format {format_!r}.", "use --format text or --format json."))
-    from tooleval.runs.gate import (GATE_BATCH_ROWS, GATE_COLUMNS, gate_config_for, gate_config_source, gate_scope,
-                                    judge_rows, write_junit)
+    from tooleval.runs.gate import (GATE_COLUMNS, gate_config_for, gate_config_source, gate_scope, judge_rows,
+                                    write_junit)
     from tooleval.runs.published import open_run
     from tooleval.storage import Publication, read_versioned
 
@@ -176,11 +176,10 @@ def gate(
         subset = origin.get("case") is not None or origin.get("trial") is not None
         errors_file = run_.out / "runs" / run_id / "errors.json"
         errors = json.loads(errors_file.read_text()) if errors_file.is_file() else []
-        # the gate's columns of one file (one shard) at a time, as dicts 5,000 rows at a time: never every row
-        batches = (batch.to_pylist() for path in files
-                   for batch in read_versioned(path, "rows", GATE_COLUMNS).to_batches(GATE_BATCH_ROWS))
+        # the gate's columns of one file (one shard) at a time, judged over the columns: never every row at once
+        tables = (read_versioned(path, "rows", GATE_COLUMNS) for path in files)
         scope = None if subset else gate_scope(run_.dataset.cases, run_.summary.get("slices"))
-        shown = judge_rows(batches, scope, errors, cfg)
+        shown = judge_rows(tables, scope, errors, cfg)
         verdict = shown.limited(listed)
     except InputFileError as exc:
         fail(exc)

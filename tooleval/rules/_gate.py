@@ -30,12 +30,19 @@ from __future__ import annotations
 import heapq
 from collections import Counter
 from datetime import date
-from typing import Any, Iterable
+from typing import TYPE_CHECKING, Any, Iterable
+
+import numpy as np
 
 from tooleval.rules._gate_config import MISMATCH_RULE, Floor, GateConfig, Waiver
 from tooleval.rules._name_only import NAME_ONLY_RULE
 from tooleval.rules._schema import SCHEMA_RULE
 from tooleval.rules._verdict import NO_SLICE, GateVerdict, RowOutcome, SliceResult, worst_key
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+    from tooleval.rules._gate_table import GroupPart
 
 __all__ = ["GateTally", "calls_match", "evaluate_gate"]
 
@@ -131,6 +138,20 @@ class _GroupTally:
         self.fn += o.fn
         self.failing += 1 if o.rules else 0
 
+    def fold(self, part: "GroupPart") -> None:
+        """Add a table's share of this group (:mod:`tooleval.rules._gate_table`; no quarantined row in it)."""
+        self.rows += part.rows
+        if part.f1.size:
+            # one value after the other from the running sum, as ``add`` sums them: the same float
+            self.f1_sum = float(np.add.accumulate(np.concatenate(([self.f1_sum], part.f1)))[-1])
+            self.f1_count += int(part.f1.size)
+            low = float(part.f1.min())
+            self.f1_min = low if self.f1_min is None or low < self.f1_min else self.f1_min
+        self.exact += part.exact
+        self.fp += part.fp
+        self.fn += part.fn
+        self.failing += part.failing
+
     def result(self, kind: str, name: str, floor: Floor | None) -> SliceResult:
         mean = self.f1_sum / self.f1_count if self.f1_count else None
         failures: list[str] = []
@@ -163,7 +184,10 @@ class _Listed:
         self.limit, self.count = limit, 0
         self._heap: list[tuple[_Desc, int, RowOutcome]] = []
 
-    def add(self, o: RowOutcome) -> None:
+    def add(self, o: RowOutcome, arrival: int | None = None) -> None:
+        """Add ``o``; ``arrival`` (default: the next) is its place among every outcome offered to this list."""
+        if arrival is not None:
+            self.count = arrival
         item = (_Desc(worst_key(o)), self.count, o)
         self.count += 1
         if len(self._heap) < self.limit:
@@ -275,6 +299,65 @@ class GateTally:
         for family in o.tool_families:
             self._groups.setdefault(("family", family), _GroupTally()).add(o)
         return o
+
+    def add_table(self, table: "pa.Table") -> None:
+        """Judge every row of an Arrow table of row columns, in order: the same figures as :meth:`add` of each row
+        (``table.to_pylist()``), computed over the columns (:mod:`tooleval.rules._gate_table`); only the rows
+        that may be listed, and those the columns cannot judge alone (a quarantined case, one an active waiver may
+        cover), become row dicts and :class:`RowOutcome` objects.
+
+        Args:
+            table: Columns of the row schema (those the gate reads: ``case_id``, ``trial``, ``slice``,
+                ``violations``, ``error_kind``, ``error_message``, the call lists, ``f1``, ``exact_match``, ``fp``,
+                ``fn``, ``tool_families``, ``match_mode``, ``calls_match``, ``name_only``); absent ones read as null.
+        """
+        from tooleval.rules._gate_table import rows_for_columns
+
+        fast = rows_for_columns(table, self.config, self._active)
+        edges = np.flatnonzero(np.diff(fast.astype(np.int8))) + 1
+        for start, stop in zip([0, *edges.tolist()], [*edges.tolist(), table.num_rows]):
+            segment = table.slice(start, stop - start)
+            if stop > start and fast[start]:
+                self._fold(segment)
+            else:
+                for row in segment.to_pylist():
+                    self.add(row)
+
+    def _fold(self, table: "pa.Table") -> None:
+        """Add the rows of ``table``, every one judged by its columns alone (:func:`_gate_table.table_part`)."""
+        from tooleval.rules._gate_table import table_part
+
+        part = table_part(table, self.config, self.listed, lambda v: _severity(v, self.config))
+        self._rows += part.rows
+        self._scored += part.scored
+        self._exact += part.exact
+        self._fp += part.fp
+        self._fn += part.fn
+        self._advisory += part.advisory
+        self._by_rule.update(part.by_rule)
+        for name, figures in part.by_slice.items():
+            tally = self._by_slice.get(name)
+            if tally is None:
+                tally = self._by_slice[name] = Counter(dict.fromkeys(_SLICE_TALLY, 0))
+            for key, value in figures.items():
+                tally[key] += value
+        self._failing_slice.update(part.failing_slice)
+        self._failing_family.update(part.failing_family)
+        self._failing_rule.update(part.failing_rule)
+        self._failing_slice_rule.update(part.failing_slice_rule)
+        self._counted.fold(part.counted)
+        for key, group in part.groups.items():
+            self._groups.setdefault(key, _GroupTally()).fold(group)
+        failing = self._lists["failing"]
+        first = failing.count
+        candidates = part.listed_candidates
+        rows = table.take(part.failing_rows[candidates]).to_pylist() if candidates.size else []
+        for position, row in zip(candidates.tolist(), rows):
+            o = _outcome(row, self.config, self._active, self._quarantine)
+            if not o.rules:
+                raise AssertionError(f"row {o.case_id!r} #{o.trial}: judged failing by its columns, not by its row")
+            failing.add(o, arrival=first + position)
+        failing.count = first + part.failing_rows.size
 
     def verdict(self) -> GateVerdict:
         """The :class:`GateVerdict` of every row added so far."""

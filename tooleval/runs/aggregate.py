@@ -17,6 +17,7 @@ existed (row schema version < 3) count as not checked.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import duckdb
@@ -43,12 +44,19 @@ SELECT
   count(*) FILTER (WHERE provenance_status = 'ok') AS provenance_ok,
   count(*) FILTER (WHERE provenance_status = 'missing') AS provenance_missing,
   count(*) FILTER (WHERE provenance_status = 'mismatch') AS provenance_mismatch,
-  avg(f1) FILTER (WHERE NOT coalesce(name_only, false)) AS mean_f1,
-  avg(ragas_tool_call_f1) AS mean_ragas_tool_call_f1,
+  NULL AS mean_f1,  -- the means are computed exactly from the values (_exact_mean); here for their place
+  NULL AS mean_ragas_tool_call_f1,
   count(*) FILTER (WHERE name_only) AS name_only_rows,
-  avg(f1) FILTER (WHERE name_only) AS mean_name_f1
+  NULL AS mean_name_f1
 FROM {source}
 """
+
+_MEANS = {
+    "mean_f1": ("f1", "NOT coalesce(name_only, false)"),
+    "mean_ragas_tool_call_f1": ("ragas_tool_call_f1", "true"),
+    "mean_name_f1": ("f1", "name_only"),
+}
+"""Each mean's column and the rows it covers (nulls never count, as in ``avg``)."""
 
 _BY_TOOL = """
 WITH failures AS (
@@ -95,6 +103,15 @@ def _schema_figures(con: duckdb.DuckDBPyConnection, source: str) -> dict[str, An
             "schema_findings": int(findings), "schema_findings_by_tool": by_tool}
 
 
+def _exact_mean(con: duckdb.DuckDBPyConnection, source: str, column: str, where: str) -> float | None:
+    """The mean of the non-null ``column`` values of the rows ``where`` holds: their correctly rounded sum
+    (``math.fsum``) over their count, so the same rows give the same float in every run (DuckDB's ``avg`` adds in
+    the order its threads read the files, which moved the last digits from one run to the next)."""
+    values = con.sql(f"SELECT {column} FROM {source} WHERE {column} IS NOT NULL AND ({where})").to_arrow_table()
+    numbers = values.column(0).to_numpy()
+    return math.fsum(numbers) / numbers.size if numbers.size else None
+
+
 def summarize_rows(source: str, connection: duckdb.DuckDBPyConnection | None = None) -> dict[str, Any]:
     """Compute a run's figures.
 
@@ -119,14 +136,10 @@ def summarize_rows(source: str, connection: duckdb.DuckDBPyConnection | None = N
         (kinds: :data:`tooleval.rules.FINDING_KINDS`).
     """
     con = connection or source_connection(source)
+    means = {key: _exact_mean(con, source, column, where) for key, (column, where) in _MEANS.items()}
     cursor = con.execute(_FIGURES.format(source=source))
     names = [d[0] for d in cursor.description]
-    figures = dict(zip(names, cursor.fetchone()))
-    for key, value in figures.items():
-        if key.startswith("mean_"):
-            figures[key] = None if value is None else float(value)
-        else:
-            figures[key] = int(value or 0)
+    figures = {key: means[key] if key in means else int(value or 0) for key, value in zip(names, cursor.fetchone())}
     by_tool: dict[str, dict[str, int]] = {}
     for tool, what, n in con.execute(_BY_TOOL.format(source=source)).fetchall():
         by_tool.setdefault(tool, {"missing": 0, "extra": 0, "wrong_args": 0})[what] = int(n)

@@ -150,6 +150,20 @@ class _Seen:
         if key in self.named:
             self.present.add(key)
 
+    def add_table(self, table: Any) -> None:
+        """:meth:`add` of every row of an Arrow table with ``case_id`` and ``trial`` columns: the case ids as a
+        set, and only the rows of the cases named by the errors one by one."""
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        cases = table.column("case_id")
+        self.cases.update(str(case) for case in pc.unique(cases).to_pylist())
+        named = sorted({case for case, _ in self.named})
+        if named:
+            mine = table.filter(pc.is_in(cases, value_set=pa.array(named, pa.string())))
+            for row in mine.select(["case_id", "trial"]).to_pylist():
+                self.add(row)
+
     def placeholders(self, scope: Mapping[str, str | None] | None) -> list[dict[str, Any]]:
         present, cases_with_rows = set(self.present), set(self.cases)
         out: list[dict[str, Any]] = []
@@ -198,6 +212,12 @@ class GateJudge:
             self.tally.add(row)
             self.seen.add(row)
 
+    def add_table(self, table: Any) -> None:
+        """Judge the rows of an Arrow table of :data:`GATE_COLUMNS` (those the rows have), in report order: the
+        same as :meth:`add` of its rows, over the columns (:meth:`tooleval.rules.GateTally.add_table`)."""
+        self.tally.add_table(table)
+        self.seen.add_table(table)
+
     def verdict(self) -> GateVerdict:
         """The verdict, after the rows and their :func:`unscored_rows` placeholders (as of today, UTC)."""
         for placeholder in self.seen.placeholders(self.scope):
@@ -205,20 +225,25 @@ class GateJudge:
         return self.tally.verdict()
 
 
-def judge_rows(batches: Iterable[list[dict[str, Any]]], scope: Mapping[str, str | None] | None,
+def judge_rows(batches: Iterable[Any], scope: Mapping[str, str | None] | None,
                errors: Iterable[Mapping[str, Any]], config: GateConfig) -> GateVerdict:
-    """The gate verdict of a run's rows streamed batch by batch (each batch a list of row dicts, e.g. one
-    Parquet record batch's ``to_pylist()``), then of their :func:`unscored_rows` placeholders (:class:`GateJudge`).
+    """The gate verdict of a run's rows streamed batch by batch, then of their :func:`unscored_rows` placeholders
+    (:class:`GateJudge`).
 
     Args:
-        batches: The rows, in report order.
+        batches: The rows, in report order: each batch a list of row dicts (e.g. one Parquet record batch's
+            ``to_pylist()``), or an Arrow table of :data:`GATE_COLUMNS` (e.g. one row file, read as the current row
+            schema), judged over its columns (:meth:`GateJudge.add_table`): the same verdict.
         scope: :func:`gate_scope`, or ``None`` for a diagnostic subset.
         errors: ``errors.json`` entries.
         config: The gate configuration.
     """
     judge = GateJudge(scope, errors, config)
     for batch in batches:
-        judge.add(batch)
+        if isinstance(batch, list):
+            judge.add(batch)
+        else:
+            judge.add_table(batch)
     return judge.verdict()
 
 

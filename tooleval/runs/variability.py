@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any, Iterable
 
-from tooleval.runs.bootstrap import cluster_mean_ci
+from tooleval.runs.bootstrap import cluster_mean_cis
 
 __all__ = ["Outcome", "outcome_from_spec", "pass_at_k", "pass_hat_k", "variability_summary", "variability_of_parquet",
            "VariabilityTally", "format_variability", "LISTED_CASES", "NO_SLICE"]
@@ -237,11 +237,16 @@ class _Group:
         figures: dict[str, Any] = {"cases": self.cases, "cases_with_outcome": len(self.trials),
                                    "trials": trials, "passes": passes,
                                    "pass_rate": passes / trials if trials else None}
-        for name, estimator in (("pass@k", pass_at_k), ("pass^k", pass_hat_k)):
-            per_k = {k: [estimator(n, c, k) for n, c in zip(self.trials, self.passes)] for k in range(1, K + 1)}
-            figures[name] = {str(k): statistics.fmean(v) if v else None for k, v in per_k.items()}
-            intervals = {str(k): cluster_mean_ci(v, [1] * len(v)) for k, v in per_k.items()}
-            figures[f"{name}_ci95"] = {k: None if ci is None else list(ci) for k, ci in intervals.items()}
+        estimators = (("pass@k", pass_at_k), ("pass^k", pass_hat_k))
+        per_k = {(name, k): [estimator(n, c, k) for n, c in zip(self.trials, self.passes)]
+                 for name, estimator in estimators for k in range(1, K + 1)}
+        # every figure of this set of cases resamples the same cases: one draw serves them all
+        intervals = dict(zip(per_k, cluster_mean_cis(list(per_k.values()), [1] * len(self.trials))))
+        for name, _ in estimators:
+            figures[name] = {str(k): statistics.fmean(v) if v else None
+                             for (of, k), v in per_k.items() if of == name}
+            figures[f"{name}_ci95"] = {str(k): None if ci is None else list(ci)
+                                       for (of, k), ci in intervals.items() if of == name}
         figures["f1"] = self.f1.figures()
         figures["flaky_cases"] = self.flaky
         figures["flaky_cases_count"] = self.flaky_count
