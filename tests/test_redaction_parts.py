@@ -158,13 +158,13 @@ def test_a_null_under_a_redacted_field_is_not_taken_for_a_nan():
 
 
 def test_a_str_subclass_is_not_taken_for_a_str():
-    # the walk reads a header only under a key that is exactly a str: a part written alike with a str subclass
-    # key holds no credential, and must not be answered by the plain part remembered before
-    class Key(str):
+    # the walk reads a header only when its value is exactly a str: a part written alike with a str subclass
+    # value holds no credential, and must not be answered by the plain part remembered before
+    class Value(str):
         pass
 
     plain = {"role": "tool", "content": "x", "headers": {"Authorization": "Bearer abcdefgh12345678"}}
-    odd = {"role": "tool", "content": "x", "headers": {Key("Authorization"): "Bearer abcdefgh12345678"}}
+    odd = {"role": "tool", "content": "x", "headers": {"Authorization": Value("Bearer abcdefgh12345678")}}
     redactor = Redactor(RedactionConfig(), b"k" * 32)
     first = redactor.redact_trace_text(_trace(0, plain, {"role": "user", "content": "abcdefgh12345678"}))
     assert "abcdefgh12345678" not in first
