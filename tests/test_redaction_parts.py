@@ -250,3 +250,40 @@ def test_threads_sharing_a_redactor_get_the_walk_s_texts():
         sys.setswitchinterval(before)
     assert all(run == want for runs in got for run in runs)
     assert len([run for runs in got for run in runs]) == 20
+
+
+# -- seeding: a case input's repeated messages are walked once -----------------------------------------------------
+
+def _seeded_by_walking_each_value(config: RedactionConfig, values: list) -> Redactor:
+    """The seed as the whole walk makes it: every value walked whole, one after the other."""
+    from tooleval.capture._secret_text import cannot_hold_pair
+    from tooleval.capture.redaction import _Call
+
+    redactor = Redactor(config, b"k" * 32)
+    found: dict = {}
+    known: dict = {}
+    for value in values:
+        call = _Call()
+        redactor._collect(value, found, call)
+        known.update((t, p) for t, p in call.pairs.items() if not cannot_hold_pair(t, redactor._fields))
+    redactor._base, redactor._known_pairs = found, known
+    return redactor
+
+
+@settings(max_examples=examples(200), deadline=None, suppress_health_check=list(HealthCheck))
+@example([[{"role": "user", "content": "x", "card_number": 4111111111111111}],
+          [{"role": "user", "content": "y", "card_number": "4111111111111111"},
+           {"role": "user", "content": "x", "card_number": 4111111111111111}]], None)
+@example([[{"card_number": 4111111111111111}, {"card_number": "4111111111111111"}]], None)
+@given(st.lists(st.one_of(st.lists(_messages, max_size=3), _objects, _messages), max_size=6),
+       st.sampled_from([None, ["key"], ["email", "to"]]))
+def test_seeding_finds_what_walking_every_value_finds(values, fields):
+    # the examples: a list's last element is walked first, so of two elements giving one form two tokens (a
+    # number's, a string's) the last one's is kept; a second input repeating the first's message after one such
+    # element skips it as seen without changing which token the form keeps
+    config = RedactionConfig() if fields is None else RedactionConfig(fields=fields)
+    redactor = Redactor(config, b"k" * 32)
+    redactor.seed(json.loads(json.dumps(values)))
+    want = _seeded_by_walking_each_value(config, json.loads(json.dumps(values)))
+    assert list(redactor._base.items()) == list(want._base.items())
+    assert redactor._known_pairs == want._known_pairs

@@ -35,9 +35,9 @@ from tooleval.capture._secret_text import _NUMBER_FORM, _is_plain
 if TYPE_CHECKING:
     from tooleval.capture.redaction import Redactor
 
-__all__ = ["PartMemo"]
+__all__ = ["PLAIN_JSON", "PartMemo"]
 
-_OPTIONS = orjson.OPT_PASSTHROUGH_SUBCLASS | orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_DATACLASS
+PLAIN_JSON = orjson.OPT_PASSTHROUGH_SUBCLASS | orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_DATACLASS
 """Refuse what orjson would write as something else (a ``str`` subclass as a string, a date as text): such a
 value goes to the whole walk, which reads it by its own type."""
 _RESULTS_KEPT = 8
@@ -98,7 +98,7 @@ class PartMemo:
             listed = type(value) is list
             for part in (value if listed else (value,)):
                 try:
-                    text = orjson.dumps(part, option=_OPTIONS)
+                    text = orjson.dumps(part, option=PLAIN_JSON)
                 except (TypeError, orjson.JSONEncodeError):
                     return None
                 entry = learned((key, text)) or self._learn(redactor, key, part, text, _Call)
@@ -214,7 +214,7 @@ def _null_under_field(value: Any, fields: set[str]) -> bool:
         if isinstance(item, dict):
             for key, child in item.items():
                 if str(key).lower() in fields:
-                    if b"null" in orjson.dumps(child, option=_OPTIONS):
+                    if b"null" in orjson.dumps(child, option=PLAIN_JSON):
                         return True
                 else:
                     stack.append(child)

@@ -30,7 +30,7 @@ from pydantic import BaseModel, ConfigDict, field_validator
 
 from tooleval.canonical import canonical_dumps, canonical_json, dumps_text, strict_json_loads
 from tooleval.capture._credentials import credentials, header_credentials, may_hold_credential
-from tooleval.capture._parts import PartMemo
+from tooleval.capture._parts import PLAIN_JSON, PartMemo
 from tooleval.capture._secret_text import Replacer, cannot_hold_pair, leaves, secret_forms, text_pairs
 from tooleval.errors import InputFileError
 
@@ -573,11 +573,23 @@ class Redactor:
         between threads (it replaces the base secrets)."""
         found: dict[str, str] = {}
         known: dict[str, tuple[tuple[int, int, Any, str], ...]] = {}
+        seen: set[bytes] = set()
         for value in values:
-            call = _Call()  # one per value: what it parsed is dropped with it
-            self._collect(value, found, call)
-            known.update((text, pairs) for text, pairs in call.pairs.items()
-                         if not cannot_hold_pair(text, self._fields))
+            # a list is walked last element first, each element whole: an element walked before (every case's
+            # input repeats the system prompt) adds no form and no pair that is not found already
+            for part in (reversed(value) if type(value) is list else (value,)):
+                try:
+                    text = orjson.dumps(part, option=PLAIN_JSON)  # NaN is written null: the walk finds nothing in either
+                except (TypeError, orjson.JSONEncodeError):
+                    text = None
+                if text is not None:
+                    if text in seen:
+                        continue
+                    seen.add(text)
+                call = _Call()  # one per part: what it parsed is dropped with it
+                self._collect(part, found, call)
+                known.update((text, pairs) for text, pairs in call.pairs.items()
+                             if not cannot_hold_pair(text, self._fields))
         self._base = found
         self._base_replacer = Replacer(found)
         self._known_pairs = known
