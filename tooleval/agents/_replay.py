@@ -63,6 +63,11 @@ def _record(path: Path, line: TraceLine, key: tuple[str, Any], seed: int,
     return {"case_id": key[0], "trial": key[1], "seed": seed, "payload_json": payload, "error": None}
 
 
+_READ_BUFFER = 1 << 20
+"""Bytes read ahead at a time: a shard's lines follow one another in the file, and a multi-turn line (~16 KB) read
+through the default 8 KB buffer after a seek cost ~3x as much (measured on tau lines)."""
+
+
 def _records_at(path: Path, items: list[WorkItem], offsets: list[tuple[int, ...]],
                 encode: Callable[[dict[str, Any]], str] | None) -> Iterator[dict[str, Any]]:
     """The records of ``items``, in their order, each read from its line at its ``(byte offset, line number[,
@@ -82,7 +87,7 @@ def _records_at(path: Path, items: list[WorkItem], offsets: list[tuple[int, ...]
     for item, where in zip(items, offsets):
         checked = len(where) > 2 and bool(where[2]) and item.trace_digest is not None
         first.setdefault((item.case_id, item.trial), (item, where[0], where[1], checked))
-    with path.open("rb") as handle:
+    with path.open("rb", buffering=_READ_BUFFER) as handle:
         for key, (item, offset, number, checked) in first.items():
             handle.seek(offset)
             raw = handle.readline()

@@ -158,7 +158,7 @@ class PartMemo:
     def _learn(self, redactor: "Redactor", key: str, part: Any, text: bytes, call_type: type) -> _Part:
         decoded = text.decode()
         exact = "\\u" not in decoded and "\\/" not in decoded
-        if redactor._names_spelled_alike and redactor._quiet_verdict(decoded):
+        if redactor._names_spelled_alike and redactor._judge_quiet(decoded):
             # no redacted name, no credential: the walk finds nothing, and without a secret form in its text the
             # transformation keeps it as it is (Redactor._quiet_parts)
             entry = _Part((), exact, False)
@@ -168,11 +168,12 @@ class PartMemo:
             found: dict[str, str] = {}
             redactor._collect(part, found, call_type())
             entry = _Part(tuple(found.items()), exact, _null_under_field(part, redactor._fields))
-        if self._chars + len(text) > self._limit:
+        size = 2 * len(text)  # the text and, about as long, its redacted text
+        if self._chars + size > self._limit:
             self._entries.clear()
             self._chars = 0
         self._entries[key, text] = entry
-        self._chars += 2 * len(text)  # the text and, about as long, its redacted text
+        self._chars += size
         return entry
 
 
