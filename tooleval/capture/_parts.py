@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from tooleval.canonical import dumps_text
 from tooleval.capture._secret_text import _NUMBER_FORM, _is_plain
 
 if TYPE_CHECKING:
@@ -49,15 +50,17 @@ class _Part:
     """What redaction does to one part. ``found``: its ``(form, token)`` pairs in the walk's order (first
     occurrence of each form); ``exact``: its text holds no ``\\u`` or ``\\/`` escape, so a plain form occurs in a
     string of the part (at any depth of nested JSON text) only if it occurs in the text; ``walk``: a ``null``
-    under a redacted field (see the module docstring); ``results``: own secrets occurring in it -> (redacted
+    under a redacted field (see the module docstring); ``quiet``: no redacted name and no credential in it
+    (``Redactor._judge_quiet``); ``results``: own secrets occurring in it -> (redacted
     text, redacted field paths)."""
 
-    __slots__ = ("found", "exact", "walk", "results")
+    __slots__ = ("found", "exact", "walk", "quiet", "results")
 
-    def __init__(self, found: tuple[tuple[str, str], ...], exact: bool, walk: bool) -> None:
+    def __init__(self, found: tuple[tuple[str, str], ...], exact: bool, walk: bool, quiet: bool = False) -> None:
         self.found = found
         self.exact = exact
         self.walk = walk
+        self.quiet = quiet
         self.results: dict[tuple[tuple[str, str], ...], tuple[bytes, tuple[str, ...]]] = {}
 
 
@@ -102,6 +105,13 @@ class PartMemo:
                 except (TypeError, orjson.JSONEncodeError):
                     return None
                 entry = learned((key, text)) or self._learn(redactor, key, part, text, _Call)
+                if not entries and entry.quiet:
+                    # a trace whose first part is quiet is judged whole first (one look at its text): most short
+                    # traces hold no secret, and their other parts, seldom seen again, need not be learned; a
+                    # multi-turn trace opens with a system prompt naming the profile's fields, never quiet
+                    body = {name: item for name, item in trace.items() if name not in keep}
+                    if redactor._untouched(body):
+                        return dumps_text({**keep, **body, "redacted_fields": []})
                 parts.append(part)
                 texts.append(text)
                 entries.append(entry)
@@ -161,7 +171,7 @@ class PartMemo:
         if redactor._names_spelled_alike and redactor._judge_quiet(decoded):
             # no redacted name, no credential: the walk finds nothing, and without a secret form in its text the
             # transformation keeps it as it is (Redactor._quiet_parts)
-            entry = _Part((), exact, False)
+            entry = _Part((), exact, False, quiet=True)
             if redactor._base_replacer.absent_from(decoded):
                 entry.results[()] = (text, ())
         else:
