@@ -17,7 +17,7 @@ from prefect.cache_policies import INPUTS, TASK_SOURCE
 
 from tooleval.agents import (GenerationStore, ToolExecutor, WorkItem, openai_generate, read_tool_results,
                              replay_generate)
-from tooleval.canonical import dumps_text, loads_text
+from tooleval.canonical import loads_text
 from tooleval.dataset import load_dataset_trusted
 from tooleval.runs.plan import AgentConfig, DatasetRef, ExecutorRef
 from tooleval.capture.redaction import RedactionConfig
@@ -73,14 +73,14 @@ def generate_shard(
     def redact(record: dict) -> dict:
         if redactor is None or record["payload_json"] is None:
             return record
-        trace = redactor.redact_trace(loads_text(record["payload_json"]), loaded.cases.get(record["case_id"]))
-        return dict(record, payload_json=dumps_text(trace))
+        trace = loads_text(record["payload_json"])
+        return dict(record, payload_json=redactor.redact_trace_text(trace, loaded.cases.get(record["case_id"])))
 
     if agent.kind == "replay":
-        def redact_line(trace: dict) -> dict:  # the parsed line, redacted before it is serialised once
-            return redactor.redact_trace(trace, loaded.cases.get(str(trace.get("case_id"))))
+        def redact_line(trace: dict) -> str:  # the parsed line, redacted as it is serialised once
+            return redactor.redact_trace_text(trace, loaded.cases.get(str(trace.get("case_id"))))
 
-        records = replay_generate(agent, items, offsets, transform=redact_line if redactor else None)
+        records = replay_generate(agent, items, offsets, encode=redact_line if redactor else None)
     else:
         store = GenerationStore(local_state_dir(out, "generations"))
         records = openai_generate(agent, items, loaded.cases, loaded.tools, executor=_executor(executor),

@@ -28,8 +28,9 @@ from typing import Any, Callable, Iterable
 import orjson
 from pydantic import BaseModel, ConfigDict, field_validator
 
-from tooleval.canonical import canonical_dumps, canonical_json, strict_json_loads
+from tooleval.canonical import canonical_dumps, canonical_json, dumps_text, strict_json_loads
 from tooleval.capture._credentials import credentials, header_credentials, may_hold_credential
+from tooleval.capture._parts import PLAIN_JSON, PartMemo
 from tooleval.capture._secret_text import Replacer, cannot_hold_pair, leaves, secret_forms, text_pairs
 from tooleval.errors import InputFileError
 
@@ -147,6 +148,10 @@ class Redactor:
         """Orjson text of a trace part -> whether it is quiet (:meth:`_quiet_verdict`)."""
         self._found_credentials = _TextCache(_TEXT_CHARS_KEPT)
         """A long string of a trace -> the credentials in it (:meth:`_credentials`)."""
+        self._recent_case_texts: dict[int, tuple[Any, list[str], str]] = {}
+        """``id`` of a case -> (the case, its reference texts, joined): :meth:`_texts_of`."""
+        self._parts = PartMemo(_TEXT_CHARS_KEPT)
+        """A trace part's orjson text -> its secrets and redacted texts (:meth:`redact_trace_text`)."""
 
     @classmethod
     def create(cls, out: str | Path, fields: list[str] | None = None, paths: list[str] | None = None) -> "Redactor":
@@ -357,6 +362,23 @@ class Redactor:
         result["redacted_fields"] = sorted(call.fields)
         return result
 
+    def redact_trace_text(self, trace: dict[str, Any], case: Any = None) -> str:
+        """:meth:`redact_trace` serialised as :func:`tooleval.canonical.dumps_text` writes it (the same text), made
+        part by part: each message's secrets and redacted text are remembered by its JSON text
+        (:mod:`tooleval.capture._parts`), since the system prompt recurs in every trace and a case's turns and tool
+        results in each of its trials; a trace that needs the whole walk gets it.
+
+        Args:
+            trace: The recorded trace as JSON values (not modified).
+            case: Its :class:`tooleval.models.Case` (see :meth:`redact_trace`).
+
+        Raises:
+            ValueError: a value under a redacted field has no canonical JSON (a non-finite number), as in
+                :meth:`redact_trace`.
+        """
+        text = self._parts.redact(self, trace, case)
+        return text if text is not None else dumps_text(self.redact_trace(trace, case))
+
     def _untouched(self, body: dict[str, Any]) -> bool:
         """True when redaction provably leaves ``body`` as it is, decided on its text instead of a walk (most
         lines hold no secret; the walk costs ~1 ms on a long trace).
@@ -448,12 +470,31 @@ class Redactor:
         return not any(name in lowered for name in self._names)
 
     def _markers(self, own: dict[str, str], case: Any) -> list[list[Any]]:
-        texts = _case_texts(case)
+        if not own:
+            return []
+        texts, joined = self._texts_of(case)
         markers = set()
         for form, token in own.items():
-            if any(form in text for text in texts):
+            occurs = form in joined if "\x00" not in form else any(form in text for text in texts)
+            if occurs:
                 markers.add((_form_kind(form, token, self.token), len(form), token))
         return sorted(list(m) for m in markers)
+
+    def _texts_of(self, case: Any) -> tuple[list[str], str]:
+        """The texts of ``case``'s references (:func:`_case_texts`) and the same joined by NUL (a form without a
+        NUL occurs in the joined text exactly when it occurs in one of them), remembered for the last cases seen:
+        the trials of a case follow one another, and reading a case's texts walks its input (the system prompt
+        with the first turns). Kept by the case object itself (held, so its ``id`` is not reused meanwhile);
+        cases are not changed during a run."""
+        kept = self._recent_case_texts.get(id(case))
+        if kept is not None and kept[0] is case:
+            return kept[1], kept[2]
+        texts = _case_texts(case)
+        joined = "\x00".join(texts)
+        if len(self._recent_case_texts) >= _CASES_KEPT:
+            self._recent_case_texts.clear()
+        self._recent_case_texts[id(case)] = (case, texts, joined)
+        return texts, joined
 
     # -- references ------------------------------------------------------------------------------------------
 
@@ -532,11 +573,23 @@ class Redactor:
         between threads (it replaces the base secrets)."""
         found: dict[str, str] = {}
         known: dict[str, tuple[tuple[int, int, Any, str], ...]] = {}
+        seen: set[bytes] = set()
         for value in values:
-            call = _Call()  # one per value: what it parsed is dropped with it
-            self._collect(value, found, call)
-            known.update((text, pairs) for text, pairs in call.pairs.items()
-                         if not cannot_hold_pair(text, self._fields))
+            # a list is walked last element first, each element whole: an element walked before (every case's
+            # input repeats the system prompt) adds no form and no pair that is not found already
+            for part in (reversed(value) if type(value) is list else (value,)):
+                try:
+                    text = orjson.dumps(part, option=PLAIN_JSON)  # NaN is written null: the walk finds nothing in either
+                except (TypeError, orjson.JSONEncodeError):
+                    text = None
+                if text is not None:
+                    if text in seen:
+                        continue
+                    seen.add(text)
+                call = _Call()  # one per part: what it parsed is dropped with it
+                self._collect(part, found, call)
+                known.update((text, pairs) for text, pairs in call.pairs.items()
+                             if not cannot_hold_pair(text, self._fields))
         self._base = found
         self._base_replacer = Replacer(found)
         self._known_pairs = known
@@ -561,6 +614,8 @@ class Redactor:
 _MISSING = object()
 _TOKENS_KEPT = 1 << 16
 """Tokens a redactor keeps per cache before starting afresh (a few MB; a run's distinct secrets rarely fill it)."""
+_CASES_KEPT = 64
+"""Cases whose reference texts a redactor keeps (:meth:`Redactor._texts_of`)."""
 _LONG_TEXT = 256
 """Characters from which a string's credentials are remembered (a shorter one is screened about as fast as it is
 looked up)."""
