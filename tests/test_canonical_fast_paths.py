@@ -216,13 +216,13 @@ class TestFloatScreen:
         max_leaves=20,
     ))
     def test_equal_to_the_expression(self, value):
-        from tooleval.capture.envelope import _FLOAT_TOKEN, _may_hold_float
+        from tooleval.canonical import _FLOAT_TOKEN, may_hold_float as _may_hold_float
 
         data = orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
         assert _may_hold_float(data) == (_FLOAT_TOKEN.search(data) is not None)
 
     def test_by_hand(self):
-        from tooleval.capture.envelope import _may_hold_float
+        from tooleval.canonical import may_hold_float as _may_hold_float
 
         assert _may_hold_float(b'{"a":-12.5}') and _may_hold_float(b"[1e5]") and _may_hold_float(b'{"a":[0,3E-2]}')
         # a redaction token's hex after its colon, integers: no float token; a time that ends a sentence looks

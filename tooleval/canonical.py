@@ -30,7 +30,7 @@ from typing import Any
 import orjson
 
 __all__ = [
-    "canonical_value", "canonical_json", "canonical_loads", "canonical_dumps", "parse_arguments", "diff_paths", "value_at", "strict_json_loads", "reject_duplicate_keys",
+    "canonical_value", "canonical_json", "canonical_loads", "canonical_dumps", "canonical_text", "may_hold_float", "parse_arguments", "diff_paths", "value_at", "strict_json_loads", "reject_duplicate_keys",
     "DuplicateKeyError", "repeated_keys", "repeated_key_at", "json_type_name",
     "json_value_problem", "text_holds_no_value_problem", "MAX_DEPTH", "MISSING", "dumps_text", "loads_text",
     "may_hold_wide_integer", "nesting_within",
@@ -79,6 +79,12 @@ def canonical_loads(text: str) -> Any:
     Raises:
         ValueError: invalid JSON, ``NaN``/``Infinity`` or a number that overflows a float.
     """
+    data = text.encode() if isinstance(text, str) else text
+    if data[:1] in (b"{", b"[") and not _may_hold_float_spaced(data) and not may_hold_wide_integer(data):
+        try:  # no float to make an int of, no integer orjson would read as a float: orjson reads the same value
+            return orjson.loads(data)
+        except orjson.JSONDecodeError:
+            pass  # the standard library names the error (or reads what orjson refuses, as before)
     return _CANONICAL_DECODER.decode(text)
 
 
@@ -360,11 +366,92 @@ def may_hold_wide_integer(data: bytes) -> bool:
     return data.translate(_DIGITS_AS_ZEROS).find(_WIDE_RUN) >= 0
 
 
+_FLOAT_TOKEN = re.compile(rb"[:\[,]-?[0-9]+[.eE]")
+"""A number with a fraction or an exponent after ``:``, ``[`` or ``,`` in compact JSON: every float token matches
+(some text inside strings too, which only sends a value the slow way)."""
+_FLOAT_NUMBER = re.compile(rb"[:\[,](-?[0-9]+(?:\.[0-9]+)?(?:[eE][-+]?[0-9]+)?)")
+"""The whole number after ``:``, ``[`` or ``,`` in compact JSON (integers too: those are skipped by the caller)."""
+_SEPARATORS_AND_MARKS = bytes.maketrans(b"[,eE", b"::..")
+_ORJSON_CANONICAL = (orjson.OPT_SORT_KEYS | orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_DATACLASS
+                     | orjson.OPT_PASSTHROUGH_SUBCLASS)
+"""orjson with sorted keys, refusing what canonical JSON does not write as orjson would (a datetime, a dataclass, a
+subclass of str, int, dict or list), so that such a value takes the standard library's way and fails or is written
+there as it always was."""
+
+
+def may_hold_float(data: bytes) -> bool:
+    """Whether compact JSON ``data`` may hold a float token (:data:`_FLOAT_TOKEN`). With the digits deleted and
+    ``[``/``,`` written as ``:``, ``e``/``E`` as ``.``, every float token becomes ``:.`` or ``:-.``: two substring
+    searches in C rule most texts out (a tenth of a 16 KB trace's texts hold a float, or text that looks like one:
+    a redaction token's hex digits after its colon); the expression decides the rest."""
+    squeezed = data.translate(_SEPARATORS_AND_MARKS, b"0123456789")
+    if squeezed.find(b":.") < 0 and squeezed.find(b":-.") < 0:
+        return False
+    return _FLOAT_TOKEN.search(data) is not None
+
+
+_SPACES = b" \t\n\r"
+_FLOAT_TOKEN_SPACED = re.compile(rb"[:\[,][ \t\n\r]*-?[0-9]+[.eE]")
+
+
+def _may_hold_float_spaced(data: bytes) -> bool:
+    """:func:`may_hold_float` for JSON text that may have whitespace between the tokens (text from outside)."""
+    squeezed = data.translate(_SEPARATORS_AND_MARKS, b"0123456789" + _SPACES)
+    if squeezed.find(b":.") < 0 and squeezed.find(b":-.") < 0:
+        return False
+    return _FLOAT_TOKEN_SPACED.search(data) is not None
+
+
+def _floats_spelled_canonically(data: bytes) -> bool:
+    """Whether every float token in compact JSON ``data`` is written as the standard library writes that float
+    (``repr``) and is not integral (canonical JSON writes an integral float as an int). orjson and ``repr`` both
+    write the shortest text that reads back to the float, but orjson writes ``1e-7`` and ``0.00001`` where
+    ``repr`` writes ``1e-07`` and ``1e-05``; text inside strings that looks like a number is checked too, which
+    only sends a value the slow way."""
+    for token in _FLOAT_NUMBER.findall(data):
+        if b"." not in token and b"e" not in token and b"E" not in token:
+            continue  # an integer: both write it alike
+        value = float(token)
+        if value.is_integer() or repr(value) != token.decode():
+            return False
+    return True
+
+
+def _orjson_canonical(value: Any) -> str | None:
+    """The canonical text of a finite JSON value written by orjson (a tenth of the standard library's time on a
+    16 KB trace), or ``None`` when it may differ from :data:`_CANONICAL_ENCODER`'s: a float that orjson spells
+    otherwise or that is integral, or a value orjson refuses (an integer beyond 64 bits, a lone surrogate, a key
+    that is not a string). Everything else — strings, escapes, non-ASCII text, key order — orjson's sorted compact
+    output writes as the standard library does, byte for byte (property tests in ``test_canonical_fast_paths``).
+    A non-finite float is not a canonical value: orjson would write it as ``null``, so callers never pass one."""
+    try:
+        data = orjson.dumps(value, option=_ORJSON_CANONICAL)
+    except (TypeError, orjson.JSONEncodeError):
+        return None
+    if may_hold_float(data) and not _floats_spelled_canonically(data):
+        return None
+    return data.decode()
+
+
 def canonical_dumps(value: Any) -> str:
     """Canonical JSON text of a value that is already canonical (as :func:`parse_arguments` and
-    :func:`canonical_loads` return it): :func:`canonical_json` without its walk. Same bytes for such values."""
+    :func:`canonical_loads` return it; finite): :func:`canonical_json` without its walk. Same bytes for such
+    values; written by orjson when that gives them (:func:`_orjson_canonical`)."""
+    text = _orjson_canonical(value)
+    if text is not None:
+        return text
     return _CANONICAL_ENCODER.encode(value)  # json.dumps(value, sort_keys=True, separators=(",", ":"),
     #                                          ensure_ascii=False), without building an encoder per call
+
+
+def canonical_text(value: Any) -> str:
+    """``canonical_json(value)`` of a finite JSON value (as read from JSON text, whose parser refuses ``NaN``):
+    orjson's text when it is canonical as it stands (no integral float), without :func:`canonical_value`'s walk;
+    else the walk and :func:`canonical_dumps`."""
+    text = _orjson_canonical(value)
+    if text is not None:
+        return text
+    return canonical_dumps(canonical_value(value))
 
 
 def canonical_json(value: Any) -> str:
