@@ -257,6 +257,16 @@ class TestCompactArguments:
         assert error == ref_error
         assert same(args, ref_args)
 
+    @settings(max_examples=examples(300), deadline=None)
+    @given(compact_texts())
+    def test_calls_as_the_strict_reading(self, text):
+        call = Call.from_raw("tool", text)
+        ref_args, ref_error = reference_parse(text)
+        assert call.parse_error == ref_error
+        if ref_error is None:
+            assert same(call.args, ref_args) and call.args_json == canonical_json(ref_args)
+            assert call == Call(name="tool", args=ref_args) and call.key == Call(name="tool", args=ref_args).key
+
     def test_taken_for_compact_text(self):
         from tooleval.canonical import _compact_object
 
@@ -326,3 +336,22 @@ class TestCanonicalText:
         assert same(canonical_loads('{"a": 5.0, "b": [ 1.0]}'), {"a": 5, "b": [1]})
         assert same(canonical_loads("5.0"), 5) and same(canonical_loads(" [2.0]"), [2])
         assert canonical_loads('[123456789012345678901]') == [123456789012345678901]
+
+
+class TestCanonicalTextReadBack:
+    """Canonical text this package wrote is read by orjson (``loads_canonical_text``, what scoring reads a verified
+    envelope's call arguments with) to the value ``canonical_loads`` reads, types included."""
+
+    @settings(max_examples=examples(300), deadline=None)
+    @given(json_values(finite=True, max_leaves=30))
+    def test_equal_to_canonical_loads(self, value):
+        from tooleval.canonical import loads_canonical_text
+
+        text = canonical_json(value)
+        assert same(loads_canonical_text(text), canonical_loads(text))
+
+    def test_wide_integers(self):
+        from tooleval.canonical import loads_canonical_text
+
+        # orjson alone reads 2**70 as the float 1.1805916207174113e+21
+        assert same(loads_canonical_text(canonical_json({"a": 2 ** 70})), {"a": 2 ** 70})

@@ -30,7 +30,7 @@ from typing import Any
 import orjson
 
 __all__ = [
-    "canonical_value", "canonical_json", "canonical_loads", "canonical_dumps", "canonical_text", "may_hold_float", "parse_arguments", "diff_paths", "value_at", "strict_json_loads", "reject_duplicate_keys",
+    "canonical_value", "canonical_json", "canonical_loads", "canonical_dumps", "canonical_text", "may_hold_float", "compact_arguments", "loads_canonical_text", "parse_arguments", "diff_paths", "value_at", "strict_json_loads", "reject_duplicate_keys",
     "DuplicateKeyError", "repeated_keys", "repeated_key_at", "json_type_name",
     "json_value_problem", "text_holds_no_value_problem", "MAX_DEPTH", "MISSING", "dumps_text", "loads_text",
     "may_hold_wide_integer", "nesting_within",
@@ -89,6 +89,17 @@ def canonical_loads(text: str) -> Any:
 
 
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+
+
+def loads_canonical_text(text: str) -> Any:
+    """The value of canonical JSON text this package wrote (:func:`canonical_dumps`): :func:`canonical_loads` of
+    it. Canonical text holds no integral float (it is written as an int) and its floats are spelled as ``repr``
+    spells them, which orjson reads back to the same float; so orjson reads it unless an integer beyond 64 bits
+    may be in it (:func:`may_hold_wide_integer`), which orjson would read as a float."""
+    data = text.encode()
+    if may_hold_wide_integer(data):
+        return _CANONICAL_DECODER.decode(text)
+    return orjson.loads(data)
 
 
 def text_holds_no_value_problem(text: str) -> bool:
@@ -465,6 +476,16 @@ def canonical_json(value: Any) -> str:
         ValueError: see :func:`canonical_value`.
     """
     return canonical_dumps(canonical_value(value))
+
+
+def compact_arguments(raw: str) -> tuple[dict, str] | None:
+    """``(arguments, canonical text)`` of argument text that is exactly orjson's compact writing of a JSON object
+    without floats (:func:`_compact_object`; what :func:`parse_arguments` and :func:`canonical_dumps` give for
+    it), or ``None`` for any other text. Without a float, orjson's sorted writing is the canonical text."""
+    parsed = _compact_object(raw)
+    if parsed is None:
+        return None
+    return parsed, orjson.dumps(parsed, option=orjson.OPT_SORT_KEYS).decode()
 
 
 def _compact_object(raw: str) -> dict | None:
