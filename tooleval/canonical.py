@@ -69,9 +69,10 @@ def _canonical_float(text: str) -> float | int:
     return int(value) if value.is_integer() else value
 
 
-def canonical_loads(text: str) -> Any:
-    """``canonical_value(json.loads(text))`` in one pass: the parser itself turns integral floats into ints, so no
-    Python walk over the value follows (issue 9: the envelope digest re-read every message this way).
+def canonical_loads(text: str | bytes) -> Any:
+    """``canonical_value(json.loads(text))`` (of JSON text or its UTF-8 bytes) in one pass: the parser itself turns
+    integral floats into ints, so no Python walk over the value follows (issue 9: the envelope digest re-read every
+    message this way).
 
     Object keys are JSON strings, so the only values :func:`canonical_value` changes are floats. A repeated key keeps
     its last value, as ``json.loads`` does (use it on text this package serialised, not on argument text).
@@ -85,7 +86,7 @@ def canonical_loads(text: str) -> Any:
             return orjson.loads(data)
         except orjson.JSONDecodeError:
             pass  # the standard library names the error (or reads what orjson refuses, as before)
-    return _CANONICAL_DECODER.decode(text)
+    return _CANONICAL_DECODER.decode(text if isinstance(text, str) else text.decode())
 
 
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")

@@ -212,7 +212,7 @@ def generation_envelope(record: dict[str, Any], captured_at: datetime,
     through it too, so that a trajectory checked in a test is captured exactly as in a run).
 
     Args:
-        record: ``{case_id, trial, payload_json, error}``: a recorded trace as JSON text (already redacted when
+        record: ``{case_id, trial, payload_json, error}``: a recorded trace as JSON text or its UTF-8 bytes (already redacted when
             redaction is on; an optional ``redacted_fields`` key lists the redacted field paths), and the
             generation's error text, if any.
         captured_at: Timezone-aware UTC capture time.
