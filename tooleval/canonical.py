@@ -378,11 +378,11 @@ def may_hold_wide_integer(data: bytes) -> bool:
     return data.translate(_DIGITS_AS_ZEROS).find(_WIDE_RUN) >= 0
 
 
-_FLOAT_TOKEN = re.compile(rb"[:\[,]-?[0-9]+[.eE]")
-"""A number with a fraction or an exponent after ``:``, ``[`` or ``,`` in compact JSON: every float token matches
-(some text inside strings too, which only sends a value the slow way)."""
-_FLOAT_NUMBER = re.compile(rb"[:\[,](-?[0-9]+(?:\.[0-9]+)?(?:[eE][-+]?[0-9]+)?)")
-"""The whole number after ``:``, ``[`` or ``,`` in compact JSON (integers too: those are skipped by the caller)."""
+_FLOAT_TOKEN = re.compile(rb"[:\[,]-?[0-9]+(?:\.[0-9]+(?:[eE][-+]?[0-9]+)?|[eE][-+]?[0-9]+)(?=[,\]}])")
+"""A float token in compact JSON: a number with a fraction or an exponent after ``:``, ``[`` or ``,`` and before
+``,``, ``]`` or ``}``, as every number inside a value is. Text inside strings that looks like one matches too
+(``"a:1.5]"``), which only sends a value the slow way; a redaction token's hex digits after its colon
+(``redacted:11e5b8``) do not."""
 _SEPARATORS_AND_MARKS = bytes.maketrans(b"[,eE", b"::..")
 _ORJSON_CANONICAL = (orjson.OPT_SORT_KEYS | orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_DATACLASS
                      | orjson.OPT_PASSTHROUGH_SUBCLASS)
@@ -412,26 +412,11 @@ def _may_hold_float_spaced(data: bytes) -> bool:
     return _FLOAT_TOKEN_SPACED.search(data) is not None
 
 
-def _floats_spelled_canonically(data: bytes) -> bool:
-    """Whether every float token in compact JSON ``data`` is written as the standard library writes that float
-    (``repr``) and is not integral (canonical JSON writes an integral float as an int). orjson and ``repr`` both
-    write the shortest text that reads back to the float, but orjson writes ``1e-7`` and ``0.00001`` where
-    ``repr`` writes ``1e-07`` and ``1e-05``; text inside strings that looks like a number is checked too, which
-    only sends a value the slow way."""
-    for token in _FLOAT_NUMBER.findall(data):
-        if b"." not in token and b"e" not in token and b"E" not in token:
-            continue  # an integer: both write it alike
-        value = float(token)
-        if value.is_integer() or repr(value) != token.decode():
-            return False
-    return True
-
-
 def _orjson_canonical(value: Any) -> str | None:
     """The canonical text of a finite JSON value written by orjson (a tenth of the standard library's time on a
-    16 KB trace), or ``None`` when it may differ from :data:`_CANONICAL_ENCODER`'s: a float that orjson spells
-    otherwise or that is integral, or a value orjson refuses (an integer beyond 64 bits, a lone surrogate, a key
-    that is not a string). Everything else — strings, escapes, non-ASCII text, key order — orjson's sorted compact
+    16 KB trace), or ``None`` when it may differ from :data:`_CANONICAL_ENCODER`'s: a float (orjson spells some
+    otherwise and keeps integral ones; checking each costs what the standard library's writing does), or a value
+    orjson refuses (an integer beyond 64 bits, a lone surrogate, a key that is not a string). Everything else — strings, escapes, non-ASCII text, key order — orjson's sorted compact
     output writes as the standard library does, byte for byte (property tests in ``test_canonical_fast_paths``).
     A non-finite float is not a canonical value: orjson would write it as ``null``, so callers never pass one."""
     try:
@@ -440,8 +425,8 @@ def _orjson_canonical(value: Any) -> str | None:
         return None
     if data[:1] not in (b"{", b"[", b'"') and (b"." in data or b"e" in data or b"E" in data):
         return None  # a number on its own (no separator before it for the screen to see), true, false
-    if may_hold_float(data) and not _floats_spelled_canonically(data):
-        return None
+    if may_hold_float(data):
+        return None  # orjson spells some floats otherwise (1e-7, 0.00001) and keeps integral ones (250.0)
     return data.decode()
 
 
@@ -458,12 +443,12 @@ def canonical_dumps(value: Any) -> str:
 
 def canonical_text(value: Any) -> str:
     """``canonical_json(value)`` of a finite JSON value (as read from JSON text, whose parser refuses ``NaN``):
-    orjson's text when it is canonical as it stands (no integral float), without :func:`canonical_value`'s walk;
-    else the walk and :func:`canonical_dumps`."""
+    orjson's text when it holds no float, without :func:`canonical_value`'s walk; else the walk and the standard
+    library's writing."""
     text = _orjson_canonical(value)
     if text is not None:
         return text
-    return canonical_dumps(canonical_value(value))
+    return _CANONICAL_ENCODER.encode(canonical_value(value))
 
 
 def canonical_json(value: Any) -> str:
