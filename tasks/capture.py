@@ -16,7 +16,8 @@ from prefect import task
 from prefect.cache_policies import INPUTS, TASK_SOURCE
 
 from tooleval.capture.envelope import generation_envelope
-from tooleval.storage.stages import StageRef, iter_stage_batches, write_stage_table
+from tooleval.storage._fs import iter_parquet_batches
+from tooleval.storage.stages import STAGE_ROW_GROUP, StageRef, write_stage_table
 from tooleval.storage import ENVELOPE_SCHEMA
 
 
@@ -39,6 +40,7 @@ def capture_shard(
     """
     started = time.perf_counter()
     captured_at = datetime.now(timezone.utc)
-    envelopes = (generation_envelope(record, captured_at, tool_schema_version)
-                 for batch in iter_stage_batches(generation) for record in batch)  # one batch at a time (issue 9)
+    # one batch at a time (issue 9); each payload as its UTF-8 bytes, which orjson reads without a str between
+    batches = iter_parquet_batches(generation.path, STAGE_ROW_GROUP, binary=("payload_json",))
+    envelopes = (generation_envelope(record, captured_at, tool_schema_version) for batch in batches for record in batch)
     return write_stage_table(stage_dir, "capture", envelopes, ENVELOPE_SCHEMA, started=started)

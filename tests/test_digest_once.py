@@ -13,13 +13,13 @@ from hypothesis import strategies as st
 
 from conftest import BUNDLED, examples
 from tasks.scoring import _read_checked
-from tooleval.capture.envelope import build_envelope, digest_ok, envelope_digest
+from tooleval.capture.envelope import build_envelope, digest_ok, envelope_digest, generation_envelope
 from tooleval.capture.recorded import iter_trace_lines
 from tooleval.dataset import find_traces_file, load_dataset
 from tooleval.models import RecordedTrace
 from tooleval.scoring.rows import score_envelopes
 from tooleval.storage import ENVELOPE_SCHEMA
-from tooleval.storage.stages import write_stage_table
+from tooleval.storage.stages import iter_stage_batches, write_stage_table
 
 AT = datetime(2026, 1, 1, tzinfo=timezone.utc)
 MISMATCH = "the envelope digest does not recompute: the trace changed after capture"
@@ -42,6 +42,29 @@ def test_an_intact_stage_file_is_scored_alike_without_recomputing(tmp_path):
     assert trusted == recomputed
     assert len(trusted) == 200
     assert not any(row["provenance_detail"] == MISMATCH for row in trusted)
+
+
+def test_a_verified_file_hands_over_its_messages_as_bytes_and_scores_alike(tmp_path):
+    # the messages of a verified file come as UTF-8 bytes (orjson reads them without a str in between) and the
+    # capture time is left unread; the rows are those of the plain reading, column for column
+    loaded, ref = _captured(tmp_path)
+    batches, intact = _read_checked(ref)
+    envelopes = [envelope for batch in batches for envelope in batch]
+    plain = [envelope for batch in iter_stage_batches(ref) for envelope in batch]
+    assert intact and len(envelopes) == 200
+    assert all(type(e["messages_json"]) is bytes and "captured_at" not in e for e in envelopes)
+    assert [e["messages_json"].decode() for e in envelopes] == [e["messages_json"] for e in plain]
+    assert (score_envelopes(loaded.cases, envelopes, digests_verified=True)
+            == score_envelopes(loaded.cases, plain, digests_verified=True))
+
+
+def test_capture_reads_a_payload_as_bytes_alike():
+    for line in list(iter_trace_lines(find_traces_file(BUNDLED)))[:20]:
+        text = json.dumps(line.data, ensure_ascii=False)
+        record = {"case_id": line.data["case_id"], "trial": line.data["trial"], "error": None}
+        as_text = generation_envelope({**record, "payload_json": text}, AT, None)
+        as_bytes = generation_envelope({**record, "payload_json": text.encode()}, AT, None)
+        assert as_text == as_bytes and digest_ok(as_bytes)
 
 
 def test_a_stage_file_changed_after_capture_recomputes_and_names_the_row(tmp_path):

@@ -30,7 +30,7 @@ from typing import Any
 import orjson
 
 __all__ = [
-    "canonical_value", "canonical_json", "canonical_loads", "canonical_dumps", "parse_arguments", "diff_paths", "value_at", "strict_json_loads", "reject_duplicate_keys",
+    "canonical_value", "canonical_json", "canonical_loads", "canonical_dumps", "canonical_text", "may_hold_float", "compact_arguments", "loads_canonical_text", "parse_arguments", "diff_paths", "value_at", "strict_json_loads", "reject_duplicate_keys",
     "DuplicateKeyError", "repeated_keys", "repeated_key_at", "json_type_name",
     "json_value_problem", "text_holds_no_value_problem", "MAX_DEPTH", "MISSING", "dumps_text", "loads_text",
     "may_hold_wide_integer", "nesting_within",
@@ -69,9 +69,10 @@ def _canonical_float(text: str) -> float | int:
     return int(value) if value.is_integer() else value
 
 
-def canonical_loads(text: str) -> Any:
-    """``canonical_value(json.loads(text))`` in one pass: the parser itself turns integral floats into ints, so no
-    Python walk over the value follows (issue 9: the envelope digest re-read every message this way).
+def canonical_loads(text: str | bytes) -> Any:
+    """``canonical_value(json.loads(text))`` (of JSON text or its UTF-8 bytes) in one pass: the parser itself turns
+    integral floats into ints, so no Python walk over the value follows (issue 9: the envelope digest re-read every
+    message this way).
 
     Object keys are JSON strings, so the only values :func:`canonical_value` changes are floats. A repeated key keeps
     its last value, as ``json.loads`` does (use it on text this package serialised, not on argument text).
@@ -79,10 +80,27 @@ def canonical_loads(text: str) -> Any:
     Raises:
         ValueError: invalid JSON, ``NaN``/``Infinity`` or a number that overflows a float.
     """
-    return _CANONICAL_DECODER.decode(text)
+    data = text.encode() if isinstance(text, str) else text
+    if data[:1] in (b"{", b"[") and not _may_hold_float_spaced(data) and not may_hold_wide_integer(data):
+        try:  # no float to make an int of, no integer orjson would read as a float: orjson reads the same value
+            return orjson.loads(data)
+        except orjson.JSONDecodeError:
+            pass  # the standard library names the error (or reads what orjson refuses, as before)
+    return _CANONICAL_DECODER.decode(text if isinstance(text, str) else text.decode())
 
 
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+
+
+def loads_canonical_text(text: str) -> Any:
+    """The value of canonical JSON text this package wrote (:func:`canonical_dumps`): :func:`canonical_loads` of
+    it. Canonical text holds no integral float (it is written as an int) and its floats are spelled as ``repr``
+    spells them, which orjson reads back to the same float; so orjson reads it unless an integer beyond 64 bits
+    may be in it (:func:`may_hold_wide_integer`), which orjson would read as a float."""
+    data = text.encode()
+    if may_hold_wide_integer(data):
+        return _CANONICAL_DECODER.decode(text)
+    return orjson.loads(data)
 
 
 def text_holds_no_value_problem(text: str) -> bool:
@@ -360,11 +378,77 @@ def may_hold_wide_integer(data: bytes) -> bool:
     return data.translate(_DIGITS_AS_ZEROS).find(_WIDE_RUN) >= 0
 
 
+_FLOAT_TOKEN = re.compile(rb"[:\[,]-?[0-9]+(?:\.[0-9]+(?:[eE][-+]?[0-9]+)?|[eE][-+]?[0-9]+)(?=[,\]}])")
+"""A float token in compact JSON: a number with a fraction or an exponent after ``:``, ``[`` or ``,`` and before
+``,``, ``]`` or ``}``, as every number inside a value is. Text inside strings that looks like one matches too
+(``"a:1.5]"``), which only sends a value the slow way; a redaction token's hex digits after its colon
+(``redacted:11e5b8``) do not."""
+_SEPARATORS_AND_MARKS = bytes.maketrans(b"[,eE", b"::..")
+_ORJSON_CANONICAL = (orjson.OPT_SORT_KEYS | orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_DATACLASS
+                     | orjson.OPT_PASSTHROUGH_SUBCLASS)
+"""orjson with sorted keys, refusing what canonical JSON does not write as orjson would (a datetime, a dataclass, a
+subclass of str, int, dict or list), so that such a value takes the standard library's way and fails or is written
+there as it always was."""
+
+
+def may_hold_float(data: bytes) -> bool:
+    """Whether compact JSON ``data`` may hold a float token (:data:`_FLOAT_TOKEN`). With the digits deleted and
+    ``[``/``,`` written as ``:``, ``e``/``E`` as ``.``, and ``-`` deleted too, every float token becomes ``:.``:
+    one substring search in C rules most texts out (a tenth of a 16 KB trace's texts hold a float, or text that
+    looks like one: a redaction token's hex digits after its colon); the expression decides the rest."""
+    if data.translate(_SEPARATORS_AND_MARKS, b"0123456789-").find(b":.") < 0:
+        return False
+    return _FLOAT_TOKEN.search(data) is not None
+
+
+_SPACES = b" \t\n\r"
+_FLOAT_TOKEN_SPACED = re.compile(rb"[:\[,][ \t\n\r]*-?[0-9]+[.eE]")
+
+
+def _may_hold_float_spaced(data: bytes) -> bool:
+    """:func:`may_hold_float` for JSON text that may have whitespace between the tokens (text from outside)."""
+    if data.translate(_SEPARATORS_AND_MARKS, b"0123456789-" + _SPACES).find(b":.") < 0:
+        return False
+    return _FLOAT_TOKEN_SPACED.search(data) is not None
+
+
+def _orjson_canonical(value: Any) -> str | None:
+    """The canonical text of a finite JSON value written by orjson (a tenth of the standard library's time on a
+    16 KB trace), or ``None`` when it may differ from :data:`_CANONICAL_ENCODER`'s: a float (orjson spells some
+    otherwise and keeps integral ones; checking each costs what the standard library's writing does), or a value
+    orjson refuses (an integer beyond 64 bits, a lone surrogate, a key that is not a string). Everything else — strings, escapes, non-ASCII text, key order — orjson's sorted compact
+    output writes as the standard library does, byte for byte (property tests in ``test_canonical_fast_paths``).
+    A non-finite float is not a canonical value: orjson would write it as ``null``, so callers never pass one."""
+    try:
+        data = orjson.dumps(value, option=_ORJSON_CANONICAL)
+    except (TypeError, orjson.JSONEncodeError):
+        return None
+    if data[:1] not in (b"{", b"[", b'"') and (b"." in data or b"e" in data or b"E" in data):
+        return None  # a number on its own (no separator before it for the screen to see), true, false
+    if may_hold_float(data):
+        return None  # orjson spells some floats otherwise (1e-7, 0.00001) and keeps integral ones (250.0)
+    return data.decode()
+
+
 def canonical_dumps(value: Any) -> str:
     """Canonical JSON text of a value that is already canonical (as :func:`parse_arguments` and
-    :func:`canonical_loads` return it): :func:`canonical_json` without its walk. Same bytes for such values."""
+    :func:`canonical_loads` return it; finite): :func:`canonical_json` without its walk. Same bytes for such
+    values; written by orjson when that gives them (:func:`_orjson_canonical`)."""
+    text = _orjson_canonical(value)
+    if text is not None:
+        return text
     return _CANONICAL_ENCODER.encode(value)  # json.dumps(value, sort_keys=True, separators=(",", ":"),
     #                                          ensure_ascii=False), without building an encoder per call
+
+
+def canonical_text(value: Any) -> str:
+    """``canonical_json(value)`` of a finite JSON value (as read from JSON text, whose parser refuses ``NaN``):
+    orjson's text when it holds no float, without :func:`canonical_value`'s walk; else the walk and the standard
+    library's writing."""
+    text = _orjson_canonical(value)
+    if text is not None:
+        return text
+    return _CANONICAL_ENCODER.encode(canonical_value(value))
 
 
 def canonical_json(value: Any) -> str:
@@ -376,6 +460,38 @@ def canonical_json(value: Any) -> str:
         ValueError: see :func:`canonical_value`.
     """
     return canonical_dumps(canonical_value(value))
+
+
+def compact_arguments(raw: str) -> tuple[dict, str] | None:
+    """``(arguments, canonical text)`` of argument text that is exactly orjson's compact writing of a JSON object
+    without floats (:func:`_compact_object`; what :func:`parse_arguments` and :func:`canonical_dumps` give for
+    it), or ``None`` for any other text. Without a float, orjson's sorted writing is the canonical text."""
+    parsed = _compact_object(raw)
+    if parsed is None:
+        return None
+    return parsed, orjson.dumps(parsed, option=orjson.OPT_SORT_KEYS).decode()
+
+
+def _compact_object(raw: str) -> dict | None:
+    """The arguments of text that is exactly orjson's compact writing of a JSON object without floats (nine in ten
+    model-written argument texts), read by orjson; ``None`` for any other text, which the strict reader reads.
+
+    orjson alone would accept what the strict reading refuses: it keeps the last of a repeated key, reads an
+    integral float as a float and an integer beyond 64 bits as a float, and nests deeper than :data:`MAX_DEPTH`.
+    Text equal, byte for byte, to orjson's writing of what it read holds no repeated key (the writing of a dict
+    names each key once) and no integer beyond 64 bits (it would be written back as a float); without a float
+    token there is no float to make an int of; and with fewer brackets than :data:`MAX_DEPTH` the nesting is
+    within bounds. Lone surrogates do not encode (or orjson refuses their escapes)."""
+    if not raw.startswith("{") or raw.count("{") + raw.count("[") >= MAX_DEPTH:
+        return None
+    try:
+        data = raw.encode()
+        parsed = orjson.loads(data)
+    except (UnicodeEncodeError, orjson.JSONDecodeError):
+        return None
+    if may_hold_float(data) or orjson.dumps(parsed) != data:  # text opening with { that orjson reads is an object
+        return None
+    return parsed
 
 
 def parse_arguments(raw: str | dict | None) -> tuple[dict | None, str | None]:
@@ -401,6 +517,9 @@ def parse_arguments(raw: str | dict | None) -> tuple[dict | None, str | None]:
             return None, str(exc)
     if not isinstance(raw, str):
         return None, f"arguments must be JSON text or an object, got {type(raw).__name__}"
+    compact = _compact_object(raw)
+    if compact is not None:
+        return compact, None
     if raw.strip() == "":
         return {}, None
     try:  # the strict reading of strict_json_loads(unique_keys=True), integral floats read as ints on the way

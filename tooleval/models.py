@@ -15,8 +15,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from tooleval.canonical import (canonical_dumps, canonical_json, canonical_loads, canonical_value, json_type_name,
-                                parse_arguments)
+from tooleval.canonical import (canonical_dumps, canonical_json, canonical_value, compact_arguments,
+                                json_type_name, loads_canonical_text, parse_arguments)
 
 __all__ = [
     "REVISION_PATTERN",
@@ -119,6 +119,10 @@ class Call(BaseModel):
     @classmethod
     def from_raw(cls, name: str, raw: str | dict | None) -> "Call":
         """Build a call from a name and argument text or object (see :func:`tooleval.canonical.parse_arguments`)."""
+        if type(raw) is str and type(name) is str:
+            compact = compact_arguments(raw)  # most model-written text: read and written by orjson, checked once
+            if compact is not None:
+                return cls._well_formed(name, *compact)
         args, error = parse_arguments(raw)
         if error is not None:
             text = raw if isinstance(raw, str) else repr(raw)
@@ -143,7 +147,7 @@ class Call(BaseModel):
         """A well-formed call from canonical argument text that this package wrote (:attr:`args_json` of a call it
         built, as stored in an envelope it verified): read once, without the checks :meth:`from_raw` applies to
         text from outside, and not serialised again (issue 9)."""
-        return cls._well_formed(name, canonical_loads(args_json), args_json)
+        return cls._well_formed(name, loads_canonical_text(args_json), args_json)
 
     @classmethod
     def _well_formed(cls, name: str, args: dict[str, Any], args_json: str) -> "Call":

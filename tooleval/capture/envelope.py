@@ -18,14 +18,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 from datetime import datetime, timezone
 from typing import Any
 
 import orjson
 
-from tooleval.canonical import (canonical_dumps, canonical_json, canonical_loads, canonical_value, dumps_text,
-                                loads_text)
+from tooleval.canonical import (_ORJSON_CANONICAL, _orjson_canonical, canonical_dumps, canonical_json,
+                                canonical_loads, canonical_text, canonical_value, dumps_text, loads_text)
 from tooleval.models import AgentInfo, Call, RecordedTrace, calls_from_messages
 from tooleval.storage import ENVELOPE_VERSION
 
@@ -82,62 +81,20 @@ def _digest_v1(record: dict[str, Any]) -> str:
     return hashlib.sha256(canonical_json(content).encode()).hexdigest()
 
 
-_FLOAT_TOKEN = re.compile(rb"[:\[,]-?[0-9]+[.eE]")
-"""A number with a fraction or an exponent after ``:``, ``[`` or ``,`` in compact JSON: every float token matches
-(some text inside strings too, which only sends a value the slow way)."""
-_SEPARATORS_AND_MARKS = bytes.maketrans(b"[,eE", b"::..")
-
-
-def _may_hold_float(data: bytes) -> bool:
-    """Whether compact JSON ``data`` may hold a float token (:data:`_FLOAT_TOKEN`). With the digits deleted and
-    ``[``/``,`` written as ``:``, ``e``/``E`` as ``.``, every float token becomes ``:.`` or ``:-.``: two substring
-    searches in C rule most texts out (a tenth of a 16 KB trace's texts hold a float, or text that looks like one:
-    a redaction token's hex digits after its colon); the expression decides the rest."""
-    squeezed = data.translate(_SEPARATORS_AND_MARKS, b"0123456789")
-    if squeezed.find(b":.") < 0 and squeezed.find(b":-.") < 0:
-        return False
-    return _FLOAT_TOKEN.search(data) is not None
-
-
-def _canonical_text(value: Any) -> str:
-    """``canonical_dumps(canonical_value(value))`` of a JSON value decoded from text (a list or an object): written
-    by orjson when no float can be in it — canonical JSON changes only floats, and for everything else orjson's
-    sorted compact output is the standard library's byte for byte (strings, escapes and key order included) —
-    else the canonical way."""
-    try:
-        data = orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
-    except (TypeError, orjson.JSONEncodeError):  # an integer beyond 64 bits, a lone surrogate
-        data = None
-    if data is not None and data[:1] in (b"{", b"[") and not _may_hold_float(data):
-        return data.decode()
-    return canonical_dumps(canonical_value(value))
-
-
-_SMALL_OPTIONS = (orjson.OPT_SORT_KEYS | orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_DATACLASS
-                  | orjson.OPT_PASSTHROUGH_SUBCLASS)
-"""orjson for the small columns: sorted keys, and what canonical JSON cannot hold (a datetime, a dataclass, a
-subclass of str or int) refused rather than written, so that such a value takes the standard library's way and
-fails there as it always did."""
-
-
 def _digest_of_values(record: dict[str, Any], values: dict[str, Any]) -> str:
     """:func:`envelope_digest` of a version-3 record whose JSON-text columns were just written from ``values``
     (column -> decoded value): the same bytes are hashed, without reading the text back.
 
     The canonical content is written by one orjson call: the small columns as values, the JSON-text columns as
-    their canonical text (:func:`_canonical_text`, passed in as ``orjson.Fragment``). For values without a float
-    (an envelope's small columns are text, integers, null and call records) orjson's sorted compact output is the
-    standard library's canonical text byte for byte; a float, an integer beyond 64 bits or a lone surrogate among
-    them sends the record the canonical way (a walk and ``json.dumps`` per column, as before)."""
+    their canonical text (:func:`tooleval.canonical.canonical_text`, passed in as ``orjson.Fragment``). The small
+    columns are written by :func:`tooleval.canonical.canonical_dumps`' orjson way when it gives the canonical bytes
+    (they are text, integers, null and call records); otherwise the record takes the canonical way (a walk and
+    ``json.dumps`` per column, as before)."""
     small = _timestamps_as_text({k: v for k, v in record.items() if k not in _NOT_CONTENT and k not in _JSON_TEXT})
-    texts = {key: "null" if values[key] is None else _canonical_text(values[key]) for key in _JSON_TEXT}
-    try:
-        plain = not _may_hold_float(orjson.dumps(small, option=_SMALL_OPTIONS))
-    except (TypeError, orjson.JSONEncodeError):
-        plain = False
-    if plain:
+    texts = {key: "null" if values[key] is None else canonical_text(values[key]) for key in _JSON_TEXT}
+    if _orjson_canonical(small) is not None:
         whole = {**small, **{key: orjson.Fragment(text) for key, text in texts.items()}}
-        return hashlib.sha256(orjson.dumps(whole, option=_SMALL_OPTIONS)).hexdigest()
+        return hashlib.sha256(orjson.dumps(whole, option=_ORJSON_CANONICAL)).hexdigest()
     content = _canonical_content(small)
     parts = {key: canonical_dumps(value) for key, value in content.items()}
     parts.update(texts)
@@ -255,7 +212,7 @@ def generation_envelope(record: dict[str, Any], captured_at: datetime,
     through it too, so that a trajectory checked in a test is captured exactly as in a run).
 
     Args:
-        record: ``{case_id, trial, payload_json, error}``: a recorded trace as JSON text (already redacted when
+        record: ``{case_id, trial, payload_json, error}``: a recorded trace as JSON text or its UTF-8 bytes (already redacted when
             redaction is on; an optional ``redacted_fields`` key lists the redacted field paths), and the
             generation's error text, if any.
         captured_at: Timezone-aware UTC capture time.

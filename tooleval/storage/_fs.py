@@ -311,8 +311,8 @@ def read_parquet(location: str | Path, **options: Any) -> pa.Table:
     return pq.read_table(path, filesystem=fs, **options)
 
 
-def iter_parquet_batches(location: str | Path, batch_size: int,
-                         columns: list[str] | None = None) -> Iterator[list[dict[str, Any]]]:
+def iter_parquet_batches(location: str | Path, batch_size: int, columns: list[str] | None = None,
+                         binary: tuple[str, ...] = ()) -> Iterator[list[dict[str, Any]]]:
     """The rows of the Parquet file at a local path or URL as lists of at most ``batch_size`` dicts, in file
     order, decoded one record batch at a time (never the whole file's rows at once). A batch never spans two row
     groups, so a writer that sizes its row groups (a stage file: :data:`tooleval.storage.stages.STAGE_GROUP_TEXT`)
@@ -323,15 +323,23 @@ def iter_parquet_batches(location: str | Path, batch_size: int,
     """
     fs, path = filesystem(location)
     with (open(path, "rb") if fs is None else fs.open(path, "rb")) as handle:
-        yield from iter_row_group_batches(pq.ParquetFile(handle), batch_size, columns)
+        yield from iter_row_group_batches(pq.ParquetFile(handle), batch_size, columns, binary)
 
 
-def iter_row_group_batches(file: pq.ParquetFile, batch_size: int,
-                           columns: list[str] | None = None) -> Iterator[list[dict[str, Any]]]:
+def iter_row_group_batches(file: pq.ParquetFile, batch_size: int, columns: list[str] | None = None,
+                           binary: tuple[str, ...] = ()) -> Iterator[list[dict[str, Any]]]:
     """The rows of an open Parquet file as lists of at most ``batch_size`` dicts, row group by row group (pyarrow's
-    ``iter_batches`` alone fills a batch across row groups)."""
+    ``iter_batches`` alone fills a batch across row groups).
+
+    ``binary``: string columns handed over as their UTF-8 bytes rather than as ``str`` (for JSON text that the
+    reader decodes with orjson, which reads bytes: a 16 KB trace is then neither decoded from UTF-8 into a
+    ``str`` nor encoded back)."""
     for group in range(file.num_row_groups):
         for batch in file.iter_batches(batch_size=batch_size, row_groups=[group], columns=columns):
+            if binary:
+                batch = pa.RecordBatch.from_arrays(
+                    [column.cast(pa.binary()) if name in binary else column
+                     for name, column in zip(batch.schema.names, batch.columns)], names=batch.schema.names)
             yield batch.to_pylist()
 
 
