@@ -18,6 +18,7 @@ from typing import Any
 
 from prefect import task
 from prefect.cache_policies import NO_CACHE
+from prefect.task_runners import ProcessPoolTaskRunner
 from prefect.utilities.annotations import quote
 from pydantic import BaseModel
 
@@ -27,10 +28,10 @@ from tooleval.agents import WorkItem
 from tooleval.runs.drift import DRIFT_COLUMNS, drift_partial
 from tooleval.runs.legacy import LegacyResult
 from tooleval.runs.progress import note_stage
-from tooleval.runs.shards import cyclic_gc_paused
+from tooleval.runs.shards import cyclic_gc_paused, release_free_memory
 from tooleval.storage.stages import StageRef, read_stage_table
 
-__all__ = ["ShardContext", "ShardOutcome", "run_shard", "unwalked", "warm_worker"]
+__all__ = ["ProcessPool", "ShardContext", "ShardOutcome", "run_shard", "unwalked", "warm_worker"]
 
 
 class ShardContext(BaseModel):
@@ -99,8 +100,11 @@ def run_shard(context: ShardContext, items: list[WorkItem], offsets: list[tuple[
     Returns:
         A :class:`ShardOutcome`.
     """
-    with cyclic_gc_paused():
-        return _run_shard(context, items, offsets, scoring_scope)
+    try:
+        with cyclic_gc_paused():
+            return _run_shard(context, items, offsets, scoring_scope)
+    finally:
+        release_free_memory()  # what the shard's tables and batches left in the allocators
 
 
 def _run_shard(context: ShardContext, items: list[WorkItem], offsets: list[tuple[int, int, bool]],
@@ -152,6 +156,32 @@ def unwalked(value: Any) -> Any:
 
     runner = getattr(FlowRunContext.get(), "task_runner", None)
     return value if type(runner).__name__ == "DaskTaskRunner" else quote(value)
+
+
+class ProcessPool(ProcessPoolTaskRunner):
+    """Prefect's process pool, whose thread that passes the workers' events and logs on to the API runs with the
+    Prefect settings of the flow that entered the pool.
+
+    Prefect starts that thread bare, and a thread does not inherit the context where ``tooleval run`` sets
+    ``PREFECT_API_URL`` to its own server: the thread found no API URL and started a second, temporary API
+    server (a ~230 MB process for the rest of the run) to which the workers' task-run events then went, so the
+    server the run belongs to never heard of them.
+    """
+
+    def __enter__(self) -> "ProcessPool":
+        from prefect.context import SettingsContext
+
+        self._flow_settings = SettingsContext.get()  # the entering (flow's) thread's settings
+        return super().__enter__()
+
+    def _forward_subprocess_messages(self) -> None:
+        from prefect.context import SettingsContext
+
+        settings = getattr(self, "_flow_settings", None)
+        if settings is None:
+            return super()._forward_subprocess_messages()
+        with SettingsContext(profile=settings.profile, settings=settings.settings):
+            return super()._forward_subprocess_messages()
 
 
 def warm_worker() -> None:

@@ -31,7 +31,7 @@ from tooleval.rules import load_gate_config
 from tooleval.runs.legacy import LegacyResult
 from tooleval.runs.plan import RunPlan, plan_run
 from tooleval.runs.progress import StageProgress
-from tooleval.runs.shards import cyclic_gc_paused, run_scopes, scoring_key
+from tooleval.runs.shards import cyclic_gc_paused, release_free_memory, run_scopes, scoring_key
 from tooleval.runs.variability import outcome_from_spec
 from tooleval.scoring.ragas_metric import ragas_version
 from tooleval.storage.stages import stage_dir
@@ -127,6 +127,7 @@ def evaluate(
             def publish_shard(index: int, done: ShardOutcome) -> None:
                 with cyclic_gc_paused():
                     publisher.add_shard(index, done.envelopes, done.rows, done.generation)
+                release_free_memory()  # the shard's envelope table, read whole, stays in Arrow's pool otherwise
 
             started = time.perf_counter()
             outcomes = _run_shards(plan, context, workers, progress, publish_shard)
@@ -236,12 +237,13 @@ def _effective_workers(workers: int) -> int:
     """Workers of the task runner this flow runs on: ``workers`` on a process pool, the cluster's workers (at least
     2, so that shards are submitted) on Dask, else 1 (a single thread)."""
     from prefect.context import FlowRunContext
+    from prefect.task_runners import ProcessPoolTaskRunner
 
     context = FlowRunContext.get()
     runner = getattr(context, "task_runner", None)
     if type(runner).__name__ == "DaskTaskRunner":
         return dask_workers(runner)
-    return workers if type(runner).__name__ == "ProcessPoolTaskRunner" else 1
+    return workers if isinstance(runner, ProcessPoolTaskRunner) else 1
 
 
 def _merged_legacy(outcomes: list[ShardOutcome], context: ShardContext) -> LegacyResult:
@@ -268,15 +270,15 @@ def task_runner(workers: int, rows: int | None = None, dask_address: str | None 
     :data:`PROCESS_POOL_MIN_ROWS` rows) or a process pool whose workers import the stages and ragas once (issue 9
     item 2; README "Scale" says why not Dask for one machine). With ``dask_address`` (``tcp://HOST:PORT``), the
     existing Dask cluster there, through prefect-dask's ``DaskTaskRunner`` (issue 10; :mod:`flows._dask`)."""
-    from prefect.task_runners import ProcessPoolTaskRunner, ThreadPoolTaskRunner
+    from prefect.task_runners import ThreadPoolTaskRunner
 
-    from flows._shards import warm_worker
+    from flows._shards import ProcessPool, warm_worker
 
     if dask_address is not None:
         return dask_runner(dask_address)
     if workers <= 1 or (rows is not None and rows < PROCESS_POOL_MIN_ROWS):
         return ThreadPoolTaskRunner(max_workers=1)
-    return ProcessPoolTaskRunner(max_workers=workers, initializer=warm_worker)
+    return ProcessPool(max_workers=workers, initializer=warm_worker)
 
 
 def run_evaluate(rows_hint: int | None = None, dask_address: str | None = None,

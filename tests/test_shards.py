@@ -7,7 +7,7 @@ import hashlib
 import io
 
 from tooleval.runs.progress import StageProgress
-from tooleval.runs.shards import MAX_SHARD, MIN_SHARD, ShardIndex, cases_per_shard, default_shard_size, is_boundary
+from tooleval.runs.shards import MAX_SHARD, MAX_SHARD_BYTES, MIN_SHARD, ShardIndex, cases_per_shard, default_shard_size, is_boundary
 
 
 def _keys(cases: int, trials: int = 7, prefix: str = "bfcl-") -> list[tuple[str, int]]:
@@ -71,29 +71,51 @@ def test_default_shard_size():
     assert default_shard_size(10_000_000, 2) == MAX_SHARD
 
 
-def test_offsets_and_line_digests_are_carried():
-    keys = [("a", 0), ("b", 0)]
-    index = ShardIndex.build(keys, 10, {("a", 0): (0, 1), ("b", 0): (17, 2)}, {("a", 0): "x", ("b", 0): "y"})
-    table = index.table.to_pylist()
-    assert [(r["case_id"], r["offset"], r["line"], r["line_digest"]) for r in table] == [
-        ("a", 0, 1, "x"), ("b", 17, 2, "y")]
+def test_default_shard_size_of_long_lines_is_bounded_by_bytes():
+    # 200,000 tau rows of ~16,500 bytes: 12,500 rows by count, but 64 MiB / 16,500 = 67,108,864 / 16,500 = 4,067.2
+    assert default_shard_size(200_000, 2, 16_500) == 4_067
+    # 1,000,000 bfcl rows of ~934 bytes: 67,108,864 / 934 = 71,851 rows allowed, so the row bound (20,000) holds
+    assert default_shard_size(1_000_000, 2, 934) == MAX_SHARD
+    assert default_shard_size(60_000, 2, 16_500) == 3_750  # 60,000 / 16 under the byte bound
+    assert default_shard_size(100_000, 2, 10**8) == MIN_SHARD  # never below the floor
 
 
-def test_progress_without_a_terminal_prints_plain_lines():
-    stream = io.StringIO()
-    with StageProgress(["generation", "scoring"], 100, stream=stream, interval=0.0) as bar:
-        bar.advance("generation", 60)
-        bar.advance(["generation", "scoring"], 40)
-    lines = stream.getvalue().splitlines()
-    assert lines[0].startswith("progress: generation 60/100")
-    assert lines[1].startswith("progress: generation 100/100") and "scoring 40/100" in lines[1]
-    assert lines[-1].startswith("done: generation 100/100") and "scoring 40/100" in lines[-1]
-    fused = io.StringIO()  # every stage at the same count: one count and one rate, not the same rate per stage
-    with StageProgress(["generation", "scoring"], 100, stream=fused, interval=3600.0) as bar:
-        bar.advance(["generation", "scoring"], 100)
-    (line,) = fused.getvalue().splitlines()
-    assert line.startswith("done: 100/100 rows (") and line.endswith("rows/s) through generation -> scoring")
-    silent = io.StringIO()
-    with StageProgress(["generation"], 1, stream=silent, enabled=False) as bar:
-        bar.advance("generation", 1)
-    assert silent.getvalue() == ""
+def test_the_plan_sizes_shards_by_the_traces_files_mean_line(tmp_path, monkeypatch):
+    """2,000 tau rows: 125 rows a shard by count (2,000 / 16); with the byte bound lowered to 1.8 MB (~108
+    lines of ~16.5 KB), the plan passes the file's mean line length and gets 1.8 MB / that length instead."""
+    import tooleval.runs.shards as shards
+    from tooleval.runs.plan import plan_run
+    from tooleval.synth import write_synth
+
+    data = write_synth(2_000, 0, "tau", tmp_path / "data").path
+    traces = data / "traces.jsonl"
+    mean = traces.stat().st_size / traces.read_bytes().count(b"\n")
+    assert 10_000 < mean < 30_000  # tau lines: ~16 KB
+    assert plan_run(str(data), None, str(tmp_path / "out"), "r", workers=2).shard_size == 125
+    monkeypatch.setattr(shards, "MAX_SHARD_BYTES", 1_800_000)
+    smaller = plan_run(str(data), None, str(tmp_path / "out"), "s", workers=2).shard_size
+    assert smaller == int(1_800_000 // mean) < 125
+
+
+def test_release_free_memory_gives_arrows_freed_buffers_back(tmp_path):
+    """A ~60 MB table of long strings written and read back five times, then dropped: Arrow's pool keeps its
+    pages (mimalloc), so the process stays larger until they are released; released, it shrinks by at least half
+    the table (what the pool kept is at least one table's buffers)."""
+    import psutil
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from tooleval.runs.shards import release_free_memory
+
+    path = tmp_path / "t.parquet"
+    text = [f"{i:08d}" + "x" * 16_000 for i in range(4_000)]  # 4,000 x ~16 KB = ~64 MB
+    pq.write_table(pa.table({"payload_json": text}), path, compression="zstd")
+    del text
+    for _ in range(5):
+        table = pq.read_table(path)
+        assert table.nbytes > 60_000_000
+        del table
+    process = psutil.Process()
+    before = process.memory_info().rss
+    release_free_memory()
+    assert before - process.memory_info().rss > 30_000_000

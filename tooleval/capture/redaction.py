@@ -567,7 +567,7 @@ class Redactor:
         """Redact a conversation (a case input) as its request is redacted in a trace."""
         return self.redact_reference(messages, extra)
 
-    def seed(self, values: list[Any]) -> None:
+    def seed(self, values: Iterable[Any]) -> None:
         """Find the secrets of these JSON values (every case's references and input): the base secrets, redacted
         in *every* trace and reference alike, whichever shard it falls in. Call it before the redactor is shared
         between threads (it replaces the base secrets)."""
@@ -762,5 +762,7 @@ def build_redactor(out: str | Path, config: RedactionConfig | None, cases: dict[
             "restore the results folder's redaction.key, or set TOOLEVAL_REDACTION_KEY to the key the run used.",
         )
     redactor = Redactor(config, key)
-    redactor.seed([value for case in cases.values() for value in case_reference_values(case)])
+    # one case's values at a time: a list of every case's (a tau case's input holds its ~7 KB system prompt) was
+    # the largest thing the flow and each worker ever held, ~25 KB of Python objects a case
+    redactor.seed(value for case in cases.values() for value in case_reference_values(case))
     return redactor

@@ -57,7 +57,8 @@ def run(
     out: OutOption = Path("results"),
     run_id: Annotated[Optional[str], typer.Option("--run-id", help="Run id (default: a new one).")] = None,
     shard_size: Annotated[Optional[int], typer.Option(
-        min=1, help="Rows per shard (content-hashed buckets; default: about 8 shards per worker, 100-20,000 rows).")]
+        min=1, help="Rows per shard (content-hashed buckets; default: about 8 shards per worker, 100-20,000 rows and at "
+        "most 64 MiB of trace lines).")]
     = None,
     workers: Annotated[Optional[int], typer.Option(min=1, help="Parallel shard workers (default: the cores).")]
     = None,
@@ -138,9 +139,9 @@ def run(
         raise typer.Exit(2)
     except InputFileError as exc:
         fail(exc)
-    # what the run needs of the dry plan; the plan itself (its index of every key) is not kept through the run
-    planned_rows, planned_out, planned_revision = plan.index.rows, plan.out, plan.dataset.revision
-    run_id = plan.run_id
+    # what the run needs of this first plan: the flow plans again, and the plan's index and case digests (tens
+    # of MB for a million rows) would otherwise stay alive in this process for the whole run
+    run_id, planned_out, revision, rows = plan.run_id, plan.out, plan.dataset.revision, plan.index.rows
     del plan
     expected: list[int] = []
     lease = hold_run(location, run_id)
@@ -149,7 +150,7 @@ def run(
     except InputFileError as exc:
         fail(exc)
     try:
-        check_run_id(planned_out, run_id, planned_revision)  # again, now that no one else writes it
+        check_run_id(planned_out, run_id, revision)  # again, now that no one else writes it
     except InputFileError as exc:
         lease.__exit__(None, None, None)
         fail(exc)
@@ -158,7 +159,7 @@ def run(
             from flows.evaluate import run_evaluate
 
             result, drifted = run_evaluate(
-                rows_hint=planned_rows, dask_address=dask_address,
+                rows_hint=rows, dask_address=dask_address,
                 dataset=str(dataset), traces=None if traces is None else str(traces), out=str(location),
                 run_id=run_id, shard_size=shard_size, slices=slice_list, legacy_only=legacy_only,
                 agent=live, repeats=repeats, tool_results=None if tool_results is None else str(tool_results),

@@ -308,7 +308,8 @@ def plan_run(
     else:  # a gzip file: line digests read again (offsets stay unknown)
         offsets, line_digests = scan_lines(traces_path, lines)
     del lines
-    size = shard_size or default_shard_size(len(keys), workers)
+    line_bytes = traces_path.stat().st_size / len(index.offsets) if index.offsets else None  # gzip: unknown
+    size = shard_size or default_shard_size(len(keys), workers, line_bytes)
     if write_key and key is not None:
         key = persist_key(out_path, key)  # another run may have created the folder's key since it was planned
     return RunPlan(

@@ -16,6 +16,9 @@ is submitted. Memory is bounded by the shard size, not the corpus.
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
+import functools
 import gc
 import hashlib
 import math
@@ -28,13 +31,18 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 __all__ = ["ShardIndex", "is_boundary", "cases_per_shard", "default_shard_size", "scan_lines", "run_scopes",
-           "scoring_key", "cyclic_gc_paused", "MIN_SHARD", "MAX_SHARD"]
+           "scoring_key", "cyclic_gc_paused", "release_free_memory", "MIN_SHARD", "MAX_SHARD", "MAX_SHARD_BYTES"]
 
 MIN_SHARD = 100
 """Smallest default shard (rows): the bundled 200-row run still shows progress over 4 shards (its K is 32), and
 pays for no more Prefect task runs than before shards were content-defined (4 x 50 rows)."""
 MAX_SHARD = 20_000
 """Largest default shard (rows): bounds a worker's memory (a bfcl row is ~1 KB of trace, ~10 KB in Python)."""
+MAX_SHARD_BYTES = 64 << 20
+"""Largest default shard in trace bytes (the traces file's mean line length times the rows): a shard's envelopes
+are read whole by the flow when it publishes the shard and by a worker when it scores it, so long lines need
+fewer rows a shard. 20,000 bfcl lines (~1 KB) are ~19 MB and keep the row bound; 12,500 tau lines (~16 KB, the
+row bound's share of a 200,000-row corpus) were ~200 MB, and a content-defined shard may hold twice its size."""
 _TASKS_PER_WORKER = 8
 """Default shards per worker: enough for load balance and progress, few enough that Prefect's per-task cost
 (tens of ms, PREFECT.md; ``tooleval bench`` reports the share) stays small."""
@@ -60,10 +68,14 @@ def cases_per_shard(rows: int, cases: int, shard_size: int) -> int:
     return 1 << max(0, round(math.log2(max(wanted, 1))))
 
 
-def default_shard_size(rows: int, workers: int) -> int:
+def default_shard_size(rows: int, workers: int, line_bytes: float | None = None) -> int:
     """Rows per shard when ``--shard-size`` is not given: about 8 shards per worker, within
-    [:data:`MIN_SHARD`, :data:`MAX_SHARD`] (measured trade-off; docs/benchmark.md, "Scale")."""
-    return max(MIN_SHARD, min(MAX_SHARD, math.ceil(rows / (workers * _TASKS_PER_WORKER))))
+    [:data:`MIN_SHARD`, :data:`MAX_SHARD`] (measured trade-off; docs/benchmark.md, "Scale"), and at most
+    :data:`MAX_SHARD_BYTES` of trace lines of ``line_bytes`` (mean bytes a line; ``None``: unknown) a shard."""
+    size = max(MIN_SHARD, min(MAX_SHARD, math.ceil(rows / (workers * _TASKS_PER_WORKER))))
+    if line_bytes:
+        size = max(MIN_SHARD, min(size, int(MAX_SHARD_BYTES // line_bytes)))
+    return size
 
 
 def scan_lines(path: Path, wanted: dict[int, tuple[str, int]]) -> tuple[dict, dict]:
@@ -219,3 +231,28 @@ def cyclic_gc_paused() -> Iterator[None]:
     finally:
         if enabled:
             gc.enable()
+
+
+@functools.lru_cache(maxsize=1)
+def _malloc_trim():
+    """glibc's ``malloc_trim``, or ``None`` where the C library has none (macOS, musl)."""
+    try:
+        return ctypes.CDLL(ctypes.util.find_library("c")).malloc_trim
+    except (OSError, AttributeError, TypeError):
+        return None
+
+
+def release_free_memory() -> None:
+    """Give the memory this process has freed, but its allocators still keep, back to the operating system: Arrow's
+    pool (mimalloc keeps the pages of freed buffers for reuse) and glibc's heap (``malloc_trim``).
+
+    Call it after a bounded step that read large tables (a shard's stages in a worker, a shard's publication in
+    the flow). Reading and rewriting a 93 MB table of 5,664 tau envelopes left a process ~135 MB larger each time
+    without it (measured: 300 MB against 165 MB after three rounds); the next step reuses nothing of that, and
+    every process of a run held it at once."""
+    import pyarrow as pa
+
+    pa.default_memory_pool().release_unused()
+    trim = _malloc_trim()
+    if trim is not None:
+        trim(0)

@@ -1,0 +1,36 @@
+"""The process pool of ``tooleval run`` (:class:`flows._shards.ProcessPool`): the thread that passes the workers'
+events and logs on to the API talks to the flow's Prefect API, not to a second temporary server."""
+
+from __future__ import annotations
+
+import threading
+
+from prefect.settings import PREFECT_API_URL, get_current_settings, temporary_settings
+
+from flows._shards import ProcessPool
+from flows.evaluate import task_runner
+
+
+def test_the_message_thread_uses_the_api_url_of_the_flow_that_entered_the_pool():
+    """Prefect calls each message processor factory once, on the forwarding thread, as that thread starts: the
+    settings the factory sees are those the thread would send the workers' events with. The URL is set only in
+    the entering thread's context (as ``tooleval run`` sets its own server's), never in the environment."""
+    seen: list[str | None] = []
+    started = threading.Event()
+
+    def factory():
+        seen.append(get_current_settings().api.url)
+        started.set()
+        return lambda kind, payload: (kind, payload)
+
+    url = "http://127.0.0.1:9/api"  # nothing listens there: the pool starts no worker, sends no event
+    with temporary_settings(updates={PREFECT_API_URL: url}):
+        with ProcessPool(max_workers=1, subprocess_message_processor_factories=[factory]):
+            assert started.wait(10)
+    assert seen == [url]
+
+
+def test_a_run_on_two_workers_gets_the_pool():
+    runner = task_runner(2, rows=100_000)
+    assert type(runner) is ProcessPool
+    assert runner.duplicate().__class__ is ProcessPool  # Prefect copies the runner per flow run
