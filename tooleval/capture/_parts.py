@@ -104,14 +104,16 @@ class PartMemo:
                     text = orjson.dumps(part, option=PLAIN_JSON)
                 except (TypeError, orjson.JSONEncodeError):
                     return None
-                entry = learned((key, text)) or self._learn(redactor, key, part, text, _Call)
-                if not entries and entry.quiet:
-                    # a trace whose first part is quiet is judged whole first (one look at its text): most short
-                    # traces hold no secret, and their other parts, seldom seen again, need not be learned; a
+                entry = learned((key, text))
+                if not entries and (entry is None or entry.quiet):
+                    # a trace whose first part is new or quiet is judged whole first (one look at its text): most
+                    # short traces hold no secret, and their parts, seldom seen again, need not be learned; a
                     # multi-turn trace opens with a system prompt naming the profile's fields, never quiet
                     body = {name: item for name, item in trace.items() if name not in keep}
                     if redactor._untouched(body):
                         return dumps_text({**keep, **body, "redacted_fields": []})
+                if entry is None:
+                    entry = self._learn(redactor, key, part, text, _Call)
                 parts.append(part)
                 texts.append(text)
                 entries.append(entry)
