@@ -33,11 +33,12 @@ TOOLEVAL = [sys.executable, "-m", "tooleval.cli"]
 
 
 def _role(proc: psutil.Process, root: psutil.Process) -> str:
-    """``flow`` (the command's own process), ``prefect-server``, ``worker`` (process-pool workers) or ``other``."""
+    """``flow`` (the command's own process), ``prefect-server`` (tooleval's server daemon, or a temporary server
+    Prefect started), ``worker`` (process-pool workers and their resource tracker) or ``other``."""
     if proc.pid == root.pid:
         return "flow"
     command = " ".join(proc.cmdline())
-    if "uvicorn" in command or "prefect" in command and "server" in command:
+    if "uvicorn" in command or "_prefect_daemon" in command or "prefect" in command and "server" in command:
         return "prefect-server"
     return "worker" if "multiprocessing" in command else "other"
 
