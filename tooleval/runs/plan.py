@@ -11,7 +11,6 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import os
 import secrets
 import threading
 from datetime import datetime, timezone
@@ -257,7 +256,8 @@ def plan_run(
     if agent is None and tool_results is not None:
         raise InputFileError(tool_results, None, "--tool-results is for a live agent; the replay agent's tool "
                              "results are in the recorded traces.", "drop --tool-results, or use --agent openai.")
-    early = _start_index(traces, dataset, index_parts) if agent is None and index_parts is not None else None
+    early = (_start_index(traces, dataset, index_parts, workers)
+             if agent is None and index_parts is not None else None)
     # the memoised load (a copy: slices narrow its cases): the shard tasks and run_scopes of this process then
     # reuse it instead of parsing cases.jsonl again (2 s at 14,000 cases)
     if isinstance(dataset, str) and "://" in dataset:  # a URL: read from this machine's copy, as given
@@ -392,7 +392,8 @@ def _remembered_index(path: Path, *, take: bool) -> TraceIndex | None:
     return _DRY_INDEX.pop(stamp) if take else _DRY_INDEX[stamp]
 
 
-def _start_index(traces: str | Path | None, dataset: str | Path, index_parts: IndexParts) -> _EarlyIndex | None:
+def _start_index(traces: str | Path | None, dataset: str | Path, index_parts: IndexParts,
+                 workers: int) -> _EarlyIndex | None:
     """Start reading a large local traces file in ranges (:data:`IndexParts`); ``None`` when it is small,
     compressed, remote, or cannot be found yet (the plan then reads it after loading the dataset, so that the
     dataset's own problems are still reported first)."""
@@ -406,7 +407,7 @@ def _start_index(traces: str | Path | None, dataset: str | Path, index_parts: In
     if path.name.endswith(".gz") or size < PARALLEL_INDEX_BYTES or _remembered_index(path, take=False) is not None:
         return None
     try:
-        spans = trace_spans(path, min(MAX_RANGES, max(2 * _workers_hint(), -(-size // RANGE_BYTES))))
+        spans = trace_spans(path, min(MAX_RANGES, max(2 * workers, -(-size // RANGE_BYTES))))
     except OSError:
         return None
     digest: list[str] = []
@@ -420,10 +421,6 @@ def _start_index(traces: str | Path | None, dataset: str | Path, index_parts: In
     thread = threading.Thread(target=whole, name="tooleval-traces-digest", daemon=True)
     thread.start()
     return _EarlyIndex(path=path, collect=index_parts(path, spans), digest=digest, thread=thread)
-
-
-def _workers_hint() -> int:
-    return os.cpu_count() or 1
 
 
 def _redaction_config(key: PlannedKey | None, fields: list[str] | None, paths: list[str] | None):
