@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 
 import pytest
 from typer.testing import CliRunner
@@ -94,6 +95,29 @@ def test_an_rss_window_counts_descendants_and_only_its_own_samples():
     assert window.peak_mb >= during
     assert window.peak_mb < after - 60  # the ballast is in the whole's peak, not in the window's
     assert rss.peak_mb >= after
+
+
+def test_a_tracked_process_outside_the_tree_counts_only_while_tracked(tmp_path):
+    # tooleval's Prefect server is a daemon: no descendant of the bench, yet the runs' memory includes it
+    ready, stop = tmp_path / "ready", tmp_path / "stop"
+    holder = (f"import pathlib, time; held = b'x' * (80 * 2**20); pathlib.Path({str(ready)!r}).touch()\n"
+              f"while not pathlib.Path({str(stop)!r}).exists(): time.sleep(0.05)")
+    starter = (f"import subprocess, sys; print(subprocess.Popen([sys.executable, '-c', {holder!r}], "
+               "stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL).pid)")
+    pid = int(subprocess.run([sys.executable, "-c", starter], capture_output=True, check=True).stdout)
+    try:
+        while not ready.exists():
+            time.sleep(0.05)
+        with TreeRss(interval=3600) as rss:
+            alone = rss.sample()  # the holder's parent has exited: it is not in this process's tree
+            with rss.tracking(pid):
+                tracked = rss.sample()
+            after = rss.sample()
+            with rss.tracking(None):  # nothing to track: no error
+                rss.sample()
+        assert tracked - alone > 60 and tracked - after > 60
+    finally:
+        stop.touch()
 
 
 def test_peers_stop_at_their_row_limit(tmp_path):

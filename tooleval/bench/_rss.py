@@ -35,6 +35,7 @@ class TreeRss:
         self._stop = threading.Event()
         self._lock = threading.Lock()
         self._open: list[RssWindow] = []
+        self._others: dict[int, object] = {}  # pid -> psutil.Process of a tracked process outside the tree
         self.peak_mb = 0.0
         """Largest summed RSS (MB) sampled while the sampler ran."""
         self._thread = threading.Thread(target=self._run, daemon=True)
@@ -51,6 +52,9 @@ class TreeRss:
             processes = [self._process, *self._process.children(recursive=True)]
         except psutil.Error:  # a descendant ended while the tree was walked: this sample counts this process only
             processes = [self._process]
+        with self._lock:
+            seen = {process.pid for process in processes}
+            processes += [process for pid, process in self._others.items() if pid not in seen]
         total = 0
         for process in processes:
             try:
@@ -63,6 +67,32 @@ class TreeRss:
             for window in self._open:
                 window.peak_mb = max(window.peak_mb, megabytes)
         return megabytes
+
+    @contextmanager
+    def tracking(self, pid: int | None) -> Iterator[None]:
+        """Count process ``pid`` (and its descendants) in every sample taken inside, although it is no descendant
+        of this process: tooleval's Prefect server is a daemon that outlives the command that started it.
+        ``None`` (no such process) tracks nothing."""
+        import psutil
+
+        tracked = []
+        if pid is not None:
+            try:
+                root = psutil.Process(pid)
+                tracked = [root, *root.children(recursive=True)]
+            except psutil.Error:  # already gone: nothing to count
+                tracked = []
+        with self._lock:
+            for process in tracked:
+                self._others[process.pid] = process
+        self.sample()
+        try:
+            yield
+        finally:
+            self.sample()
+            with self._lock:
+                for process in tracked:
+                    self._others.pop(process.pid, None)
 
     @contextmanager
     def window(self) -> Iterator[RssWindow]:

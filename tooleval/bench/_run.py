@@ -4,8 +4,8 @@ Keys of the JSON object, in :data:`BENCH_KEYS` order (rates are rows / seconds o
 
 * ``rows``, ``profile`` — the synthetic corpus (:func:`tooleval.synth.write_synth`); ``input_mb`` — its traces
   file, MB (10**6 bytes);
-* ``startup_s`` — Prefect's start-up (the temporary API server, paid once per process), s: a trivial flow run
-  before the two runs, so that neither pays it;
+* ``startup_s`` — Prefect's start-up (tooleval's local Prefect server, found or started as ``tooleval run`` does,
+  and a trivial first flow run), s: paid before the two runs, so that neither pays it;
 * ``floor_rows_per_s`` (d) — read and decode the traces file with the fastest JSON parser installed;
 * ``tooleval_rows_per_s`` (a) — ``tooleval run``'s row path (generation, capture, scoring, aggregation,
   publication; no legacy pass), cold (fresh results folder, fresh process pool), timed from the flow call to its
@@ -16,9 +16,9 @@ Keys of the JSON object, in :data:`BENCH_KEYS` order (rates are rows / seconds o
   corpus's first ``peer_rows`` rows (all of them up to :data:`PEER_ROWS`; agentic-evals needs about an hour for
   a million rows), timed warm (:func:`time_warm`);
 * ``peak_rss_mb`` — the largest summed RSS (MB, 2**20 bytes) of this process and all its descendants
-  (process-pool workers and the Prefect server included) over the whole benchmark: the floor, the start-up, both
-  runs and the peers' warm-up and timed loops (each in a fresh child process after the runs);
-  sampled every 0.1 s (:class:`tooleval.bench._rss.TreeRss`); the peers run in child processes, one at a time;
+  (process-pool workers included; tooleval's Prefect server while the runs are timed) over the whole benchmark:
+  the floor, the start-up, both runs and the peers' warm-up and timed loops (each in a fresh child process after
+  the runs); sampled every 0.1 s (:class:`tooleval.bench._rss.TreeRss`); the peers run in child processes, one at a time;
 * ``prefect_overhead_share`` — for run (a): 1 − (seconds inside stage task bodies, summed over the tasks that
   ran, / workers) / (a)'s wall time as timed above;
 * ``peer_rows`` — the rows (b) and (c) were timed on: ``min(rows, --peer-rows)``;
@@ -214,21 +214,28 @@ def _runs(data: Path, root: Path, workers: int | None, shard_size: int | None, r
           log: Callable[[str], None]):
     """Prefect's start-up, then runs (a) and (a') inside one window of ``rss`` (the start-up flow outside it)."""
     from prefect import flow
-    from prefect.settings import PREFECT_FLOWS_HEARTBEAT_FREQUENCY, temporary_settings
 
     from flows.evaluate import run_evaluate
+    from tooleval.cli import _prefect_server
+    from tooleval.cli._app import prefect_session
 
     @flow(name="tooleval-bench-startup")
     def startup() -> None:
-        """Starts Prefect's temporary API server (paid once per process)."""
+        """Waits for the Prefect server and makes the first flow run (paid once per process)."""
 
     with (data / "traces.jsonl").open("rb") as handle:
         rows = sum(1 for _ in handle)
     common = dict(dataset=str(data), workers=workers or os.cpu_count() or 1, shard_size=shard_size, progress=False,
                   rows_hint=rows)
-    with temporary_settings(updates={PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None}):
-        _, startup_s = _timed(startup, log, "Prefect start-up")
-        with rss.window() as runs_rss:
+    # The runs go to tooleval's own Prefect server, as ``tooleval run``'s do. Under Prefect's in-process temporary
+    # server the pool's workers were not given its address, and each worker started a temporary server of its own
+    # (~220 MB each, started inside the run's plan).
+    began = time.perf_counter()
+    with prefect_session(root / "row-path"):
+        _timed(startup, log, "Prefect start-up")
+        startup_s = time.perf_counter() - began
+        use = _prefect_server._USE
+        with rss.tracking(use.pid if use is not None else None), rss.window() as runs_rss:
             (row_path, _), row_s = _timed(lambda: run_evaluate(out=str(root / "row-path"), run_id="bench-a",
                                                                legacy_pass=False, **common), log, "(a) row path")
             whole, run_s = _timed(lambda: run_evaluate(out=str(root / "whole-run"), run_id="bench-a-prime",
