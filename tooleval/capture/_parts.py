@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from tooleval.canonical import dumps_text
+from tooleval.canonical import dumps_text, kept_bytes
 from tooleval.capture._secret_text import _NUMBER_FORM, _is_plain
 
 if TYPE_CHECKING:
@@ -141,7 +141,7 @@ class PartMemo:
                     call = _Call()
                     redacted = redactor._transform(parts[index], redactor._replacer(dict(subset)), call, key)
                     try:
-                        done = (orjson.dumps(redacted), tuple(call.fields))
+                        done = (kept_bytes(orjson.dumps(redacted)), tuple(call.fields))
                     except (TypeError, orjson.JSONEncodeError):
                         return None
                     if not entry.walk and len(entry.results) < _RESULTS_KEPT:
@@ -168,6 +168,7 @@ class PartMemo:
             return None
 
     def _learn(self, redactor: "Redactor", key: str, part: Any, text: bytes, call_type: type) -> _Part:
+        text = kept_bytes(text)  # kept as the memo's key (and maybe a result): orjson's buffer is 4 KB at least
         decoded = text.decode()
         exact = "\\u" not in decoded and "\\/" not in decoded
         if redactor._names_spelled_alike and redactor._judge_quiet(decoded):

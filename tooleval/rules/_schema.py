@@ -32,7 +32,7 @@ import orjson
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 
-from tooleval.canonical import _key_path
+from tooleval.canonical import _key_path, kept_bytes
 from tooleval.models import Call, ToolSpec
 from tooleval.rules._policy import Violation, describe_call
 
@@ -148,7 +148,7 @@ def _jsonschema_types(args: dict[str, Any], validator: Draft202012Validator) -> 
     if key is not None:
         if len(_TYPES) >= _TYPES_LIMIT:
             _TYPES.clear()
-        _TYPES[key] = (validator, tuple(found))  # the validator is held, so its id is not reused
+        _TYPES[key[0], kept_bytes(key[1])] = (validator, tuple(found))  # the validator is held, so its id is not reused
     return found
 
 
@@ -387,7 +387,7 @@ def _call_findings(plan: _ToolPlan, spec: ToolSpec, args: dict[str, Any]) -> tup
     if key is not None:
         if len(_FINDINGS) >= _TYPES_LIMIT:
             _FINDINGS.clear()
-        _FINDINGS[key] = (plan, result)  # the plan is held, so its id is not reused
+        _FINDINGS[key[0], kept_bytes(key[1])] = (plan, result)  # the plan is held, so its id is not reused
     return result
 
 
