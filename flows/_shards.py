@@ -24,6 +24,7 @@ from pydantic import BaseModel
 
 from flows._publish import run_stage
 from tasks import capture_shard, generate_shard, legacy_scalar, score_shard
+from tasks._shared import offer_seed_state
 from tooleval.agents import WorkItem
 from tooleval.runs.drift import DRIFT_COLUMNS, drift_partial
 from tooleval.runs.legacy import LegacyResult
@@ -47,6 +48,9 @@ class ShardContext(BaseModel):
     ragas: str
     generation_scope: str
     scoring_scope: str
+    redaction_seed: bytes | None = None
+    """:meth:`tooleval.capture.redaction.Redactor.seed_state` of the flow's redactor: each worker's redactor takes
+    it instead of reading every case again (in memory only: it holds the secrets)."""
     legacy_only: bool = False
     legacy_pass: bool = True
     retry_errors: bool = False
@@ -111,6 +115,7 @@ def _run_shard(context: ShardContext, items: list[WorkItem], offsets: list[tuple
                scoring_scope: str) -> ShardOutcome:
     started = time.perf_counter()
     c = context
+    offer_seed_state(c.out, c.redaction, c.dataset, c.redaction_seed)
     states: dict[str, str] = {}
     timing: list[float] = []
     # quote(): Prefect would otherwise walk every work item twice per task run looking for futures (visit_collection

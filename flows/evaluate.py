@@ -26,6 +26,7 @@ from flows._publish import STAGES, RunPublisher, RunResult
 from flows._dask import check_scheduler, dask_runner, dask_workers, shard_task
 from flows._shards import ShardContext, ShardOutcome, count_states, run_shard, unwalked
 from flows._tags import untagged_task_runs
+from tasks._shared import cached_redactor
 from tooleval.agents import OpenAIAgentConfig
 from tooleval.rules import load_gate_config
 from tooleval.runs.legacy import LegacyResult
@@ -109,8 +110,11 @@ def evaluate(
                             redaction=redaction, agent=agent, repeats=repeats, tool_results=tool_results,
                             shard_size=shard_size, workers=workers, new_redaction_key=new_redaction_key,
                             index_parts=_index_parts())
-        generation_scope, scoring_scope = run_scopes(plan)
+        # the run's redactor is seeded once, here; the workers get its seed with the shards
+        redactor = cached_redactor(plan.out, plan.redaction, plan.dataset)
+        generation_scope, scoring_scope = run_scopes(plan, redactor)
         context = ShardContext(
+            redaction_seed=redactor.seed_state() if redactor is not None else None,
             plan_agent=plan.agent, dataset=plan.dataset, redaction=plan.redaction, executor=plan.executor, out=plan.out,
             dirs={name: str(stage_dir(plan.out, name)) for name in ("generation", "capture", "scoring")},
             code=scorer_version(), ragas=ragas_version(), generation_scope=generation_scope,

@@ -173,7 +173,7 @@ def _digest(value: object) -> str:
     return hashlib.sha256(canonical_json(value).encode()).hexdigest()
 
 
-def run_scopes(plan) -> tuple[str, str]:
+def run_scopes(plan, redactor=None) -> tuple[str, str]:
     """The dataset-wide parts of the generation and scoring cache keys of a run (issue 9 item 6).
 
     A shard's key names its own work (case digests, trace line digests, the envelopes' digest) plus only what
@@ -187,6 +187,8 @@ def run_scopes(plan) -> tuple[str, str]:
 
     Args:
         plan: A :class:`tooleval.runs.plan.RunPlan`.
+        redactor: The run's redactor when the caller built it already (seeding reads every case); ``None``:
+            built here when the plan redacts.
 
     Returns:
         ``(generation_scope, scoring_scope)``, two sha256 hex digests.
@@ -195,7 +197,8 @@ def run_scopes(plan) -> tuple[str, str]:
     from tooleval.dataset import load_dataset_cached
 
     cases = load_dataset_cached(plan.dataset.path).cases
-    redactor = build_redactor(plan.out, plan.redaction, cases) if plan.redaction else None
+    if redactor is None and plan.redaction:
+        redactor = build_redactor(plan.out, plan.redaction, cases)
     seeded = redactor.seed_digest() if redactor else None
     agent = "replay" if plan.agent.kind == "replay" else _digest(plan.agent.model_dump(mode="json"))
     generation = _digest({"agent": agent, "tools": plan.dataset.tool_schema_version, "redaction_seed": seeded})
