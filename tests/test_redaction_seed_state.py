@@ -117,3 +117,26 @@ def test_loading_a_foreign_state_raises_value_error():
         redactor.load_seed_state(b'{"format": 2, "base": {}, "known": {}}')
     with pytest.raises(ValueError):
         redactor.load_seed_state(b'{"format": 1, "base": [], "known": {}}')
+
+
+@pytest.mark.usefixtures("prefect_harness")
+def test_a_run_seeds_its_redactor_once_on_the_plans_thread(tiny_dataset, tmp_path, monkeypatch):
+    # the flow seeds while the plan goes on (a thread of its own) and every stage's redactor takes that seed
+    import threading
+
+    from conftest import run_small
+
+    _shared._redactor.cache_clear()
+    seeded_on: list[str] = []
+    own = Redactor.seed
+
+    def seed(self, values):
+        seeded_on.append(threading.current_thread().name)
+        return own(self, values)
+
+    monkeypatch.setattr(Redactor, "seed", seed)
+    result, drift = run_small(dataset=str(tiny_dataset), out=str(tmp_path / "out"), run_id="r1")
+    assert not drift and result.summary["rows"] == 4
+    assert seeded_on == ["tooleval-redactor-seed"]
+    _shared._redactor.cache_clear()
+    _shared._SEEDS.clear()

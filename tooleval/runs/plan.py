@@ -18,7 +18,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, field_validator
 
-from typing import Annotated, Callable, Union
+from typing import Annotated, Any, Callable, Union
 
 from pydantic import Field
 
@@ -208,6 +208,7 @@ def plan_run(
     new_redaction_key: bool = False,
     write_key: bool = True,
     index_parts: IndexParts | None = None,
+    on_redaction: Callable[[Any, bytes, dict], None] | None = None,
 ) -> RunPlan:
     """Check the inputs and decide the work of a run.
 
@@ -232,6 +233,10 @@ def plan_run(
         index_parts: Reads byte ranges of a large traces file elsewhere (the flow's worker processes), while
             this process loads the dataset (:data:`IndexParts`); ``None``: the file is read here, after the load.
             Either way the plan is the same.
+        on_redaction: Called once the run's redaction is known and before the traces file's index is awaited,
+            as ``on_redaction(config, key, cases)`` (the :class:`~tooleval.capture.redaction.RedactionConfig` the
+            plan will hold, the key's bytes, every case of the dataset, slices or not), so that the caller can
+            seed the run's redactor meanwhile; not called when redaction is off.
 
     Returns:
         A :class:`RunPlan`; one work item per (case, trial) found in the traces for a known case.
@@ -270,6 +275,7 @@ def plan_run(
             raise
     if gate_config is not None:
         load_gate_config(gate_config)
+    all_cases = loaded.cases  # what the run's redactor is seeded with, whatever the slices
     every_case = set(loaded.cases)
     every_digest = case_digests(loaded.cases)  # kept from the load: not another pass over cases.jsonl
     if slices is not None:
@@ -285,6 +291,8 @@ def plan_run(
         loaded.cases = {k: loaded.cases[k] for k, slice_ in by_case.items() if slice_ in slices}
     digests = {case_id: every_digest[case_id] for case_id in loaded.cases}
     key = plan_key(out_path, new_key=new_redaction_key) if redaction else None
+    if key is not None and on_redaction is not None:
+        on_redaction(_redaction_config(key, redact_fields, redact_paths), key.key, all_cases)
     if agent is not None:
         plan = _live_plan(loaded, digests, agent, out_path, run_id, slices, repeats, tool_results, traces,
                           _redaction_config(key, redact_fields, redact_paths), shard_size, workers, dataset)
