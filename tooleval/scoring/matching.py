@@ -179,6 +179,24 @@ def _lsap_alone() -> Callable | None:
         return None
 
 
+_DIFFS: dict[tuple[str, str], list[str]] = {}
+_DIFFS_LIMIT = 65536
+
+
+def _call_diff_paths(expected: Call, observed: Call) -> list[str]:
+    """``diff_paths`` of two well-formed calls' arguments, kept per pair of canonical argument texts: the text is
+    the arguments' value (a call's key), and the trials of a case repeat their wrong calls."""
+    key = (expected.args_json, observed.args_json)
+    paths = _DIFFS.get(key)
+    if paths is None:
+        paths = diff_paths(expected.args, observed.args)
+        if None not in key:
+            if len(_DIFFS) >= _DIFFS_LIMIT:
+                _DIFFS.clear()
+            _DIFFS[key] = paths
+    return list(paths)
+
+
 def _pair_wrong_args(missing: list[Call], extra: list[Call]) -> list[WrongArgs]:
     by_name_expected: dict[str, list[int]] = defaultdict(list)
     by_name_observed: dict[str, list[int]] = defaultdict(list)
@@ -192,7 +210,7 @@ def _pair_wrong_args(missing: list[Call], extra: list[Call]) -> list[WrongArgs]:
         cols = by_name_observed.get(name)
         if not cols:
             continue
-        paths = [[diff_paths(missing[i].args, extra[j].args) for j in cols] for i in rows]
+        paths = [[_call_diff_paths(missing[i], extra[j]) for j in cols] for i in rows]
         costs = [[len(p) for p in row] for row in paths]
         pairs += [(rows[r], cols[c], paths[r][c]) for r, c in optimal_pairs(costs)]
     pairs.sort(key=lambda pair: (pair[0], pair[1]))

@@ -192,6 +192,27 @@ class ShardMemo:
 
     def __init__(self) -> None:
         self.cases: dict[str, _CaseEntry] = {}
+        self.calls: dict[tuple[str, str], Call] = {}
+        """Observed well-formed calls by (name, canonical argument text): the trials of a case, and the cases of a
+        tool, repeat their calls (tau: each call eleven times in a shard), and a call (frozen) is read once."""
+
+    def observed_calls(self, envelope: dict[str, Any], verified: bool) -> list[Call]:
+        """:func:`tooleval.capture.envelope.envelope_calls` of ``envelope`` (``written_here=verified``), each
+        well-formed call of a verified envelope read once per shard (:attr:`calls`)."""
+        if not verified:
+            return envelope_calls(envelope)
+        calls = []
+        for record in envelope.get("model_calls") or []:
+            text = record.get("args_json")
+            if record.get("parse_error") is not None or text is None:
+                calls.append(Call.from_record(record))
+                continue
+            key = (record["name"], text)
+            call = self.calls.get(key)
+            if call is None:
+                call = self.calls[key] = Call.from_canonical(*key)
+            calls.append(call)
+        return calls
 
 
 def _case_entry(case: Case, redactor: Redactor | None, tools: Mapping[str, ToolSpec],
@@ -283,7 +304,8 @@ def score_rows(
     rows: list[Row] = []
     tools = tools or {}
     detector = confirmation or KeywordConfirmation((policy or PolicyConfig()).confirmation)
-    known = (memo or ShardMemo()).cases  # case id -> what its rows share (references redacted with the base secrets)
+    memo = memo or ShardMemo()
+    known = memo.cases  # case id -> what its rows share (references redacted with the base secrets)
     for envelope in envelopes:
         metadata = _metadata(envelope)
         case_id = envelope["case_id"]
@@ -306,7 +328,7 @@ def score_rows(
         if row.error_kind is not None:
             _provenance(row, envelope, row_inputs, [], digests_verified)
             continue
-        observed = envelope_calls(envelope, written_here=digests_verified)
+        observed = memo.observed_calls(envelope, digests_verified)
         messages = loads_text(envelope["messages_json"]) if envelope.get("messages_json") else None
         try:
             rules = evaluate_row(case, tools, messages, observed, policy=policy, plans=plans,
