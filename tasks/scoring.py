@@ -22,7 +22,8 @@ from tooleval.runs.plan import DatasetRef
 from tooleval.capture.redaction import RedactionConfig
 from tasks._shared import cached_case_inputs, cached_redactor
 from tooleval.rules import ToolTable, load_policy
-from tooleval.scoring.rows import score_rows
+from tooleval.rules._confirmation import KeywordConfirmation
+from tooleval.scoring.rows import ShardMemo, score_rows
 from tooleval.storage.stages import STAGE_ROW_GROUP, StageRef, iter_stage_batches, write_stage_table
 from tooleval.storage import ROW_SCHEMA
 from tooleval.storage._fs import iter_row_group_batches, read_location_bytes
@@ -85,10 +86,15 @@ def score_shard(
     loaded = load_dataset_trusted(dataset.path, dataset.content_digest)  # raises when it changed since the plan
     batches, intact = _read_checked(envelopes)
     redactor = cached_redactor(out, redaction, dataset)
-    inputs = cached_case_inputs(out, redaction, dataset)
     tools = ToolTable(loaded.tools)
     policy = load_policy(loaded.path)
+    memo = ShardMemo()  # what the shard's rows of one case share, kept across its batches
+    detector = KeywordConfirmation(policy.confirmation)
+
+    def inputs() -> dict[str, list[str]]:  # the whole dataset's input map: only for a request not its case's own
+        return cached_case_inputs(out, redaction, dataset)
+
     rows = (row.record() for batch in batches  # one batch at a time: a worker never holds a whole shard's rows
             for row in score_rows(loaded.cases, batch, redactor=redactor, inputs=inputs, tools=tools,
-                                       policy=policy, digests_verified=intact))
+                                  policy=policy, digests_verified=intact, memo=memo, confirmation=detector))
     return write_stage_table(stage_dir, "scoring", rows, ROW_SCHEMA, started=started)

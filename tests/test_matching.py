@@ -316,3 +316,28 @@ def test_optimal_pairs_are_scipy_s_assignment(costs):
 ])
 def test_optimal_pairs_by_hand(costs, pairs):
     assert optimal_pairs(costs) == pairs
+
+
+@settings(max_examples=500, deadline=None)
+@given(_COSTS)
+def test_the_solver_loaded_alone_is_scipy_s(costs):
+    # the compiled module loaded without the scipy.optimize package answers as the package's function does
+    from scipy.optimize import linear_sum_assignment
+
+    from tooleval.scoring.matching import _lsap_alone
+
+    alone = _lsap_alone()
+    assert alone is not None  # this scipy's layout has the module: the fast load is taken
+    matrix = np.array(costs, dtype=float)
+    assert [a.tolist() for a in alone(matrix)] == [a.tolist() for a in linear_sum_assignment(matrix)]
+
+
+def test_a_larger_assignment_does_not_import_scipy_optimize():
+    # importing scipy.optimize costs ~0.7 s per worker; the assignment needs one compiled module of it only
+    import subprocess
+    import sys
+
+    code = ("import sys; from tooleval.scoring.matching import optimal_pairs; "
+            "print(optimal_pairs([[1, 0], [0, 1]]), 'scipy.optimize' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.split() == ["[(0,", "1),", "(1,", "0)]", "False"]  # total cost 0: row 0 takes column 1

@@ -16,7 +16,7 @@ import pytest
 
 from conftest import BUNDLED, handed_cases
 from tooleval.models import Call, Case, calls_from_messages
-from tooleval.scoring.ragas_f1 import ragas_set_f1, ragas_set_f1_many
+from tooleval.scoring.ragas_f1 import ragas_call_set, ragas_set_f1, ragas_set_f1_many, ragas_set_f1_of_sets
 from tooleval.scoring.ragas_metric import ragas_args, ragas_tool_call_f1_many
 from tooleval.synth import write_synth
 
@@ -117,13 +117,14 @@ def test_a_wrong_own_value_is_drift_naming_that_row(monkeypatch):
                  for line in iter_trace_lines(BUNDLED / "traces.jsonl.gz")]
     target = next(e for e in envelopes if (e["case_id"], e["trial"]) == ("3", 0))
     target_observed = _ragas_form([Call.from_record(r) for r in target["model_calls"]])
-    right = ragas_set_f1
+    right = ragas_set_f1_of_sets
+    target_set = ragas_call_set(target_observed)
 
-    def wrong_on_one_row(expected, observed):
-        value = right(expected, observed)
-        return round(1.0 - value, 4) if observed == target_observed else value
+    def wrong_on_one_row(reference, actual):  # the row path reads the F1 from the two call sets
+        value = right(reference, actual)
+        return round(1.0 - value, 4) if actual == target_set else value
 
-    monkeypatch.setattr(rows_module, "ragas_set_f1", wrong_on_one_row)
+    monkeypatch.setattr(rows_module, "ragas_set_f1_of_sets", wrong_on_one_row)
     rows = rows_module.score_envelopes(dataset.cases, envelopes)
     legacy = legacy_score(envelopes, dataset.cases, "scorer-x")
     report = check_drift(legacy, rows)

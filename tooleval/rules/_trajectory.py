@@ -101,28 +101,31 @@ def trajectory(messages: list[dict[str, Any]], observed: list[Call]) -> list[Ste
     steps: list[Step] = []
     position = 0
     n_messages = len(messages)
+    n_observed = len(observed)
     for m_index, message in enumerate(messages):
         if not isinstance(message, dict) or message.get("role") != "assistant":
             continue
-        block = [tc for tc in message.get("tool_calls") or []]
+        block = message.get("tool_calls")
         if not block:
             continue
-        ids = [(tc.get("id") if isinstance(tc, dict) else None) for tc in block]
+        block = list(block)
         results: list[int | None] = [None] * len(block)
         cursor = m_index + 1
-        while cursor < n_messages:
-            reply = messages[cursor]
-            if not isinstance(reply, dict) or reply.get("role") != "tool":
-                break
-            call_id = reply.get("tool_call_id")
-            slot = ids.index(call_id) if call_id is not None and ids.count(call_id) == 1 else None
-            if slot is None or results[slot] is not None:
-                slot = next((k for k, r in enumerate(results) if r is None), None)
-            if slot is not None:
-                results[slot] = cursor
-            cursor += 1
+        if cursor < n_messages:
+            ids = [(tc.get("id") if isinstance(tc, dict) else None) for tc in block]
+            while cursor < n_messages:
+                reply = messages[cursor]
+                if not isinstance(reply, dict) or reply.get("role") != "tool":
+                    break
+                call_id = reply.get("tool_call_id")
+                slot = ids.index(call_id) if call_id is not None and ids.count(call_id) == 1 else None
+                if slot is None or results[slot] is not None:
+                    slot = next((k for k, r in enumerate(results) if r is None), None)
+                if slot is not None:
+                    results[slot] = cursor
+                cursor += 1
         for tool_call, result in zip(block, results):
-            if position >= len(observed):
+            if position >= n_observed:
                 raise ValueError("the messages hold more tool calls than the observed calls")
             call = observed[position]
             body = tool_call.get("function", tool_call) if isinstance(tool_call, dict) else {}
@@ -132,6 +135,6 @@ def trajectory(messages: list[dict[str, Any]], observed: list[Call]) -> list[Ste
             failed = result is not None and _is_error(messages[result])
             steps.append(Step(position, call, m_index, result, failed))
             position += 1
-    if position != len(observed):
+    if position != n_observed:
         raise ValueError(f"{len(observed)} observed calls but {position} tool calls in the messages")
     return steps

@@ -26,8 +26,13 @@ Semantics are DESIGN.md "Scoring semantics" (decided; each rule has a test in ``
 
 from __future__ import annotations
 
+import importlib.machinery
+import importlib.util
+import sys
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
 
 import numpy as np
 
@@ -120,8 +125,8 @@ def optimal_pairs(costs: list[list[int]]) -> list[tuple[int, int]]:
     A single row (or column) is assigned its first cheapest column (row) here, without an array or scipy: the
     optimum, and scipy's own choice among equal costs (its first; ``tests/test_matching.py`` compares every
     shape and tie with scipy itself). Most rows pair one missing call with one extra call of its tool (97 % of the
-    assignments on a bfcl corpus are 1 x 1), so most runs never import scipy (about 0.7 s per process). A larger
-    matrix goes to scipy.
+    assignments on a bfcl corpus are 1 x 1). A larger matrix goes to scipy's compiled solver
+    (:func:`_linear_sum_assignment`).
 
     Args:
         costs: A non-empty rectangular matrix of differing-path counts, one list per row.
@@ -132,10 +137,64 @@ def optimal_pairs(costs: list[list[int]]) -> list[tuple[int, int]]:
     if len(costs[0]) == 1:
         line = [row[0] for row in costs]
         return [(line.index(min(line)), 0)]
-    from scipy.optimize import linear_sum_assignment  # imported when first needed: ~0.7 s at start-up
-
-    assigned_rows, assigned_cols = linear_sum_assignment(np.array(costs, dtype=float))
+    assigned_rows, assigned_cols = _linear_sum_assignment()(np.array(costs, dtype=float))
     return list(zip(assigned_rows.tolist(), assigned_cols.tolist()))
+
+
+_SOLVER: list[Callable] = []
+
+
+def _linear_sum_assignment() -> Callable:
+    """``scipy.optimize.linear_sum_assignment``, loaded when first needed. Importing ``scipy.optimize`` costs
+    about 0.7 s per process (every worker pays it on its first shard), while the function is the whole of one
+    compiled module, ``scipy/optimize/_lsap``, which loads in a millisecond on its own: that module is loaded
+    alone unless ``scipy.optimize`` is already imported, or the module cannot be found or loaded (another scipy
+    layout), when the package is imported as usual. Both are the same compiled function (``tests/test_matching.py``
+    compares them)."""
+    if not _SOLVER:
+        solver = None
+        if "scipy.optimize" not in sys.modules:
+            solver = _lsap_alone()
+        if solver is None:
+            from scipy.optimize import linear_sum_assignment as solver
+        _SOLVER.append(solver)
+    return _SOLVER[0]
+
+
+def _lsap_alone() -> Callable | None:
+    """scipy's compiled ``_lsap`` module's ``linear_sum_assignment``, loaded without the ``scipy.optimize``
+    package (and not registered in ``sys.modules``, so a later ``import scipy.optimize`` loads its own); ``None``
+    when it cannot be found or loaded."""
+    try:
+        found = importlib.util.find_spec("scipy")
+        folder = Path(next(iter(found.submodule_search_locations)), "optimize")
+        suffixes = importlib.machinery.EXTENSION_SUFFIXES
+        path = next(folder / f"_lsap{suffix}" for suffix in suffixes if (folder / f"_lsap{suffix}").is_file())
+        loader = importlib.machinery.ExtensionFileLoader("scipy.optimize._lsap", str(path))
+        module = importlib.util.module_from_spec(
+            importlib.util.spec_from_file_location("scipy.optimize._lsap", path, loader=loader))
+        loader.exec_module(module)
+        return module.linear_sum_assignment
+    except (ImportError, OSError, StopIteration, AttributeError, TypeError):
+        return None
+
+
+_DIFFS: dict[tuple[str, str], list[str]] = {}
+_DIFFS_LIMIT = 65536
+
+
+def _call_diff_paths(expected: Call, observed: Call) -> list[str]:
+    """``diff_paths`` of two well-formed calls' arguments, kept per pair of canonical argument texts: the text is
+    the arguments' value (a call's key), and the trials of a case repeat their wrong calls."""
+    key = (expected.args_json, observed.args_json)
+    paths = _DIFFS.get(key)
+    if paths is None:
+        paths = diff_paths(expected.args, observed.args)
+        if None not in key:
+            if len(_DIFFS) >= _DIFFS_LIMIT:
+                _DIFFS.clear()
+            _DIFFS[key] = paths
+    return list(paths)
 
 
 def _pair_wrong_args(missing: list[Call], extra: list[Call]) -> list[WrongArgs]:
@@ -151,7 +210,7 @@ def _pair_wrong_args(missing: list[Call], extra: list[Call]) -> list[WrongArgs]:
         cols = by_name_observed.get(name)
         if not cols:
             continue
-        paths = [[diff_paths(missing[i].args, extra[j].args) for j in cols] for i in rows]
+        paths = [[_call_diff_paths(missing[i], extra[j]) for j in cols] for i in rows]
         costs = [[len(p) for p in row] for row in paths]
         pairs += [(rows[r], cols[c], paths[r][c]) for r, c in optimal_pairs(costs)]
     pairs.sort(key=lambda pair: (pair[0], pair[1]))

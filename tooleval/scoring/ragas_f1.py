@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Sequence
 
-__all__ = ["RAGAS_F1_VERSION", "ragas_set_f1", "ragas_set_f1_many"]
+__all__ = ["RAGAS_F1_VERSION", "ragas_set_f1", "ragas_set_f1_many", "ragas_call_set", "ragas_set_f1_of_sets"]
 
 RAGAS_F1_VERSION = "0.4.3"
 """The ragas release whose ToolCallF1 this reproduces; a different installed ragas fails the drift check's
@@ -51,8 +51,17 @@ def ragas_set_f1(expected: Sequence[dict[str, Any]], observed: Sequence[dict[str
     Returns:
         The F1 in [0, 1], rounded to 4 decimals (0.0 when both lists are empty, as ragas scores it).
     """
-    reference = {(c["name"], _hashable(c["args"])) for c in expected}
-    actual = {(c["name"], _hashable(c["args"])) for c in observed}
+    return ragas_set_f1_of_sets(ragas_call_set(expected), ragas_call_set(observed))
+
+
+def ragas_call_set(calls: Sequence[dict[str, Any]]) -> frozenset:
+    """The set ragas compares: ``(name, make_hashable(args))`` of each call ``{"name": str, "args": dict}``. A
+    caller scoring many rows of one case builds the reference's once."""
+    return frozenset([(c["name"], _hashable(c["args"])) for c in calls])
+
+
+def ragas_set_f1_of_sets(reference: frozenset, actual: frozenset) -> float:
+    """:func:`ragas_set_f1` from the two :func:`ragas_call_set` sets (reference first)."""
     tp = len(actual & reference)
     fp = len(actual) - tp
     fn = len(reference) - tp

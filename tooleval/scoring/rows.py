@@ -10,13 +10,14 @@ check, first divergent boundary, failure owner: :mod:`tooleval.capture.provenanc
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Any, Mapping
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping
 
 from tooleval.canonical import loads_text
 from tooleval.capture.envelope import boundary_calls, digest_ok, envelope_calls
 from tooleval.models import ArgumentRule, Call, Case, ToolSpec, with_rules
 from tooleval.capture.provenance import failure_owner, first_divergent_boundary, input_key, join_check
-from tooleval.scoring.ragas_f1 import ragas_set_f1
+from tooleval.scoring.ragas_f1 import ragas_call_set, ragas_set_f1_of_sets
 from tooleval.scoring.ragas_metric import ragas_args, ragas_version
 from tooleval.capture.redaction import MARKER_KEY, Redactor
 from tooleval.rules import MatchMode, PolicyConfig, evaluate_row
@@ -26,7 +27,7 @@ from tooleval.rules._arguments import ANY_ITEM, ANY_KEY, parse_pattern
 from tooleval.storage import ROW_SCHEMA_VERSION, Row
 from tooleval.versions import scorer_version
 
-__all__ = ["score_envelopes", "score_rows", "row_skeleton", "reference_calls", "case_inputs", "redacted_case",
+__all__ = ["score_envelopes", "score_rows", "ShardMemo", "row_skeleton", "reference_calls", "case_inputs", "redacted_case",
            "redacted_rules", "trace_reference_secrets"]
 
 
@@ -124,10 +125,11 @@ def case_inputs(cases: dict[str, Case], redactor: Redactor | None) -> dict[str, 
 
 
 def row_skeleton(case: Case, envelope: dict[str, Any], expected: list[Call] | None = None,
-                 metadata: Any = None) -> Row:
+                 metadata: Any = None, expected_records: list[dict] | None = None) -> Row:
     """The identifying and descriptive columns of a row (the envelope's error, if any, split into kind and
     message); the metric columns stay null. ``metadata``: the envelope's decoded ``metadata_json``, when the
-    caller has it."""
+    caller has it; ``expected_records``: ``expected``'s records (:meth:`Call.to_record`), when the caller keeps
+    them across the rows of a case."""
     expected = case.expected_calls if expected is None else expected
     row = Row(
         dataset_revision=envelope["dataset_revision"],
@@ -139,7 +141,7 @@ def row_skeleton(case: Case, envelope: dict[str, Any], expected: list[Call] | No
         ragas_version=ragas_version(),
         agent_name=envelope.get("agent_name"),
         agent_version=envelope.get("agent_version"),
-        expected_calls=[call.to_record() for call in expected],
+        expected_calls=[call.to_record() for call in expected] if expected_records is None else expected_records,
         observed_calls=envelope.get("model_calls") or None,  # what could be read; null when nothing
         recorded_reward=_recorded_reward(_metadata(envelope) if metadata is None else metadata),
         request_id=envelope.get("request_id"),
@@ -152,7 +154,78 @@ def row_skeleton(case: Case, envelope: dict[str, Any], expected: list[Call] | No
     return row
 
 
-def _provenance(row: Row, envelope: dict, inputs: dict[str, list[str]], observed: list[Call],
+class _Owners:
+    """The case-input map :func:`tooleval.capture.provenance.join_check` reads for one row, without the whole
+    dataset's map on the common path: a request whose :func:`input_key` is the row's own case input's is owned
+    by the row's case, which is all the check asks then; any other key is looked up in the whole map (``full``,
+    built on first need). Equal to the whole map for the check, since the row's case is among the owners of its
+    own input's key and the check only asks whether it is."""
+
+    __slots__ = ("key", "case_id", "full")
+
+    def __init__(self, key: str, case_id: str, full: Callable[[], Mapping[str, list[str]]]) -> None:
+        self.key, self.case_id, self.full = key, case_id, full
+
+    def get(self, key: str, default: Any = None) -> Any:
+        if key == self.key:
+            return [self.case_id]
+        return self.full().get(key, default)
+
+
+@dataclass
+class _CaseEntry:
+    """What scoring derives from one case alone (its references redacted with the base secrets only), kept for
+    the case's other rows."""
+
+    case: Case
+    rules: Any
+    expected_records: list[dict]
+    ragas_reference: frozenset
+    input_key: str
+
+
+class ShardMemo:
+    """What :func:`score_rows` derives from a case alone (its redacted references, resolved argument rules,
+    reference records and ragas set, its input's key), kept across the batches of one shard: a shard is scored a
+    batch at a time, and the trials of a case fall in different batches. Valid for one (cases, redactor, tools)
+    only: make one per shard (or per :func:`score_rows` call)."""
+
+    def __init__(self) -> None:
+        self.cases: dict[str, _CaseEntry] = {}
+        self.calls: dict[tuple[str, str], Call] = {}
+        """Observed well-formed calls by (name, canonical argument text): the trials of a case, and the cases of a
+        tool, repeat their calls (tau: each call eleven times in a shard), and a call (frozen) is read once."""
+
+    def observed_calls(self, envelope: dict[str, Any], verified: bool) -> list[Call]:
+        """:func:`tooleval.capture.envelope.envelope_calls` of ``envelope`` (``written_here=verified``), each
+        well-formed call of a verified envelope read once per shard (:attr:`calls`)."""
+        if not verified:
+            return envelope_calls(envelope)
+        calls = []
+        for record in envelope.get("model_calls") or []:
+            text = record.get("args_json")
+            if record.get("parse_error") is not None or text is None:
+                calls.append(Call.from_record(record))
+                continue
+            key = (record["name"], text)
+            call = self.calls.get(key)
+            if call is None:
+                call = self.calls[key] = Call.from_canonical(*key)
+            calls.append(call)
+        return calls
+
+
+def _case_entry(case: Case, redactor: Redactor | None, tools: Mapping[str, ToolSpec],
+                extra: dict[str, str] | None = None) -> _CaseEntry:
+    case = redacted_case(case, redactor, extra)
+    expected = case.plans[0]
+    return _CaseEntry(case, case_rules(case, tools) if not extra else None,
+                      [call.to_record() for call in expected],
+                      ragas_call_set([{"name": c.name, "args": ragas_args(c)} for c in expected]),
+                      input_key(case.input) or "")
+
+
+def _provenance(row: Row, envelope: dict, inputs: Mapping[str, list[str]], observed: list[Call],
                 verified: bool = False) -> None:
     request = envelope.get("request_messages_json")
     status, detail = join_check(
@@ -184,10 +257,12 @@ def score_rows(
     envelopes: list[dict[str, Any]],
     *,
     redactor: Redactor | None = None,
-    inputs: dict[str, list[str]] | None = None,
+    inputs: Mapping[str, list[str]] | Callable[[], Mapping[str, list[str]]] | None = None,
     tools: dict[str, ToolSpec] | None = None,
     policy: PolicyConfig | None = None,
     digests_verified: bool = False,
+    memo: ShardMemo | None = None,
+    confirmation: KeywordConfirmation | None = None,
 ) -> list[Row]:
     """Score a shard of envelopes.
 
@@ -197,49 +272,67 @@ def score_rows(
         envelopes: Envelope records (see :mod:`tooleval.capture.envelope`).
         redactor: When the traces were redacted, the same redactor: reference calls and case inputs are
             redacted alike so that matching and the join check see comparable values.
-        inputs: Precomputed :func:`case_inputs` (computed here when ``None``).
+        inputs: Precomputed :func:`case_inputs`, or a function returning them (called only for a row whose
+            recorded request is not its own case's input: most shards never need the whole dataset's map);
+            ``None``: computed here when needed.
         tools: The dataset's tool specs by name (side effects, confirmation, argument rules, families).
         policy: The dataset's ``[policy]`` from its gate.toml (:func:`tooleval.rules.load_policy`).
         digests_verified: The envelopes are exactly what :func:`tooleval.capture.envelope.build_envelope` wrote
             (their capture stage file's sha256 was checked against its ref), so each stored ``trace_digest`` is the
             digest of its content and is not recomputed (issue 9: each digest is computed once). ``False``:
             every digest is recomputed for the join check.
+        memo: A :class:`ShardMemo` kept across the calls that score one shard's batches (same ``cases``,
+            ``redactor`` and ``tools``); a fresh one when ``None``.
+        confirmation: The policy's :class:`~tooleval.rules._confirmation.KeywordConfirmation`, when the caller
+            keeps it across batches (its verdicts per reply text are cached); built here when ``None``.
 
     Returns:
         One :class:`tooleval.storage.Row` per envelope, in input order, with ``run_id`` ``None``. An envelope
         carrying an ``error`` yields a row with that error (``error_kind``, ``error_message``) and null metrics.
     """
-    inputs = case_inputs(cases, redactor) if inputs is None else inputs
+    if inputs is None or callable(inputs):
+        lazy = inputs
+        whole: list[Mapping[str, list[str]]] = []
+
+        def full() -> Mapping[str, list[str]]:
+            if not whole:
+                whole.append(case_inputs(cases, redactor) if lazy is None else lazy())
+            return whole[0]
+    else:
+        given = inputs
+        full = None  # a given map is read as it is (it may not be the dataset's own)
     rows: list[Row] = []
     tools = tools or {}
-    detector = KeywordConfirmation((policy or PolicyConfig()).confirmation)  # the policy's, built once per call
-    plain: dict[str, Case] = {}  # case id -> its references redacted with the base secrets only (most rows)
-    plain_rules: dict[str, Any] = {}  # case id -> the argument rules of its plain case, resolved once
+    detector = confirmation or KeywordConfirmation((policy or PolicyConfig()).confirmation)
+    memo = memo or ShardMemo()
+    known = memo.cases  # case id -> what its rows share (references redacted with the base secrets)
     for envelope in envelopes:
         metadata = _metadata(envelope)
-        extra = trace_reference_secrets(redactor, cases[envelope["case_id"]], envelope, metadata)
+        case_id = envelope["case_id"]
+        extra = trace_reference_secrets(redactor, cases[case_id], envelope, metadata)
         if extra:
-            case = redacted_case(cases[envelope["case_id"]], redactor, extra)
-            argument_rules = None
+            entry = _case_entry(cases[case_id], redactor, tools, extra)
         else:
-            case = plain.get(envelope["case_id"])
-            if case is None:
-                case = plain[envelope["case_id"]] = redacted_case(cases[envelope["case_id"]], redactor)
-                plain_rules[envelope["case_id"]] = case_rules(case, tools)
-            argument_rules = plain_rules[envelope["case_id"]]
+            entry = known.get(case_id)
+            if entry is None:
+                entry = known[case_id] = _case_entry(cases[case_id], redactor, tools)
+        case = entry.case
         plans = case.plans
         expected = plans[0]
-        row = row_skeleton(case, envelope, expected, metadata)
-        row_inputs = inputs if not extra else {**inputs, input_key(case.input) or "": [case.case_id]}
+        row = row_skeleton(case, envelope, expected, metadata, entry.expected_records)
+        if full is not None:
+            row_inputs: Mapping[str, list[str]] = _Owners(entry.input_key, case.case_id, full)
+        else:
+            row_inputs = given if not extra else {**given, entry.input_key: [case.case_id]}
         rows.append(row)
         if row.error_kind is not None:
             _provenance(row, envelope, row_inputs, [], digests_verified)
             continue
-        observed = envelope_calls(envelope, written_here=digests_verified)
+        observed = memo.observed_calls(envelope, digests_verified)
         messages = loads_text(envelope["messages_json"]) if envelope.get("messages_json") else None
         try:
             rules = evaluate_row(case, tools, messages, observed, policy=policy, plans=plans,
-                                 rules=argument_rules, confirmation=detector)
+                                 rules=entry.rules, confirmation=detector)
         except ValueError as exc:  # the stored calls are not the messages' calls: the envelope is inconsistent
             row.error_kind, row.error_message = "scoring_error", str(exc)
             _provenance(row, envelope, row_inputs, observed, digests_verified)
@@ -247,8 +340,8 @@ def score_rows(
         row.observed_calls = [call.to_record() for call in observed]
         rules.apply(row)
         _provenance(row, envelope, row_inputs, observed, digests_verified)
-        row.ragas_tool_call_f1 = ragas_set_f1(
-            [{"name": c.name, "args": ragas_args(c)} for c in expected],
-            [{"name": c.name, "args": ragas_args(c)} for c in observed],
+        row.ragas_tool_call_f1 = ragas_set_f1_of_sets(
+            entry.ragas_reference,
+            ragas_call_set([{"name": c.name, "args": ragas_args(c)} for c in observed]),
         )
     return rows
