@@ -6,6 +6,9 @@ from __future__ import annotations
 import hashlib
 import io
 
+from hypothesis import given
+from hypothesis import strategies as st
+
 from tooleval.runs.progress import StageProgress
 from tooleval.runs.shards import MAX_SHARD, MAX_SHARD_BYTES, MIN_SHARD, ShardIndex, cases_per_shard, default_shard_size, is_boundary
 
@@ -119,3 +122,21 @@ def test_release_free_memory_gives_arrows_freed_buffers_back(tmp_path):
     before = process.memory_info().rss
     release_free_memory()
     assert before - process.memory_info().rss > 30_000_000
+
+
+@given(st.dictionaries(st.tuples(st.sampled_from([f"c{i}" for i in range(40)]), st.integers(0, 5)),
+                       st.tuples(st.integers(-1, 10**9), st.booleans(), st.one_of(st.none(), st.text("0123abc", min_size=1))),
+                       max_size=120),
+       st.integers(1, 50))
+def test_the_plans_columns_give_the_table_its_dicts_give(found, size):
+    # the plan builds the index from columns in key order (from_sorted); build takes dicts by key: equal tables
+    keys = sorted(found)
+    lines = {key: number for number, key in enumerate(keys, start=3)}
+    offsets = {key: (found[key][0], lines[key]) for key in keys}
+    digests = {key: found[key][2] for key in keys}
+    checked = {lines[key] for key in keys if found[key][1]}
+    by_dicts = ShardIndex.build(list(reversed(keys)), size, offsets, digests, checked)
+    by_columns = ShardIndex.from_sorted(keys, size, [found[k][0] for k in keys], [lines[k] for k in keys],
+                                        [found[k][2] for k in keys], [found[k][1] for k in keys])
+    assert by_columns.table.equals(by_dicts.table) and by_columns.cases_per_shard == by_dicts.cases_per_shard
+    assert by_columns.table.column("seed").type == "int64"

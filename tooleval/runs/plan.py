@@ -310,12 +310,20 @@ def plan_run(
     keys, lines, errors = replay_keys(index, loaded.cases, loaded.path / "cases.jsonl",
                                       skipped=every_case if slices is not None else None)
     traced_cases = {case_id for case_id, _ in keys}
+    # the index's columns in key order, built straight from the traces index (dicts by key of each were ~0.5 GB
+    # of the flow's peak at 1,000,000 rows): replay_keys fills ``lines`` in the order of ``keys``
+    numbers = list(lines)
     if index.offsets:  # the index read the file once and kept each line's place
-        offsets = {key: (index.offsets[number - 1], number) for number, key in lines.items()}
-        line_digests = {key: index.line_digest(number) for number, key in lines.items()}
+        offset_column = [index.offsets[number - 1] for number in numbers]
+        digest_column = [index.line_digest(number) for number in numbers]
     else:  # a gzip file: line digests read again (offsets stay unknown)
-        offsets, line_digests = scan_lines(traces_path, lines)
+        _, by_key = scan_lines(traces_path, lines)
+        offset_column, digest_column = [-1] * len(numbers), [by_key[key] for key in keys]
+        del by_key
+    checked_column = [number in index.checked for number in numbers]
     del lines
+    if write_key:  # the flow's own plan: nothing reads the index's keys again (a dry plan's index is kept whole)
+        index.keys.clear()
     line_bytes = traces_path.stat().st_size / len(index.offsets) if index.offsets else None  # gzip: unknown
     size = shard_size or default_shard_size(len(keys), workers, line_bytes)
     if write_key and key is not None:
@@ -326,7 +334,7 @@ def plan_run(
         agent=ReplayAgentConfig(traces_path=traces_source, traces_digest=index.digest),
         out=str(out_path),
         run_id=run_id,
-        index=ShardIndex.build(keys, size, offsets, line_digests, index.checked),
+        index=ShardIndex.from_sorted(keys, size, offset_column, numbers, digest_column, checked_column),
         case_digests={case_id: digests[case_id] for case_id in traced_cases},
         shard_size=size,
         has_requests=index.has_requests,
