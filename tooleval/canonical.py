@@ -484,12 +484,15 @@ def canonical_dumps(value: Any) -> str:
 
 def canonical_text(value: Any) -> str:
     """``canonical_json(value)`` of a finite JSON value (as read from JSON text, whose parser refuses ``NaN``):
-    orjson's text when it holds no float, without :func:`canonical_value`'s walk; else the walk and the standard
+    orjson's text when it holds no float, without :func:`canonical_value`'s walk; else the walk, then orjson's text
+    again when no float is left (integral floats became ints: a recorded reward of ``0.0``), else the standard
     library's writing."""
     text = _orjson_canonical(value)
     if text is not None:
         return text
-    return _CANONICAL_ENCODER.encode(canonical_value(value))
+    value = canonical_value(value)
+    text = _orjson_canonical(value)
+    return text if text is not None else _CANONICAL_ENCODER.encode(value)
 
 
 def canonical_json(value: Any) -> str:
