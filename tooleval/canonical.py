@@ -436,9 +436,18 @@ def _orjson_canonical(value: Any) -> str | None:
         return None
     if data[:1] not in (b"{", b"[", b'"') and (b"." in data or b"e" in data or b"E" in data):
         return None  # a number on its own (no separator before it for the screen to see), true, false
-    if may_hold_float(data) and not holds_no_float(value):
+    walked = len(data) >= _WALK_FROM
+    if walked and holds_no_float(value):
+        return data.decode()
+    if may_hold_float(data) and (walked or not holds_no_float(value)):
         return None  # orjson spells some floats otherwise (1e-7, 0.00001) and keeps integral ones (250.0)
     return data.decode()
+
+
+_WALK_FROM = 4096
+"""Bytes of orjson's text from which the value is walked for floats (:func:`holds_no_float`) before its text is
+screened: on a long trace the walk over its containers costs half the screen over its text (18 against 40 µs on
+a 16 KB tau trace's messages), on a short one twice as much (5 against 2 µs on a bfcl trace's)."""
 
 
 _NOT_FLOAT = frozenset((str, int, bool, type(None)))
