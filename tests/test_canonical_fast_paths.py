@@ -274,13 +274,20 @@ class TestCompactArguments:
 
         assert _compact_object('{"user_id":"mia_li_3668","n":[1,{"b":null}]}') == {"user_id": "mia_li_3668",
                                                                                    "n": [1, {"b": None}]}
-        assert _compact_object('{"user_id": "mia_li_3668"}') is None  # spaces: the strict reading
+        assert _compact_object('{"user_id": "mia_li_3668"}') == {"user_id": "mia_li_3668"}  # spaces: checked
+        assert _compact_object('{"a": 1, "a": 2}') is None and _compact_object('{"a": 2.0}') is None
 
     @pytest.mark.parametrize("text, args, error", [
         ('{"a":1,"a":2}', None, "invalid JSON: duplicate key 'a'"),  # orjson keeps the last value
         ('{"a":{"b":1,"b":1}}', None, "invalid JSON: duplicate key 'b'"),
         ('{"a":250.0,"b":[1.5,-0.0]}', {"a": 250, "b": [1.5, 0]}, None),  # integral floats become ints
         ('{"a":123456789012345678901234}', {"a": 123456789012345678901234}, None),  # orjson: a float
+        # the same guards for text with the standard library's spaces (bfcl's argument texts)
+        ('{"a": 1, "a": 2}', None, "invalid JSON: duplicate key 'a'"),
+        ('{"a": 250.0, "b": [1E2]}', {"a": 250, "b": [100]}, None),
+        ('{"a": 123456789012345678901234}', {"a": 123456789012345678901234}, None),
+        # a dropped member's colon made up by a colon spelled as an escape: the colon counts agree (2 and 2)
+        ('{"k": 1, "k": "\\u003a"}', None, "invalid JSON: duplicate key 'k'"),
     ])
     def test_guards(self, text, args, error):
         got, got_error = parse_arguments(text)
@@ -310,6 +317,39 @@ class TestCanonicalText:
 
         assert canonical_text(value) == canonical_json(value) == self.reference(value)
         assert canonical_dumps(canonical_value(value)) == self.reference(value)
+
+    @settings(max_examples=examples(300), deadline=None)
+    @given(st.recursive(
+        st.none() | st.booleans() | st.integers(min_value=-(2 ** 63), max_value=2 ** 64 - 1)
+        | st.floats(allow_nan=False, allow_infinity=False) | st.text(alphabet="0123456789:,[]-.eE\"{} ", max_size=10),
+        lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(alphabet="ae:1", max_size=3),
+                                                                           children, max_size=4),
+        max_leaves=20,
+    ))
+    def test_float_tokens_in_strings(self, value):
+        # strings that look like floats to the text screen (an argument text "{\"a\":1.5}" in a message): the
+        # walk over the value decides, and only a real float takes the standard library's way
+        from tooleval.canonical import canonical_text
+
+        assert canonical_text(value) == self.reference(value)
+
+    @settings(max_examples=examples(300), deadline=None)
+    @given(json_values(finite=True, max_leaves=30))
+    def test_equal_to_the_reference_when_walked_first(self, value):
+        # a long value is walked for floats before its text is screened: the same text for every value
+        from unittest import mock
+
+        from tooleval import canonical
+
+        with mock.patch.object(canonical, "_WALK_FROM", 0):
+            assert canonical.canonical_text(value) == self.reference(value)
+            assert canonical.canonical_dumps(canonical_value(value)) == self.reference(value)
+
+    def test_float_token_in_a_string_by_hand(self):
+        from tooleval.canonical import _orjson_canonical
+
+        assert _orjson_canonical({"b": '{"a":1.5}', "a": [1, "x:2.0]"]}) == '{"a":[1,"x:2.0]"],"b":"{\\"a\\":1.5}"}'
+        assert _orjson_canonical({"b": '{"a":1.5}', "a": [250.0]}) is None  # a real float: the standard library
 
     @settings(max_examples=examples(300), deadline=None)
     @given(st.lists(st.floats(allow_nan=False, allow_infinity=False), max_size=6))

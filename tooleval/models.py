@@ -34,6 +34,7 @@ __all__ = [
     "MATCH_MODES",
     "MatchModeName",
     "calls_from_messages",
+    "call_records_from_messages",
     "with_rules",
 ]
 
@@ -546,6 +547,39 @@ def calls_from_messages(messages: list[dict[str, Any]]) -> list[Call]:
                 raise ValueError(f"messages[{m_index}].tool_calls[{c_index}].arguments_captured must be true or "
                                  f"false, not {json_type_name(captured)}")
     return calls
+
+
+def call_records_from_messages(messages: list[dict[str, Any]]) -> list[dict[str, str | None]]:
+    """``[call.to_record() for call in calls_from_messages(messages)]``, without building a :class:`Call` for a
+    call whose argument text reads the compact way (:func:`tooleval.canonical.compact_arguments`: nearly every
+    call; its record is the canonical text itself). A call of any other shape is read by :meth:`Call.from_raw`,
+    and a message list holding a tool call that is not a plain object with a string name (or that says
+    ``arguments_captured``) by :func:`calls_from_messages` itself, which names the problem.
+
+    Raises:
+        ValueError: as :func:`calls_from_messages`.
+    """
+    records: list[dict[str, str | None]] = []
+    for message in messages:
+        if not isinstance(message, dict) or message.get("role") != "assistant":
+            continue
+        tool_calls = message.get("tool_calls")
+        if not tool_calls:
+            continue
+        if type(tool_calls) is not list:
+            return [call.to_record() for call in calls_from_messages(messages)]
+        for tool_call in tool_calls:
+            body = tool_call.get("function", tool_call) if type(tool_call) is dict else None
+            name = body.get("name") if type(body) is dict else None
+            if type(name) is not str or "arguments_captured" in tool_call:
+                return [call.to_record() for call in calls_from_messages(messages)]
+            raw = body["arguments"] if "arguments" in body else body.get("args")
+            compact = compact_arguments(raw) if type(raw) is str else None
+            if compact is None:
+                records.append(Call.from_raw(name, raw).to_record())
+            else:
+                records.append({"name": name, "args_json": compact[1], "args_raw": None, "parse_error": None})
+    return records
 
 
 Call.model_rebuild()  # ``argument_rules`` names ArgumentRule, defined after Call
