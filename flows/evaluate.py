@@ -228,18 +228,24 @@ def _run_shards(plan: RunPlan, context: ShardContext, workers: int, progress: bo
                 feed()
             return [outcomes[i] for i in range(len(shards))]
         position, submit = 0, shard_task(run_shard)
-        while position < len(shards) or pending:
+
+        def top_up() -> None:
+            nonlocal position
             while position < len(shards) and len(pending) < 2 * workers:
                 items, offsets = plan.shard_items(shards[position])
                 keys[position] = scoring_key(context.scoring_scope, items)
                 future = submit.submit(context, unwalked(items), unwalked(offsets), keys[position])
                 pending[future] = position
                 position += 1
+
+        while position < len(shards) or pending:
+            top_up()
             done = next(as_completed(list(pending)))
             index = pending.pop(done)
             outcome = done.result()
             outcomes[index] = outcome
             bar.shard_done(keys[index], list(outcome.states), shards[index].num_rows)
+            top_up()  # the workers get their next shards before this thread spends seconds publishing done ones
             feed()
     return [outcomes[i] for i in range(len(shards))]
 
