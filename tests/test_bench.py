@@ -143,3 +143,17 @@ def test_a_peer_is_timed_in_its_own_process_and_its_failure_is_named(tmp_path):
     with pytest.raises(RuntimeError, match=r"ragas loop failed in its own process: FileNotFoundError: .*cases\.jsonl"):
         _time_warm_fresh("ragas_loop", tmp_path, 5, 2, "ragas loop", lines.append)
     assert lines == ["bench: ragas loop warm-up (2 rows, untimed) ..."]  # the child's progress line, passed on
+
+
+def test_the_timed_rows_are_read_once_between_the_warmup_and_the_timed_pass(tmp_path, monkeypatch):
+    # so that the timed pass reads them from the page cache, as the runs read their traces
+    from tooleval.bench import _run
+
+    calls: list = []
+    monkeypatch.setattr(_run, "_read_once", lambda path, lines: calls.append((path.name, lines)))
+    time_warm(lambda dataset, limit: calls.append(limit) or limit, tmp_path, 40, 7, "peer")
+    assert calls == [7, ("traces.jsonl", 40), 40]
+    (tmp_path / "traces.jsonl").write_text("a\nb\n")
+    monkeypatch.undo()
+    _run._read_once(tmp_path / "traces.jsonl", 5)  # fewer lines than asked: no error
+    _run._read_once(tmp_path / "missing.jsonl", 5)
