@@ -171,12 +171,12 @@ class _Seeding:
         self._state: list[bytes | None] = []
 
     def start(self, config, key: bytes, cases: dict) -> None:
-        from tooleval.capture.redaction import Redactor, case_reference_values
+        from tooleval.capture.redaction import Redactor
 
         def seed() -> None:
             try:
                 redactor = Redactor(config, key)
-                redactor.seed(value for case in cases.values() for value in case_reference_values(case))
+                redactor.seed_cases(cases)
                 self._state.append(redactor.seed_state())
             except Exception:  # noqa: BLE001 - the redactor is then seeded after the plan, which reports the error
                 self._state.append(None)

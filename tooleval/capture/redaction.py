@@ -592,6 +592,12 @@ class Redactor:
                              if not cannot_hold_pair(text, self._fields))
         self._apply_seed(found, known)
 
+    def seed_cases(self, cases: dict[str, Any]) -> None:
+        """:meth:`seed` with every case's reference arguments and input (:func:`case_reference_values`)."""
+        # one case's values at a time: a list of every case's (a tau case's input holds its ~7 KB system prompt)
+        # was the largest thing the flow and each worker ever held, ~25 KB of Python objects a case
+        self.seed(value for case in cases.values() for value in case_reference_values(case))
+
     def seed_state(self) -> bytes | None:
         """What :meth:`seed` found, as JSON bytes that :meth:`load_seed_state` takes back (``None`` when a value
         cannot be written as JSON, e.g. an integer beyond 64 bits: such a redactor is seeded from the cases).
@@ -807,7 +813,5 @@ def build_redactor(out: str | Path, config: RedactionConfig | None, cases: dict[
             return redactor
         except (ValueError, KeyError, TypeError):  # not a state of this format: seeded from the cases below
             redactor = Redactor(config, key)
-    # one case's values at a time: a list of every case's (a tau case's input holds its ~7 KB system prompt) was
-    # the largest thing the flow and each worker ever held, ~25 KB of Python objects a case
-    redactor.seed(value for case in cases.values() for value in case_reference_values(case))
+    redactor.seed_cases(cases)
     return redactor
