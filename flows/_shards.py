@@ -32,7 +32,7 @@ from tooleval.runs.progress import note_stage
 from tooleval.runs.shards import cyclic_gc_paused, release_free_memory
 from tooleval.storage.stages import StageRef, read_stage_table
 
-__all__ = ["ProcessPool", "ShardContext", "ShardOutcome", "run_shard", "unwalked", "warm_worker"]
+__all__ = ["ProcessPool", "ShardContext", "ShardOutcome", "ShardWork", "run_shard", "warm_worker"]
 
 
 class ShardContext(BaseModel):
@@ -89,16 +89,37 @@ def _stage(task_: Any, name: str, states: dict[str, str], timing: list[float], *
     return ref
 
 
+class ShardWork:
+    """One shard's work items and their trace lines' offsets, as one opaque argument of :func:`run_shard`.
+
+    Prefect walks a task's arguments, element by element, looking for futures and states: once when the task run
+    is created in the worker and once more when its parameters are resolved. A shard's lists arrive in the worker
+    as plain lists (``quote`` is taken off in the flow), so both walks went through every work item: 18 % of
+    the workers' CPU on 200,000 bfcl rows (py-spy). Prefect does not look inside an object that is neither a
+    collection, a dataclass nor a pydantic model, so this holder is passed as it is (and pickles as its two lists,
+    on a process pool or a Dask cluster alike).
+    """
+
+    __slots__ = ("items", "offsets")
+
+    def __init__(self, items: list[WorkItem], offsets: list[tuple[int, int, bool]]):
+        self.items = items
+        """The shard's work items (:class:`tooleval.agents.WorkItem`), in the plan's order."""
+        self.offsets = offsets
+        """``(byte offset, line number, checked)`` of each item's trace line (replay; see
+        :meth:`tooleval.runs.plan.RunPlan.shard_items`)."""
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+
 @task(name="shard", cache_policy=NO_CACHE, persist_result=False)
-def run_shard(context: ShardContext, items: list[WorkItem], offsets: list[tuple[int, int, bool]],
-              scoring_scope: str) -> ShardOutcome:
+def run_shard(context: ShardContext, work: ShardWork, scoring_scope: str) -> ShardOutcome:
     """Run one shard's stages (see the module docstring).
 
     Args:
         context: The run's shared settings.
-        items: The shard's work items.
-        offsets: ``(byte offset, line number, checked)`` of each item's trace line (replay; see
-            :meth:`tooleval.runs.plan.RunPlan.shard_items`).
+        work: The shard's work items and trace offsets.
         scoring_scope: :func:`tooleval.runs.shards.scoring_key` of the shard.
 
     Returns:
@@ -106,7 +127,7 @@ def run_shard(context: ShardContext, items: list[WorkItem], offsets: list[tuple[
     """
     try:
         with cyclic_gc_paused():
-            return _run_shard(context, items, offsets, scoring_scope)
+            return _run_shard(context, work.items, work.offsets, scoring_scope)
     finally:
         release_free_memory()  # what the shard's tables and batches left in the allocators
 
@@ -151,16 +172,6 @@ def _run_shard(context: ShardContext, items: list[WorkItem], offsets: list[tuple
     return ShardOutcome(generation=generated, envelopes=captured, rows=rows, states=states, body_s=sum(timing),
                         wall_s=time.perf_counter() - started, legacy=legacy.model_copy(update={"per_row": []}),
                         legacy_sum=math.fsum(scored), legacy_count=len(scored), drift=drift)
-
-
-def unwalked(value: Any) -> Any:
-    """``quote(value)``, so that Prefect does not walk every work item of a shard looking for futures when the shard
-    is submitted (issue 9); the value itself on a Dask runner, whose client rebuilds tuples in task arguments (a
-    ``quote`` is a named tuple: it arrived as a plain tuple)."""
-    from prefect.context import FlowRunContext
-
-    runner = getattr(FlowRunContext.get(), "task_runner", None)
-    return value if type(runner).__name__ == "DaskTaskRunner" else quote(value)
 
 
 class ProcessPool(ProcessPoolTaskRunner):

@@ -25,7 +25,7 @@ from prefect.futures import as_completed
 
 from flows._publish import STAGES, RunPublisher, RunResult
 from flows._dask import check_scheduler, dask_runner, dask_workers, shard_task
-from flows._shards import ShardContext, ShardOutcome, count_states, run_shard, unwalked
+from flows._shards import ShardContext, ShardOutcome, ShardWork, count_states, run_shard
 from flows._tags import untagged_task_runs
 from tasks._shared import cached_redactor, offer_seed_state
 from tooleval.agents import OpenAIAgentConfig
@@ -223,7 +223,7 @@ def _run_shards(plan: RunPlan, context: ShardContext, workers: int, progress: bo
             for index, shard in enumerate(shards):
                 items, offsets = plan.shard_items(shard)
                 keys[index] = scoring_key(context.scoring_scope, items)
-                outcomes[index] = run_shard.fn(context, items, offsets, keys[index])
+                outcomes[index] = run_shard.fn(context, ShardWork(items, offsets), keys[index])
                 bar.shard_done(keys[index], list(outcomes[index].states), shard.num_rows)
                 feed()
             return [outcomes[i] for i in range(len(shards))]
@@ -234,7 +234,7 @@ def _run_shards(plan: RunPlan, context: ShardContext, workers: int, progress: bo
             while position < len(shards) and len(pending) < 2 * workers:
                 items, offsets = plan.shard_items(shards[position])
                 keys[position] = scoring_key(context.scoring_scope, items)
-                future = submit.submit(context, unwalked(items), unwalked(offsets), keys[position])
+                future = submit.submit(context, ShardWork(items, offsets), keys[position])
                 pending[future] = position
                 position += 1
 

@@ -97,6 +97,21 @@ def test_an_rss_window_counts_descendants_and_only_its_own_samples():
     assert rss.peak_mb >= after
 
 
+def test_the_sampling_thread_walks_the_tree_only_every_rescan_seconds():
+    # walking the tree reads every process on the machine; the thread's samples between two walks read the RSS of
+    # the processes the last walk found, so a child started since counts from the next walk on
+    holder = "import sys; held = b'x' * (80 * 2**20); print('ready', flush=True); sys.stdin.read()"
+    with TreeRss(interval=3600, rescan=3600) as rss:
+        before = rss.sample()
+        with subprocess.Popen([sys.executable, "-c", holder], stdin=subprocess.PIPE, stdout=subprocess.PIPE) as child:
+            assert child.stdout.readline() == b"ready\n"
+            between_walks = rss.sample(walk=False)
+            walked = rss.sample()
+            after_walk = rss.sample(walk=False)
+    assert between_walks - before < 40  # the child is not known yet
+    assert walked - before > 60 and after_walk - before > 60  # its 80 MB count once the tree is walked
+
+
 def test_a_tracked_process_outside_the_tree_counts_only_while_tracked(tmp_path):
     # tooleval's Prefect server is a daemon: no descendant of the bench, yet the runs' memory includes it
     ready, stop = tmp_path / "ready", tmp_path / "stop"
