@@ -75,11 +75,11 @@ def test_default_shard_size():
 
 
 def test_default_shard_size_of_long_lines_is_bounded_by_bytes():
-    # 200,000 tau rows of ~16,500 bytes: 12,500 rows by count, but 64 MiB / 16,500 = 67,108,864 / 16,500 = 4,067.2
-    assert default_shard_size(200_000, 2, 16_500) == 4_067
-    # 1,000,000 bfcl rows of ~934 bytes: 67,108,864 / 934 = 71,851 rows allowed, so the row bound (20,000) holds
+    # 200,000 tau rows of ~16,500 bytes: 12,500 rows by count, but 32 MiB / 16,500 = 33,554,432 / 16,500 = 2,033.6
+    assert default_shard_size(200_000, 2, 16_500) == 2_033
+    # 1,000,000 bfcl rows of ~934 bytes: 33,554,432 / 934 = 35,925 rows allowed, so the row bound (20,000) holds
     assert default_shard_size(1_000_000, 2, 934) == MAX_SHARD
-    assert default_shard_size(60_000, 2, 16_500) == 3_750  # 60,000 / 16 under the byte bound
+    assert default_shard_size(30_000, 2, 16_500) == 1_875  # 30,000 / 16 under the byte bound
     assert default_shard_size(100_000, 2, 10**8) == MIN_SHARD  # never below the floor
 
 

@@ -38,11 +38,13 @@ MIN_SHARD = 100
 pays for no more Prefect task runs than before shards were content-defined (4 x 50 rows)."""
 MAX_SHARD = 20_000
 """Largest default shard (rows): bounds a worker's memory (a bfcl row is ~1 KB of trace, ~10 KB in Python)."""
-MAX_SHARD_BYTES = 64 << 20
+MAX_SHARD_BYTES = 32 << 20
 """Largest default shard in trace bytes (the traces file's mean line length times the rows): a shard's envelopes
 are read whole by the flow when it publishes the shard and by a worker when it scores it, so long lines need
 fewer rows a shard. 20,000 bfcl lines (~1 KB) are ~19 MB and keep the row bound; 12,500 tau lines (~16 KB, the
-row bound's share of a 200,000-row corpus) were ~200 MB, and a content-defined shard may hold twice its size."""
+row bound's share of a 200,000-row corpus) were ~200 MB, and a content-defined shard may hold twice its size.
+Measured on 200,000 tau rows (``bench/bench_memory.py``): 64 MB shards (~4,000 rows) peaked at 2,084 MB for the
+run's process tree, 32 MB (~2,000 rows) at 1,933 MB, in the same time (206 s against 211 s)."""
 _TASKS_PER_WORKER = 8
 """Default shards per worker: enough for load balance and progress, few enough that Prefect's per-task cost
 (tens of ms, PREFECT.md; ``tooleval bench`` reports the share) stays small."""
