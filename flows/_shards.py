@@ -200,9 +200,12 @@ class ProcessPool(ProcessPoolTaskRunner):
             return super()._forward_subprocess_messages()
 
 
-def warm_worker() -> None:
-    """Process-pool initializer: import the stages and ragas once per worker, not once per shard (issue 9)."""
-    import ragas.metrics.collections  # noqa: F401  (~2 s; the legacy path calls ragas on every row)
+def warm_worker(legacy: bool = True) -> None:
+    """Process-pool initializer: import the stages once per worker, not once per shard, and ragas when the run has
+    a legacy pass (``legacy``), which calls it on every row. The row path never calls ragas: a run without the
+    legacy pass leaves it out (its import is ~2 s and ~107 MB of each worker)."""
+    if legacy:
+        import ragas.metrics.collections  # noqa: F401
 
     import tooleval.scoring.rows  # noqa: F401
 

@@ -159,6 +159,9 @@ def evaluate(
                 published = publisher.publish()
         # The flow's wall time ends with the publication, so it cannot be in summary.json (written during the
         # publication); it reaches the returned RunResult, whose summary holds this same timing dict.
+        # what the run's plan and publication freed goes back to the system: a warm runner keeps this process for
+        # the next command, and holds none of it meanwhile
+        release_free_memory()
         result = published if isinstance(published, RunResult) else published.data  # a drift failure carries it
         result.summary["timing"]["flow_wall_s"] = time.perf_counter() - flow_started
         return published
@@ -318,11 +321,12 @@ importing Prefect, the stages and ragas) cost 10-30 s on the 2-core machine, mor
 (measured: 25,725 bfcl rows took 26 s with one worker, 70 s with a two-process pool on a loaded machine)."""
 
 
-def task_runner(workers: int, rows: int | None = None, dask_address: str | None = None) -> Any:
+def task_runner(workers: int, rows: int | None = None, dask_address: str | None = None, legacy: bool = True) -> Any:
     """The task runner for ``workers`` and a corpus of ``rows``: one thread (one worker, or fewer than
-    :data:`PROCESS_POOL_MIN_ROWS` rows) or a process pool whose workers import the stages and ragas once (issue 9
-    item 2; README "Scale" says why not Dask for one machine). With ``dask_address`` (``tcp://HOST:PORT``), the
-    existing Dask cluster there, through prefect-dask's ``DaskTaskRunner`` (issue 10; :mod:`flows._dask`)."""
+    :data:`PROCESS_POOL_MIN_ROWS` rows) or a process pool whose workers import the stages (and ragas, when the
+    run has a ``legacy`` pass) once (README "Scale" says why not Dask for one machine). With ``dask_address``
+    (``tcp://HOST:PORT``), the existing Dask cluster there, through prefect-dask's ``DaskTaskRunner``
+    (:mod:`flows._dask`)."""
     from prefect.task_runners import ThreadPoolTaskRunner
 
     from flows._shards import ProcessPool, warm_worker
@@ -331,7 +335,7 @@ def task_runner(workers: int, rows: int | None = None, dask_address: str | None 
         return dask_runner(dask_address)
     if workers <= 1 or (rows is not None and rows < PROCESS_POOL_MIN_ROWS):
         return ThreadPoolTaskRunner(max_workers=1)
-    return ProcessPool(max_workers=workers, initializer=warm_worker)
+    return ProcessPool(max_workers=workers, initializer=warm_worker, initargs=(legacy,))
 
 
 def run_evaluate(rows_hint: int | None = None, dask_address: str | None = None,
@@ -351,7 +355,8 @@ def run_evaluate(rows_hint: int | None = None, dask_address: str | None = None,
     workers = parameters.get("workers") or os.cpu_count() or 1
     if dask_address is not None:
         check_scheduler(dask_address)
-    runner = task_runner(workers, rows_hint, dask_address)
+    legacy = parameters.get("legacy_pass", True) or parameters.get("legacy_only", False)
+    runner = task_runner(workers, rows_hint, dask_address, legacy=legacy)
     state = evaluate.with_options(task_runner=runner)(**parameters, return_state=True)
     data = state.result(raise_on_failure=False)
     if isinstance(data, RunResult):

@@ -34,3 +34,19 @@ def test_a_run_on_two_workers_gets_the_pool():
     runner = task_runner(2, rows=100_000)
     assert type(runner) is ProcessPool
     assert runner.duplicate().__class__ is ProcessPool  # Prefect copies the runner per flow run
+
+
+def test_workers_import_ragas_only_for_a_run_with_a_legacy_pass():
+    """The row path never calls ragas; only the legacy pass does. A pool for a run without it leaves ragas out of
+    its workers (~2 s and ~107 MB each); the initializer's argument survives Prefect's copy of the runner."""
+    import subprocess
+    import sys
+
+    probe = ("import sys; from flows._shards import warm_worker; warm_worker({}); "
+             "print('ragas' in sys.modules, 'tooleval.scoring.rows' in sys.modules)")
+    for legacy, expected in ((False, "False True"), (True, "True True")):
+        done = subprocess.run([sys.executable, "-c", probe.format(legacy)], capture_output=True, text=True,
+                              check=True)
+        assert done.stdout.split()[-2:] == expected.split()
+    assert task_runner(2, rows=100_000, legacy=False).duplicate()._initargs == (False,)
+    assert task_runner(2, rows=100_000).duplicate()._initargs == (True,)
