@@ -172,3 +172,33 @@ def test_the_timed_rows_are_read_once_between_the_warmup_and_the_timed_pass(tmp_
     monkeypatch.undo()
     _run._read_once(tmp_path / "traces.jsonl", 5)  # fewer lines than asked: no error
     _run._read_once(tmp_path / "missing.jsonl", 5)
+
+
+def test_a_peers_reference_read_is_charged_to_the_corpus_rows_pro_rata(tmp_path):
+    # a peer reads its references once per corpus: 40 timed rows of a 1,000-row corpus carry 40 / 1,000 of the
+    # read, here 0.04 x 50 s = 2 s on top of the loop's 2.5 s; charged whole (no corpus size), all 50 s
+    now, calls = [0.0], []
+
+    def loop(dataset, limit):
+        calls.append(limit)
+        now[0] += 100.0 if len(calls) == 1 else 2.5
+        return limit
+
+    def load(dataset):
+        calls.append("load")
+        now[0] += 50.0
+
+    assert time_warm(loop, tmp_path, 40, 7, "peer", clock=lambda: now[0], load=load, corpus_rows=1_000) == 4.5
+    assert calls == [7, 40, "load"]
+    assert time_warm(loop, tmp_path, 40, 7, "peer", clock=lambda: now[0], load=load) == 52.5
+
+
+def test_the_peers_read_their_references_once_per_dataset(tmp_path):
+    from tooleval.bench import _peers
+    from tooleval.synth import write_synth
+
+    data = write_synth(30, 0, "bfcl", tmp_path / "data").path
+    first = _peers._cases(data)
+    assert _peers._cases(data) is first  # kept: the timed pass does not read them again
+    assert _peers.read_references(data) == first and _peers.read_references(data) is not first
+    assert len(first) == len((data / "cases.jsonl").read_text().splitlines())

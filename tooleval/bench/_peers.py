@@ -17,7 +17,7 @@ import json
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-__all__ = ["fastest_loads", "floor", "ragas_loop", "agentic_evals_loop"]
+__all__ = ["fastest_loads", "floor", "ragas_loop", "agentic_evals_loop", "read_references"]
 
 
 def fastest_loads() -> tuple[str, Callable[[bytes], Any]]:
@@ -47,10 +47,24 @@ def floor(traces: Path) -> int:
     return count
 
 
-def _cases(dataset: Path) -> dict[str, list[dict]]:
+def read_references(dataset: Path) -> dict[str, list[dict]]:
+    """``case_id -> expected calls`` of every case of ``dataset``'s ``cases.jsonl``: what a peer reads once per
+    corpus before it scores any row (read again on every call; the loops keep one copy, :func:`_cases`)."""
     _, loads = fastest_loads()
     with (dataset / "cases.jsonl").open("rb") as handle:
         return {str(c["case_id"]): c.get("expected_calls") or [] for c in map(loads, handle)}
+
+
+_REFERENCES: dict[str, dict[str, list[dict]]] = {}
+
+
+def _cases(dataset: Path) -> dict[str, list[dict]]:
+    """:func:`read_references`, read once per dataset and process: a peer loads its references once per corpus,
+    and :func:`tooleval.bench._run.time_warm` charges that read to the corpus's rows, not to the timed ones."""
+    key = str(dataset)
+    if key not in _REFERENCES:
+        _REFERENCES[key] = read_references(dataset)
+    return _REFERENCES[key]
 
 
 def _rows(dataset: Path, limit: int | None = None) -> Iterator[tuple[list[dict], list[tuple[str, Any]]]]:

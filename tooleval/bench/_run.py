@@ -14,7 +14,8 @@ Keys of the JSON object, in :data:`BENCH_KEYS` order (rates are rows / seconds o
   timed the same way;
 * ``ragas_loop_rows_per_s`` (b) and ``agentic_evals_rows_per_s`` (c) — :mod:`tooleval.bench._peers`, over the
   corpus's first ``peer_rows`` rows (all of them up to :data:`PEER_ROWS`; agentic-evals needs about an hour for
-  a million rows), timed warm (:func:`time_warm`);
+  a million rows), timed warm (:func:`time_warm`), each peer's one read of its references (``cases.jsonl``)
+  charged to the corpus's rows pro rata, as a peer scoring the whole corpus pays it once;
 * ``peak_rss_mb`` — the largest summed RSS (MB, 2**20 bytes) of this process and all its descendants
   (process-pool workers included; tooleval's Prefect server while the runs are timed) over the whole benchmark:
   the floor, the start-up, both runs and the peers' warm-up and timed loops (each in a fresh child process after
@@ -26,7 +27,8 @@ Keys of the JSON object, in :data:`BENCH_KEYS` order (rates are rows / seconds o
   untimed pass over ``peer_warmup_rows`` rows (in the benchmark's own process, after the two runs, the ragas loop
   measured ~20 % slower);
 * ``peer_warmup_rows`` — rows of that untimed pass: the first ``min(peer_rows, PEER_WARMUP_ROWS)``, read again by
-  the timed pass (neither peer keeps results between calls: the pass warms imports and code paths, not answers);
+  the timed pass (neither peer keeps results between calls: the pass warms imports and code paths and reads the
+  references, not answers);
 * ``run_rss_mb`` — the largest summed RSS (MB) of the same process tree (this process — the flow's —, the
   process-pool workers, the Prefect server) sampled during runs (a) and (a') only: no floor, no start-up flow,
   no peers. The figure targets judge; never above ``peak_rss_mb``;
@@ -79,19 +81,21 @@ import sys
 from pathlib import Path
 from tooleval.bench import _peers
 from tooleval.bench._run import time_warm
-name, dataset, rows, warmup, what = sys.argv[1:]
+name, dataset, rows, warmup, what, corpus_rows = sys.argv[1:]
 log = lambda line: print(line, file=sys.stderr, flush=True)
-print(time_warm(getattr(_peers, name), Path(dataset), int(rows), int(warmup), what, log))
+print(time_warm(getattr(_peers, name), Path(dataset), int(rows), int(warmup), what, log,
+                load=_peers.read_references, corpus_rows=int(corpus_rows)))
 """
 
 
 def _time_warm_fresh(loop: str, dataset: Path, rows: int, warmup: int, what: str,
-                     log: Callable[[str], None]) -> float:
+                     log: Callable[[str], None], corpus_rows: int | None = None) -> float:
     """:func:`time_warm` of the peer ``loop`` (a function name of :mod:`tooleval.bench._peers`) in a fresh child
     process of this interpreter, its progress lines passed on to ``log``: timed in the benchmark's own process,
     after two runs had filled its heap, the ragas loop ran ~20 % slower on bfcl rows (7,610 rows/s against
     9,100-9,900 in a fresh process), which flattered the ratios. The child is a descendant, so the whole
-    benchmark's peak RSS still counts it.
+    benchmark's peak RSS still counts it. The peer's read of its references is charged to the ``corpus_rows``
+    rows of the corpus (``None``: to the timed rows alone), as :func:`time_warm` says.
 
     Raises:
         RuntimeError: the child failed (its last error line quoted) or did not do the rows asked for.
@@ -100,7 +104,8 @@ def _time_warm_fresh(loop: str, dataset: Path, rows: int, warmup: int, what: str
     import sys
 
     tail = ""
-    with subprocess.Popen([sys.executable, "-c", _FRESH_PEER, loop, str(dataset), str(rows), str(warmup), what],
+    with subprocess.Popen([sys.executable, "-c", _FRESH_PEER, loop, str(dataset), str(rows), str(warmup), what,
+                           str(corpus_rows or rows)],
                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as child:
         for line in child.stderr:  # type: ignore[union-attr]
             line = line.rstrip("\n")
@@ -125,7 +130,8 @@ def _read_once(path: Path, lines: int) -> None:
 
 
 def time_warm(loop: Callable[..., int], dataset: Path, rows: int, warmup: int, what: str,
-              log: Callable[[str], None] = lambda _: None, clock: Callable[[], float] = time.perf_counter) -> float:
+              log: Callable[[str], None] = lambda _: None, clock: Callable[[], float] = time.perf_counter,
+              load: Callable[[Path], Any] | None = None, corpus_rows: int | None = None) -> float:
     """Seconds of ``loop(dataset, limit=rows)`` timed warm: in this process, after one untimed pass
     ``loop(dataset, limit=warmup)`` that pays the loop's imports and first-call set-up, and after the ``rows``
     lines it reads were read once (so they come from the page cache, as the runs' traces do after the floor read
@@ -140,6 +146,13 @@ def time_warm(loop: Callable[..., int], dataset: Path, rows: int, warmup: int, w
         what: The peer's name in the progress lines.
         log: Progress lines.
         clock: Seconds (monotonic); the tests pass a fake one.
+        load: The peer's read of its references (:func:`tooleval.bench._peers.read_references`), which the loop
+            does once per corpus and keeps: the warm-up pass reads them, the timed pass reuses them, and one read
+            timed on its own is charged to the timed rows pro rata, ``load_s * rows / corpus_rows``. Charged to
+            the timed rows whole, as before, it halved the ragas loop's rate on the first 20,000 rows of a
+            1,000,000-row bfcl corpus (142,858 cases: 13,955 rows/s, against 21,000-29,000 for the same rows
+            of a 200,000-row corpus). ``None``: the loop's own time only.
+        corpus_rows: Rows of the whole corpus (``None``: ``rows``).
 
     Raises:
         RuntimeError: the loop did not do the rows asked for (a rate over the wrong count would be wrong).
@@ -154,6 +167,13 @@ def time_warm(loop: Callable[..., int], dataset: Path, rows: int, warmup: int, w
     if done != rows:
         raise RuntimeError(f"{what} did {done:,} rows of the {rows:,} asked for")
     log(f"bench: {what} ({rows:,} rows, warm): {seconds:.1f} s")
+    if load is not None:
+        started = clock()
+        load(dataset)
+        load_s = clock() - started
+        share = rows / max(corpus_rows or rows, rows)
+        seconds += load_s * share
+        log(f"bench: {what}: reading the references once, {load_s:.2f} s, charged {share:.3g} of it to these rows")
     return seconds
 
 
@@ -194,9 +214,9 @@ def run_bench(rows: int, profile: str, *, seed: int = 0, workdir: str | Path | N
         with TreeRss() as rss:
             _, floor_s = _timed(lambda: floor(traces), log, "floor (read + decode)")
             startup_s, (row_path, row_s), (_, run_s), runs_rss = _runs(data, root, workers, shard_size, rss, log)
-            ragas_s = _time_warm_fresh("ragas_loop", data, sample, warmup, "ragas loop", log)
+            ragas_s = _time_warm_fresh("ragas_loop", data, sample, warmup, "ragas loop", log, corpus_rows=rows)
             agentic_s = _time_warm_fresh("agentic_evals_loop", data, sample, warmup, "agentic-evals evaluate_suite",
-                                         log)
+                                         log, corpus_rows=rows)
         timing = row_path.summary["timing"]
         overhead = 1 - (timing["body_s"] / timing["workers"]) / row_s
         flow_s, stages_s = timing["flow_wall_s"], timing["stages_wall_s"]
