@@ -15,12 +15,14 @@ from functools import lru_cache
 from pathlib import Path
 from typing import BinaryIO
 
+import orjson
 from pydantic import ValidationError
 
-from tooleval.canonical import canonical_json, json_value_problem
+from tooleval.canonical import MAX_DEPTH, canonical_text, json_value_problem, may_hold_wide_integer
 from tooleval.errors import InputFileError, UnsafeRevisionError
-from tooleval.models import REVISION_PATTERN, Case, DatasetManifest, ToolSpec
-from tooleval.capture.recorded import iter_json_lines, load_unique_json
+from tooleval.models import PLAIN_VALUES, REVISION_PATTERN, Case, DatasetManifest, ToolSpec
+from tooleval.capture.recorded import (TraceLine, _decode, _fast_object, iter_json_lines, load_unique_json,
+                                      parse_json_line)
 
 __all__ = ["Dataset", "Cases", "load_dataset", "load_dataset_cached", "load_dataset_trusted", "check_name", "case_digest",
            "case_digests", "case_slices", "content_digest_of", "find_traces_file", "traces_in_dataset", "tool_schema_version"]
@@ -61,7 +63,9 @@ def case_digest(case: Case) -> str:
     content = case.model_dump(mode="json")
     if content.get("pairing") == "maximum":
         del content["pairing"]
-    return hashlib.sha256(canonical_json(content).encode()).hexdigest()
+    # canonical_text gives canonical_json's bytes for a finite JSON value (what a JSON dump of a validated case
+    # is), written by orjson without a walk when the case holds no float
+    return hashlib.sha256(canonical_text(content).encode()).hexdigest()
 
 
 @dataclass
@@ -155,11 +159,13 @@ CASE_CACHE = 2_048
 cases a few times in a row, never for every case of a large dataset at once."""
 
 
-def _parse_case(path: Path, number: int, data: object, checked: bool = False) -> Case:
+def _parse_case(path: Path, number: int, data: object, checked: bool = False, plain: bool = False) -> Case:
     """One ``cases.jsonl`` line's JSON as a :class:`Case` (an integer ``case_id`` is read as its text).
 
     Args:
         checked: The line was checked when the dataset was loaded: only the model is built again.
+        plain: The reading proved the values free of non-finite numbers, lone surrogates and deep nesting
+            (:data:`tooleval.models.PLAIN_VALUES`).
 
     Raises:
         InputFileError: a non-finite number, an invalid case or one nested too deeply (file and line named).
@@ -167,14 +173,37 @@ def _parse_case(path: Path, number: int, data: object, checked: bool = False) ->
     if checked and isinstance(data, dict):
         if isinstance(data.get("case_id"), int):
             data["case_id"] = str(data["case_id"])
-        return Case.model_validate(data)
-    return _parse_new_case(path, number, data)[0]
+        return Case.model_validate(data, context=_PLAIN if plain else None)
+    return _parse_new_case(path, number, data, plain)[0]
 
 
-def _parse_new_case(path: Path, number: int, data: object) -> tuple[Case, str]:
+_PLAIN = {PLAIN_VALUES: True}
+
+
+def _read_line_value(raw: bytes) -> tuple[object, bool]:
+    """``(value, plain)`` of a line of ``cases.jsonl`` that the dataset's load read strictly: orjson's reading when
+    it reads the line to the same value (not when it may hold an integer beyond 64 bits), which then is plain if
+    the line has fewer than :data:`MAX_DEPTH` brackets; else ``json.loads``' (not plain).
+
+    Raises:
+        ValueError: not JSON.
+    """
+    if not may_hold_wide_integer(raw):
+        try:
+            value = orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            pass
+        else:
+            return value, raw.count(b"{") + raw.count(b"[") < MAX_DEPTH
+    return json.loads(raw), False
+
+
+def _parse_new_case(path: Path, number: int, data: object, plain: bool = False) -> tuple[Case, str]:
     """A line read for the first time: checked whole, as :func:`_parse_case` says; returns the case and its
-    :func:`case_digest` (computing it is part of the check: it walks every value)."""
-    problem = json_value_problem(data, max_depth=10**9)  # depth is the JSON-lines reader's concern
+    :func:`case_digest` (computing it is part of the check: it walks every value). ``plain``: the line's reading
+    proved that no value is a non-finite number or holds a lone surrogate (:func:`_case_line`), so the values are
+    not walked for them."""
+    problem = None if plain else json_value_problem(data, max_depth=10**9)  # depth: the line reader's concern
     if problem is not None:
         raise InputFileError(path, number, f"a case cannot hold this value: {problem}.",
                              "write a finite JSON number (or a string) there; NaN, Infinity and 1e999 are "
@@ -182,7 +211,7 @@ def _parse_new_case(path: Path, number: int, data: object) -> tuple[Case, str]:
     if isinstance(data, dict) and isinstance(data.get("case_id"), int):
         data["case_id"] = str(data["case_id"])
     try:
-        case = Case.model_validate(data)
+        case = Case.model_validate(data, context=_PLAIN if plain else None)
         digest = case_digest(case)
     except ValidationError as exc:
         raise InputFileError(path, number, f"not a valid case: {_first_error(exc)}.", "fix that field.") from None
@@ -239,8 +268,9 @@ class Cases(Mapping[str, Case]):
         if handle.tell() != offset:
             handle.seek(offset)
         raw = handle.readline()
-        try:
-            case = _parse_case(self._path, number, json.loads(raw), checked=True)
+        try:  # the line was read strictly when the dataset was loaded: orjson reads it to the same value now
+            value, plain = _read_line_value(raw)
+            case = _parse_case(self._path, number, value, checked=True, plain=plain)
         except (ValueError, InputFileError, RecursionError):  # ValidationError is a ValueError
             case = None
         if case is None or case.case_id != case_id:
@@ -287,8 +317,8 @@ def _load_cases(path: Path) -> Cases:
     slices: dict[str, str | None] = {}
     starts = _line_starts(path)
     for line in iter_json_lines(path, missing="file not found.", fix="every dataset folder needs a cases.jsonl.",
-                                unique_keys=True):
-        case, digest = _parse_new_case(path, line.line, line.data)
+                                parse_line=lambda number, raw: _case_line(path, number, raw)):
+        case, digest = _parse_new_case(path, line.line, line.data, plain=line.plain)
         if case.case_id in index:
             raise InputFileError(
                 path,
@@ -303,6 +333,30 @@ def _load_cases(path: Path) -> Cases:
         raise InputFileError(path, None, "holds no case: there is nothing to evaluate, and an empty run would pass "
                              "its gate.", "add at least one case (one JSON object per line).")
     return Cases(path, index, digests, slices)
+
+
+def _case_line(path: Path, number: int, raw: bytes) -> TraceLine | None:
+    """One ``cases.jsonl`` line read as the strict reader reads it (``json.loads`` refusing a repeated key:
+    :func:`tooleval.capture.recorded.parse_json_line`, whose errors it raises), by orjson when that provably gives
+    the same value (:func:`tooleval.capture.recorded._fast_object`, a fifth of the strict reader's time on a bfcl
+    case); ``None`` for a blank line.
+
+    An object orjson read is ``plain``: orjson refuses ``NaN``, ``Infinity``, a number out of a float's range and a
+    lone surrogate, so :func:`json_value_problem` would find nothing in it. A line with :data:`MAX_DEPTH` brackets
+    or more is read the strict way, which names a nesting too deep for Python's reader as it always did.
+
+    Raises:
+        InputFileError: not UTF-8, not JSON, nested too deeply, or an object repeats a key (file and line named).
+    """
+    text = _decode(path, number, raw)
+    if not text.strip():
+        return None
+    text = text.rstrip()
+    if text.count("{") + text.count("[") < MAX_DEPTH:
+        data = _fast_object(text)
+        if data is not None:
+            return TraceLine(number, data, plain=True)
+    return TraceLine(number, parse_json_line(path, number, text, unique_keys=True))
 
 
 def _line_starts(path: Path) -> list[int]:
