@@ -80,3 +80,25 @@ def test_row_groups_of_long_rows_end_at_the_text_budget_and_readers_follow_them(
     assert [r for b in iter_stage_batches(ref) for r in b] == rows
     again = write_stage_table(tmp_path / "again", "generation", iter(rows), GENERATION_SCHEMA)
     assert again.digest == ref.digest
+
+
+def test_payloads_are_written_without_a_dictionary(tmp_path):
+    """A generation payload is one trace's text, unique in its file: its column has no dictionary page (which the
+    reader would decode for nothing), while a short column that repeats keeps its dictionary."""
+    rows = [dict(_record(i), case_id="c" * 5_000, payload_json=f"{i}" + "x" * 3_000) for i in range(40)]
+    ref = write_stage_table(tmp_path, "generation", iter(rows), GENERATION_SCHEMA)
+    group = pq.ParquetFile(ref.path).metadata.row_group(0)
+    encodings = {group.column(i).path_in_schema: group.column(i).encodings for i in range(group.num_columns)}
+    assert not any("DICTIONARY" in e for e in encodings["payload_json"])
+    assert any("DICTIONARY" in e for e in encodings["case_id"])
+    assert [r for b in iter_stage_batches(ref) for r in b] == rows
+
+
+def test_text_budget_counts_the_json_text_columns_only(monkeypatch, tmp_path):
+    # budget 10,000: 5,000-character ids do not count, 3,000-character payloads do: groups of 4 rows as above
+    monkeypatch.setattr(stages, "STAGE_GROUP_TEXT", 10_000)
+    rows = [dict(_record(i), case_id="c" * 5_000, payload_json="x" * 3_000) for i in range(10)]
+    ref = write_stage_table(tmp_path, "generation", iter(rows), GENERATION_SCHEMA)
+    file = pq.ParquetFile(ref.path)
+    assert [file.metadata.row_group(i).num_rows for i in range(file.num_row_groups)] == [4, 4, 2]
+    assert stages._text_columns(GENERATION_SCHEMA) == ("payload_json",)

@@ -82,8 +82,8 @@ stage reads the previous stage's file one row group at a time and writes its own
 one batch of a shard, never the whole shard (issue 9: tens of KB per envelope or row as Python objects)."""
 
 STAGE_GROUP_TEXT = 8 << 20
-"""The text (characters of a row's top-level string columns: trace payloads, messages) at which a row group of a
-stage file ends, if it has not reached :data:`STAGE_ROW_GROUP` rows first. bfcl
+"""The text (characters of a row's JSON-text columns, :func:`_text_columns`: trace payloads, messages) at which a
+row group of a stage file ends, if it has not reached :data:`STAGE_ROW_GROUP` rows first. bfcl
 rows (~1 KB) fill 4,096-row groups (4 MB); tau rows (~16 KB) get ~512-row groups, where 4,096 rows were ~65 MB of
 text before they became Python objects (issue 9: a tau worker peaked at 1.2 GB). Where a group ends depends only
 on the rows, so a stage file's bytes stay the same for the same rows."""
@@ -128,22 +128,39 @@ def write_stage_table(
 def _write_rows(path: str | Path, rows: Iterable[dict[str, Any]], schema: pa.Schema) -> int:
     """Write ``rows`` to a zstd Parquet file at ``path`` in row groups (:func:`_row_groups`); the row count."""
     count = 0
-    with pq.ParquetWriter(path, schema, compression="zstd") as writer:
-        for chunk in _row_groups(rows):
+    # a generation payload is one trace's text, never repeated in a file: a dictionary of them is never used, yet
+    # the reader decodes it (reading a 16 KB-a-row file took 6x longer with it); other columns keep theirs (a
+    # case's messages recur across its trials, and short texts repeat)
+    dictionary = [field.name for field in schema if field.name not in _UNIQUE_TEXT]
+    with pq.ParquetWriter(path, schema, compression="zstd", use_dictionary=dictionary) as writer:
+        for chunk in _row_groups(rows, _text_columns(schema)):
             writer.write_table(pa.Table.from_pylist(chunk, schema=schema), row_group_size=len(chunk))
             count += len(chunk)
     return count
 
 
-def _row_groups(rows: Iterable[dict[str, Any]]) -> Iterator[list[dict[str, Any]]]:
+_UNIQUE_TEXT = frozenset({"payload_json"})
+"""Stage columns whose every value is its own row's text (no dictionary encoding)."""
+
+
+def _text_columns(schema: pa.Schema) -> tuple[str, ...]:
+    """The JSON-text columns of a stage schema (``…_json`` strings: payloads, messages, metadata): what makes a
+    row long. The other strings are names and ids, bounded by the row count of a group."""
+    return tuple(field.name for field in schema if field.type == pa.string() and field.name.endswith("_json"))
+
+
+def _row_groups(rows: Iterable[dict[str, Any]], text_columns: tuple[str, ...]) -> Iterator[list[dict[str, Any]]]:
     """``rows`` in consecutive lists, each closed as soon as it holds :data:`STAGE_ROW_GROUP` rows or at least
-    :data:`STAGE_GROUP_TEXT` characters of top-level string values (so never more than one group is pulled from a
+    :data:`STAGE_GROUP_TEXT` characters in ``text_columns`` (so never more than one group is pulled from a
     generator before it is written)."""
     chunk: list[dict[str, Any]] = []
     text = 0
     for row in rows:
         chunk.append(row)
-        text += sum(len(value) for value in row.values() if type(value) is str)
+        for name in text_columns:
+            value = row.get(name)
+            if value is not None:
+                text += len(value)
         if len(chunk) >= STAGE_ROW_GROUP or text >= STAGE_GROUP_TEXT:
             yield chunk
             chunk, text = [], 0
