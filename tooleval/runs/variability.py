@@ -29,7 +29,7 @@ import re
 import statistics
 import sys
 from array import array
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any, Iterable
@@ -182,11 +182,12 @@ class _F1Spread:
         self.sx: dict[int, int] = defaultdict(int)
         self.sxx: dict[int, int] = defaultdict(int)
 
-    def add(self, value: float) -> None:
+    def add(self, value: float, times: int = 1) -> None:
+        """Count ``value`` ``times`` times (the same sums as ``times`` calls with it)."""
         n, d = float(value).as_integer_ratio()
-        self.count += 1
-        self.sx[d] += n
-        self.sxx[d] += n * n
+        self.count += times
+        self.sx[d] += n * times
+        self.sxx[d] += n * n * times
         self.low = value if self.low is None or value < self.low else self.low
         self.high = value if self.high is None or value > self.high else self.high
 
@@ -216,14 +217,15 @@ class _Group:
         self.cases = 0
         self.trials = array("l")
         self.passes = array("l")
-        self.f1 = _F1Spread()
+        self.f1 = Counter()
+        """F1 value -> how many rows hold it (a run's F1 values take few distinct values: counting them is C's work,
+        and the spread's exact sums are made once per distinct value, :meth:`figures`)."""
         self.flaky: list[str] = []
         self.flaky_count = 0
 
     def add(self, case_id: str, outcomes: list[bool], f1: list[float]) -> None:
         self.cases += 1
-        for value in f1:
-            self.f1.add(value)
+        self.f1.update(f1)
         if outcomes:
             self.trials.append(len(outcomes))
             self.passes.append(sum(outcomes))
@@ -247,7 +249,10 @@ class _Group:
                              for (of, k), v in per_k.items() if of == name}
             figures[f"{name}_ci95"] = {str(k): None if ci is None else list(ci)
                                        for (of, k), ci in intervals.items() if of == name}
-        figures["f1"] = self.f1.figures()
+        spread = _F1Spread()
+        for value, times in self.f1.items():  # first-seen order: min and max keep the first of equal values
+            spread.add(value, times)
+        figures["f1"] = spread.figures()
         figures["flaky_cases"] = self.flaky
         figures["flaky_cases_count"] = self.flaky_count
         return figures
@@ -297,6 +302,22 @@ class VariabilityTally:
             self._outcomes.append(bool(verdict))
         if row.get("f1") is not None:
             self._f1.append(float(row["f1"]))
+
+    def add_case(self, case_id: str, slice_: Any, rows: int, outcomes: list[bool], f1: list[float]) -> None:
+        """Every row of one case at once, as :meth:`add` of each would count them: ``rows`` rows in trial order
+        (distinct trials), the last one's ``slice_``, the verdicts that are not ``None`` and the F1 values that are
+        not ``None``, each in trial order.
+
+        Raises:
+            ValueError: ``case_id`` does not come after the previous case (:meth:`add`'s order).
+        """
+        if self._case is not None and case_id <= self._case:
+            raise ValueError(f"rows are not in case order: {case_id!r} after {self._case!r}")
+        self._close()
+        self._case, self._slice = case_id, slice_
+        self.rows += rows
+        self.without += rows - len(outcomes)
+        self._outcomes, self._f1 = outcomes, f1
 
     def _close(self) -> None:
         if self._case is None:
@@ -383,14 +404,73 @@ def variability_of_parquet(source: str, outcome: Outcome, *, batch_rows: int = 1
 
     con = source_connection(source)  # reads URLs too (s3://…)
     names = {d[0] for d in con.execute(f"SELECT * FROM {source} LIMIT 0").description}
-    columns = [c for c in _OUTCOME_COLUMNS if c in names]
-    reader = con.sql(f"SELECT {', '.join(columns)} FROM {source} ORDER BY case_id, trial").to_arrow_reader(
-        batch_rows)
+    verdict = _verdict_sql(outcome, names)
     tally = VariabilityTally(outcome)
+    if verdict is None:  # the outcome cannot read these rows: the row-by-row tally raises what it always raised
+        columns = [c for c in _OUTCOME_COLUMNS if c in names]
+        reader = con.sql(f"SELECT {', '.join(columns)} FROM {source} ORDER BY case_id, trial").to_arrow_reader(
+            batch_rows)
+        for batch in reader:
+            for row in batch.to_pylist():
+                tally.add(row)
+        return tally.summary()
+    # Each case's rows folded into one row by DuckDB: its verdicts and F1 values in trial order, as the row-by-row
+    # tally collected them (a million rows were ~4 s of Python there; a case is one call of add_case). The
+    # verdict is the outcome's own rule written in SQL (_verdict_sql); rows sharing a (case, trial) are counted
+    # so that the error the tally raised is raised still.
+    f1 = "f1" if "f1" in names else "NULL::DOUBLE"
+    slice_ = "slice" if "slice" in names else "NULL::VARCHAR"
+    query = f"""
+        SELECT CAST(case_id AS VARCHAR) AS case_id, count(*) AS rows, count(DISTINCT trial) AS trials,
+               min(trial) AS first_trial,
+               list(verdict ORDER BY trial) FILTER (WHERE verdict IS NOT NULL) AS outcomes,
+               list(CAST(f1 AS DOUBLE) ORDER BY trial) FILTER (WHERE f1 IS NOT NULL) AS f1,
+               list(slice ORDER BY trial) AS slices
+        FROM (SELECT case_id, trial, {f1} AS f1, {slice_} AS slice, {verdict} AS verdict FROM {source})
+        GROUP BY CAST(case_id AS VARCHAR) ORDER BY case_id"""
+    reader = con.sql(query).to_arrow_reader(batch_rows)
     for batch in reader:
-        for row in batch.to_pylist():
-            tally.add(row)
+        for case in batch.to_pylist():
+            if case["trials"] != case["rows"]:  # two rows share a trial: name it as the row-by-row tally does
+                _raise_repeated_trial(con, source, case["case_id"])
+            tally.add_case(case["case_id"], case["slices"][-1], case["rows"], case["outcomes"] or [],
+                           case["f1"] or [])
     return tally.summary()
+
+
+def _raise_repeated_trial(con: Any, source: str, case_id: str) -> None:
+    trial = con.cursor().execute(f"SELECT trial FROM {source} WHERE CAST(case_id AS VARCHAR) = ? GROUP BY trial "
+                                 "HAVING count(*) > 1 ORDER BY trial LIMIT 1", [case_id]).fetchone()[0]
+    raise ValueError(f"two rows for case {case_id!r} trial {trial}")
+
+
+def _verdict_sql(outcome: "Outcome", names: set[str]) -> str | None:
+    """:meth:`Outcome.__call__` as a DuckDB expression over a row's columns (``names``: those the rows have; a
+    missing one reads as null, as ``row.get`` does): true, false or null. ``None`` when the outcome raises on such
+    rows (``gate`` without ``gate_pass`` or ``blocking``). The ``f1>=X`` threshold is the float's ``repr`` read as
+    a double: the same double, compared as Python compares it."""
+    def col(name: str, kind: str = "BOOLEAN") -> str:
+        return f'CAST("{name}" AS {kind})' if name in names else f"NULL::{kind}"
+
+    if outcome.kind == "recorded_reward":
+        return f"({col('recorded_reward', 'DOUBLE')} >= 1.0)"
+    error = f"{col('error_kind', 'VARCHAR')} IS NOT NULL"
+    if outcome.kind == "gate":
+        if "blocking" not in names and "gate_pass" not in names:
+            return None
+        blocking = col("blocking")
+        if not outcome.require_match:
+            judged = f"NOT {blocking}"
+        else:  # the case's match mode; rows before schema 5 carry exact_match only (None reads as a fail)
+            judged = f"(NOT {blocking} AND coalesce({col('calls_match')}, {col('exact_match')}, false))"
+        if outcome.name_only_fails:
+            judged = f"(CASE WHEN coalesce({col('name_only')}, false) THEN false ELSE {judged} END)"
+        return (f"(CASE WHEN {error} THEN NULL WHEN {col('gate_pass')} IS NOT NULL THEN {col('gate_pass')} "
+                f"WHEN {blocking} IS NULL THEN NULL ELSE {judged} END)")
+    if outcome.kind == "exact":
+        return f"(CASE WHEN {error} THEN NULL ELSE {col('exact_match')} END)"
+    threshold = f"CAST('{float(outcome.threshold)!r}' AS DOUBLE)"  # the shortest text that reads back exactly
+    return f"(CASE WHEN {error} THEN NULL ELSE {col('f1', 'DOUBLE')} >= {threshold} END)"
 
 
 _OUTCOME_COLUMNS = ("case_id", "trial", "slice", "f1", "error_kind", "exact_match", "calls_match", "blocking",
