@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import io
 
+import pyarrow as pa
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -140,3 +141,49 @@ def test_the_plans_columns_give_the_table_its_dicts_give(found, size):
                                         [found[k][2] for k in keys], [found[k][1] for k in keys])
     assert by_columns.table.equals(by_dicts.table) and by_columns.cases_per_shard == by_dicts.cases_per_shard
     assert by_columns.table.column("seed").type == "int64"
+
+
+@given(st.dictionaries(st.tuples(st.sampled_from([f"c{i}" for i in range(40)]), st.integers(0, 5)),
+                       st.tuples(st.integers(-1, 10**9), st.text("0123456789abcdef", min_size=32, max_size=32)),
+                       max_size=120),
+       st.integers(1, 50))
+def test_arrow_columns_give_the_table_lists_give(found, size):
+    # the plan passes its offsets and digests as Arrow arrays taken from the traces index: the same table
+    keys = sorted(found)
+    lines = list(range(1, len(keys) + 1))
+    offsets, digests = [found[k][0] for k in keys], [found[k][1] for k in keys]
+    checked = [bool(i % 2) for i in range(len(keys))]
+    by_lists = ShardIndex.from_sorted(keys, size, offsets, lines, digests, checked)
+    by_arrays = ShardIndex.from_sorted(keys, size, pa.array(offsets, pa.int64()), lines,
+                                       pa.array(digests, pa.string()), checked)
+    assert by_arrays.table.equals(by_lists.table) and by_arrays.cases_per_shard == by_lists.cases_per_shard
+
+
+def test_the_index_columns_by_hand(tmp_path):
+    # offsets and digests of chosen lines, taken from the index's packed arrays, equal the per-line values
+    import hashlib
+
+    from tooleval.capture.recorded import index_traces
+    from tooleval.runs.plan import _placed_columns
+
+    lines = [b'{"case_id": "a", "trial": 0, "messages": []}\n', b"\n",
+             b'{"case_id": "b", "trial": 1, "messages": []}\r\n', b'{"case_id": "c", "trial": 0, "messages": []}\n']
+    path = tmp_path / "traces.jsonl"
+    path.write_bytes(b"".join(lines))
+    index = index_traces(path)
+    offsets, digests = _placed_columns(index, [4, 1, 3])
+    assert offsets.to_pylist() == [len(lines[0]) + 1 + len(lines[2]), 0, len(lines[0]) + 1]
+    assert digests.to_pylist() == [hashlib.sha256(lines[n - 1].rstrip(b"\r\n")).hexdigest()[:32] for n in (4, 1, 3)]
+    assert digests.to_pylist() == [index.line_digest(n) for n in (4, 1, 3)]
+    empty = _placed_columns(index, [])
+    assert empty[0].to_pylist() == [] and empty[1].type == pa.string()
+
+
+def test_ranges_come_in_multiples_of_the_workers():
+    from tooleval.runs.plan import MAX_RANGES, RANGE_BYTES, range_count
+
+    assert RANGE_BYTES == 128 << 20 and MAX_RANGES == 64
+    assert range_count(892_000_000, 2) == 8  # 7 ranges of 128 MiB, one more so that each worker reads 4
+    assert range_count(500_000_000, 3) == 6  # 4 ranges, rounded up to 6
+    assert range_count(40_000_000, 2) == 4  # at least two per worker
+    assert range_count(10 ** 12, 2) == 64 and range_count(10 ** 12, 3) == 63  # the cap, a multiple of 3 below it

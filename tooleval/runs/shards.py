@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Collection, Iterator
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -135,33 +136,39 @@ class ShardIndex:
                                [k in offsets and offsets[k][1] in checked for k in keys])
 
     @classmethod
-    def from_sorted(cls, keys: list[tuple[str, int]], shard_size: int, offsets: list[int], lines: list[int],
-                    digests: list[str | None], checked: list[bool]) -> "ShardIndex":
+    def from_sorted(cls, keys: list[tuple[str, int]], shard_size: int, offsets: list[int] | pa.Array,
+                    lines: list[int], digests: list[str | None] | pa.Array, checked: list[bool]) -> "ShardIndex":
         """:meth:`build` from ``keys`` already sorted (unique (case_id, trial) pairs) and, in the same order, each
         key's byte offset (-1: unknown), line number (0: unknown), line digest (``None``: none) and whether the
-        plan found its line a valid recorded trace — columns rather than dicts by key, which at a million keys
-        cost the plan half a gigabyte."""
-        case_count = len({k[0] for k in keys})
-        per = cases_per_shard(len(keys), case_count, shard_size)
-        shards: list[int] = []
-        shard, cases_in_shard, previous = -1, 0, None
-        for case_id, _ in keys:
-            if case_id != previous:
-                if shard < 0 or is_boundary(case_id, per) or cases_in_shard >= _MAX_RUN * per:
-                    shard, cases_in_shard = shard + 1, 0
-                previous = case_id
-                cases_in_shard += 1
-            shards.append(shard)
+        plan found its line a valid recorded trace — columns (lists, or Arrow arrays of the table's types) rather
+        than dicts by key, which at a million keys cost the plan half a gigabyte."""
+        case_ids = pa.array([k[0] for k in keys], pa.string())
+        # the keys are sorted, so each case is one run of equal ids: its shard is decided once, at its first key
+        runs = pc.run_end_encode(case_ids) if len(case_ids) else None
+        cases = runs.values.to_pylist() if runs is not None else []
+        per = cases_per_shard(len(keys), len(cases), shard_size)
+        shard_of_case: list[int] = []
+        shard, cases_in_shard = -1, 0
+        for case_id in cases:
+            if shard < 0 or is_boundary(case_id, per) or cases_in_shard >= _MAX_RUN * per:
+                shard, cases_in_shard = shard + 1, 0
+            cases_in_shard += 1
+            shard_of_case.append(shard)
+        if runs is not None:
+            ends = runs.run_ends.to_numpy()
+            shards = pa.array(np.repeat(np.array(shard_of_case, np.int32), np.diff(ends, prepend=0)), pa.int32())
+        else:
+            shards = pa.array([], pa.int32())
         trials = pa.array([k[1] for k in keys], pa.int32())
         table = pa.table({
-            "case_id": pa.array([k[0] for k in keys], pa.string()),
+            "case_id": case_ids,
             "trial": trials,
             "seed": trials.cast(pa.int64()),
-            "offset": pa.array(offsets, pa.int64()),
+            "offset": offsets if isinstance(offsets, pa.Array) else pa.array(offsets, pa.int64()),
             "line": pa.array(lines, pa.int64()),
-            "line_digest": pa.array(digests, pa.string()),
+            "line_digest": digests if isinstance(digests, pa.Array) else pa.array(digests, pa.string()),
             "checked": pa.array(checked, pa.bool_()),
-            "shard": pa.array(shards, pa.int32()),
+            "shard": shards,
         })
         return cls(table=table, cases_per_shard=per)
 
