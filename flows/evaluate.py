@@ -27,7 +27,7 @@ from flows._publish import STAGES, RunPublisher, RunResult
 from flows._dask import check_scheduler, dask_runner, dask_workers, shard_task
 from flows._shards import ShardContext, ShardOutcome, ShardWork, count_states, run_shard
 from flows._tags import untagged_task_runs
-from tasks._shared import cached_redactor, offer_seed_state
+from tasks._shared import cached_redactor, forget_run_state, offer_seed_state
 from tooleval.agents import OpenAIAgentConfig
 from tooleval.rules import load_gate_config
 from tooleval.runs.legacy import LegacyResult
@@ -160,7 +160,8 @@ def evaluate(
         # The flow's wall time ends with the publication, so it cannot be in summary.json (written during the
         # publication); it reaches the returned RunResult, whose summary holds this same timing dict.
         # what the run's plan and publication freed goes back to the system: a warm runner keeps this process for
-        # the next command, and holds none of it meanwhile
+        # the next command, and holds none of it meanwhile (the run's redactor and input map included)
+        forget_run_state()
         release_free_memory()
         result = published if isinstance(published, RunResult) else published.data  # a drift failure carries it
         result.summary["timing"]["flow_wall_s"] = time.perf_counter() - flow_started

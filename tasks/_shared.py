@@ -11,7 +11,7 @@ from tooleval.capture.redaction import RedactionConfig, Redactor, build_redactor
 from tooleval.dataset import load_dataset_trusted
 from tooleval.runs.plan import DatasetRef
 
-__all__ = ["cached_redactor", "cached_case_inputs", "offer_seed_state"]
+__all__ = ["cached_redactor", "cached_case_inputs", "forget_run_state", "offer_seed_state"]
 
 
 @lru_cache(maxsize=4)
@@ -67,3 +67,16 @@ def cached_case_inputs(out: str, redaction: RedactionConfig | None, dataset: Dat
     """:func:`tooleval.scoring.rows.case_inputs` of the run's dataset, computed once per process."""
     return _inputs(out, None if redaction is None else redaction.model_dump_json(), dataset.path,
                    dataset.content_digest)
+
+
+def forget_run_state() -> None:
+    """Drop this process's redactors, case-input maps and seed states (what the functions above keep per run).
+
+    A flow calls it when its run is over: a process that runs another flow afterwards (a warm runner, or
+    ``tooleval bench``'s two runs) otherwise kept the finished run's seeded redactor and input map beside the new
+    run's, since the cache is keyed by the results folder and the run id is not part of the key; both grow with the
+    dataset's cases. The next run of the same inputs seeds its redactor again, as any new run does.
+    """
+    _redactor.cache_clear()
+    _inputs.cache_clear()
+    _SEEDS.clear()

@@ -61,6 +61,15 @@ class TestBundledRun:
         # tau-bench's historical trajectories carry no request or provider response ids: all 200 are `missing`.
         assert s["provenance"] == {"ok": 0, "missing": 200, "mismatch": 0}
 
+    def test_a_finished_run_keeps_no_redactor_in_the_process(self, bundled_runs):
+        # both runs redacted (on by default) with a redactor the flow built and cached in this process; once a run
+        # has ended, neither its redactor, its case-input map nor its seed state stays for the next command
+        from tasks import _shared
+
+        assert _shared._redactor.cache_info().currsize == 0
+        assert _shared._inputs.cache_info().currsize == 0
+        assert _shared._SEEDS == {}
+
     def test_rows_partition_and_duckdb(self, bundled_runs):
         out, first, _ = bundled_runs
         part = out / "rows" / f"dataset_revision={first.dataset_revision}" / "run_id=first"
