@@ -72,6 +72,7 @@ def test_handed_scoring_case(case: dict):
     if "wrong_args_total_paths" in right:
         assert sum(len(w["paths"]) for w in row["wrong_args"]) == right["wrong_args_total_paths"]
     if "observed_calls" in right:
+        assert len(row["observed_calls"]) == len(right["observed_calls"])  # zip below would hide a missing call
         for got_call, right_call in zip(row["observed_calls"], right["observed_calls"]):
             assert got_call["name"] == right_call["name"]
             assert got_call["args_raw"] == right_call["args_raw"]

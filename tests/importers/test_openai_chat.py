@@ -77,6 +77,8 @@ class TestCalls:
         for key in ("f1", "fp", "fn", "malformed_calls"):
             if key in right:
                 assert row[key] == right[key], key
+        if "observed_calls" in right:
+            assert len(row["observed_calls"]) == len(right["observed_calls"])  # zip below would hide a missing call
         for want, got in zip(right.get("observed_calls", []), row["observed_calls"]):
             assert got["args_raw"] == want["args_raw"]
 
