@@ -19,7 +19,7 @@ import tracemalloc
 from pathlib import Path
 
 from tooleval.dataset import load_dataset
-from tooleval.scoring.matching import match_calls
+from tooleval.matching import match_calls
 from tooleval.models import calls_from_messages
 from tooleval.scoring.ragas_metric import ragas_args, ragas_tool_call_f1_many
 

@@ -10,9 +10,9 @@ from typing import Any
 
 from prefect.artifacts import create_link_artifact, create_markdown_artifact, create_table_artifact
 
-from tooleval.runs.report._data import worst_rows
+from tooleval.runs.report import worst_rows
 from tooleval.storage import as_location, join, source_connection
-from tooleval.storage._fs import location_exists
+from tooleval.storage import location_exists
 
 __all__ = ["TABLE_ROWS", "publish_artifacts", "summary_markdown"]
 

@@ -24,7 +24,7 @@ from pydantic import BaseModel
 
 from flows._publish import run_stage
 from tasks import capture_shard, generate_shard, legacy_scalar, score_shard
-from tasks._shared import offer_seed_state
+from tasks import offer_seed_state
 from tooleval.agents import WorkItem
 from tooleval.runs.drift import DRIFT_COLUMNS, drift_partial
 from tooleval.runs.legacy import LegacyResult

@@ -27,7 +27,7 @@ from flows._publish import STAGES, RunPublisher, RunResult
 from flows._dask import check_scheduler, dask_runner, dask_workers, shard_task
 from flows._shards import ShardContext, ShardOutcome, ShardWork, count_states, run_shard
 from flows._tags import untagged_task_runs
-from tasks._shared import cached_redactor, forget_run_state, offer_seed_state
+from tasks import cached_redactor, forget_run_state, offer_seed_state
 from tooleval.agents import OpenAIAgentConfig
 from tooleval.rules import load_gate_config
 from tooleval.runs.legacy import LegacyResult

@@ -16,7 +16,7 @@ from prefect import task
 from prefect.cache_policies import INPUTS, TASK_SOURCE
 
 from tooleval.capture.envelope import generation_envelope
-from tooleval.storage._fs import iter_parquet_batches
+from tooleval.storage import iter_parquet_batches
 from tooleval.storage.stages import STAGE_ROW_GROUP, StageRef, write_stage_table
 from tooleval.storage import ENVELOPE_SCHEMA
 

@@ -22,7 +22,7 @@ from tooleval.dataset import load_dataset_trusted
 from tooleval.runs.plan import AgentConfig, DatasetRef, ExecutorRef
 from tooleval.capture.redaction import RedactionConfig
 from tasks._shared import cached_redactor
-from tooleval.storage._machine import local_state_dir
+from tooleval.storage import local_state_dir
 from tooleval.storage.stages import GENERATION_SCHEMA, StageRef, write_stage_table
 
 

@@ -13,7 +13,7 @@ from prefect import task
 from prefect.cache_policies import INPUTS, TASK_SOURCE
 
 from tooleval.dataset import load_dataset_trusted
-from tooleval.storage._fs import iter_parquet_batches, read_parquet_schema
+from tooleval.storage import iter_parquet_batches, read_parquet_schema
 from tooleval.runs.legacy import LegacyResult, legacy_score, merge_legacy
 from tooleval.runs.plan import DatasetRef
 from tooleval.capture.redaction import RedactionConfig

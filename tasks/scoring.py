@@ -22,11 +22,11 @@ from tooleval.runs.plan import DatasetRef
 from tooleval.capture.redaction import RedactionConfig
 from tasks._shared import cached_case_inputs, cached_redactor
 from tooleval.rules import ToolTable, load_policy
-from tooleval.rules._confirmation import KeywordConfirmation
+from tooleval.rules import KeywordConfirmation
 from tooleval.scoring.rows import ShardMemo, score_rows
 from tooleval.storage.stages import STAGE_ROW_GROUP, StageRef, iter_stage_batches, write_stage_table
 from tooleval.storage import ROW_SCHEMA
-from tooleval.storage._fs import iter_row_group_batches, read_location_bytes
+from tooleval.storage import iter_row_group_batches, read_location_bytes
 
 
 def _read_checked(ref: StageRef) -> tuple[Iterator[list[dict]], bool]:

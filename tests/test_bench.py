@@ -12,6 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 from tooleval.bench import BENCH_KEYS, run_bench
+from tooleval.cli import LocalPrefect
 from tooleval.bench._rss import TreeRss
 from tooleval.bench._run import time_warm
 from tooleval.cli import app
@@ -20,7 +21,8 @@ from tooleval.cli import app
 @pytest.mark.usefixtures("prefect_harness")
 def test_bench_measures_every_figure(tmp_path):
     lines: list[str] = []
-    result = run_bench(70, "bfcl", seed=1, workdir=tmp_path, workers=1, peer_rows=30, log=lines.append)
+    result = run_bench(70, "bfcl", seed=1, workdir=tmp_path, workers=1, peer_rows=30, log=lines.append,
+                       prefect=LocalPrefect())
     assert tuple(result) == BENCH_KEYS
     assert result["rows"] == 70 and result["profile"] == "bfcl"
     assert result["peer_rows"] == 30  # the peers were timed on the first 30 rows

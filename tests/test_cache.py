@@ -25,7 +25,7 @@ class TestScorerVersion:
         before = versions.source_digest(copy)
         assert before == versions.source_digest(REPO / "tooleval")
         helper = copy / "canonical.py"  # called by scoring through matching, never by the task directly
-        helper.write_text(helper.read_text().replace("return [] if _same_scalar", "return [] if (_same_scalar"
+        helper.write_text(helper.read_text().replace("return [] if same_scalar", "return [] if (same_scalar"
                                                      ).replace("else [prefix]\n", "else [prefix])\n", 1), )
         assert versions.source_digest(copy) != before
 

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tooleval.scoring.matching import f1_score, match_calls, optimal_pairs
+from tooleval.matching import f1_score, match_calls, optimal_pairs
 from tooleval.models import Call
 
 
@@ -324,7 +324,7 @@ def test_the_solver_loaded_alone_is_scipy_s(costs):
     # the compiled module loaded without the scipy.optimize package answers as the package's function does
     from scipy.optimize import linear_sum_assignment
 
-    from tooleval.scoring.matching import _lsap_alone
+    from tooleval.matching import _lsap_alone
 
     alone = _lsap_alone()
     assert alone is not None  # this scipy's layout has the module: the fast load is taken
@@ -337,7 +337,7 @@ def test_a_larger_assignment_does_not_import_scipy_optimize():
     import subprocess
     import sys
 
-    code = ("import sys; from tooleval.scoring.matching import optimal_pairs; "
+    code = ("import sys; from tooleval.matching import optimal_pairs; "
             "print(optimal_pairs([[1, 0], [0, 1]]), 'scipy.optimize' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.split() == ["[(0,", "1),", "(1,", "0)]", "False"]  # total cost 0: row 0 takes column 1

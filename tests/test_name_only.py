@@ -20,7 +20,7 @@ from tooleval.capture.provenance import first_divergent_boundary
 from tooleval.models import Call, Case, RecordedTrace, calls_from_messages
 from tooleval.runs.aggregate import summarize_rows
 from tooleval.runs.legacy import legacy_calls, legacy_score
-from tooleval.scoring.matching import match_calls
+from tooleval.matching import match_calls
 from tooleval.scoring.ragas_f1 import ragas_set_f1
 from tooleval.scoring.rows import score_envelopes
 from tooleval.storage import ROW_SCHEMA, read_versioned, scan_rows_sql

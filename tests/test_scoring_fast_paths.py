@@ -18,7 +18,7 @@ from tooleval.capture.recorded import iter_trace_lines
 from tooleval.dataset import load_dataset
 from tooleval.models import Call, RecordedTrace
 from tooleval.rules import ToolTable, load_policy
-from tooleval.scoring.matching import _call_diff_paths
+from tooleval.matching import _call_diff_paths
 from tooleval.scoring.ragas_f1 import ragas_call_set, ragas_set_f1, ragas_set_f1_of_sets
 from tooleval.scoring.rows import ShardMemo, case_inputs, score_envelopes, score_rows
 

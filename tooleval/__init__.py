@@ -10,33 +10,24 @@ by all: :mod:`tooleval.models`, :mod:`tooleval.canonical`, :mod:`tooleval.errors
 the same capture and scoring inside a team's own pytest suite (an assertion API and a pytest plugin).
 """
 
-from importlib import import_module
+from tooleval.faces import lazy_face
 
 # Where each public name lives. The names are imported on first use (PEP 562), so that importing a sub-package
 # (the command line's entry point first of all) does not pay for the matching core and its pydantic models.
 _PUBLIC = {
     "Call": "tooleval.models",
     "Case": "tooleval.models",
-    "MatchResult": "tooleval.scoring.matching",
+    "MatchResult": "tooleval.matching",
     "RecordedTrace": "tooleval.models",
-    "WrongArgs": "tooleval.scoring.matching",
+    "WrongArgs": "tooleval.matching",
     "calls_from_messages": "tooleval.models",
     "canonical_json": "tooleval.canonical",
-    "f1_score": "tooleval.scoring.matching",
-    "match_calls": "tooleval.scoring.matching",
+    "f1_score": "tooleval.matching",
+    "match_calls": "tooleval.matching",
     "parse_arguments": "tooleval.canonical",
 }
 
 __all__ = sorted(_PUBLIC)
 
 
-def __getattr__(name: str):
-    if name in _PUBLIC:
-        value = getattr(import_module(_PUBLIC[name]), name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module 'tooleval' has no attribute {name!r}")
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_PUBLIC))
+__getattr__, __dir__ = lazy_face(__name__, _PUBLIC)

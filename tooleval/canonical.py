@@ -33,7 +33,8 @@ __all__ = [
     "canonical_value", "canonical_json", "canonical_loads", "canonical_dumps", "canonical_text", "may_hold_float", "compact_arguments", "loads_canonical_text", "parse_arguments", "diff_paths", "value_at", "strict_json_loads", "reject_duplicate_keys",
     "DuplicateKeyError", "repeated_keys", "repeated_key_at", "json_type_name",
     "json_value_problem", "text_holds_no_value_problem", "MAX_DEPTH", "MISSING", "dumps_text", "loads_text",
-    "may_hold_wide_integer", "nesting_within", "kept_bytes", "holds_no_float",
+    "may_hold_wide_integer", "nesting_within", "kept_bytes", "holds_no_float", "ORJSON_CANONICAL", "orjson_canonical",
+    "key_path", "same_scalar",
 ]
 
 MAX_DEPTH = 200
@@ -293,7 +294,7 @@ def json_value_problem(value: Any, *, max_depth: int = MAX_DEPTH, where: str = "
                 for key, child in item.items():
                     if isinstance(key, str) and not _is_lone_surrogate_free(key):
                         return f"{label}: a key holds a lone surrogate (not valid UTF-8)"
-                    stack.append((child, _key_path(path, str(key)), depth + 1))
+                    stack.append((child, key_path(path, str(key)), depth + 1))
             else:
                 stack.extend((child, f"{path}[{i}]", depth + 1) for i, child in enumerate(item))
         elif isinstance(item, float) and not math.isfinite(item):
@@ -395,7 +396,7 @@ _FLOAT_TOKEN = re.compile(rb"[:\[,]-?[0-9]+(?:\.[0-9]+(?:[eE][-+]?[0-9]+)?|[eE][
 (``"a:1.5]"``), which only sends a value the slow way; a redaction token's hex digits after its colon
 (``redacted:11e5b8``) do not."""
 _SEPARATORS_AND_MARKS = bytes.maketrans(b"[,eE", b"::..")
-_ORJSON_CANONICAL = (orjson.OPT_SORT_KEYS | orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_DATACLASS
+ORJSON_CANONICAL = (orjson.OPT_SORT_KEYS | orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_DATACLASS
                      | orjson.OPT_PASSTHROUGH_SUBCLASS)
 """orjson with sorted keys, refusing what canonical JSON does not write as orjson would (a datetime, a dataclass, a
 subclass of str, int, dict or list), so that such a value takes the standard library's way and fails or is written
@@ -423,7 +424,7 @@ def _may_hold_float_spaced(data: bytes) -> bool:
     return _FLOAT_TOKEN_SPACED.search(data) is not None
 
 
-def _orjson_canonical(value: Any) -> str | None:
+def orjson_canonical(value: Any) -> str | None:
     """The canonical text of a finite JSON value written by orjson (a tenth of the standard library's time on a
     16 KB trace), or ``None`` when it may differ from :data:`_CANONICAL_ENCODER`'s: a float (orjson spells some
     otherwise and keeps integral ones; checking each costs what the standard library's writing does), or a value
@@ -431,7 +432,7 @@ def _orjson_canonical(value: Any) -> str | None:
     output writes as the standard library does, byte for byte (property tests in ``test_canonical_fast_paths``).
     A non-finite float is not a canonical value: orjson would write it as ``null``, so callers never pass one."""
     try:
-        data = orjson.dumps(value, option=_ORJSON_CANONICAL)
+        data = orjson.dumps(value, option=ORJSON_CANONICAL)
     except (TypeError, orjson.JSONEncodeError):
         return None
     if data[:1] not in (b"{", b"[", b'"') and (b"." in data or b"e" in data or b"E" in data):
@@ -483,8 +484,8 @@ def holds_no_float(value: Any) -> bool:
 def canonical_dumps(value: Any) -> str:
     """Canonical JSON text of a value that is already canonical (as :func:`parse_arguments` and
     :func:`canonical_loads` return it; finite): :func:`canonical_json` without its walk. Same bytes for such
-    values; written by orjson when that gives them (:func:`_orjson_canonical`)."""
-    text = _orjson_canonical(value)
+    values; written by orjson when that gives them (:func:`orjson_canonical`)."""
+    text = orjson_canonical(value)
     if text is None:
         text = _fragments_text(value)
     if text is not None:
@@ -498,13 +499,13 @@ def canonical_text(value: Any) -> str:
     orjson's text when it holds no float, without :func:`canonical_value`'s walk; else the walk, then orjson's text
     again when no float is left (integral floats became ints: a recorded reward of ``0.0``), else the standard
     library's writing."""
-    text = _orjson_canonical(value)
+    text = orjson_canonical(value)
     if text is None:
         text = _fragments_text(value)
     if text is not None:
         return text
     value = canonical_value(value)  # raises what it always raised, for what the fragments' writing refused
-    text = _orjson_canonical(value)
+    text = orjson_canonical(value)
     return text if text is not None else _CANONICAL_ENCODER.encode(value)
 
 
@@ -535,7 +536,7 @@ def _fragments_text(value: Any) -> str | None:
     refuses or would write otherwise (an integer beyond 64 bits, a lone surrogate, a subclass, a non-finite
     float): the caller takes the standard library's way, which raises or writes it as it always did."""
     try:
-        return orjson.dumps(_with_float_fragments(value), option=_ORJSON_CANONICAL).decode()
+        return orjson.dumps(_with_float_fragments(value), option=ORJSON_CANONICAL).decode()
     except (TypeError, ValueError, orjson.JSONEncodeError, RecursionError):
         return None
 
@@ -591,7 +592,7 @@ def _spaced_object(data: bytes, parsed: dict, written: bytes) -> dict | None:
 
     The same guards as the compact reading, each made explicit: no integer beyond 64 bits
     (:func:`may_hold_wide_integer`), no float token even with spaces before it, and no repeated key — seen by
-    counting colons, as :func:`tooleval.capture.recorded._fast_object` does: each member has one colon in both
+    counting colons, as :func:`tooleval.capture.recorded.fast_object` does: each member has one colon in both
     texts and a colon inside a string is itself in both, so a member orjson dropped takes its colon away; a
     ``\\u`` escape (a colon or a surrogate spelled so) sends the text the strict way."""
     if b"\\u" in data or may_hold_wide_integer(data) or _may_hold_float_spaced(data):
@@ -645,7 +646,7 @@ def parse_arguments(raw: str | dict | None) -> tuple[dict | None, str | None]:
     return parsed, None  # already canonical: string keys, integral floats read as ints
 
 
-def _key_path(prefix: str, key: str) -> str:
+def key_path(prefix: str, key: str) -> str:
     simple = key.isidentifier() or key.replace("-", "_").isidentifier()
     part = key if simple else json.dumps(key, ensure_ascii=False)
     if not prefix:
@@ -653,7 +654,7 @@ def _key_path(prefix: str, key: str) -> str:
     return f"{prefix}.{part}" if simple else f"{prefix}[{part}]"
 
 
-def _same_scalar(a: Any, b: Any) -> bool:
+def same_scalar(a: Any, b: Any) -> bool:
     if isinstance(a, bool) or isinstance(b, bool):
         return type(a) is type(b) and a == b
     if isinstance(a, (int, float)) and isinstance(b, (int, float)):
@@ -680,7 +681,7 @@ def diff_paths(expected: Any, observed: Any, prefix: str = "") -> list[str]:
     if isinstance(expected, dict) and isinstance(observed, dict):
         paths: list[str] = []
         for key in sorted(set(expected) | set(observed)):
-            paths += diff_paths(expected.get(key, MISSING), observed.get(key, MISSING), _key_path(prefix, key))
+            paths += diff_paths(expected.get(key, MISSING), observed.get(key, MISSING), key_path(prefix, key))
         return paths
     if isinstance(expected, list) and isinstance(observed, list):
         paths = []
@@ -693,7 +694,7 @@ def diff_paths(expected: Any, observed: Any, prefix: str = "") -> list[str]:
         return [] if expected is observed else [prefix]
     if isinstance(expected, (dict, list)) or isinstance(observed, (dict, list)):
         return [prefix]
-    return [] if _same_scalar(expected, observed) else [prefix]
+    return [] if same_scalar(expected, observed) else [prefix]
 
 
 _PATH_PART = re.compile(r'\.?([\w-]+)|\[(\d+)\]|\[("(?:[^"\\]|\\.)*")\]|\[\]')

@@ -21,7 +21,7 @@ from pydantic import ValidationError
 from tooleval.canonical import MAX_DEPTH, canonical_text, json_value_problem, may_hold_wide_integer
 from tooleval.errors import InputFileError, UnsafeRevisionError
 from tooleval.models import PLAIN_VALUES, REVISION_PATTERN, Case, DatasetManifest, ToolSpec
-from tooleval.capture.recorded import (TraceLine, _decode, _fast_object, iter_json_lines, load_unique_json,
+from tooleval.capture.recorded import (TraceLine, decode_line, fast_object, iter_json_lines, load_unique_json,
                                       parse_json_line)
 
 __all__ = ["Dataset", "Cases", "load_dataset", "load_dataset_cached", "load_dataset_trusted", "check_name", "case_digest",
@@ -338,7 +338,7 @@ def _load_cases(path: Path) -> Cases:
 def _case_line(path: Path, number: int, raw: bytes) -> TraceLine | None:
     """One ``cases.jsonl`` line read as the strict reader reads it (``json.loads`` refusing a repeated key:
     :func:`tooleval.capture.recorded.parse_json_line`, whose errors it raises), by orjson when that provably gives
-    the same value (:func:`tooleval.capture.recorded._fast_object`, a fifth of the strict reader's time on a bfcl
+    the same value (:func:`tooleval.capture.recorded.fast_object`, a fifth of the strict reader's time on a bfcl
     case); ``None`` for a blank line.
 
     An object orjson read is ``plain``: orjson refuses ``NaN``, ``Infinity``, a number out of a float's range and a
@@ -348,12 +348,12 @@ def _case_line(path: Path, number: int, raw: bytes) -> TraceLine | None:
     Raises:
         InputFileError: not UTF-8, not JSON, nested too deeply, or an object repeats a key (file and line named).
     """
-    text = _decode(path, number, raw)
+    text = decode_line(path, number, raw)
     if not text.strip():
         return None
     text = text.rstrip()
     if text.count("{") + text.count("[") < MAX_DEPTH:
-        data = _fast_object(text)
+        data = fast_object(text)
         if data is not None:
             return TraceLine(number, data, plain=True)
     return TraceLine(number, parse_json_line(path, number, text, unique_keys=True))
@@ -378,7 +378,7 @@ def _local(path: str | Path) -> Path:
     """``path``, or for an fsspec URL (``--dataset s3://…``) this machine's copy of it
     (:func:`tooleval.storage._machine.local_copy`; imported lazily: only a URL needs the storage layer)."""
     if isinstance(path, str) and "://" in path:
-        from tooleval.storage._machine import local_copy
+        from tooleval.storage import local_copy
 
         return local_copy(path)
     return Path(path)

@@ -105,7 +105,7 @@ class Call(BaseModel):
         """Multiset key: ``(name, canonical args)``; a malformed call's key is ``(name, raw text)`` and a call
         without captured arguments ``(name, tag)``, each tagged so that it never equals a well-formed call's key
         (a call without captured arguments is matched by name, apart from the keys:
-        :func:`tooleval.scoring.matching.match_calls`)."""
+        :func:`tooleval.matching.match_calls`)."""
         if self.malformed:
             return (self.name, "\x00malformed:" + (self.args_raw or ""))
         if not self.args_captured:

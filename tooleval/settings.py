@@ -226,15 +226,13 @@ def check_environment() -> None:
 
     Raises:
         EnvironmentValueError: a value outside its range (the first one found, in the table's order).
-        InputFileError: ``$TOOLEVAL_REDACTION_KEY_FILE`` names a file that cannot be read or is empty
-            (:func:`tooleval.capture.keys.environment_key`).
+
+    The redaction key's variables are checked by their reader, :func:`tooleval.capture.keys.environment_key`,
+    which the command line calls right after this: settings sit below every package, so they import none.
     """
     lock_ttl_s()
     max_line_bytes()
     prefect_home()
     prefect_server_idle_s()
     warm_runner_enabled()
-    from tooleval.capture.keys import environment_key  # the key's reader owns its checks
-
-    environment_key()
     _pause_point()

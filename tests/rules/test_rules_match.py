@@ -8,7 +8,7 @@ import pytest
 
 from conftest import handed_cases
 from rules_helpers import call, calls
-from tooleval.scoring.matching import MatchResult, match_calls
+from tooleval.matching import MatchResult, match_calls
 from tooleval.models import Call, Case, calls_from_messages
 from tooleval.rules import ArgumentRules, RuleMatch, match_plans, match_with_rules
 

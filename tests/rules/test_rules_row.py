@@ -6,7 +6,7 @@ import pyarrow as pa
 import pytest
 
 from rules_helpers import call, calls, messages
-from tooleval.scoring.matching import match_calls
+from tooleval.matching import match_calls
 from tooleval.models import Case, ToolSpec, calls_from_messages
 from tooleval.rules import evaluate_row
 from tooleval.rules._row import case_rules

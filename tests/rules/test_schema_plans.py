@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from conftest import examples
-from tooleval.canonical import _key_path
+from tooleval.canonical import key_path
 from tooleval.models import Call, ToolSpec
 from tooleval.rules import _schema
 from tooleval.rules._schema import _Shape, _surely_typed, _typing_plan, schema_findings
@@ -24,13 +24,13 @@ def structure(value: Any, schema: Mapping[str, Any], text: str) -> list[tuple[st
         properties = schema["properties"]
         for name in schema.get("required") or []:
             if name not in value:
-                found.append(("missing_required", _key_path(text, name), f"required parameter {name!r} is missing"))
+                found.append(("missing_required", key_path(text, name), f"required parameter {name!r} is missing"))
         for name, item in value.items():
             if name not in properties:
                 if schema.get("additionalProperties") in (None, False):
-                    found.append(("unknown_parameter", _key_path(text, name), f"{name!r} is not a declared parameter"))
+                    found.append(("unknown_parameter", key_path(text, name), f"{name!r} is not a declared parameter"))
             elif isinstance(properties[name], dict):
-                found += structure(item, properties[name], _key_path(text, name))
+                found += structure(item, properties[name], key_path(text, name))
     elif isinstance(value, list) and isinstance(schema.get("items"), dict):
         for index, item in enumerate(value):
             found += structure(item, schema["items"], f"{text}[{index}]")

@@ -18,7 +18,8 @@ import pytest
 
 from tooleval.storage import (LeaseHeldError, Publication, connect, read_document, read_marker, read_table,
                               recover, tree_of)
-from tooleval.storage._lease import hold_run, lease_for, read_lease
+from tooleval.storage._hold import hold_run, lease_for
+from tooleval.storage._lease import read_lease
 from tooleval.storage._pause import PAUSE_ENV, PAUSE_FILE_ENV
 from tooleval.storage._remote_lease import RemoteLease
 

@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 from conftest import BUNDLED
 from tooleval.cli import app
 from tooleval.models import Case, calls_from_messages
-from tooleval.scoring.matching import match_calls
+from tooleval.matching import match_calls
 from tooleval.synth import write_synth
 
 

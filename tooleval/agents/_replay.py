@@ -157,7 +157,7 @@ def replay_generate(
     """
     path = Path(config.traces_path)
     if "://" in config.traces_path:  # --traces s3://…: this machine's copy of the object
-        from tooleval.storage._machine import local_copy
+        from tooleval.storage import local_copy
 
         path = local_copy(config.traces_path)
     if offsets is not None and all(where[0] >= 0 for where in offsets):

@@ -2,6 +2,6 @@
 ragas user writes and agentic-evals 0.9.0, on one synthetic corpus (issue 9 item 5; needs the ``[bench]``
 extra)."""
 
-from tooleval.bench._run import BENCH_KEYS, run_bench
+from tooleval.bench._run import BENCH_KEYS, PrefectSession, run_bench
 
-__all__ = ["BENCH_KEYS", "run_bench"]
+__all__ = ["BENCH_KEYS", "PrefectSession", "run_bench"]

@@ -50,11 +50,23 @@ import shutil
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, Callable
+from contextlib import AbstractContextManager
+from typing import Any, Callable, Protocol
 
 from tooleval.bench._rss import TreeRss
 
-__all__ = ["BENCH_KEYS", "PEER_ROWS", "PEER_WARMUP_ROWS", "run_bench", "time_warm"]
+__all__ = ["BENCH_KEYS", "PEER_ROWS", "PEER_WARMUP_ROWS", "PrefectSession", "run_bench", "time_warm"]
+
+
+class PrefectSession(Protocol):
+    """The Prefect the benchmark's runs use, given by the command that starts it (the command line's
+    :class:`tooleval.cli.LocalPrefect`), so that the runs meet Prefect as ``tooleval run``'s do."""
+
+    def environment(self, out: Path) -> dict[str, str]:
+        """Set the Prefect environment of the results folder ``out`` (before Prefect is imported)."""
+
+    def session(self, out: Path) -> AbstractContextManager[Callable[[], int | None]]:
+        """Run flows inside; yields a function returning the Prefect server's process id (or ``None``)."""
 
 BENCH_KEYS = ("rows", "profile", "input_mb", "startup_s", "floor_rows_per_s", "tooleval_rows_per_s", "run_rows_per_s",
               "ragas_loop_rows_per_s", "agentic_evals_rows_per_s", "peak_rss_mb", "prefect_overhead_share",
@@ -179,7 +191,7 @@ def time_warm(loop: Callable[..., int], dataset: Path, rows: int, warmup: int, w
 
 def run_bench(rows: int, profile: str, *, seed: int = 0, workdir: str | Path | None = None,
               workers: int | None = None, shard_size: int | None = None, peer_rows: int = PEER_ROWS,
-              log: Callable[[str], None] = lambda _: None) -> dict[str, Any]:
+              log: Callable[[str], None] = lambda _: None, prefect: "PrefectSession") -> dict[str, Any]:
     """Measure every figure of the module docstring on one synthetic corpus of ``rows`` rows.
 
     Args:
@@ -191,12 +203,13 @@ def run_bench(rows: int, profile: str, *, seed: int = 0, workdir: str | Path | N
         shard_size: ``--shard-size`` of the runs (default: tooleval's default).
         peer_rows: The peers (b, c) are timed on the corpus's first ``min(rows, peer_rows)`` rows (>= 1).
         log: Progress lines (one per measurement, then the ratios with the peers labelled warm).
+        prefect: The Prefect the runs use, as ``tooleval run`` would (the command line's
+            :class:`tooleval.cli.LocalPrefect`): its environment and its local server.
 
     Returns:
         A dict with exactly :data:`BENCH_KEYS` (rates in rows/s, times in s, sizes in MB), plus nothing else.
     """
     from tooleval.bench._peers import floor
-    from tooleval.cli._app import prefect_environment
     from tooleval.synth import write_synth
 
     own = workdir is None
@@ -208,12 +221,12 @@ def run_bench(rows: int, profile: str, *, seed: int = 0, workdir: str | Path | N
         traces = data / "traces.jsonl"
         for name in ("row-path", "whole-run"):
             shutil.rmtree(root / name, ignore_errors=True)
-        prefect_environment(root / "row-path")  # one Prefect home for both runs (before Prefect is imported)
+        prefect.environment(root / "row-path")  # one Prefect home for both runs (before Prefect is imported)
         sample = min(rows, peer_rows)
         warmup = min(sample, PEER_WARMUP_ROWS)
         with TreeRss() as rss:
             _, floor_s = _timed(lambda: floor(traces), log, "floor (read + decode)")
-            startup_s, (row_path, row_s), (_, run_s), runs_rss = _runs(data, root, workers, shard_size, rss, log)
+            startup_s, (row_path, row_s), (_, run_s), runs_rss = _runs(data, root, workers, shard_size, rss, log, prefect)
             ragas_s = _time_warm_fresh("ragas_loop", data, sample, warmup, "ragas loop", log, corpus_rows=rows)
             agentic_s = _time_warm_fresh("agentic_evals_loop", data, sample, warmup, "agentic-evals evaluate_suite",
                                          log, corpus_rows=rows)
@@ -245,13 +258,11 @@ def _figure(value: float) -> float:
 
 
 def _runs(data: Path, root: Path, workers: int | None, shard_size: int | None, rss: TreeRss,
-          log: Callable[[str], None]):
+          log: Callable[[str], None], prefect: "PrefectSession"):
     """Prefect's start-up, then runs (a) and (a') inside one window of ``rss`` (the start-up flow outside it)."""
     from prefect import flow
 
     from flows.evaluate import run_evaluate
-    from tooleval.cli import _prefect_server
-    from tooleval.cli._app import prefect_session
 
     @flow(name="tooleval-bench-startup")
     def startup() -> None:
@@ -265,11 +276,10 @@ def _runs(data: Path, root: Path, workers: int | None, shard_size: int | None, r
     # server the pool's workers were not given its address, and each worker started a temporary server of its own
     # (~220 MB each, started inside the run's plan).
     began = time.perf_counter()
-    with prefect_session(root / "row-path"):
+    with prefect.session(root / "row-path") as server_pid:
         _timed(startup, log, "Prefect start-up")
         startup_s = time.perf_counter() - began
-        use = _prefect_server._USE
-        with rss.tracking(use.pid if use is not None else None), rss.window() as runs_rss:
+        with rss.tracking(server_pid()), rss.window() as runs_rss:
             (row_path, _), row_s = _timed(lambda: run_evaluate(out=str(root / "row-path"), run_id="bench-a",
                                                                legacy_pass=False, **common), log, "(a) row path")
             whole, run_s = _timed(lambda: run_evaluate(out=str(root / "whole-run"), run_id="bench-a-prime",

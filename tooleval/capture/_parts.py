@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from tooleval.canonical import dumps_text, kept_bytes
+from tooleval.capture._call_state import MARKER_KEY, _Call
 from tooleval.capture._secret_text import _NUMBER_FORM, _is_plain
 
 if TYPE_CHECKING:
@@ -79,8 +80,6 @@ class PartMemo:
     def redact(self, redactor: "Redactor", trace: dict[str, Any], case: Any) -> str | None:
         """The text of ``redactor.redact_trace(trace, case)`` as :func:`tooleval.canonical.dumps_text` writes it,
         or ``None`` when the trace is for the whole walk (see the module docstring)."""
-        from tooleval.capture.redaction import MARKER_KEY, _Call
-
         if redactor._paths:
             return None
         keep = {key: trace[key] for key in ("case_id", "trial", "agent") if key in trace}

@@ -23,7 +23,7 @@ from typing import Any
 
 import orjson
 
-from tooleval.canonical import (_ORJSON_CANONICAL, _orjson_canonical, canonical_dumps, canonical_json,
+from tooleval.canonical import (ORJSON_CANONICAL, orjson_canonical, canonical_dumps, canonical_json,
                                 canonical_loads, canonical_text, canonical_value, dumps_text, loads_text)
 from tooleval.models import AgentInfo, Call, RecordedTrace, call_records_from_messages
 from tooleval.storage import ENVELOPE_VERSION
@@ -92,9 +92,9 @@ def _digest_of_values(record: dict[str, Any], values: dict[str, Any]) -> str:
     ``json.dumps`` per column, as before)."""
     small = _timestamps_as_text({k: v for k, v in record.items() if k not in _NOT_CONTENT and k not in _JSON_TEXT})
     texts = {key: "null" if values[key] is None else canonical_text(values[key]) for key in _JSON_TEXT}
-    if _orjson_canonical(small) is not None:
+    if orjson_canonical(small) is not None:
         whole = {**small, **{key: orjson.Fragment(text) for key, text in texts.items()}}
-        return hashlib.sha256(orjson.dumps(whole, option=_ORJSON_CANONICAL)).hexdigest()
+        return hashlib.sha256(orjson.dumps(whole, option=ORJSON_CANONICAL)).hexdigest()
     content = _canonical_content(small)
     parts = {key: canonical_dumps(value) for key, value in content.items()}
     parts.update(texts)

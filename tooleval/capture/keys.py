@@ -145,7 +145,7 @@ def persist_key(out: str | Path, planned: PlannedKey) -> PlannedKey:
     """
     if planned.source != "new":
         return planned
-    from tooleval.storage._paths import create_bytes
+    from tooleval.storage import create_bytes
 
     held = create_bytes(out, "redaction.key", planned.key, mode=0o600)
     return planned if held == planned.key else PlannedKey(held, "file")

@@ -53,7 +53,8 @@ from tooleval.models import TRIAL_MAX, RecordedTrace
 
 __all__ = [
     "TraceLine", "TraceIndex", "iter_json_lines", "iter_trace_lines", "index_traces", "file_digest",
-    "trace_line_problem", "trace_key", "read_trace_line", "load_unique_json", "replay_keys",
+    "trace_line_problem", "trace_key", "read_trace_line", "load_unique_json", "replay_keys", "decode_line",
+    "fast_object",
 ]
 
 
@@ -90,7 +91,7 @@ DEFAULT_MAX_LINE_BYTES = settings.DEFAULT_MAX_LINE_BYTES
 max_line_bytes = settings.max_line_bytes
 
 
-def _decode(path: Path, number: int, raw: bytes) -> str:
+def decode_line(path: Path, number: int, raw: bytes) -> str:
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -211,7 +212,7 @@ def iter_json_lines(path: Path, *, missing: str, fix: str,
                     if line is not None:
                         yield line
                     continue
-                text = _decode(path, number, raw)
+                text = decode_line(path, number, raw)
                 if not text.strip():
                     continue
                 yield TraceLine(number, parse_json_line(path, number, text.rstrip(), unique_keys=unique_keys))
@@ -275,7 +276,7 @@ expression over each ~1 KB bfcl line cost ~60 µs, more than the parse). It also
 key, which ``json.loads`` would hide (about 1.3 times the plain parse's CPU time on tau-bench and bfcl lines)."""
 
 
-def _fast_object(text: str) -> dict | None:
+def fast_object(text: str) -> dict | None:
     """The object a line holds, read by orjson, when that reading provably equals the strict reading below and
     the line repeats no key; ``None`` when it cannot tell (the line is then read the strict way).
 
@@ -295,7 +296,7 @@ def _fast_object(text: str) -> dict | None:
 
 
 def _fast_object_bytes(data: bytes) -> dict | None:
-    """:func:`_fast_object` of a line's UTF-8 bytes (orjson refuses bytes that are not UTF-8: the strict way,
+    """:func:`fast_object` of a line's UTF-8 bytes (orjson refuses bytes that are not UTF-8: the strict way,
     which decodes them first, names the byte)."""
     if b"\\u003" in data and _ESCAPED_COLON.search(data) or may_hold_wide_integer(data):
         return None
@@ -318,7 +319,7 @@ _ESCAPED_COLON = re.compile(rb"\\u003[aA]")
 def _read_trace_line(number: int, text: str) -> TraceLine:
     """Read one (non-blank) traces-file line; whatever is wrong with it becomes the :class:`TraceLine`'s problem,
     never an exception (the module docstring lists what each problem becomes)."""
-    data = _fast_object(text)
+    data = fast_object(text)
     if data is not None:  # orjson refused non-finite numbers and lone surrogates: only the nesting is left to see
         plain = text.count("{") + text.count("[") < MAX_DEPTH or nesting_within(data, MAX_DEPTH)
         return TraceLine(number, data, plain=plain)
@@ -354,7 +355,7 @@ def _read_trace_bytes(number: int, raw: bytes) -> TraceLine | None:
     """:func:`_read_trace_line` of a line's bytes; ``None`` for a blank line.
 
     The bytes are given to orjson first, without decoding them to text and encoding that again (a third of
-    :func:`_fast_object`'s time on a 16 KB line): when it reads them, they are UTF-8, and the ASCII white space
+    :func:`fast_object`'s time on a 16 KB line): when it reads them, they are UTF-8, and the ASCII white space
     stripped from their end is all that stripping the decoded text would take away (any other trailing character
     makes orjson refuse the line, which then takes the text's way)."""
     data = raw.rstrip()

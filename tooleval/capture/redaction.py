@@ -30,6 +30,7 @@ from pydantic import BaseModel, ConfigDict, field_validator
 
 from tooleval.canonical import canonical_dumps, canonical_json, dumps_text, kept_bytes, strict_json_loads
 from tooleval.capture._credentials import credentials, header_credentials, may_hold_credential
+from tooleval.capture._call_state import MARKER_KEY, _Call
 from tooleval.capture._parts import PLAIN_JSON, PartMemo
 from tooleval.capture._secret_text import Replacer, cannot_hold_pair, leaves, secret_forms, text_pairs
 from tooleval.errors import InputFileError
@@ -82,25 +83,10 @@ def load_key(out: str | Path, *, create: bool = True) -> bytes:
         raise InputFileError(path, None, "the redaction key of these results is missing.",
                              "restore redaction.key, or set TOOLEVAL_REDACTION_KEY to the key the run used.")
     if not path.exists():  # created only if still missing: runs starting together all read the one key
-        from tooleval.storage._paths import create_bytes
+        from tooleval.storage import create_bytes
 
         return create_bytes(path.parent, path.name, secrets.token_hex(32).encode(), mode=0o600)
     return path.read_bytes()
-
-
-class _Call:
-    """What one redaction call finds and reuses: the field paths it redacted, and each string's embedded JSON and
-    ``key: value`` pairs (the secrets walk and the transformation read every string alike). Local to one call and
-    never stored on the redactor, so one redactor serves any number of threads."""
-
-    __slots__ = ("fields", "embedded", "pairs", "skip")
-
-    def __init__(self) -> None:
-        self.fields: set[str] = set()
-        self.embedded: dict[str, Any] = {}
-        self.pairs: dict[str, tuple[tuple[int, int, Any, str], ...]] = {}
-        self.skip: set[int] = set()
-        """``id`` of the objects and lists of the trace that the current walk passes over as they are."""
 
 
 class Redactor:
@@ -724,10 +710,6 @@ _STRUCTURAL = frozenset(
                  "tool_calls.name")
 ) | {"adapter_calls.name", "executor_calls.name"}
 """Trace paths whose strings are structure, never transformed."""
-
-MARKER_KEY = "tooleval.redaction"
-"""Key under a redacted trace's ``metadata`` holding ``{"reference_secrets": [[kind, length, token], ...]}``."""
-
 
 _JSON_HEADS = frozenset('{["') | frozenset(chr(c) for c in range(0x3001) if chr(c).isspace())
 """First characters of a string that may hold an object or a list, or a JSON string holding one: ``{``, ``[``,

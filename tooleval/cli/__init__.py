@@ -11,25 +11,17 @@ Exit codes: 0 every row scored; 1 the run completed but some rows or cases had e
 
 from __future__ import annotations
 
-__all__ = ["app", "main", "prefect_environment", "prefect_session"]
+__all__ = ["app", "main", "prefect_environment", "prefect_session", "LocalPrefect"]
 
 
 def __getattr__(name: str):
-    if name in ("app", "prefect_environment", "prefect_session"):
+    if name in ("app", "prefect_environment", "prefect_session", "LocalPrefect"):
         from tooleval.cli import _app
+        from tooleval.cli._entry import register_commands
 
-        _register_commands()
+        register_commands()
         return getattr(_app, name)
     raise AttributeError(f"module 'tooleval.cli' has no attribute {name!r}")
-
-
-def _register_commands() -> None:
-    """Import the command modules: importing one registers its commands on the app, in this order."""
-    from tooleval.cli import _run  # noqa: F401, I001
-    from tooleval.cli import _runs  # noqa: F401
-    from tooleval.cli import _catalog  # noqa: F401
-    from tooleval.cli import _data  # noqa: F401
-    from tooleval.cli import _scale  # noqa: F401
 
 
 def main() -> None:
@@ -44,6 +36,7 @@ def main() -> None:
     import sys
 
     from tooleval.cli import _warm
+    from tooleval.cli._entry import run_app
 
     # Ctrl-C must interrupt from the first instant, also when the process inherited SIGINT ignored (a background
     # job of a non-interactive shell, or a scheduler that starts it so): Python keeps an inherited SIG_IGN.
@@ -54,32 +47,10 @@ def main() -> None:
         code = _warm.run_warm(request)
         if code is not None:
             sys.exit(code)
-    code = _run_app()
+    code = run_app()
     if request is not None and code in (0, 1):
         _warm.start_runner(request)
     sys.exit(code)
-
-
-def _run_app() -> int:
-    """Run the typer app on ``sys.argv`` in this process; returns the exit code."""
-    import sys
-
-    import typer
-
-    from tooleval.cli import _app
-
-    _register_commands()
-    try:
-        code = _app.app(standalone_mode=False)
-    except (typer.Abort, KeyboardInterrupt):
-        sys.stderr.write("interrupted.\n")
-        code = 130
-    except typer.TyperException as exc:  # usage errors (typer's own click): their message, exit 2
-        if not hasattr(exc, "show"):
-            raise
-        exc.show()
-        code = getattr(exc, "exit_code", 2)
-    return code or 0
 
 
 def threading_main() -> bool:

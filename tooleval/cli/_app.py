@@ -10,7 +10,7 @@ import sys
 import threading
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, Iterator
+from typing import Annotated, Callable, Iterator
 
 import typer
 from rich.console import Console
@@ -58,10 +58,12 @@ def _main(
 ) -> None:
     """Evaluate AI agents' tool calls."""
     _setup_consoles(quiet)
+    from tooleval.capture.keys import environment_key
     from tooleval.settings import check_environment
 
     try:
         check_environment()  # a bad TOOLEVAL_* value is refused before any command reads or writes anything
+        environment_key()  # so is a redaction key file that cannot be read (the key's reader owns its checks)
     except InputFileError as exc:
         fail(exc)
 
@@ -93,7 +95,7 @@ def prefect_environment(out: Path) -> dict[str, str]:
     """
     from tooleval.settings import make_prefect_home
     from tooleval.storage import check_state_folder, ensure_dir
-    from tooleval.storage._machine import local_state_dir
+    from tooleval.storage import local_state_dir
 
     location = results_location(out)
     local = location.resolve() if isinstance(location, Path) else location
@@ -194,6 +196,25 @@ def prefect_session(out: Path, expected_task_runs: list[int] | None = None,
         interrupted("interrupted after the command finished its work (what it published is complete).")
 
 
+class LocalPrefect:
+    """The Prefect that ``tooleval run`` uses — its environment and its local server — for code outside the
+    command line that runs flows as a command does (the benchmark): handed to it by the command, so that it does
+    not import the command line."""
+
+    def environment(self, out: Path) -> dict[str, str]:
+        """:func:`prefect_environment` of the results folder ``out``."""
+        return prefect_environment(out)
+
+    @contextmanager
+    def session(self, out: Path) -> Iterator["Callable[[], int | None]"]:
+        """:func:`prefect_session` of ``out``; yields a function that returns the local server's process id
+        (``None`` when a server named by ``PREFECT_API_URL`` is used), known once the first flow ran."""
+        from tooleval.cli import _prefect_server as server
+
+        with prefect_session(out):
+            yield lambda: server._USE.pid if server._USE is not None else None
+
+
 def _api_url_configured() -> bool:
     """Whether flows go to a server named by ``PREFECT_API_URL``: the environment's, or — once Prefect is
     imported (a test harness, a flow calling a command) — Prefect's current setting."""
@@ -252,7 +273,7 @@ _URL_AS_PATH = re.compile(r"[A-Za-z][A-Za-z0-9+.-]+:/")
 def results_location(out: Path | str) -> Path | str:
     """``--out`` (or ``--dataset``, ``--traces``) as a path or an fsspec URL: typer hands ``s3://b/p`` over as the
     path ``s3:/b/p``, which is turned back into the URL (``file://`` URLs become their path: :func:`tooleval.storage.as_location`)."""
-    from tooleval.storage._fs import as_location
+    from tooleval.storage import as_location
 
     text = str(out)
     if isinstance(out, Path) and _URL_AS_PATH.match(text) and "://" not in text:
@@ -283,7 +304,7 @@ def open_results(out: Path, *, remote: bool = False) -> None:
                                  "only `tooleval run` and `tooleval sql` work on object storage so far.",
                                  "run it on a local copy of the results (e.g. `aws s3 sync URL DIR`), or query the "
                                  "URL with `tooleval sql --out URL` (for file://, pass the path itself).")
-        from tooleval.storage._machine import check_remote
+        from tooleval.storage import check_remote
 
         check_remote(location)
         recover(location)

@@ -19,7 +19,7 @@ from collections import Counter
 from typing import Iterable
 
 from tooleval.rules import ROW_OUTCOMES, GateVerdict, RowOutcome
-from tooleval.rules._verdict import worst_key
+from tooleval.rules import worst_key
 
 __all__ = ["MAX_LINES", "MAX_WIDTH", "gate_lines", "view_width", "wrap_items"]
 

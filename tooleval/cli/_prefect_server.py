@@ -43,7 +43,7 @@ import time
 from pathlib import Path
 
 from tooleval.settings import DEFAULT_SERVER_IDLE_S
-from tooleval.storage._lease import process_alive, process_start
+from tooleval.storage import process_alive, process_start
 
 __all__ = ["IDLE_S", "ServerUse", "begin_server", "crash_dead_runs", "end_server", "holder_tag", "server_for",
            "wait_until_recorded"]

@@ -124,7 +124,7 @@ def run(
         else:
             _check_replay_options(ctx)
         if dask_address is not None:
-            from flows._dask import parse_address
+            from flows import parse_address
 
             parse_address(dask_address)
             _check_cluster_key(no_redaction)

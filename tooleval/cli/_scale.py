@@ -57,8 +57,11 @@ def bench(
     except ImportError as exc:  # pragma: no cover - depends on the install
         err_console.print(f"[bold red]error:[/] {exc}; install the bench extra: pip install -e '.[bench]'")
         raise typer.Exit(2)
+    from tooleval.cli._app import LocalPrefect
+
     result = run_bench(rows, profile, seed=seed, workdir=workdir, workers=workers, shard_size=shard_size,
-                       peer_rows=peer_rows, log=lambda line: err_console.print(line, highlight=False))
+                       peer_rows=peer_rows, log=lambda line: err_console.print(line, highlight=False),
+                       prefect=LocalPrefect())
     if json_:
         typer.echo(json.dumps(result))
         return

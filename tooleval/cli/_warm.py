@@ -428,9 +428,9 @@ def _child(conn: socket.socket, request: dict, fds: list[int]) -> None:
             stream.reconfigure(line_buffering=stream is sys.stderr or stream.isatty())
         _refresh_terminal_state()
         threading.Thread(target=_watch_client, args=(conn,), daemon=True).start()
-        from tooleval.cli import _run_app
+        from tooleval.cli._entry import run_app
 
-        code = _run_app()
+        code = run_app()
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
     except BaseException:  # noqa: BLE001 - the traceback a cold command would print, then exit 1

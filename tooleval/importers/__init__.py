@@ -5,10 +5,10 @@ One module per format; each ``import_*`` function streams its source and returns
 """
 
 from tooleval.importers._bfcl import import_bfcl
-from tooleval.importers._langchain import import_langchain
+from tooleval.importers._langchain import import_langchain, langchain_message
 from tooleval.importers._openai_chat import import_openai_chat
-from tooleval.importers._openai_responses import import_openai_responses
-from tooleval.importers._stream import ImportReport
+from tooleval.importers._openai_responses import import_openai_responses, responses_messages
+from tooleval.importers._stream import ImportReport, SkipLine
 from tooleval.importers._span_formats import import_openinference, import_otlp
 from tooleval.importers._tau2 import import_tau2
 from tooleval.importers._tau2_checks import ActionVerdict, compare_action_checks
@@ -26,4 +26,7 @@ __all__ = [
     "import_otlp",
     "import_tau2",
     "import_tau_bench",
+    "langchain_message",
+    "responses_messages",
+    "SkipLine",
 ]

@@ -16,7 +16,7 @@
 Formats and decisions: docs/rules.md.
 """
 
-from tooleval.rules._arguments import ArgumentRules, rule_diff_paths
+from tooleval.rules._arguments import ANY_ITEM, ANY_KEY, ArgumentRules, parse_pattern, rule_diff_paths
 from tooleval.rules._confirmation import ConfirmationConfig, ConfirmationDetector, KeywordConfirmation
 from tooleval.rules._gate import GateTally, evaluate_gate
 from tooleval.rules._gate_config import (
@@ -37,15 +37,20 @@ from tooleval.rules._match import Coercion, RuleMatch, match_plans, match_with_r
 from tooleval.rules._modes import MODE_LABELS, UNORDERED, MatchMode
 from tooleval.rules._policy import RULE_NAMES, PolicyConfig, Violation, check_policies
 from tooleval.rules._schema import FINDING_KINDS, SCHEMA_RULE, SchemaFinding, schema_findings
-from tooleval.rules._row import RowRules, evaluate_row, tool_families
+from tooleval.rules._row import RowRules, case_rules, evaluate_row, tool_families
 from tooleval.rules._tools import ToolTable
 from tooleval.rules._trajectory import Step, trajectory
-from tooleval.rules._verdict import GateVerdict, RowOutcome, SliceResult
+from tooleval.rules._verdict import GateVerdict, RowOutcome, SliceResult, worst_key
 
 __all__ = [
     "ToolTable",
     "ArgumentRules",
     "rule_diff_paths",
+    "ANY_ITEM",
+    "ANY_KEY",
+    "parse_pattern",
+    "case_rules",
+    "worst_key",
     "Coercion",
     "RuleMatch",
     "match_with_rules",

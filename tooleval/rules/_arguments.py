@@ -37,7 +37,7 @@ from typing import Any, Mapping
 import numpy as np
 
 # The path format of wrong-argument pairs must be byte-identical to diff_paths', hence the private helpers.
-from tooleval.canonical import MISSING, _key_path, _same_scalar, canonical_json, diff_paths
+from tooleval.canonical import MISSING, key_path, same_scalar, canonical_json, diff_paths
 from tooleval.models import ArgumentRule, Call, Case, ToolSpec
 from tooleval.rules._tools import ruled_tools
 
@@ -186,7 +186,7 @@ def _leaf_equal(expected: Any, observed: Any, leaf: _Leaf) -> bool:
     if leaf.tolerance is not None and is_number(expected) and is_number(observed):
         slack = 1e-9 * max(1.0, abs(expected), abs(observed))
         return abs(expected - observed) <= leaf.tolerance + slack
-    return _same_scalar(expected, observed)
+    return same_scalar(expected, observed)
 
 
 def perfect_matching(n_rows: int, n_cols: int, edges: list[tuple[int, int]]) -> int:
@@ -223,7 +223,7 @@ def _diff_node(expected, observed, path, text, rules, rule, leaf) -> list[str]:
     if isinstance(expected, dict) and isinstance(observed, dict):
         paths: list[str] = []
         for key in sorted(set(expected) | set(observed)):
-            child = _key_path(text, key)
+            child = key_path(text, key)
             paths += _diff(expected.get(key, MISSING), observed.get(key, MISSING), path + (key,), child, rules, leaf)
         return paths
     if isinstance(expected, list) and isinstance(observed, list):
@@ -263,7 +263,7 @@ def written_type_paths(written: Any, rules: ToolRules | None) -> list[str]:
                 found.append(text)
         if isinstance(value, dict):
             for key, item in value.items():
-                walk(item, path + (key,), _key_path(text, key))
+                walk(item, path + (key,), key_path(text, key))
         elif isinstance(value, list):
             for i, item in enumerate(value):
                 walk(item, path + (i,), f"{text}[{i}]")

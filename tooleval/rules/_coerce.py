@@ -18,7 +18,7 @@ import json
 import re
 from typing import Any, Mapping
 
-from tooleval.canonical import _key_path, canonical_value
+from tooleval.canonical import key_path, canonical_value
 from tooleval.rules._arguments import ToolRules, is_number
 
 __all__ = ["coerce_arguments"]
@@ -82,7 +82,7 @@ def coerce_arguments(args: dict, rules: ToolRules | None, schema: Mapping | None
         node = node or {}
         if isinstance(value, dict):
             props = node.get("properties") or {}
-            return {k: walk(v, path + (k,), _key_path(text, k), props.get(k), inherit) for k, v in value.items()}
+            return {k: walk(v, path + (k,), key_path(text, k), props.get(k), inherit) for k, v in value.items()}
         if isinstance(value, list):
             items = node.get("items") if isinstance(node.get("items"), dict) else None
             return [walk(v, path + (i,), f"{text}[{i}]", items, inherit) for i, v in enumerate(value)]

@@ -1,7 +1,7 @@
 """Rule-aware matching of observed calls against one or several reference plans (issue 3).
 
 With argument rules such as ``tolerance`` or ``one_of``, "equal" is no longer transitive, so the multiset
-intersection of :func:`tooleval.scoring.matching.match_calls` is replaced by a **maximum bipartite matching** of expected
+intersection of :func:`tooleval.matching.match_calls` is replaced by a **maximum bipartite matching** of expected
 to observed calls under rule-aware equality (``tp`` = its size; ``scipy.sparse.csgraph.maximum_bipartite_matching``).
 Among the maximum matchings the lexicographically first one is taken (earliest expected call to the earliest
 observed call that still allows a maximum matching), which is exactly what ``match_calls`` does when equality is
@@ -25,7 +25,7 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field, fields, replace
 
 from tooleval.canonical import canonical_json
-from tooleval.scoring.matching import (MatchResult, WrongArgs, duplicate_count, match_calls_evidence,
+from tooleval.matching import (MatchResult, WrongArgs, duplicate_count, match_calls_evidence,
                                        match_evidence, optimal_pairs)
 from tooleval.models import Call
 from tooleval.rules._arguments import (
@@ -63,7 +63,7 @@ class Coercion:
 
 @dataclass(frozen=True)
 class RuleMatch(MatchResult):
-    """:class:`~tooleval.scoring.matching.MatchResult` under argument rules, plus the applied coercions and the plan.
+    """:class:`~tooleval.matching.MatchResult` under argument rules, plus the applied coercions and the plan.
 
     ``missing_calls``/``extra_calls``/``wrong_args`` hold the calls as the agent made them (before coercion).
     """
@@ -183,7 +183,7 @@ def match_with_rules(expected: list[Call], observed: list[Call], rules: Argument
             ``number_type`` rules; ``None``: those rules are not checked.
 
     Returns:
-        A :class:`RuleMatch`; with ``rules=None`` it equals :func:`tooleval.scoring.matching.match_calls` field for field
+        A :class:`RuleMatch`; with ``rules=None`` it equals :func:`tooleval.matching.match_calls` field for field
         (and has no coercions).
     """
     if rules is None:

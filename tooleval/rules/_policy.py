@@ -17,7 +17,7 @@ from typing import Any, Literal, Mapping
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from tooleval.scoring.matching import MatchResult
+from tooleval.matching import MatchResult
 from tooleval.models import Call, Case, ToolSpec
 from tooleval.rules._arguments import ArgumentRules
 from tooleval.rules._coerce import coerce_arguments

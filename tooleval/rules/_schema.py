@@ -32,7 +32,7 @@ import orjson
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 
-from tooleval.canonical import _key_path, kept_bytes
+from tooleval.canonical import key_path, kept_bytes
 from tooleval.models import Call, ToolSpec
 from tooleval.rules._policy import Violation, describe_call
 
@@ -68,7 +68,7 @@ class SchemaFinding:
 def _path(parts) -> str:
     text = ""
     for part in parts:
-        text = f"{text}[{part}]" if isinstance(part, int) else _key_path(text, part)
+        text = f"{text}[{part}]" if isinstance(part, int) else key_path(text, part)
     return text
 
 
@@ -193,17 +193,17 @@ class _Shape:
         if properties is not None and isinstance(value, dict):
             for name in self.required:
                 if name not in value:
-                    found.append(("missing_required", _key_path(text, name), f"required parameter {name!r} is missing"))
+                    found.append(("missing_required", key_path(text, name), f"required parameter {name!r} is missing"))
             children = self._children
             if children is None:
                 children = self._children = {name: self._of(sub) for name, sub in properties.items()}
             for name, item in value.items():
                 if name not in properties:
                     if self.report_unknown:
-                        found.append(("unknown_parameter", _key_path(text, name),
+                        found.append(("unknown_parameter", key_path(text, name),
                                       f"{name!r} is not a declared parameter"))
                 elif (child := children[name]) is not None:
-                    found += child.findings(item, _key_path(text, name))
+                    found += child.findings(item, key_path(text, name))
         elif self.items is not None and isinstance(value, list):
             if self._item is None:
                 self._item = _Shape(self.items)

@@ -22,7 +22,7 @@ from typing import Any
 
 import duckdb
 
-from tooleval.storage._query import source_connection
+from tooleval.storage import source_connection
 
 __all__ = ["summarize_rows", "has_column"]
 

@@ -20,7 +20,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from tooleval.errors import InputFileError
-from tooleval.storage._row import ErrorKind
+from tooleval.storage import ErrorKind
 
 __all__ = ["SUMMARY_VERSION", "DRIFT_VERSION", "ERRORS_VERSION", "RunSummary", "RowOutcomeInfo", "ErrorEntry", "DriftDocument",
            "read_summary", "summary_document", "errors_document", "drift_document", "DOCUMENT_MODELS"]

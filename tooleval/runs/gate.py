@@ -42,7 +42,7 @@ def gate_batches(paths: Iterable[str | Path]) -> Iterator[list[dict[str, Any]]]:
     import pyarrow as pa
 
     from tooleval.storage import ROW_SCHEMA, conform
-    from tooleval.storage._fs import read_parquet, read_parquet_schema
+    from tooleval.storage import read_parquet, read_parquet_schema
 
     for path in paths:  # a local path or a URL (stage files on object storage)
         present = read_parquet_schema(path).names

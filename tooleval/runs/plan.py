@@ -248,7 +248,7 @@ def plan_run(
     """
     from tooleval.rules import load_gate_config
     from tooleval.storage import as_location, check_out_folder
-    from tooleval.storage._machine import check_remote
+    from tooleval.storage import check_remote
 
     location = as_location(out) if isinstance(out, str) else Path(out)
     out_path = location.resolve() if isinstance(location, Path) else location  # a folder, or a URL (s3://…)
@@ -506,8 +506,8 @@ def _traces_file(traces: str | Path | None, dataset_folder: Path, dataset: str |
     Raises:
         InputFileError: no such file.
     """
-    from tooleval.storage._fs import as_location
-    from tooleval.storage._machine import local_copy
+    from tooleval.storage import as_location
+    from tooleval.storage import local_copy
 
     if traces is None:
         local = find_traces_file(dataset_folder)
@@ -529,7 +529,7 @@ def _traces_file(traces: str | Path | None, dataset_folder: Path, dataset: str |
 def dataset_ref(loaded, source: str | Path | None = None) -> DatasetRef:
     """The :class:`DatasetRef` of a loaded :class:`tooleval.dataset.Dataset`; ``source`` is the ``--dataset``
     given, kept as the path when it is a URL (``s3://…``: every worker reads its own copy of it)."""
-    from tooleval.storage._fs import as_location
+    from tooleval.storage import as_location
 
     location = as_location(str(source)) if isinstance(source, str) else None
     from tooleval.rules import load_policy

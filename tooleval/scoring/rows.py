@@ -21,9 +21,9 @@ from tooleval.scoring.ragas_f1 import ragas_call_set, ragas_set_f1_of_sets
 from tooleval.scoring.ragas_metric import ragas_args, ragas_version
 from tooleval.capture.redaction import MARKER_KEY, Redactor
 from tooleval.rules import MatchMode, PolicyConfig, evaluate_row
-from tooleval.rules._confirmation import KeywordConfirmation
-from tooleval.rules._row import case_rules
-from tooleval.rules._arguments import ANY_ITEM, ANY_KEY, parse_pattern
+from tooleval.rules import KeywordConfirmation
+from tooleval.rules import case_rules
+from tooleval.rules import ANY_ITEM, ANY_KEY, parse_pattern
 from tooleval.storage import ROW_SCHEMA_VERSION, Row
 from tooleval.versions import scorer_version
 

@@ -12,10 +12,13 @@ from tooleval.storage._partition import (
     write_partition,
 )
 from tooleval.storage._commit import MARKER, committed_files, document_path, read_document, read_marker, recover
-from tooleval.storage._fs import as_location, is_remote, join, tree_of
-from tooleval.storage._lease import LeaseHeldError, RunLease, hold_run
-from tooleval.storage._paths import (OutFolderError, check_out_folder, check_state_folder, encode_name, ensure_dir,
-                                     write_bytes)
+from tooleval.storage._fs import (as_location, is_remote, iter_parquet_batches, iter_row_group_batches, join,
+                                  location_exists, read_location_bytes, read_parquet, read_parquet_schema, tree_of)
+from tooleval.storage._machine import cache_root, check_remote, local_copy, local_state_dir
+from tooleval.storage._hold import hold_run
+from tooleval.storage._lease import LeaseHeldError, RunLease, process_alive, process_start
+from tooleval.storage._paths import (OutFolderError, check_out_folder, check_state_folder, create_bytes, encode_name,
+                                     ensure_dir, write_bytes)
 from tooleval.storage._query import (PARTITION_TYPES, connect, read_table, scan_parquet_sql,
                                      scan_rows_sql, source_connection)
 from tooleval.storage._versions import CURRENT_VERSIONS, VERSION_COLUMNS, conform, read_versioned
@@ -91,6 +94,19 @@ __all__ = [
     "is_remote",
     "join",
     "tree_of",
+    "iter_parquet_batches",
+    "iter_row_group_batches",
+    "location_exists",
+    "read_location_bytes",
+    "read_parquet",
+    "read_parquet_schema",
+    "cache_root",
+    "check_remote",
+    "local_copy",
+    "local_state_dir",
+    "process_alive",
+    "process_start",
+    "create_bytes",
 ]
 
 

@@ -31,7 +31,8 @@ from typing import Any
 
 from tooleval.errors import InputFileError
 from tooleval.storage._fs import Location, Tree, is_remote, tree_of
-from tooleval.storage._lease import holder_alive, lease_for
+from tooleval.storage._hold import lease_for
+from tooleval.storage._lease import holder_alive
 from tooleval.storage._paths import OutFolderError
 from tooleval.storage._schema import SCHEMAS
 

@@ -26,7 +26,7 @@ def local_state_dir(out: str | Path, name: str) -> Path:
     location = as_location(out) if isinstance(out, str) else Path(out)
     if isinstance(location, Path):
         return location / ".tooleval" / name
-    return _cache_root() / hashlib.sha256(location.encode()).hexdigest()[:16] / name
+    return cache_root() / hashlib.sha256(location.encode()).hexdigest()[:16] / name
 
 
 def check_remote(url: str) -> None:
@@ -57,7 +57,7 @@ def check_remote(url: str) -> None:
                              "create it first (e.g. `aws s3 mb s3://BUCKET`), or " + fix)
 
 
-def _cache_root() -> Path:
+def cache_root() -> Path:
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "tooleval"
 
 
@@ -105,7 +105,7 @@ def local_copy(location: str | Path) -> Path:
                     for path, meta in objects.items())
     fingerprint = hashlib.sha256(json.dumps(stamps, default=str).encode()).hexdigest()[:16]
     name = root.rsplit("/", 1)[-1] or "input"
-    folder = _cache_root() / "inputs" / hashlib.sha256(found.encode()).hexdigest()[:16] / fingerprint
+    folder = cache_root() / "inputs" / hashlib.sha256(found.encode()).hexdigest()[:16] / fingerprint
     target = folder / name
     if not target.exists():
         folder.mkdir(parents=True, exist_ok=True)

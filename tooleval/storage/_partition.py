@@ -33,7 +33,8 @@ import pyarrow.compute as pc
 from tooleval.errors import InputFileError
 from tooleval.storage._commit import PUBLICATIONS, new_marker, read_marker, sweep, write_marker
 from tooleval.storage._fs import Location, as_location, join, tree_of
-from tooleval.storage._lease import LeaseHeldError, hold_run
+from tooleval.storage._hold import hold_run
+from tooleval.storage._lease import LeaseHeldError
 from tooleval.storage._pause import pause_point
 from tooleval.storage._paths import ensure_dir
 from tooleval.storage._schema import SCHEMAS

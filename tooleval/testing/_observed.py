@@ -21,9 +21,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from tooleval.importers._langchain import langchain_message
-from tooleval.importers._openai_responses import responses_messages
-from tooleval.importers._stream import SkipLine
+from tooleval.importers import langchain_message
+from tooleval.importers import responses_messages
+from tooleval.importers import SkipLine
 from tooleval.models import Call
 
 __all__ = ["observed_trace", "is_envelope"]

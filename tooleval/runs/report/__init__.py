@@ -13,11 +13,11 @@ from typing import Any
 
 
 from tooleval.runs.report import _charts, _data
-from tooleval.runs.report._data import CASE_LIMIT, WORST_ROWS
+from tooleval.runs.report._data import CASE_LIMIT, WORST_ROWS, worst_rows
 from tooleval.runs.report._page import render_page
-from tooleval.storage._query import source_connection
+from tooleval.storage import source_connection
 
-__all__ = ["WORST_ROWS", "CASE_LIMIT", "build_report", "report_for_run"]
+__all__ = ["WORST_ROWS", "CASE_LIMIT", "build_report", "report_for_run", "worst_rows"]
 
 _HEADLINE = [
     ("rows", "rows"), ("exact-match rows", "exact_match_rows"), ("false positive calls (fp)", "fp"),

@@ -31,10 +31,10 @@ def javascript_bundle() -> str:
     import vl_convert
     from altair.utils._importers import vl_version_for_vl_convert
 
-    from tooleval.storage._machine import _cache_root
+    from tooleval.storage import cache_root
 
     version = vl_version_for_vl_convert()
-    cached = _cache_root() / "vl-convert" / f"vega-embed-{vl_convert.__version__}-{version}.js"
+    cached = cache_root() / "vl-convert" / f"vega-embed-{vl_convert.__version__}-{version}.js"
     try:
         return cached.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError):
