@@ -8,6 +8,7 @@ root:
     .venv/bin/python bench/bench_growth.py /tmp/bench-growth
 """
 import json, sys, time
+from tooleval.runs.spec import RunSpec
 from pathlib import Path
 def main():
     root = Path(sys.argv[1])
@@ -20,7 +21,7 @@ def main():
     for name, data in (("night-1", small), ("night-2", grown)):
         started = time.perf_counter()
         rows = sum(1 for _ in open(data / "traces.jsonl", "rb"))
-        (result, _) = run_evaluate(dataset=str(data), out=str(root / "out"), run_id=name, progress=False, rows_hint=rows)
+        (result, _) = run_evaluate(RunSpec(dataset=str(data), out=str(root / "out"), run_id=name, progress=False), rows_hint=rows)
         print(json.dumps({"run": name, "rows": result.summary["rows"], "seconds": round(time.perf_counter() - started, 1),
                           "shards": result.summary["timing"]["shards"], "stage_states": result.stage_states}), flush=True)
 

@@ -66,8 +66,8 @@ def main() -> None:
         rows = sum(1 for line in handle if line.strip())
     with prefect_session(out):
         started[0] = time.perf_counter()
-        result, _ = evaluate.run_evaluate(out=str(out), run_id="flow-steps", legacy_pass=False, dataset=dataset,
-                                          workers=workers, progress=False, rows_hint=rows)
+        result, _ = evaluate.run_evaluate(evaluate.RunSpec(out=str(out), run_id="flow-steps", legacy_pass=False,
+                                                           dataset=dataset, workers=workers), rows_hint=rows)
         total = time.perf_counter() - started[0]
     timing = result.summary["timing"]
     flow, stages = timing["flow_wall_s"], timing["stages_wall_s"]

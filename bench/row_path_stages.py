@@ -19,6 +19,7 @@ import sys
 import time
 
 sys.path.insert(0, os.getcwd())
+from tooleval.runs.spec import RunSpec
 from tooleval.runs.plan import plan_run
 from tooleval.runs.shards import cyclic_gc_paused, run_scopes, scoring_key
 from tooleval.storage.stages import stage_dir
@@ -30,7 +31,7 @@ dataset, out = sys.argv[1], sys.argv[2]
 max_rows = int(sys.argv[3]) if len(sys.argv) > 3 and not sys.argv[3].startswith("-") else 10**9
 prof = sys.argv[sys.argv.index("--profile") + 1] if "--profile" in sys.argv else None
 paused = cyclic_gc_paused if "--gc-paused" in sys.argv else contextlib.nullcontext
-plan = plan_run(dataset, None, out, "stages", workers=2)
+plan = plan_run(RunSpec(dataset=dataset, traces=None, out=out, run_id="stages", workers=2))
 gscope, sscope = run_scopes(plan)
 dirs = {n: str(stage_dir(plan.out, n)) for n in ("generation", "capture", "scoring")}
 for d in dirs.values():

@@ -18,7 +18,8 @@ import time
 from collections import Counter
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Callable
+from contextlib import contextmanager
+from typing import Any, Callable, Iterator
 
 from prefect import flow
 from prefect.futures import as_completed
@@ -28,144 +29,126 @@ from flows._dask import check_scheduler, dask_runner, dask_workers, shard_task
 from flows._shards import ShardContext, ShardOutcome, ShardWork, count_states, run_shard
 from flows._tags import untagged_task_runs
 from tasks import cached_redactor, forget_run_state, offer_seed_state
-from tooleval.agents import OpenAIAgentConfig
-from tooleval.rules import load_gate_config
 from tooleval.runs.legacy import LegacyResult
 from tooleval.runs.plan import RunPlan, plan_run
+from tooleval.runs.spec import DEFAULT_DATASET, RunSpec
 from tooleval.runs.progress import StageProgress
 from tooleval.runs.shards import cyclic_gc_paused, release_free_memory, run_scopes, scoring_key
-from tooleval.runs.variability import outcome_from_spec
 from tooleval.scoring.ragas_metric import ragas_version
 from tooleval.storage.stages import stage_dir
 from tooleval.versions import scorer_version
 
-__all__ = ["evaluate", "run_evaluate", "task_runner", "RunResult", "DEFAULT_DATASET", "STAGES"]
-
-DEFAULT_DATASET = str(Path(__file__).resolve().parents[1] / "datasets" / "tau-bench-airline")
-
+__all__ = ["evaluate", "run_evaluate", "task_runner", "RunResult", "RunSpec", "DriftFound", "DEFAULT_DATASET", "STAGES"]
 
 @flow(name="tooleval-evaluate", validate_parameters=True)
-def evaluate(
-    dataset: str = DEFAULT_DATASET,
-    traces: str | None = None,
-    out: str = "results",
-    run_id: str | None = None,
-    shard_size: int | None = None,
-    slices: list[str] | None = None,
-    legacy_only: bool = False,
-    redact_fields: list[str] | None = None,
-    redaction: bool = True,
-    agent: OpenAIAgentConfig | None = None,
-    repeats: int = 1,
-    tool_results: str | None = None,
-    outcome: str = "gate",
-    gate_config: str | None = None,
-    workers: int | None = None,
-    progress: bool = False,
-    legacy_pass: bool = True,
-    new_redaction_key: bool = False,
-) -> RunResult:
+def evaluate(spec: RunSpec = RunSpec()) -> RunResult:
     """Evaluate a dataset's recorded (or generated) trajectories and publish envelopes, rows, the legacy scalar,
-    a summary and the drift check.
+    a summary and the drift check: plan -> run the shards -> aggregate -> gate and drift -> publish.
 
     Args:
-        dataset: Dataset folder (default: the bundled tau-bench airline dataset).
-        traces: Recorded traces file for the replay agent; default: the dataset's own.
-        out: Results folder (DESIGN.md "Output layout").
-        run_id: Run id; default: a new one (UTC timestamp + random suffix).
-        shard_size: Rows per shard (shards are content-hashed buckets of about this size:
-            :mod:`tooleval.runs.shards`); ``None``: :func:`tooleval.runs.shards.default_shard_size`.
-        slices: Only cases of these slices (the migration switches the row-level writer on slice by slice).
-        legacy_only: Publish only the trace envelopes and the legacy scalar (the old pipeline, before the
-            row-level writer is switched on): no rows, no drift check.
-        redact_fields: Field names redacted at capture (default: api_key, card_number, email, phone).
-        redaction: ``False`` turns redaction off.
-        agent: A live OpenAI-compatible agent; ``None`` replays recorded traces.
-        repeats: Trials per case for a live agent (``--repeats K``).
-        tool_results: JSON-lines ``{name, args, result}`` answering a live agent's tool calls (multi-step).
-        outcome: Row outcome for pass@k / pass^k: ``gate`` | ``exact`` | ``f1>=X`` | ``recorded_reward``.
-        gate_config: Gate config file (default: the dataset's gate.toml).
-        workers: Parallel shard workers (sizes the default shard; the task runner itself is chosen by
-            :func:`run_evaluate`); ``None``: the number of cores.
-        progress: Show live progress on stderr (:class:`tooleval.runs.progress.StageProgress`).
-        legacy_pass: ``False`` skips the legacy scalar path and the drift check (``tooleval bench``'s measure of
-            the row path alone; nothing legacy is published).
-        new_redaction_key: Start a new redaction key although runs with another key exist under ``out``.
+        spec: The run (:class:`tooleval.runs.spec.RunSpec`): its dataset, results folder, agent, shards and
+            options, validated when it was made. A deployment passes it as the ``spec`` parameter's fields.
 
     Returns:
-        A :class:`RunResult`; the flow run is ``Failed`` (with the result as its data) when drift was found.
+        The published run's :class:`RunResult`.
 
     Raises:
         tooleval.errors.InputFileError: a file or usage error; nothing is written.
+        DriftFound: the drift check found the legacy scalar and the row-level path apart; the run is published
+            and the exception carries its :class:`RunResult` (the flow run ends ``Failed``).
     """
-    with untagged_task_runs():  # the holder tag stays on the flow run
-        flow_started = time.perf_counter()  # the body's own clock: Prefect's start-up and flow-run set-up stay out
-        if shard_size is not None and shard_size < 1:
-            raise ValueError("shard_size must be >= 1")
-        workers = workers or os.cpu_count() or 1
-        outcome_from_spec(outcome)  # a bad spec is a usage error, before anything runs
-        if gate_config is not None:
-            load_gate_config(gate_config)  # so is a bad gate config
-        seeding = _Seeding()
-        with cyclic_gc_paused():  # the plan and the publication allocate per row: no full-heap GC passes meanwhile
-            plan = plan_run(dataset, traces, out, run_id, slices=slices, redact_fields=redact_fields,
-                            redaction=redaction, agent=agent, repeats=repeats, tool_results=tool_results,
-                            shard_size=shard_size, workers=workers, new_redaction_key=new_redaction_key,
-                            index_parts=_index_parts(), on_redaction=seeding.start)
-        # the run's redactor is seeded once, in this process, while the plan waited for the traces file's ranges;
-        # the workers get its seed with the shards
-        seeding.offer(plan)
-        redactor = cached_redactor(plan.out, plan.redaction, plan.dataset)
-        generation_scope, scoring_scope = run_scopes(plan, redactor)
-        # the plan's per-key objects (a million keys' tuples, dicts and columns before they became the index's
-        # Arrow table) are freed by now: give their pages back before the shards run, or the flow holds them
-        # through the whole shard phase (~120 MB at 1,000,000 bfcl rows)
-        release_free_memory()
-        context = ShardContext(
-            redaction_seed=redactor.seed_state() if redactor is not None else None,
-            plan_agent=plan.agent, dataset=plan.dataset, redaction=plan.redaction, executor=plan.executor, out=plan.out,
-            dirs={name: str(stage_dir(plan.out, name)) for name in ("generation", "capture", "scoring")},
-            code=scorer_version(), ragas=ragas_version(), generation_scope=generation_scope,
-            scoring_scope=scoring_scope, legacy_only=legacy_only, legacy_pass=legacy_pass,
-            retry_errors=plan.agent.kind != "replay",
-        )
+    flow_started = time.perf_counter()  # the body's own clock: Prefect's start-up and flow-run set-up stay out
+    spec = spec.model_copy(update={"workers": spec.workers or os.cpu_count() or 1})
+    with untagged_task_runs(), run_process_state():  # the holder tag stays on the flow run
+        plan, context = _plan(spec)
         states = {name: Counter() for name in STAGES}
         with RunPublisher(out=plan.out, run_id=plan.run_id, dataset=plan.dataset, redaction=plan.redaction,
-                          slices=plan.slices, errors=plan.errors, states=states, legacy_only=legacy_only,
-                          outcome=outcome, gate_config=gate_config, legacy_pass=legacy_pass) as publisher:
-            # each shard is published (its partition files written, its rows judged by the gate) as soon as it and
-            # every shard before it are done, while the workers score the next ones: the flow's own work overlaps
-            # the shard phase instead of following it
-            def publish_shard(index: int, done: ShardOutcome) -> None:
-                with cyclic_gc_paused():
-                    publisher.add_shard(index, done.envelopes, done.rows, done.generation)
-                release_free_memory()  # the shard's envelope table, read whole, stays in Arrow's pool otherwise
-
-            started = time.perf_counter()
-            outcomes = _run_shards(plan, context, workers, progress, publish_shard)
-            wall = time.perf_counter() - started
-            _stop_worker_processes()
+                          slices=plan.slices, errors=plan.errors, states=states, legacy_only=spec.legacy_only,
+                          outcome=spec.outcome, gate_config=spec.gate_config,
+                          legacy_pass=spec.legacy_pass) as publisher:
+            outcomes, timing = _shards(plan, context, spec, publisher)
             for stage, counter in count_states(outcomes).items():
                 states[stage].update(counter)
             legacy = _merged_legacy(outcomes, context)
-            timing = {"shards": len(outcomes), "workers": _effective_workers(workers), "shard_size": plan.shard_size,
-                      "stages_wall_s": wall, "body_s": sum(o.body_s for o in outcomes),
-                      "shard_wall_s": sum(o.wall_s for o in outcomes)}
             with cyclic_gc_paused():
-                publisher.aggregate({"agent": plan.agent.model_dump(mode="json"), "repeats": repeats, "timing": timing},
-                                    legacy)
-                publisher.gate_and_drift(legacy, None if legacy_only else [o.drift for o in outcomes])
+                publisher.aggregate({"agent": plan.agent.model_dump(mode="json"), "repeats": spec.repeats,
+                                     "timing": timing}, legacy)
+                publisher.gate_and_drift(legacy, None if spec.legacy_only else [o.drift for o in outcomes])
                 publisher.report()
                 published = publisher.publish()
-        # The flow's wall time ends with the publication, so it cannot be in summary.json (written during the
-        # publication); it reaches the returned RunResult, whose summary holds this same timing dict.
-        # what the run's plan and publication freed goes back to the system: a warm runner keeps this process for
-        # the next command, and holds none of it meanwhile (the run's redactor and input map included)
+    result = published if isinstance(published, RunResult) else published.data  # a drift failure carries it
+    # the flow's wall time ends with the publication, so it cannot be in summary.json (written during it)
+    result.summary["timing"]["flow_wall_s"] = time.perf_counter() - flow_started
+    if not isinstance(published, RunResult):
+        raise DriftFound(result)
+    return result
+
+
+class DriftFound(Exception):
+    """The drift check found the legacy scalar and the row-level path apart: the run was published, and its
+    :class:`RunResult` is :attr:`result` (the flow run ends ``Failed`` with this exception)."""
+
+    def __init__(self, result: RunResult) -> None:
+        super().__init__("drift between the legacy scalar and the row-level path: "
+                         + "; ".join((result.drift or {}).get("reasons") or []))
+        self.result = result
+
+
+@contextmanager
+def run_process_state() -> Iterator[None]:
+    """What a run leaves of itself in this process, given back when it ends: a warm runner keeps the process for
+    the next command, and holds none of the run's plan, redactor or case-input map meanwhile."""
+    try:
+        yield
+    finally:
         forget_run_state()
         release_free_memory()
-        result = published if isinstance(published, RunResult) else published.data  # a drift failure carries it
-        result.summary["timing"]["flow_wall_s"] = time.perf_counter() - flow_started
-        return published
+
+
+def _plan(spec: RunSpec) -> tuple[RunPlan, ShardContext]:
+    """Plan the run (every file or usage error is raised here, before anything is written) and make what every
+    shard shares. The run's redactor is seeded once, in this process, on a thread while the plan waits for the
+    traces file's ranges; the workers get its seed with the shards."""
+    seeding = _Seeding()
+    with cyclic_gc_paused():  # the plan allocates per row: no full-heap GC passes meanwhile
+        plan = plan_run(spec, index_parts=_index_parts(), on_redaction=seeding.start)
+    seeding.offer(plan)
+    redactor = cached_redactor(plan.out, plan.redaction, plan.dataset)
+    generation_scope, scoring_scope = run_scopes(plan, redactor)
+    # the plan's per-key objects (a million keys' tuples, dicts and columns before they became the index's Arrow
+    # table) are freed by now: give their pages back before the shards run, or the flow holds them through the
+    # whole shard phase (~120 MB at 1,000,000 bfcl rows)
+    release_free_memory()
+    context = ShardContext(
+        redaction_seed=redactor.seed_state() if redactor is not None else None,
+        plan_agent=plan.agent, dataset=plan.dataset, redaction=plan.redaction, executor=plan.executor, out=plan.out,
+        dirs={name: str(stage_dir(plan.out, name)) for name in ("generation", "capture", "scoring")},
+        code=scorer_version(), ragas=ragas_version(), generation_scope=generation_scope,
+        scoring_scope=scoring_scope, legacy_only=spec.legacy_only, legacy_pass=spec.legacy_pass,
+        retry_errors=plan.agent.kind != "replay",
+    )
+    return plan, context
+
+
+def _shards(plan: RunPlan, context: ShardContext, spec: RunSpec,
+            publisher: RunPublisher) -> tuple[list[ShardOutcome], dict[str, Any]]:
+    """Run every shard, each published (its partition files written, its rows judged by the gate) as soon as it
+    and every shard before it are done, while the workers score the next ones: the flow's own work overlaps the
+    shard phase instead of following it. Then the pool's workers are stopped. Returns the outcomes in shard
+    order and the phase's timing."""
+    def publish_shard(index: int, done: ShardOutcome) -> None:
+        with cyclic_gc_paused():
+            publisher.add_shard(index, done.envelopes, done.rows, done.generation)
+        release_free_memory()  # the shard's envelope table, read whole, stays in Arrow's pool otherwise
+
+    started = time.perf_counter()
+    outcomes = _run_shards(plan, context, spec.workers, spec.progress, publish_shard)
+    wall = time.perf_counter() - started
+    _stop_worker_processes()
+    timing = {"shards": len(outcomes), "workers": _effective_workers(spec.workers), "shard_size": plan.shard_size,
+              "stages_wall_s": wall, "body_s": sum(o.body_s for o in outcomes),
+              "shard_wall_s": sum(o.wall_s for o in outcomes)}
+    return outcomes, timing
 
 
 class _Seeding:
@@ -339,28 +322,28 @@ def task_runner(workers: int, rows: int | None = None, dask_address: str | None 
     return ProcessPool(max_workers=workers, initializer=warm_worker, initargs=(legacy,))
 
 
-def run_evaluate(rows_hint: int | None = None, dask_address: str | None = None,
-                 **parameters: Any) -> tuple[RunResult, bool]:
+def run_evaluate(spec: RunSpec, rows_hint: int | None = None) -> tuple[RunResult, bool]:
     """Call :func:`evaluate` on the task runner that fits (:func:`task_runner`) and return ``(result,
     drift_failed)`` instead of raising on a drift failure.
 
     Args:
+        spec: The run; its ``dask_address`` (``tcp://HOST:PORT`` of an existing Dask scheduler) runs the shards on
+            that cluster's workers.
         rows_hint: The planned rows (a small run stays in one process); ``None``: ``workers`` alone decides.
-        dask_address: ``tcp://HOST:PORT`` of an existing Dask scheduler: shards run on its workers.
-        **parameters: :func:`evaluate`'s parameters.
 
     Raises:
         tooleval.errors.InputFileError: a file or usage error (re-raised from the flow); the Dask scheduler
             cannot be reached (exit 2, nothing published).
     """
-    workers = parameters.get("workers") or os.cpu_count() or 1
-    if dask_address is not None:
-        check_scheduler(dask_address)
-    legacy = parameters.get("legacy_pass", True) or parameters.get("legacy_only", False)
-    runner = task_runner(workers, rows_hint, dask_address, legacy=legacy)
-    state = evaluate.with_options(task_runner=runner)(**parameters, return_state=True)
+    workers = spec.workers or os.cpu_count() or 1
+    if spec.dask_address is not None:
+        check_scheduler(spec.dask_address)
+    runner = task_runner(workers, rows_hint, spec.dask_address, legacy=spec.legacy_pass or spec.legacy_only)
+    state = evaluate.with_options(task_runner=runner)(spec, return_state=True)
     data = state.result(raise_on_failure=False)
     if isinstance(data, RunResult):
-        return data, state.is_failed()
+        return data, False
+    if isinstance(data, DriftFound):
+        return data.result, True
     state.result()  # re-raises the flow's exception
     raise RuntimeError(f"evaluate returned {data!r}")

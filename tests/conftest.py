@@ -24,6 +24,7 @@ os.environ.setdefault("TOOLEVAL_WARM_RUNNER", "0")
 
 import pytest  # noqa: E402
 from _pytest.mark.expression import Expression  # noqa: E402  (how `-m` itself reads a mark expression)
+from tooleval.runs.spec import RunSpec
 from hypothesis import settings  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
@@ -218,7 +219,7 @@ def run_small(**parameters):
     tests/test_scale_flow.py covers the pool. Returns ``(RunResult, drift_failed)``."""
     from flows.evaluate import run_evaluate
 
-    return run_evaluate(rows_hint=SMALL_RUN_ROWS, **parameters)
+    return run_evaluate(RunSpec(**parameters), rows_hint=SMALL_RUN_ROWS)
 
 
 SMALL_RUN_ROWS = 100
@@ -266,7 +267,7 @@ def bundled_pair(prefect_harness, tmp_path_factory) -> Path:
 
     root = tmp_path_factory.mktemp("bundled-pair")
     out = root / "results"
-    evaluate(dataset=str(BUNDLED), out=str(out), run_id="base")
+    evaluate(RunSpec(dataset=str(BUNDLED), out=str(out), run_id="base"))
     traces = bundled_traces_with_exact_case(root, *CHANGED_CASE)
-    evaluate(dataset=str(BUNDLED), traces=str(traces), out=str(out), run_id="head")
+    evaluate(RunSpec(dataset=str(BUNDLED), traces=str(traces), out=str(out), run_id="head"))
     return out

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from tooleval.runs.spec import RunSpec
 from conftest import REPO, TINY_CASES, TINY_TRACES, write_dataset
 from tooleval import versions
 from tooleval.runs.plan import plan_run
@@ -68,7 +69,7 @@ def test_h18_h20_scoring_reruns_on_a_new_scorer_version_and_cached_refs_restore(
     from tooleval.scoring.ragas_metric import ragas_version
 
     dataset = write_dataset(tmp_path / "d", TINY_CASES, TINY_TRACES)
-    plan = plan_run(dataset, None, tmp_path / "results", "x")
+    plan = plan_run(RunSpec(dataset=dataset, traces=None, out=tmp_path / "results", run_id="x"))
     dirs = {s: str(stage_dir(plan.out, s)) for s in ("generation", "capture", "scoring")}
 
     @flow

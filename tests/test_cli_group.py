@@ -10,6 +10,7 @@ import re
 import pytest
 from typer.testing import CliRunner
 
+from tooleval.runs.spec import RunSpec
 from conftest import TINY_CASES, TINY_TRACES, write_dataset
 from tooleval.cli import app
 from tooleval.errors import InputFileError
@@ -92,7 +93,7 @@ class TestTracesByName:
 
         folder = self._dataset(tmp_path)
         monkeypatch.chdir(tmp_path)  # no file of that name here: the name means the dataset's traces/ file
-        plan = plan_run(folder, name, tmp_path / "out", "r1")
+        plan = plan_run(RunSpec(dataset=folder, traces=name, out=tmp_path / "out", run_id="r1"))
         assert plan.agent.traces_path == str(folder / "traces" / "agent-b.jsonl")
         assert plan.index.rows == 2  # agent-b's 2 lines (case A, trials 0 and 1); agent-a holds 4
 

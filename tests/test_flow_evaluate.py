@@ -14,6 +14,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
+from tooleval.runs.spec import RunSpec
 from conftest import BUNDLED, TINY_CASES, TINY_TRACES, write_dataset
 from tooleval.errors import InputFileError, UnsafeRevisionError
 from tooleval.storage import connect
@@ -24,7 +25,7 @@ pytestmark = pytest.mark.usefixtures("prefect_harness")
 def _evaluate(**kwargs):
     from flows.evaluate import evaluate
 
-    return evaluate(**kwargs)
+    return evaluate(RunSpec(**kwargs))
 
 
 def _tree(folder: Path) -> dict[str, bytes]:

@@ -12,6 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tooleval.runs.spec import RunSpec
 from tooleval.capture.recorded import index_part, index_traces, join_trace_parts, trace_spans
 from tooleval.errors import InputFileError
 
@@ -116,14 +117,14 @@ def test_the_flow_plan_takes_the_dry_plans_index_of_an_unchanged_file(tmp_path, 
     reads: list[Path] = []
     real = plan_module.index_traces
     monkeypatch.setattr(plan_module, "index_traces", lambda path: reads.append(path) or real(path))
-    dry = plan_module.plan_run(data, None, tmp_path / "out", "r1", write_key=False)
-    wet = plan_module.plan_run(data, None, tmp_path / "out", "r1")
+    dry = plan_module.plan_run(RunSpec(dataset=data, out=tmp_path / "out", run_id="r1"), write_key=False)
+    wet = plan_module.plan_run(RunSpec(dataset=data, out=tmp_path / "out", run_id="r1"))
     assert len(reads) == 1
     assert wet.index.table.equals(dry.index.table) and wet.errors == dry.errors
     # taken: the next plan reads the file again; so does a plan after the file changed
-    plan_module.plan_run(data, None, tmp_path / "out", "r1", write_key=False)
+    plan_module.plan_run(RunSpec(dataset=data, out=tmp_path / "out", run_id="r1"), write_key=False)
     traces = data / "traces.jsonl"
     stat = traces.stat()
     os.utime(traces, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000_000))
-    plan_module.plan_run(data, None, tmp_path / "out", "r1")
+    plan_module.plan_run(RunSpec(dataset=data, out=tmp_path / "out", run_id="r1"))
     assert len(reads) == 3

@@ -52,9 +52,16 @@ def test_parameters_bind_to_the_flow_signature(config):
         module = importlib.import_module(path.removesuffix(".py").replace("/", "."))
         flow = getattr(module, name)
         signature = inspect.signature(flow.fn)
-        signature.bind(**deployment.get("parameters", {}))  # raises TypeError on an unknown parameter
-        if "dataset" in deployment["parameters"]:
-            assert (REPO / deployment["parameters"]["dataset"]).is_dir()
+        bound = signature.bind(**deployment.get("parameters", {}))  # raises TypeError on an unknown parameter
+        # a parameter typed by a model (the evaluation's RunSpec) is validated as Prefect validates it: an unknown
+        # or misspelt field, or a value out of range, raises
+        for parameter, value in bound.arguments.items():
+            annotation = flow.fn.__annotations__.get(parameter)
+            model = getattr(module, annotation, None) if isinstance(annotation, str) else annotation
+            if isinstance(model, type) and hasattr(model, "model_validate"):
+                value = model.model_validate(value)
+                if hasattr(value, "dataset"):
+                    assert (REPO / value.dataset).is_dir()
 
 
 def test_drift_and_rescore_are_scheduled_and_rescore_gets_a_new_run_id_each_night(config):

@@ -11,6 +11,7 @@ import pyarrow.parquet as pq
 import pytest
 from typer.testing import CliRunner
 
+from tooleval.runs.spec import RunSpec
 from conftest import GOLDEN, TINY_CASES, TINY_TRACES, run_small, tool_call, write_dataset
 from tooleval.cli import app
 from tooleval.capture.envelope import digest_ok
@@ -264,7 +265,7 @@ class TestRedactionKey:
         from tooleval.runs.plan import plan_run
 
         dataset = write_dataset(tmp_path / "d", TINY_CASES, TINY_TRACES)
-        plan = plan_run(dataset, None, tmp_path / "out", "x", redact_fields=["customer_id"])
+        plan = plan_run(RunSpec(dataset=dataset, traces=None, out=tmp_path / "out", run_id="x", redact_fields=["customer_id"]))
         assert plan.redaction.fields == ["api_key", "card_number", "customer_id", "email", "phone"]
 
 
@@ -324,7 +325,7 @@ class TestRescoreAndHandoff:
         (out / "runs" / "golden").mkdir(parents=True)
         from tooleval.runs.plan import plan_run
 
-        ref = plan_run(dataset, None, out, "golden", redaction=False).dataset
+        ref = plan_run(RunSpec(dataset=dataset, traces=None, out=out, run_id="golden", redaction=False)).dataset
         (out / "runs" / "golden" / "summary.json").write_text(json.dumps(
             {"dataset_revision": "r1", "run_id": "golden", "dataset": {"path": str(dataset)},
              "dataset_ref": ref.model_dump(), "redaction": None}))

@@ -9,6 +9,7 @@ import json
 import shutil
 from pathlib import Path
 
+from tooleval.runs.spec import RunSpec
 from tooleval.agents import replay_generate
 from tooleval.runs.plan import plan_run
 from tooleval.runs.shards import scan_lines
@@ -45,7 +46,7 @@ def _records(plan, checked: bool | None) -> list[dict]:
 
 def test_the_plan_marks_every_valid_bundled_line_and_the_fast_read_gives_the_same_records(tmp_path):
     folder = _unzipped_copy(tmp_path)
-    plan = plan_run(folder, folder / "traces.jsonl", tmp_path / "out", "r1", redaction=False)
+    plan = plan_run(RunSpec(dataset=folder, traces=folder / "traces.jsonl", out=tmp_path / "out", run_id="r1", redaction=False))
     # the bundled file: 200 lines, every one a valid recorded trace (data README: 200 rows, no row errors)
     assert plan.index.rows == 200
     assert plan.index.table["checked"].to_pylist() == [True] * 200
@@ -77,7 +78,7 @@ def test_a_line_orjson_cannot_read_and_a_line_with_a_problem_go_the_checked_way(
         _line("c2", 0, ', "metadata": {"a": 1, "a": 2}'),  # a repeated key: a row error, never the fast read
     ]
     folder = _small_dataset(tmp_path, lines)
-    plan = plan_run(folder, folder / "traces.jsonl", tmp_path / "out", "r1", redaction=False)
+    plan = plan_run(RunSpec(dataset=folder, traces=folder / "traces.jsonl", out=tmp_path / "out", run_id="r1", redaction=False))
     assert plan.index.table["checked"].to_pylist() == [True, True, False]
     fast, checked = _records(plan, None), _records(plan, False)
     assert fast == checked
@@ -87,7 +88,7 @@ def test_a_line_orjson_cannot_read_and_a_line_with_a_problem_go_the_checked_way(
 
 def test_a_line_changed_after_the_plan_is_read_and_judged_again(tmp_path):
     folder = _small_dataset(tmp_path, [_line("c0", 0), _line("c1", 0)])
-    plan = plan_run(folder, folder / "traces.jsonl", tmp_path / "out", "r1", redaction=False)
+    plan = plan_run(RunSpec(dataset=folder, traces=folder / "traces.jsonl", out=tmp_path / "out", run_id="r1", redaction=False))
     assert plan.index.table["checked"].to_pylist() == [True, True]
     # same key, now with a repeated key: its bytes no longer have the planned digest, so it is judged anew
     changed = [_line("c0", 0), _line("c1", 0, ', "metadata": {"a": 1, "a": 2}')]
@@ -105,7 +106,7 @@ def test_the_one_read_of_the_plan_finds_the_offsets_and_digests_a_second_scan_fi
     (folder / "traces.jsonl").write_bytes(raw)
     cases = [{"case_id": f"c{i}", "input": "hi", "expected_calls": []} for i in range(3)]
     (folder / "cases.jsonl").write_text("".join(json.dumps(c) + "\n" for c in cases))
-    plan = plan_run(folder, folder / "traces.jsonl", tmp_path / "out", "r1", redaction=False)
+    plan = plan_run(RunSpec(dataset=folder, traces=folder / "traces.jsonl", out=tmp_path / "out", run_id="r1", redaction=False))
     table = plan.index.table
     keys = list(zip(table["case_id"].to_pylist(), table["trial"].to_pylist()))
     assert keys == [("c0", 0), ("c1", 0), ("c2", 0)]
@@ -134,7 +135,7 @@ def test_an_integer_beyond_64_bits_keeps_its_value_through_generation_and_captur
             '"content": null, "tool_calls": [{"id": "t1", "type": "function", "function": {"name": "pay", '
             '"arguments": {"account": %d}}}]}], "metadata": {"ledger_id": %d}}' % (wide, wide))
     folder = _small_dataset(tmp_path, [line])
-    plan = plan_run(folder, folder / "traces.jsonl", tmp_path / "out", "r1", redaction=False)
+    plan = plan_run(RunSpec(dataset=folder, traces=folder / "traces.jsonl", out=tmp_path / "out", run_id="r1", redaction=False))
     gscope, _ = run_scopes(plan)
     dirs = {name: stage_dir(plan.out, name) for name in ("generation", "capture")}
     for path in dirs.values():

@@ -8,6 +8,7 @@ import json
 import pyarrow.parquet as pq
 import pytest
 
+from tooleval.runs.spec import RunSpec
 from conftest import run_small
 from tooleval.synth import write_synth
 
@@ -48,10 +49,9 @@ def test_rows_identical_with_one_worker_and_a_process_pool(tmp_path, monkeypatch
     monkeypatch.setattr(evaluate_module, "_index_parts", counting)
     data = write_synth(700, 3, "bfcl", tmp_path / "data").path
     out = tmp_path / "out"
-    one, drift_one = run_evaluate(dataset=str(data), out=str(out), run_id="one", workers=1, shard_size=100)
+    one, drift_one = run_evaluate(RunSpec(dataset=str(data), out=str(out), run_id="one", workers=1, shard_size=100))
     assert ranges == []  # one thread: the plan reads the file itself
-    two, drift_two = run_evaluate(rows_hint=None, dataset=str(data), out=str(tmp_path / "out2"), run_id="two",
-                                  workers=2, shard_size=100)
+    two, drift_two = run_evaluate(RunSpec(dataset=str(data), out=str(tmp_path / "out2"), run_id="two", workers=2, shard_size=100), rows_hint=None)
     assert len(ranges) == 1 and ranges[0] >= 5  # ~650 KB in 64 KB ranges, each cut at a line end
     assert (drift_one, drift_two) == (False, False)
     assert one.errors == two.errors
@@ -76,8 +76,8 @@ def test_adding_ten_cases_reruns_only_the_shards_that_hold_them(tmp_path):
     grown = write_synth(10_073, 5, "bfcl", tmp_path / "grown").path  # same first 1,429 cases, 10 more
     manifest = json.loads((grown / "dataset.json").read_text())
     out = tmp_path / "out"
-    first = evaluate(dataset=str(small), out=str(out), run_id="night-1", workers=1, shard_size=500)
-    second = evaluate(dataset=str(grown), out=str(out), run_id="night-2", workers=1, shard_size=500)
+    first = evaluate(RunSpec(dataset=str(small), out=str(out), run_id="night-1", workers=1, shard_size=500))
+    second = evaluate(RunSpec(dataset=str(grown), out=str(out), run_id="night-2", workers=1, shard_size=500))
     assert first.dataset_revision != second.dataset_revision == manifest["revision"]
     assert second.summary["rows"] == 10_073
     shards = second.summary["timing"]["shards"]
@@ -111,8 +111,8 @@ def test_process_pool_workers_end_before_the_publication(tmp_path, monkeypatch):
 
     monkeypatch.setattr(evaluate_module.RunPublisher, "aggregate", recording_aggregate)
     data = write_synth(300, 3, "bfcl", tmp_path / "data").path
-    result, drift = evaluate_module.run_evaluate(rows_hint=None, dataset=str(data), out=str(tmp_path / "out"),
-                                                 run_id="pool", workers=2, shard_size=100)
+    result, drift = evaluate_module.run_evaluate(RunSpec(dataset=str(data), out=str(tmp_path / "out"), run_id="pool",
+                                                         workers=2, shard_size=100), rows_hint=None)
     assert drift is False and result.summary["timing"]["workers"] == 2
     assert result.summary["timing"]["shards"] >= 2  # the shards did run on the pool's workers
     assert seen == [[]]  # no worker process left alive when the publication started

@@ -10,6 +10,7 @@ import pyarrow as pa
 from hypothesis import given
 from hypothesis import strategies as st
 
+from tooleval.runs.spec import RunSpec
 from tooleval.runs.progress import StageProgress
 from tooleval.runs.shards import MAX_SHARD, MAX_SHARD_BYTES, MIN_SHARD, ShardIndex, cases_per_shard, default_shard_size, is_boundary
 
@@ -95,9 +96,9 @@ def test_the_plan_sizes_shards_by_the_traces_files_mean_line(tmp_path, monkeypat
     traces = data / "traces.jsonl"
     mean = traces.stat().st_size / traces.read_bytes().count(b"\n")
     assert 10_000 < mean < 30_000  # tau lines: ~16 KB
-    assert plan_run(str(data), None, str(tmp_path / "out"), "r", workers=2).shard_size == 125
+    assert plan_run(RunSpec(dataset=str(data), traces=None, out=str(tmp_path / "out"), run_id="r", workers=2)).shard_size == 125
     monkeypatch.setattr(shards, "MAX_SHARD_BYTES", 1_800_000)
-    smaller = plan_run(str(data), None, str(tmp_path / "out"), "s", workers=2).shard_size
+    smaller = plan_run(RunSpec(dataset=str(data), traces=None, out=str(tmp_path / "out"), run_id="s", workers=2)).shard_size
     assert smaller == int(1_800_000 // mean) < 125
 
 

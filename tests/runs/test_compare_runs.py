@@ -9,6 +9,7 @@ import pyarrow.parquet as pq
 import pytest
 from typer.testing import CliRunner
 
+from tooleval.runs.spec import RunSpec
 from conftest import CHANGED_CASE, tool_call, trace, write_dataset
 from tooleval.cli import app
 from tooleval.runs.compare import compare_runs, failed_thresholds, parse_fail_on
@@ -82,8 +83,8 @@ def test_fail_on_exits_1_when_every_case_gets_worse(tmp_path):
     worse = [trace(f"c{i}", 0, [tool_call("get", json.dumps({"id": i + 100}))]) for i in range(3)] + [
         trace(f"c{i}", 0, [tool_call("get", json.dumps({"id": i})), tool_call("noise", "{}")]) for i in range(3, 6)]
     out = tmp_path / "results"
-    evaluate(dataset=str(write_dataset(tmp_path / "base", cases, right)), out=str(out), run_id="b")
-    evaluate(dataset=str(write_dataset(tmp_path / "head", cases, worse)), out=str(out), run_id="h")
+    evaluate(RunSpec(dataset=str(write_dataset(tmp_path / "base", cases, right)), out=str(out), run_id="b"))
+    evaluate(RunSpec(dataset=str(write_dataset(tmp_path / "head", cases, worse)), out=str(out), run_id="h"))
     result = runner.invoke(app, ["compare", "b", "h", "--out", str(out), "--fail-on", "f1:0.02"],
                            env={"COLUMNS": "200"})
     assert result.exit_code == 1, result.output
@@ -107,7 +108,7 @@ def test_fail_on_exits_1_when_every_case_gets_worse(tmp_path):
     # deltas cover the 2 pairs only. By hand: f1 (1 + 0) / 2 - 1 = -0.5; the unpaired d0 row counts nowhere.
     part = [{"case_id": "d0", "input": "x", "expected_calls": [{"name": "get", "args": {"id": 9}}]}] + cases[:2]
     traces = [right[0], trace("c1", 0, [tool_call("get", json.dumps({"id": 7}))]), trace("d0", 0, [])]
-    evaluate(dataset=str(write_dataset(tmp_path / "part", part, traces, revision="r2")), out=str(out), run_id="p")
+    evaluate(RunSpec(dataset=str(write_dataset(tmp_path / "part", part, traces, revision="r2")), out=str(out), run_id="p"))
     partial = compare_runs(out, "b", "p")
     assert partial["pairs"] == 2 and partial["only_head"] == [["d0", 0]]
     assert (partial["only_head_count"], partial["only_base_count"]) == (1, 4)  # d0 only in p; c2-c5 only in b
@@ -116,7 +117,7 @@ def test_fail_on_exits_1_when_every_case_gets_worse(tmp_path):
 
     # Runs with no pair in common: nothing to compare, a usage error (exit 2), not deltas from unpaired rows.
     other = [{"case_id": "z0", "input": "x", "expected_calls": []}]
-    evaluate(dataset=str(write_dataset(tmp_path / "other", other, [trace("z0", 0, [])], revision="r3")), out=str(out), run_id="o")
+    evaluate(RunSpec(dataset=str(write_dataset(tmp_path / "other", other, [trace("z0", 0, [])], revision="r3")), out=str(out), run_id="o"))
     refused = runner.invoke(app, ["compare", "b", "o", "--out", str(out)], env={"COLUMNS": "200"})
     assert refused.exit_code == 2 and "share no (case_id, trial) pair" in refused.output, refused.output
 

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from tooleval.runs.spec import RunSpec
 from conftest import TINY_CASES, TINY_TRACES, trace, tool_call, write_dataset
 from tooleval.cli import app
 from tooleval.runs.catalog import collect_garbage, list_runs
@@ -43,10 +44,10 @@ def three_runs(prefect_harness, tmp_path_factory):
     tmp_path = tmp_path_factory.mktemp("three-runs")
     out = tmp_path / "results"
     first = write_dataset(tmp_path / "d1", TINY_CASES, TINY_TRACES)
-    evaluate(dataset=str(first), out=str(out), run_id="r1")
+    evaluate(RunSpec(dataset=str(first), out=str(out), run_id="r1"))
     changed = TINY_TRACES[:3] + [trace("C", 0, [tool_call("noise", "{}")])]
-    evaluate(dataset=str(write_dataset(tmp_path / "d2", TINY_CASES, changed)), out=str(out), run_id="r2")
-    evaluate(dataset=str(first), out=str(out), run_id="r3")
+    evaluate(RunSpec(dataset=str(write_dataset(tmp_path / "d2", TINY_CASES, changed)), out=str(out), run_id="r2"))
+    evaluate(RunSpec(dataset=str(first), out=str(out), run_id="r3"))
     return out, first
 
 
@@ -90,7 +91,7 @@ def test_gc_keeps_what_kept_runs_need_and_their_cache_stays_warm(three_runs, mon
     # r2's trace of case C differs: its generation, capture and scoring shard files were freed.
     assert report.stage_files == len(before) - len(after) == 3 and report.bytes_freed > 0
     assert report.result_records == 3  # the cache records of those three shard tasks
-    rerun = evaluate(dataset=str(first), out=str(out), run_id="r4")
+    rerun = evaluate(RunSpec(dataset=str(first), out=str(out), run_id="r4"))
     assert {name: set(states) for name, states in rerun.stage_states.items()
             if name in ("generation", "trace-capture", "scoring")} == {
         "generation": {"Cached"}, "trace-capture": {"Cached"}, "scoring": {"Cached"}}

@@ -10,6 +10,7 @@ import duckdb
 import pytest
 from junitparser import Failure, JUnitXml, Skipped
 
+from tooleval.runs.spec import RunSpec
 from tooleval.synth import write_synth
 
 pytestmark = pytest.mark.usefixtures("prefect_harness")
@@ -36,7 +37,7 @@ def published(tmp_path_factory):
 
     root = tmp_path_factory.mktemp("streaming")
     data = write_synth(ROWS, 11, "bfcl", root / "data").path
-    result = evaluate(dataset=str(data), out=str(root / "out"), run_id="big", workers=1, shard_size=4000)
+    result = evaluate(RunSpec(dataset=str(data), out=str(root / "out"), run_id="big", workers=1, shard_size=4000))
     con = duckdb.connect()
     con.execute(f"CREATE VIEW rows AS SELECT * FROM read_parquet('{result.rows_path}/*.parquet')")
     con.execute(f"CREATE VIEW judged AS {_BLOCKING_RULES}")

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from tooleval.runs.spec import RunSpec
 from tooleval.storage import (LeaseHeldError, Publication, connect, read_document, read_marker, read_table,
                               recover, tree_of)
 from tooleval.storage._hold import hold_run, lease_for
@@ -258,12 +259,12 @@ class TestInputsOnS3:
 
         url, folder = dataset_url
         monkeypatch.setenv("TOOLEVAL_REDACTION_KEY", "k")
-        plan = plan_run(url, None, out, "p1", write_key=False)
-        local = plan_run(folder, None, out, "p1", write_key=False)
+        plan = plan_run(RunSpec(dataset=url, traces=None, out=out, run_id="p1"), write_key=False)
+        local = plan_run(RunSpec(dataset=folder, traces=None, out=out, run_id="p1"), write_key=False)
         assert plan.dataset.path == url and plan.agent.traces_path == f"{url}/traces.jsonl"
         assert plan.out == out and plan.dataset.content_digest == local.dataset.content_digest
         assert [i.trace_digest for i in plan.items] == [i.trace_digest for i in local.items]
-        explicit = plan_run(url, f"{url}/traces.jsonl", out, "p1", write_key=False)
+        explicit = plan_run(RunSpec(dataset=url, traces=f"{url}/traces.jsonl", out=out, run_id="p1"), write_key=False)
         assert explicit.agent.traces_path == f"{url}/traces.jsonl"
 
     def test_a_missing_url_is_a_usage_error(self, out):
@@ -280,5 +281,5 @@ class TestInputsOnS3:
         monkeypatch.delenv("TOOLEVAL_REDACTION_KEY", raising=False)
         monkeypatch.delenv("TOOLEVAL_REDACTION_KEY_FILE", raising=False)
         with pytest.raises(InputFileError, match="never stored next to the results"):
-            plan_run(dataset_url[1], None, out, "p1")
+            plan_run(RunSpec(dataset=dataset_url[1], traces=None, out=out, run_id="p1"))
         assert tree_of(out).walk_files("") == []

@@ -262,7 +262,7 @@ def _runs(data: Path, root: Path, workers: int | None, shard_size: int | None, r
     """Prefect's start-up, then runs (a) and (a') inside one window of ``rss`` (the start-up flow outside it)."""
     from prefect import flow
 
-    from flows.evaluate import run_evaluate
+    from flows.evaluate import RunSpec, run_evaluate
 
     @flow(name="tooleval-bench-startup")
     def startup() -> None:
@@ -270,8 +270,7 @@ def _runs(data: Path, root: Path, workers: int | None, shard_size: int | None, r
 
     with (data / "traces.jsonl").open("rb") as handle:
         rows = sum(1 for _ in handle)
-    common = dict(dataset=str(data), workers=workers or os.cpu_count() or 1, shard_size=shard_size, progress=False,
-                  rows_hint=rows)
+    common = dict(dataset=str(data), workers=workers or os.cpu_count() or 1, shard_size=shard_size, progress=False)
     # The runs go to tooleval's own Prefect server, as ``tooleval run``'s do. Under Prefect's in-process temporary
     # server the pool's workers were not given its address, and each worker started a temporary server of its own
     # (~220 MB each, started inside the run's plan).
@@ -280,10 +279,11 @@ def _runs(data: Path, root: Path, workers: int | None, shard_size: int | None, r
         _timed(startup, log, "Prefect start-up")
         startup_s = time.perf_counter() - began
         with rss.tracking(server_pid()), rss.window() as runs_rss:
-            (row_path, _), row_s = _timed(lambda: run_evaluate(out=str(root / "row-path"), run_id="bench-a",
-                                                               legacy_pass=False, **common), log, "(a) row path")
-            whole, run_s = _timed(lambda: run_evaluate(out=str(root / "whole-run"), run_id="bench-a-prime",
-                                                       **common), log, "(a') whole run with legacy and drift")
+            row_spec = RunSpec(out=str(root / "row-path"), run_id="bench-a", legacy_pass=False, **common)
+            whole_spec = RunSpec(out=str(root / "whole-run"), run_id="bench-a-prime", **common)
+            (row_path, _), row_s = _timed(lambda: run_evaluate(row_spec, rows_hint=rows), log, "(a) row path")
+            whole, run_s = _timed(lambda: run_evaluate(whole_spec, rows_hint=rows), log,
+                                  "(a') whole run with legacy and drift")
     if whole[0].drift is None or whole[0].drift["verdict"] != "ok":
         raise RuntimeError(f"the benchmark's whole run found drift: {whole[0].drift and whole[0].drift['reasons']}")
     return startup_s, (row_path, row_s), (whole, run_s), runs_rss

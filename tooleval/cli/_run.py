@@ -99,17 +99,25 @@ def run(
     Exit 0: every row scored and no drift; 1: row errors or drift; 2: file or usage error (nothing written);
     130: interrupted (Ctrl-C; nothing of the run published).
     """
-    from tooleval.runs.plan import check_run_id, plan_run
-    from tooleval.settings import make_prefect_home
+    from pydantic import ValidationError
 
-    from tooleval.runs.variability import outcome_from_spec
+    from tooleval.runs.plan import check_run_id, plan_run
+    from tooleval.runs.spec import RunSpec, spec_error
+    from tooleval.settings import make_prefect_home
 
     dataset = results_location(dataset or _bundled_dataset())  # a folder, or an fsspec URL (s3://…)
     traces = None if traces is None else results_location(traces)
     slice_list = None if slices is None else [s.strip() for s in slices.split(",") if s.strip()]
     live = None
     try:
-        outcome_from_spec(outcome)
+        try:
+            spec = RunSpec(dataset=dataset, traces=traces, out=results_location(out), run_id=run_id,
+                           shard_size=shard_size, workers=workers, dask_address=dask_address, slices=slice_list,
+                           legacy_only=legacy_only, repeats=repeats, tool_results=tool_results, outcome=outcome,
+                           gate_config=gate_config, redaction=not no_redaction, redact_fields=redact_field,
+                           new_redaction_key=new_redaction_key, progress=not console.quiet)
+        except ValidationError as exc:
+            raise ValueError(spec_error(exc)) from None
         if agent == "openai":
             from tooleval.agents import OpenAIAgentConfig
 
@@ -130,9 +138,8 @@ def run(
             _check_cluster_key(no_redaction)
         open_results(out, remote=True)
         location = results_location(out)  # a folder, or an fsspec URL (s3://bucket/prefix)
-        plan = plan_run(dataset, traces, location, run_id, slices=slice_list, agent=live, repeats=repeats,
-                        tool_results=tool_results, redact_fields=redact_field, redaction=not no_redaction,
-                        gate_config=gate_config, new_redaction_key=new_redaction_key, write_key=False)
+        spec = spec.model_copy(update={"agent": live})  # the agent's options were checked as it was made
+        plan = plan_run(spec, write_key=False)
         make_prefect_home()  # a $TOOLEVAL_PREFECT_HOME that cannot be made is refused before the lease is written
     except ValueError as exc:
         err_console.print(f"[bold red]error:[/] {exc}", highlight=False)
@@ -143,6 +150,7 @@ def run(
     # of MB for a million rows) would otherwise stay alive in this process for the whole run
     run_id, planned_out, revision, rows = plan.run_id, plan.out, plan.dataset.revision, plan.index.rows
     del plan
+    spec = spec.model_copy(update={"run_id": run_id})  # the flow's plan keeps the id this one made
     expected: list[int] = []
     lease = hold_run(location, run_id)
     try:
@@ -158,15 +166,7 @@ def run(
         with prefect_session(out, expected, preload=("flows.evaluate",)):
             from flows.evaluate import run_evaluate
 
-            result, drifted = run_evaluate(
-                rows_hint=rows, dask_address=dask_address,
-                dataset=str(dataset), traces=None if traces is None else str(traces), out=str(location),
-                run_id=run_id, shard_size=shard_size, slices=slice_list, legacy_only=legacy_only,
-                agent=live, repeats=repeats, tool_results=None if tool_results is None else str(tool_results),
-                outcome=outcome, redact_fields=redact_field, redaction=not no_redaction,
-                gate_config=None if gate_config is None else str(gate_config), workers=workers,
-                progress=not console.quiet, new_redaction_key=new_redaction_key,
-            )
+            result, drifted = run_evaluate(spec, rows_hint=rows)
             expected.append(sum(sum(states.values()) for states in result.stage_states.values()))
     except InputFileError as exc:
         fail(exc, published=False)

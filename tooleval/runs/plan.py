@@ -34,6 +34,7 @@ from tooleval.capture.recorded import (TraceIndex, TracePart, file_digest, index
 from tooleval.capture.keys import PlannedKey, persist_key, plan_key
 from tooleval.capture.redaction import DEFAULT_FIELDS, RedactionConfig
 from tooleval.runs.shards import ShardIndex, cyclic_gc_paused, default_shard_size, scan_lines
+from tooleval.runs.spec import RunSpec
 
 __all__ = ["DatasetRef", "RunPlan", "plan_run", "new_run_id", "revision_record_path", "revision_record_relpath"]
 
@@ -192,22 +193,8 @@ def check_run_id(out: Path | str, run_id: str, revision: str) -> None:
 
 
 def plan_run(
-    dataset: str | Path,
-    traces: str | Path | None,
-    out: str | Path,
-    run_id: str | None,
+    spec: RunSpec,
     *,
-    slices: list[str] | None = None,
-    redact_fields: list[str] | None = None,
-    redact_paths: list[str] | None = None,
-    redaction: bool = True,
-    agent: OpenAIAgentConfig | None = None,
-    repeats: int = 1,
-    tool_results: str | Path | None = None,
-    shard_size: int | None = None,
-    workers: int = 1,
-    gate_config: str | Path | None = None,
-    new_redaction_key: bool = False,
     write_key: bool = True,
     index_parts: IndexParts | None = None,
     on_redaction: Callable[[Any, bytes, dict], None] | None = None,
@@ -215,21 +202,8 @@ def plan_run(
     """Check the inputs and decide the work of a run.
 
     Args:
-        dataset: Dataset folder.
-        traces: Recorded traces file for the replay agent; ``None`` picks the dataset's own.
-        out: Results folder (created later, at publication).
-        run_id: Run id; ``None`` generates one.
-        slices: Evaluate only cases whose ``slice`` is listed; traces of other cases are skipped silently.
-        redact_fields: Field names to redact in addition to :data:`tooleval.capture.redaction.DEFAULT_FIELDS`.
-        redact_paths: Dotted argument/result paths to redact as well.
-        redaction: ``False`` turns redaction off.
-        agent: A live agent; ``None`` replays the recorded traces.
-        repeats: Trials per case for a live agent (trial ``t`` is sent with seed ``t``).
-        tool_results: Recorded tool results for a live agent's multi-step tool loop.
-        shard_size: Rows per shard; ``None``: :func:`tooleval.runs.shards.default_shard_size`.
-        workers: Parallel workers (sizes the default shard).
-        gate_config: A gate config file to check now (default: the dataset's gate.toml, checked too).
-        new_redaction_key: Start a new redaction key although runs with another key exist under ``out``.
+        spec: The run's options (:class:`tooleval.runs.spec.RunSpec`); its ``workers`` (default 1 here) size the
+            default shard, and its gate config is checked now (the dataset's gate.toml is checked too).
         write_key: Create ``<out>/redaction.key`` (a new key) once every check passed; ``False`` for a dry
             plan that must write nothing (the CLI's own check before it starts the flow).
         index_parts: Reads byte ranges of a large traces file elsewhere (the flow's worker processes), while
@@ -250,6 +224,9 @@ def plan_run(
     from tooleval.storage import as_location, check_out_folder
     from tooleval.storage import check_remote
 
+    dataset, traces, out, run_id, agent = spec.dataset, spec.traces, spec.out, spec.run_id, spec.agent
+    repeats, tool_results, slices, workers = spec.repeats, spec.tool_results, spec.slices, spec.workers or 1
+    redact_fields, redact_paths = spec.redact_fields, spec.redact_paths
     location = as_location(out) if isinstance(out, str) else Path(out)
     out_path = location.resolve() if isinstance(location, Path) else location  # a folder, or a URL (s3://…)
     if isinstance(out_path, Path):
@@ -275,8 +252,8 @@ def plan_run(
         except Exception:
             load_dataset(dataset)  # the error as the direct load words it (the path as given); else the first
             raise
-    if gate_config is not None:
-        load_gate_config(gate_config)
+    if spec.gate_config is not None:
+        load_gate_config(spec.gate_config)
     all_cases = loaded.cases  # what the run's redactor is seeded with, whatever the slices
     every_case = set(loaded.cases)
     every_digest = case_digests(loaded.cases)  # kept from the load: not another pass over cases.jsonl
@@ -292,12 +269,11 @@ def plan_run(
             )
         loaded.cases = {k: loaded.cases[k] for k, slice_ in by_case.items() if slice_ in slices}
     digests = {case_id: every_digest[case_id] for case_id in loaded.cases}
-    key = plan_key(out_path, new_key=new_redaction_key) if redaction else None
+    key = plan_key(out_path, new_key=spec.new_redaction_key) if spec.redaction else None
     if key is not None and on_redaction is not None:
         on_redaction(_redaction_config(key, redact_fields, redact_paths), key.key, all_cases)
     if agent is not None:
-        plan = _live_plan(loaded, digests, agent, out_path, run_id, slices, repeats, tool_results, traces,
-                          _redaction_config(key, redact_fields, redact_paths), shard_size, workers, dataset)
+        plan = _live_plan(spec, loaded, digests, out_path, run_id, _redaction_config(key, redact_fields, redact_paths))
         if write_key and key is not None and (held := persist_key(out_path, key)) is not key:
             plan = plan.model_copy(update={"redaction": _redaction_config(held, redact_fields, redact_paths)})
         return plan
@@ -326,7 +302,7 @@ def plan_run(
     if write_key:  # the flow's own plan: nothing reads the index's keys again (a dry plan's index is kept whole)
         index.keys.clear()
     line_bytes = traces_path.stat().st_size / len(index.offsets) if index.offsets else None  # gzip: unknown
-    size = shard_size or default_shard_size(len(keys), workers, line_bytes)
+    size = spec.shard_size or default_shard_size(len(keys), workers, line_bytes)
     if write_key and key is not None:
         key = persist_key(out_path, key)  # another run may have created the folder's key since it was planned
     return RunPlan(
@@ -473,8 +449,9 @@ def _redaction_config(key: PlannedKey | None, fields: list[str] | None, paths: l
     )
 
 
-def _live_plan(loaded, digests, agent, out_path, run_id, slices, repeats, tool_results, traces, redaction,
-               shard_size, workers, dataset):
+def _live_plan(spec: RunSpec, loaded, digests, out_path, run_id, redaction):
+    agent, traces, tool_results, repeats = spec.agent, spec.traces, spec.tool_results, spec.repeats
+    slices = None if spec.slices is None else sorted(set(spec.slices))
     if traces is not None:
         raise InputFileError(traces, None, "--traces is for the replay agent.", "drop --traces with --agent openai.")
     if repeats < 1:
@@ -492,8 +469,8 @@ def _live_plan(loaded, digests, agent, out_path, run_id, slices, repeats, tool_r
     _check_revision_registry(out_path, loaded.path, loaded.revision, loaded.content_digest)
     check_run_id(out_path, run_id, loaded.revision)
     keys = [(case_id, trial) for case_id in sorted(loaded.cases) for trial in range(repeats)]
-    size = shard_size or default_shard_size(len(keys), workers)
-    return RunPlan(dataset=dataset_ref(loaded, source=dataset), agent=agent, executor=executor, out=str(out_path), run_id=run_id,
+    size = spec.shard_size or default_shard_size(len(keys), spec.workers or 1)
+    return RunPlan(dataset=dataset_ref(loaded, source=spec.dataset), agent=agent, executor=executor, out=str(out_path), run_id=run_id,
                    index=ShardIndex.build(keys, size), case_digests=digests, shard_size=size, errors=[],
                    slices=slices, redaction=redaction, has_requests=True)
 
