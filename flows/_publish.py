@@ -11,7 +11,7 @@ from typing import Any, Iterator
 import pyarrow as pa
 import pyarrow.compute as pc
 from prefect.states import Failed, State
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict
 
 from flows._artifacts import publish_artifacts
 from tasks import aggregate_rows
@@ -23,7 +23,8 @@ from tooleval.dataset import load_dataset_cached
 from tooleval.runs.gate import (GATE_COLUMNS, GateJudge, gate_config_for, gate_config_source, gate_scope,
                                 row_outcome_record, write_junit)
 from tooleval.runs.legacy import LegacyResult, legacy_record, stage_legacy
-from tooleval.runs.plan import DatasetRef, revision_record_relpath
+from tooleval.runs.plan import DatasetRef, RunPlan, revision_record_relpath
+from tooleval.runs.spec import RunSpec
 from tooleval.runs.report import build_report
 from tooleval.scoring.ragas_metric import ragas_version
 from tooleval.capture.redaction import RedactionConfig
@@ -34,7 +35,7 @@ from tooleval.storage import (ENVELOPE_SCHEMA, ROW_SCHEMA, ROW_SCHEMA_VERSION, P
 from tooleval.runs.variability import outcome_from_spec, variability_of_parquet
 from tooleval.versions import scorer_version, tooleval_version
 
-__all__ = ["RunResult", "RunPublisher", "STAGES", "run_stage", "publish_run"]
+__all__ = ["RunResult", "RunPublisher", "PublicationTarget", "STAGES", "run_stage", "publish_run"]
 
 STAGES = ("generation", "trace-capture", "scoring", "aggregation", "legacy-scalar")
 
@@ -105,24 +106,54 @@ def _drift(legacy: LegacyResult, row_refs: list[StageRef], partials: list[dict] 
     return drift_report([drift_partial_sql(source_connection(source), values, source)], legacy)
 
 
+class PublicationTarget(BaseModel):
+    """What a publication writes and how it judges it: the run it publishes under, the dataset its rows answer,
+    the redaction the traces went through, and the options that decide which documents it writes.
+
+    ``publish_legacy=False`` (a diagnostic subset, e.g. ``tooleval rescore --case``) and a ``--slices`` run keep
+    their legacy scalar out of ``legacy/`` — the old dashboards would read a partial mean under the run's name —
+    while the drift check still runs on what was scored (``drift.json`` names the slices).
+    ``legacy_pass=False`` (``tooleval bench``'s row path alone) publishes no legacy scalar and runs no drift check.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    out: str
+    run_id: str
+    dataset: DatasetRef
+    redaction: RedactionConfig | None
+    slices: list[str] | None
+    errors: list[dict]
+    """The plan's (or the source run's) ``errors.json`` entries that stand for no row."""
+    legacy_only: bool = False
+    outcome: str = "gate"
+    gate_config: str | None = None
+    publish_legacy: bool = True
+    legacy_pass: bool = True
+
+    @classmethod
+    def of_run(cls, plan: "RunPlan", spec: "RunSpec") -> "PublicationTarget":
+        """The target of an evaluation run: its plan's run, dataset, redaction and errors, its spec's options."""
+        return cls(out=plan.out, run_id=plan.run_id, dataset=plan.dataset, redaction=plan.redaction,
+                   slices=plan.slices, errors=plan.errors, legacy_only=spec.legacy_only, outcome=spec.outcome,
+                   gate_config=spec.gate_config, legacy_pass=spec.legacy_pass)
+
+
 class RunPublisher:
     """One run's publication, in named steps: :meth:`add_shard` as each shard is done (its envelopes and rows
     are written into the staged partitions and its rows judged by the gate while the other shards are still being
     scored), then :meth:`aggregate`, :meth:`gate_and_drift`, :meth:`report` and :meth:`publish`, which commits
     everything at once (one marker; on an exception nothing becomes visible).
 
-    ``publish_legacy=False`` (a diagnostic subset, e.g. ``tooleval rescore --case``) and a ``--slices`` run keep
-    their legacy scalar out of ``legacy/`` — the old dashboards would read a partial mean under the run's name —
-    while the drift check still runs on what was scored (``drift.json`` names the slices).
-    ``legacy_pass=False`` (``tooleval bench``'s row path alone) publishes no legacy scalar and runs no drift check.
-
-    Use it as a context manager: leaving the ``with`` block by an exception aborts the publication.
+    What it publishes and how is its :class:`PublicationTarget`; ``states`` (stage -> counts of final state
+    names) is filled in by the caller as the stages end. Use it as a context manager: leaving the ``with`` block by an exception aborts the publication.
     """
 
-    def __init__(self, *, out: str, run_id: str, dataset: DatasetRef, redaction: RedactionConfig | None,
-                 slices: list[str] | None, errors: list[dict], states: dict[str, Counter],
-                 legacy_only: bool = False, outcome: str = "gate", gate_config: str | None = None,
-                 publish_legacy: bool = True, legacy_pass: bool = True) -> None:
+    def __init__(self, target: PublicationTarget, states: dict[str, Counter]) -> None:
+        out, run_id, dataset, redaction, slices, errors = (target.out, target.run_id, target.dataset,
+                                                           target.redaction, target.slices, target.errors)
+        legacy_only, outcome, gate_config = target.legacy_only, target.outcome, target.gate_config
+        publish_legacy, legacy_pass = target.publish_legacy, target.legacy_pass
         self.out, self.run_id, self.dataset, self.redaction, self.slices = (
             as_location(out), run_id, dataset, redaction, slices)
         self.revision = dataset.revision
@@ -271,40 +302,25 @@ class RunPublisher:
 
 
 def publish_run(
-    *,
-    out: str,
-    run_id: str,
-    dataset: DatasetRef,
-    redaction: RedactionConfig | None,
-    slices: list[str] | None,
-    errors: list[dict],
-    envelope_refs: list[StageRef],
-    row_refs: list[StageRef],
+    target: PublicationTarget,
+    shards: list[tuple[StageRef, StageRef]],
     legacy: LegacyResult,
     states: dict[str, Counter],
-    legacy_only: bool = False,
+    *,
     extra_summary: dict[str, Any] | None = None,
-    outcome: str = "gate",
-    gate_config: str | None = None,
-    publish_legacy: bool = True,
     drift_partials: list[dict[str, Any]] | None = None,
-    legacy_pass: bool = True,
-    generation_refs: list[StageRef] | None = None,
 ) -> RunResult | State:
     """Publish one run whose shards are all done: :class:`RunPublisher`'s steps in order (every shard, then
-    aggregate, gate and drift, report, publish). ``runs/<run>/stages.json`` lists ``generation_refs``,
-    ``envelope_refs`` and ``row_refs``.
+    aggregate, gate and drift, report, publish). ``shards``: each shard's ``(envelopes, rows)`` stage refs, which
+    ``runs/<run>/stages.json`` lists.
 
     Returns:
         The :class:`RunResult`, or a ``Failed`` state carrying it when the drift check found drift.
     """
-    with RunPublisher(out=out, run_id=run_id, dataset=dataset, redaction=redaction, slices=slices, errors=errors,
-                      states=states, legacy_only=legacy_only, outcome=outcome, gate_config=gate_config,
-                      publish_legacy=publish_legacy, legacy_pass=legacy_pass) as publisher:
-        rows = row_refs if not legacy_only else [None] * len(envelope_refs)
-        for index, (envelopes, shard_rows) in enumerate(zip(envelope_refs, rows)):
-            publisher.add_shard(index, envelopes, shard_rows)
+    with RunPublisher(target, states) as publisher:
+        for index, (envelopes, shard_rows) in enumerate(shards):
+            publisher.add_shard(index, envelopes, None if target.legacy_only else shard_rows)
         publisher.aggregate(extra_summary, legacy)
         publisher.gate_and_drift(legacy, drift_partials)
         publisher.report()
-        return publisher.publish([*(generation_refs or []), *envelope_refs, *row_refs])
+        return publisher.publish([*(ref for ref, _ in shards), *(ref for _, ref in shards)])

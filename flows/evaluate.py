@@ -24,7 +24,7 @@ from typing import Any, Callable, Iterator
 from prefect import flow
 from prefect.futures import as_completed
 
-from flows._publish import STAGES, RunPublisher, RunResult
+from flows._publish import STAGES, PublicationTarget, RunPublisher, RunResult
 from flows._dask import check_scheduler, dask_runner, dask_workers, shard_task
 from flows._shards import ShardContext, ShardOutcome, ShardWork, count_states, run_shard
 from flows._tags import untagged_task_runs
@@ -46,8 +46,7 @@ def evaluate(spec: RunSpec = RunSpec()) -> RunResult:
     a summary and the drift check: plan -> run the shards -> aggregate -> gate and drift -> publish.
 
     Args:
-        spec: The run (:class:`tooleval.runs.spec.RunSpec`): its dataset, results folder, agent, shards and
-            options, validated when it was made. A deployment passes it as the ``spec`` parameter's fields.
+        spec: The run (:class:`tooleval.runs.spec.RunSpec`), validated when made; a deployment passes its fields.
 
     Returns:
         The published run's :class:`RunResult`.
@@ -62,10 +61,7 @@ def evaluate(spec: RunSpec = RunSpec()) -> RunResult:
     with untagged_task_runs(), run_process_state():  # the holder tag stays on the flow run
         plan, context = _plan(spec)
         states = {name: Counter() for name in STAGES}
-        with RunPublisher(out=plan.out, run_id=plan.run_id, dataset=plan.dataset, redaction=plan.redaction,
-                          slices=plan.slices, errors=plan.errors, states=states, legacy_only=spec.legacy_only,
-                          outcome=spec.outcome, gate_config=spec.gate_config,
-                          legacy_pass=spec.legacy_pass) as publisher:
+        with RunPublisher(PublicationTarget.of_run(plan, spec), states) as publisher:
             outcomes, timing = _shards(plan, context, spec, publisher)
             for stage, counter in count_states(outcomes).items():
                 states[stage].update(counter)

@@ -9,7 +9,7 @@ from collections import Counter
 
 from prefect import flow
 
-from flows._publish import STAGES, RunResult, publish_run, run_stage
+from flows._publish import STAGES, PublicationTarget, RunResult, publish_run, run_stage
 from flows._tags import untagged_task_runs
 from tasks import legacy_scalar, score_shard
 from tasks.legacy import dataset_scope
@@ -91,14 +91,11 @@ def rescore(
             partials.append(drift_partial(legacy.per_row, read_stage_table(rows, columns=DRIFT_COLUMNS).to_pylist()))
             tally.add(legacy)
         legacy = tally.result(ragas, code)
-        return publish_run(
-            errors=unrowed.errors(),
-            publish_legacy=not subset,
-            out=out_dir, run_id=target, dataset=dataset_ref, redaction=source.redaction,
-            slices=source.summary.get("slices"), envelope_refs=envelope_refs, row_refs=row_refs,
-            legacy=legacy, states=states, drift_partials=partials,
-            extra_summary={"rescored_from": {"run_id": run_id, "case": case, "trial": trial}},
-        )
+        publication = PublicationTarget(out=out_dir, run_id=target, dataset=dataset_ref, redaction=source.redaction,
+                                        slices=source.summary.get("slices"), errors=unrowed.errors(),
+                                        publish_legacy=not subset)
+        return publish_run(publication, list(zip(envelope_refs, row_refs)), legacy, states, drift_partials=partials,
+                           extra_summary={"rescored_from": {"run_id": run_id, "case": case, "trial": trial}})
 
 
 class _Unrowed:
