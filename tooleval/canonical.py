@@ -1,4 +1,4 @@
-"""Canonical argument values (DESIGN.md "Scoring semantics: canonical argument values").
+"""Canonical argument values (docs/design.md "Canonical argument values").
 
 Rules, each tested in ``tests/test_canonical.py``:
 
@@ -14,7 +14,7 @@ Rules, each tested in ``tests/test_canonical.py``:
   the parse error, it is never turned into ``{}``.
 * An object that repeats a key (``{"amount": 1, "amount": 49.99}``) is ambiguous: RFC 8259 leaves its meaning to the
   reader, and Python's ``json`` silently keeps the last value. Argument text with a repeated key is malformed
-  (issue 11), never guessed (:func:`reject_duplicate_keys`).
+  (choosing either value could score a call the agent never made), never guessed (:func:`reject_duplicate_keys`).
 * A value that cannot be stored as UTF-8 JSON (a lone surrogate such as ``\ud800``), a non-finite number, or
   nesting deeper than :data:`MAX_DEPTH` is found by :func:`json_value_problem` without recursion, so callers can
   turn it into a typed error instead of a crash.
@@ -72,8 +72,8 @@ def _canonical_float(text: str) -> float | int:
 
 def canonical_loads(text: str | bytes) -> Any:
     """``canonical_value(json.loads(text))`` (of JSON text or its UTF-8 bytes) in one pass: the parser itself turns
-    integral floats into ints, so no Python walk over the value follows (issue 9: the envelope digest re-read every
-    message this way).
+    integral floats into ints, so no Python walk over the value follows (the envelope digest reads every message
+    this way, so a second walk would double its cost).
 
     Object keys are JSON strings, so the only values :func:`canonical_value` changes are floats. A repeated key keeps
     its last value, as ``json.loads`` does (use it on text this package serialised, not on argument text).
@@ -544,7 +544,8 @@ def _fragments_text(value: Any) -> str | None:
 def canonical_json(value: Any) -> str:
     """Serialise ``value`` as canonical JSON text: sorted keys, compact separators, integral floats as ints.
 
-    Two argument objects are equal under DESIGN.md's rules exactly when their canonical texts are equal.
+    Two argument objects are equal under the scoring rules (docs/design.md "Canonical argument values") exactly
+    when their canonical texts are equal.
 
     Raises:
         ValueError: see :func:`canonical_value`.

@@ -1,4 +1,4 @@
-"""Loading and validating a dataset folder (DESIGN.md "Inputs: Dataset").
+"""Loading and validating a dataset folder (docs/design.md "Dataset folder").
 
 A dataset folder holds ``dataset.json``, ``cases.jsonl``, an optional ``tools.json`` and recorded traces. Every
 problem with these files is an :class:`~tooleval.errors.InputFileError` naming the file, the line and the fix,
@@ -221,8 +221,8 @@ def _parse_new_case(path: Path, number: int, data: object, plain: bool = False) 
 
 
 class Cases(Mapping[str, Case]):
-    """A dataset's cases by ``case_id``, in file order, read from ``cases.jsonl`` when asked for (issue 9: every
-    process of a run held every case of a large dataset as a pydantic model, ~0.5 GB at 142,858 cases). Holds
+    """A dataset's cases by ``case_id``, in file order, read from ``cases.jsonl`` when asked for, because every
+    case of a large dataset held as a pydantic model in every process of a run costs ~0.5 GB at 142,858 cases. Holds
     only each case's ``(byte offset, line number)`` and the :data:`CASE_CACHE` most recently used cases; every
     line was validated when the dataset was loaded. Read-only, like the dict it stands for.
 

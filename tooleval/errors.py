@@ -1,6 +1,6 @@
 """Typed errors of tooleval.
 
-Two families, following the exit-code contract of DESIGN.md "Bad input":
+Two families, following the exit-code contract of docs/design.md "Bad input and exit codes":
 
 * :class:`InputFileError` and its subclasses are *file or usage* errors. They stop a command before anything
   is written (exit code 2). Each names the file, the line (1-based, when there is one) and the fix.
@@ -54,7 +54,7 @@ class InputFileError(ToolevalError):
 
 
 class UnsafeRevisionError(InputFileError):
-    """A dataset revision or run id that is not a safe partition value (DESIGN.md "Dataset")."""
+    """A dataset revision or run id that is not a safe partition value (docs/design.md "Dataset folder")."""
 
 
 class RevisionConflictError(InputFileError):

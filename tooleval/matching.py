@@ -1,6 +1,6 @@
 """Duplicate-aware multiset matching of observed tool calls against reference calls.
 
-Semantics are DESIGN.md "Scoring semantics" (decided; each rule has a test in ``tests/test_matching.py``):
+Semantics are docs/design.md "Scoring semantics" (decided; each rule has a test in ``tests/test_matching.py``):
 
 * A call's key is ``(name, canonical args)`` (:attr:`tooleval.models.Call.key`).
 * ``tp`` = size of the multiset intersection of expected and observed keys; ``fp = observed - tp``;
@@ -10,9 +10,9 @@ Semantics are DESIGN.md "Scoring semantics" (decided; each rule has a test in ``
 * ``duplicate_calls`` = sum over keys of ``max(0, observed(k) - max(expected(k), 1))``; a malformed call's key is
   ``(name, raw text)``.
 * Unmatched expected and observed calls with the same tool name are paired by an optimal assignment that
-  minimises the number of differing argument paths (``scipy.optimize.linear_sum_assignment``; greedy pairing
-  depends on list order: deepeval issue 3338, handed case H17). Each pair is one ``wrong_args`` entry and still
-  counts as one fn plus one fp. Malformed calls take no part in the pairing.
+  minimises the number of differing argument paths (``scipy.optimize.linear_sum_assignment``): a greedy pairing
+  depends on list order, so the same calls in another order would report other wrong arguments. Each pair is one
+  ``wrong_args`` entry and still counts as one fn plus one fp. Malformed calls take no part in the pairing.
 * ``mismatch_categories``: ``missing`` when fn > 0, ``extra`` when fp > 0, ``wrong_args`` when a pair exists,
   ``duplicate`` when duplicate_calls > 0, ``malformed`` when a malformed call was observed (tooleval's decision,
   documented in README "Scoring").
@@ -82,7 +82,8 @@ class MatchResult:
 
 
 def f1_score(tp: int, fp: int, fn: int) -> float:
-    """``2tp / (2tp + fp + fn)``; 1.0 when tp = fp = fn = 0 (correct abstention, DESIGN.md)."""
+    """``2tp / (2tp + fp + fn)``; 1.0 when tp = fp = fn = 0 (a correct abstention: nothing expected,
+    nothing called)."""
     denominator = 2 * tp + fp + fn
     return 1.0 if denominator == 0 else 2 * tp / denominator
 

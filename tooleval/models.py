@@ -1,9 +1,10 @@
 """Data models shared by every stage (pure pydantic; no Prefect import).
 
-Persisted shapes are described in DESIGN.md "Inputs" and "Output layout"; the models here are the in-memory
-form. Models live in this importable module (never ``__main__``) so that results cached by Prefect restore as
-the same class in another process (handed case H20). Set-valued fields are stored as sorted lists, because a
-``set`` iterates in a different order in each process and would change Prefect's cache key (handed case H19).
+Persisted shapes are described in docs/design.md "Inputs" and "Output layout"; the models here are the
+in-memory form. Models live in this importable module (never ``__main__``) because Prefect's cache key and its
+cached results name a class by its import path: a class defined in ``__main__`` neither shares a cache with the
+imported module nor restores as the same class in another process. Set-valued fields are stored as sorted lists,
+because a ``set`` iterates in a different order in each process and would change Prefect's cache key.
 """
 
 from __future__ import annotations
@@ -39,7 +40,8 @@ __all__ = [
 ]
 
 REVISION_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
-"""A dataset revision / run id: 1–64 of ``[A-Za-z0-9._-]``, starting with a letter or digit (DESIGN.md)."""
+"""A dataset revision / run id: 1–64 of ``[A-Za-z0-9._-]``, starting with a letter or digit, so it is always
+a safe folder name and never reads as a path (docs/design.md "Dataset folder")."""
 
 TRIAL_MAX = 2**31 - 1
 """The largest trial index: a trial is an ``int32`` column in rows, trace envelopes and stage files."""
@@ -58,7 +60,7 @@ class Call(BaseModel):
     """One tool call, as referenced or as observed.
 
     A well-formed call has canonical ``args``; a malformed call keeps its ``args_raw`` text and ``parse_error`` and
-    matches nothing (DESIGN.md scoring semantics); a call whose arguments the source never recorded (content
+    matches nothing (docs/design.md "Scoring semantics"); a call whose arguments the source never recorded (content
     capture off) has neither, ``args_captured`` false, and matches a reference call of the same tool by name only
     (docs/rules.md "Arguments that were never captured"). Its record (:meth:`to_record`) is ``args_json`` null with
     ``parse_error`` null: a well-formed call always has ``args_json`` and a malformed one a ``parse_error``.
@@ -145,7 +147,7 @@ class Call(BaseModel):
         return cls._well_formed(name, args, canonical_dumps(args))
 
     def to_record(self) -> dict[str, str | None]:
-        """Return the Parquet struct ``{name, args_json, args_raw, parse_error}`` (DESIGN.md row columns)."""
+        """Return the Parquet struct ``{name, args_json, args_raw, parse_error}`` (docs/design.md "Row columns")."""
         return {
             "name": self.name,
             "args_json": self.args_json,
@@ -157,7 +159,8 @@ class Call(BaseModel):
     def from_canonical(cls, name: str, args_json: str) -> "Call":
         """A well-formed call from canonical argument text that this package wrote (:attr:`args_json` of a call it
         built, as stored in an envelope it verified): read once, without the checks :meth:`from_raw` applies to
-        text from outside, and not serialised again (issue 9)."""
+        text from outside, and not serialised again: on a large corpus those checks and a second serialisation
+        cost more than the scoring itself."""
         return cls._well_formed(name, loads_canonical_text(args_json), args_json)
 
     @classmethod
@@ -197,7 +200,7 @@ RULE_FLAGS = ("ignore", "optional", "unordered", "case_insensitive", "coerce")
 
 
 class ArgumentRule(BaseModel):
-    """How one argument path is compared (issue 3; semantics in ``tooleval/rules/_arguments.py``, docs/rules.md).
+    """How one argument path is compared (semantics in ``tooleval/rules/_arguments.py`` and docs/rules.md).
 
     Written in ``tools.json`` (``argument_rules: {path: rule}``, the default for every case) or in a case
     (``argument_rules: {tool: {path: rule}}``, which wins). A rule is an object (``{"tolerance": 0.01}``), a bare
@@ -356,8 +359,8 @@ class ToolSpec(BaseModel):
 
 
 class Case(BaseModel):
-    """One line of ``cases.jsonl`` (DESIGN.md "Inputs"; rule keys: issue 3, docs/rules.md). Unknown keys are kept
-    (forward compatibility)."""
+    """One line of ``cases.jsonl`` (docs/design.md "Cases"; the rule keys in docs/rules.md). Unknown keys are
+    kept, so that a dataset written for a newer tooleval still loads."""
 
     model_config = ConfigDict(extra="allow")
 
@@ -485,7 +488,7 @@ class AgentInfo(BaseModel):
 
 
 class RecordedTrace(BaseModel):
-    """One line of a recorded traces file (DESIGN.md "Recorded traces")."""
+    """One line of a recorded traces file (docs/design.md "Recorded traces")."""
 
     model_config = ConfigDict(extra="allow")
 
@@ -498,7 +501,8 @@ class RecordedTrace(BaseModel):
     messages: list[dict[str, Any]]
     metadata: dict[str, Any] | None = None
     request: dict[str, Any] | None = None
-    """What was sent to the model: ``{"messages": [...]}`` (issue 4's join check compares it with the case)."""
+    """What was sent to the model: ``{"messages": [...]}`` (provenance compares it with the case's
+    input, to catch a trace joined to the wrong case)."""
     adapter_calls: list[dict[str, Any]] | None = None
     """Calls after the adapter parsed, validated and defaulted them: ``[{"name", "args"}]``."""
     executor_calls: list[dict[str, Any]] | None = None

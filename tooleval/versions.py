@@ -1,7 +1,7 @@
 """Version identifiers recorded on rows and used in cache keys.
 
 Prefect's ``TASK_SOURCE`` policy hashes only a task function's own text, so a change in a helper module the
-task calls would not invalidate cached scores (handed case H18; PrefectHQ/prefect 16925, 23062). The scorer
+task calls would not invalidate cached scores (PrefectHQ/prefect issues 16925 and 23062). The scorer
 version is therefore a digest of the *whole* ``tooleval`` package source: any change to any module that scoring
 can reach yields a new version, a new cache key, and a re-score.
 """
