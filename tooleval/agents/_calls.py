@@ -1,4 +1,4 @@
-"""One chat-completions call with retries (tenacity) and a record of every attempt (issue 6).
+"""One chat-completions call with retries (tenacity) and a record of every attempt.
 
 The SDK's own retries are off (the client is built with ``max_retries=0``) so that every attempt is visible:
 tenacity retries 429, 5xx, timeouts and connection errors with exponential backoff plus jitter (a ``Retry-After``

@@ -1,4 +1,4 @@
-"""Tool executor: answers the live agent's tool calls in a multi-step loop (issue 6).
+"""Tool executor: answers the live agent's tool calls in a multi-step loop.
 
 A :class:`ToolExecutor` answers a call ``(tool name, argument text)`` with a result *string* that goes back to
 the model as a ``{"role": "tool"}`` message. Answers come from, in this order:

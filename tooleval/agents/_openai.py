@@ -192,7 +192,7 @@ def _generate_one(client: openai.OpenAI, config: OpenAIAgentConfig, item: WorkIt
                                        "result": result})
         else:
             stop_reason = "max_steps"
-    except Exception as exc:  # the batch goes on: the row carries its error (DESIGN.md "Bad input")
+    except Exception as exc:  # the batch goes on: one failed item becomes a row with its error
         kind = "bad_input" if isinstance(exc, _BadInput) else classify(exc)[0]
         failed = sum(1 for attempt in attempts if attempt["step"] == steps + 1)
         tried = f" after {failed} attempt(s)" if failed else ""
@@ -230,7 +230,7 @@ def openai_generate(config: OpenAIAgentConfig, items: list[WorkItem], cases: dic
 
     Returns:
         Generation records ``{case_id, trial, seed, payload_json, error}`` in ``items`` order, one per item.
-        ``payload_json`` is a recorded trace (DESIGN.md "Recorded traces") as JSON text, also for failed items:
+        ``payload_json`` is a recorded trace (docs/design.md "Recorded traces") as JSON text, also for failed items:
         ``{case_id, trial, agent: {name: "openai", version, model}, request_id, response_id (the last response's
         ``id``), messages (input + assistant messages as returned + tool results), executor_calls (only with an
         executor: ``[{name, args (argument text as returned), result}]``), metadata: {attempts (see

@@ -43,7 +43,8 @@ class WorkItem(BaseModel):
     seed: int
     trace_digest: str | None = None
     """Replay: sha256 (32 hex) of the recorded trace line's bytes, so a shard's cache key follows the content of
-    its own lines, not the digest of the whole file (issue 9 item 6)."""
+    its own lines, not the digest of the whole file: a traces file that grows by a few lines keeps every other
+    shard's cached generation."""
 
 
 def _record(path: Path, line: TraceLine, key: tuple[str, Any], seed: int,

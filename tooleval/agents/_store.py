@@ -1,4 +1,4 @@
-"""Per-item generation cache on disk: resume a crashed run without paying for finished generations (issue 6).
+"""Per-item generation cache on disk: resume a crashed run without paying for finished generations.
 
 Prefect caches a generation *shard* only when the whole shard task finishes. A live shard can take minutes, so a
 crash (SIGKILL, OOM, a lost node) in the middle would throw away every finished call of that shard. The
