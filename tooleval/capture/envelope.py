@@ -1,17 +1,17 @@
-"""Trace envelopes: the immutable, versioned record that scoring reads (DESIGN.md stage 2, "trace capture").
+"""Trace envelopes: the immutable, versioned record that scoring reads (docs/design.md "Stages", trace capture).
 
-An envelope is a plain dict shaped like :data:`tooleval.storage.ENVELOPE_SCHEMA` (one Parquet row). ``run_id``
-and ``dataset_revision`` are the partition columns: the capture stage leaves them null and a run fills them in
-when it publishes, so the same capture is reused by a later run over the same trace and case — also under a new
-revision of a growing corpus (issue 9 item 6). ``trace_digest`` is a sha256 over the canonical envelope
-content — every column except ``run_id``, ``dataset_revision``, ``captured_at``, ``trace_digest`` and ``error``
-(envelope version 3; versions 1 and 2 also covered ``dataset_revision`` and keep their formulas) — and
+An envelope is a plain dict shaped like :data:`tooleval.storage.ENVELOPE_SCHEMA` (one Parquet row). ``run_id`` and
+``dataset_revision`` are the partition columns: the capture stage leaves them null and a run fills them in when it
+publishes, so the same capture is reused by a later run over the same trace and case — also under a new revision of a
+growing corpus, whose unchanged traces are then never captured twice. ``trace_digest`` is a sha256 over the canonical
+envelope content — every column except ``run_id``, ``dataset_revision``, ``captured_at``, ``trace_digest`` and
+``error`` (envelope version 3; versions 1 and 2 also covered ``dataset_revision`` and keep their formulas) — and
 :func:`digest_ok` recomputes it from the stored columns.
 
-Envelope version 2 records calls at three boundaries (issue 4): *model* (as emitted in the assistant messages),
-*adapter* (after parsing, validation and defaults) and *executor* (the payload each tool received, how many
-times it ran and its result status), where the source has them; plus the request as sent, the prompt and tool
-schema versions and the generation timestamps.
+Envelope version 2 records calls at three boundaries, so that a failure can be put on the model, the adapter or the
+tool: *model* (as emitted in the assistant messages), *adapter* (after parsing, validation and defaults) and
+*executor* (the payload each tool received, how many times it ran and its result status), where the source has them;
+plus the request as sent, the prompt and tool schema versions and the generation timestamps.
 """
 
 from __future__ import annotations

@@ -1,10 +1,11 @@
-"""The redaction key's lifecycle: found, created, or refused (issue 12).
+"""The redaction key's lifecycle: found, created, or refused.
 
 Where the key comes from, in order:
 
 1. ``$TOOLEVAL_REDACTION_KEY`` (its text): what workers of a distributed run and CI secrets use;
 2. ``$TOOLEVAL_REDACTION_KEY_FILE``: a key file each machine can read (its bytes, surrounding whitespace
-   stripped, so ``openssl rand -hex 32 > key`` works); the key itself never travels with a flow or task (issue 10);
+   stripped, so ``openssl rand -hex 32 > key`` works); the key itself never travels with a flow or task, since Prefect
+   records a flow's and a task's parameters on its server and in its result store;
 3. ``<out>/redaction.key``, created once per results folder (mode 0600) — never on object storage: with
    ``--out s3://…`` the key must come from the environment (1 or 2), so it never lands next to the results.
 

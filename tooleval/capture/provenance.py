@@ -1,4 +1,4 @@
-"""Provenance: can a row's evidence be trusted, and which boundary diverged first (issue 4, seed 000).
+"""Provenance: can a row's evidence be trusted, and which boundary diverged first.
 
 **Join check** (:func:`join_check`) — ``provenance_status``:
 

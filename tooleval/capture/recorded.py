@@ -1,4 +1,4 @@
-"""Reading recorded traces files (DESIGN.md "Recorded traces"): JSON lines, optionally gzip-compressed.
+"""Reading recorded traces files (docs/design.md "Recorded traces"): JSON lines, optionally gzip-compressed.
 
 One bad line never stops a run: every line is read on its own, and a line that cannot become a scored row is
 reported with its file and line while every other line is scored. What a bad line becomes depends on what can
@@ -13,9 +13,10 @@ still be read of it:
 * An object that repeats a key (``{"messages": [...], "messages": [...]}``: Python's ``json`` silently keeps
   the last) is a row with the error ``duplicate_key`` naming the key, or an ``errors.json`` entry when the repeated
   key is ``case_id`` or ``trial`` (then which row it answers is itself ambiguous).
-* An object that holds something no row can keep (issue 11) — nesting deeper than
-  :data:`tooleval.canonical.MAX_DEPTH` (even 100,000 deep: Python's ``json`` raises ``RecursionError`` on it, which
-  is caught here), ``Infinity``/``NaN``/``1e999`` anywhere (``metadata.reward`` included), a lone surrogate
+* An object that holds something no row can keep, because the stored JSON text must be valid UTF-8 JSON that
+  every later reader parses without hitting a recursion limit — nesting deeper than
+  :data:`tooleval.canonical.MAX_DEPTH` (even 100,000 deep: Python's ``json`` raises ``RecursionError`` on it,
+  which is caught here), ``Infinity``/``NaN``/``1e999`` anywhere (``metadata.reward`` included), a lone surrogate
   (``\ud800``) in any text — is a row with the error ``bad_trace`` (:func:`trace_line_problem`).
 * Any other object that is not a valid recorded trace — its key readable, another field of the wrong type or out of
   its range (``"messages": 5``, ``"agent": 3``, a text ``metadata.reward``, an ``executions`` count past
@@ -271,8 +272,8 @@ def _note_repeats(pairs: list[tuple[str, object]]) -> dict:
 _FINITE_NUMBERS = json.JSONDecoder(parse_constant=_refuse_constant, parse_float=_finite,
                                    object_pairs_hook=_note_repeats)
 """Reads a line exactly as ``json.loads`` does (``float(text)`` for each float) but raises on ``NaN``,
-``Infinity`` and a float out of range, so that no scan of the text is needed to rule them out (issue 9: a regular
-expression over each ~1 KB bfcl line cost ~60 µs, more than the parse). It also notes an object that repeats a
+``Infinity`` and a float out of range, so that no scan of the text is needed to rule them out (a regular expression
+over each ~1 KB bfcl line costs ~60 µs, more than the parse). It also notes an object that repeats a
 key, which ``json.loads`` would hide (about 1.3 times the plain parse's CPU time on tau-bench and bfcl lines)."""
 
 

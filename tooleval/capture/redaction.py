@@ -1,5 +1,5 @@
-"""Redaction by field name, stable under a keyed hash (issue 4; seed 000: "Secrets should be redacted by field
-name, but redaction must be stable so expected and observed values remain comparable").
+"""Redaction by field name, stable under a keyed hash: "Secrets should be redacted by field name, but
+redaction must be stable so expected and observed values remain comparable".
 
 A value under a redacted field name (at any depth of a JSON object, in tool-call arguments, tool results and
 metadata) is replaced by ``"redacted:<16 hex>"``, an HMAC-SHA256 of its canonical JSON under a secret key. Equal
@@ -45,7 +45,8 @@ DEFAULT_FIELDS = ("api_key", "card_number", "email", "phone")
 
 class RedactionConfig(BaseModel):
     """Which fields to redact. ``fields`` match a key at any depth; ``paths`` match a dotted path from the top of
-    an argument or result object (``payment.card.number``). Stored sorted (stable cache keys, handed case H19)."""
+    an argument or result object (``payment.card.number``). Stored sorted: a set hashes differently in each
+    process, which would change Prefect's cache key."""
 
     model_config = ConfigDict(frozen=True)
 
@@ -100,8 +101,8 @@ class Redactor:
     base secrets (:meth:`seed`: those of the dataset) plus their own; references (expected calls, accepted
     plans, expected outputs, the case input) with the base secrets plus those of their trace's own secrets that
     occur in them, which the trace carries as *markers* (kind, length, token: never the value) under
-    ``metadata["tooleval.redaction"]``. So each value gets the same transformation everywhere (DESIGN.md "Trust
-    rules": redaction never changes a score).
+    ``metadata["tooleval.redaction"]``. So each value gets the same transformation everywhere, and redaction never
+    changes a score (docs/design.md "Trust rules").
 
     Once seeded, a redactor holds no per-call state: every method may run in several threads at once (a Dask
     worker shares one per process). Its only caches — tokens by value, patterns by set of forms, quiet verdicts and
