@@ -1,6 +1,6 @@
 """The ``ragas_tool_call_f1`` column: exactly what ragas' ``ToolCallF1().ascore(...)`` returns for a row.
 
-ragas is called, not re-implemented. How a row is handed to ragas (DESIGN.md "ragas column"):
+ragas is called, not re-implemented. How a row is handed to ragas (docs/design.md "ragas column"):
 
 * reference calls: ``ragas.messages.ToolCall(name, args)`` with the reference's parsed args;
 * observed calls: one ``AIMessage`` carrying every observed call as ``ToolCall(name, args)`` with the args parsed

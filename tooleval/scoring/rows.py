@@ -1,4 +1,4 @@
-"""Scoring: one row per (case, trial) from a trace envelope and its case (DESIGN.md stage 3).
+"""Scoring: one row per (case, trial) from a trace envelope and its case (docs/design.md "Stages").
 
 :func:`score_envelopes` is the whole stage as a plain function: the Prefect task in ``tasks/scoring.py`` only
 reads the envelopes, calls it and writes the rows. The ragas column comes from tooleval's own
@@ -279,8 +279,8 @@ def score_rows(
         policy: The dataset's ``[policy]`` from its gate.toml (:func:`tooleval.rules.load_policy`).
         digests_verified: The envelopes are exactly what :func:`tooleval.capture.envelope.build_envelope` wrote
             (their capture stage file's sha256 was checked against its ref), so each stored ``trace_digest`` is the
-            digest of its content and is not recomputed (issue 9: each digest is computed once). ``False``:
-            every digest is recomputed for the join check.
+            digest of its content and is not recomputed (hashing every message again would cost as much as
+            capture did). ``False``: every digest is recomputed for the join check.
         memo: A :class:`ShardMemo` kept across the calls that score one shard's batches (same ``cases``,
             ``redactor`` and ``tools``); a fresh one when ``None``.
         confirmation: The policy's :class:`~tooleval.rules._confirmation.KeywordConfirmation`, when the caller
