@@ -1,4 +1,4 @@
-"""Policy rules and the release gate (issue 3). Pure core: no Prefect import.
+"""Policy rules and the release gate. Pure core: no Prefect import.
 
 * Matching under argument rules and accepted plans: :func:`match_with_rules`, :func:`match_plans`
   (:class:`ArgumentRules`, :class:`RuleMatch`, :class:`Coercion`), and the verdict of a trajectory match mode

@@ -1,4 +1,4 @@
-"""Rule-aware argument comparison (issue 3 "argument rules"; formats in docs/rules.md).
+"""Rule-aware argument comparison (formats in docs/rules.md "Argument rules").
 
 A rule sits on an argument *path*: dot-separated keys (``customer.email``), ``[]`` for every item of a list
 (``flights[].date``), ``[n]`` for one item and ``*`` for every key at that level (``*`` alone = every argument).
@@ -23,9 +23,9 @@ Semantics, each tested in ``tests/rules/test_rules_arguments.py``:
 * ``number_type`` — the observed number must be written as a float or as an integer in the call's argument
   text (:func:`written_type_paths`; the canonical values cannot tell ``1`` from ``1.0``).
 
-Without a rule everything is DESIGN.md's canonical equality, and :func:`rule_diff_paths` returns exactly
-:func:`tooleval.canonical.diff_paths`. ``tolerance`` and ``one_of`` make equality non-transitive, which is why
-matching uses a maximum bipartite matching (:mod:`tooleval.rules._match`).
+Without a rule everything is canonical equality (docs/design.md "Canonical argument values"), and
+:func:`rule_diff_paths` returns exactly :func:`tooleval.canonical.diff_paths`. ``tolerance`` and ``one_of`` make
+equality non-transitive, which is why matching uses a maximum bipartite matching (:mod:`tooleval.rules._match`).
 """
 
 from __future__ import annotations

@@ -7,9 +7,9 @@ is converted only when its JSON type is not a declared one, and only in these wa
 boolean (any case). Anything else is left alone, and so still differs. ``coerce: true`` on a path is inherited by
 the values under it (``"*": "coerce"`` coerces every argument per the schema); a named type is not.
 
-DESIGN.md: a string is not a number "unless a declared per-field rule coerces it — and every applied coercion is
-recorded": the caller turns each returned ``(path, from, to)`` into a row ``coercions`` entry. Reference calls are
-never coerced (the reference is the contract).
+The scoring contract (docs/design.md "Canonical argument values"): a string is not a number "unless a declared
+per-field rule coerces it — and every applied coercion is recorded": the caller turns each returned ``(path, from,
+to)`` into a row ``coercions`` entry. Reference calls are never coerced (the reference is the contract).
 """
 
 from __future__ import annotations

@@ -1,16 +1,16 @@
 """Detecting an explicit user confirmation before a protected call (tool spec ``requires_confirmation``).
 
-The rule (issue 3): each call of a tool that requires confirmation must be preceded, *since the agent's last
+The rule: each call of a tool that requires confirmation must be preceded, *since the agent's last
 proposal*, by an explicit user confirmation. The agent's last proposal is the last assistant message with text at
 or before the call's own message (an assistant text is what the user is asked to confirm; a call whose own
 message carries text was proposed and executed in one breath, so nothing can confirm it). The user's reply is the
 last user message after that proposal and before the call; there is none when the agent proposed and acted
 without waiting.
 
-A **structured signal beats words** where the trace has one (issue 11), declared in gate.toml's
-``[policy.confirmation]``: ``signal_tool`` names a tool whose successful call since the last proposal confirms
-(a confirmation dialog, a "confirm" button wired as a tool); ``signal_metadata`` names a key that, on the user's
-reply (top level of the message or under its ``metadata``), holds ``true`` (confirmed) or ``false`` (refused).
+A **structured signal beats words** where the trace has one (a button or a flag cannot be misread), declared in
+gate.toml's ``[policy.confirmation]``: ``signal_tool`` names a tool whose successful call since the last proposal
+confirms (a confirmation dialog, a "confirm" button wired as a tool); ``signal_metadata`` names a key that, on the
+user's reply (top level of the message or under its ``metadata``), holds ``true`` (confirmed) or ``false`` (refused).
 
 Otherwise the default detector (:class:`KeywordConfirmation`) reads the reply with
 :func:`tooleval.rules._replies.read_reply`: clause by clause, the last affirmative decides unless a refusal or a
@@ -53,7 +53,8 @@ __all__ = [
 ]
 
 NEGATION_WINDOW_GONE = (
-    "negation_window was removed (issue 11): a negation now cancels an affirmative anywhere before it in the same "
+    "negation_window was removed (a fixed window of words read negations across clause breaks): a negation now "
+    "cancels an affirmative anywhere before it in the same "
     "clause, and never across a clause break (docs/rules.md 'Confirmation'); delete the key."
 )
 

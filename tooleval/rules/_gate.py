@@ -1,4 +1,4 @@
-"""The release gate: judge a run's rows against a :class:`~tooleval.rules.GateConfig` (issue 3).
+"""The release gate: judge a run's rows against a :class:`~tooleval.rules.GateConfig`.
 
 Decisions (docs/rules.md "Gate"):
 
@@ -9,10 +9,11 @@ Decisions (docs/rules.md "Gate"):
   re-grades the rule, and a ``tool_schema`` violation of a tool named in ``[tool_schema] blocking_tools`` is
   blocking — that no active waiver covers, or (``row_errors_block``) when it could not be scored
   (rule ``row_error``). Advisory violations never fail; they are counted and reported.
-* **Nothing unscored passes** (DESIGN.md "Trust rules", issue 11): the caller adds one placeholder row
-  (:func:`tooleval.runs.gate.unscored_rows`, ``unscored: true``) per case in the run's scope that has no row and per
-  trace that made none (unknown case, unreadable line); each fails as rule ``unscored`` unless a waiver or a
-  quarantine names it (``row_errors_block = false`` opts out). A run with **no scored row** fails, always.
+* **Nothing unscored passes** (docs/design.md "Trust rules"), since a case the agent never answered is not a
+  case it passed: the caller adds one placeholder row (:func:`tooleval.runs.gate.unscored_rows`, ``unscored: true``)
+  per case in the run's scope that has no row and per trace that made none (unknown case, unreadable line); each fails
+  as rule ``unscored`` unless a waiver or a quarantine names it (``row_errors_block = false`` opts out). A run with
+  **no scored row** fails, always.
 * **Waivers** cover a case, a rule, or a rule on one case until their ``expires`` date (inclusive). Waived rows
   are listed in ``waived``. Any waiver past its date fails the gate (and covers nothing).
 * **Quarantined** cases leave the blocking totals and the slice floors; their rows are listed in

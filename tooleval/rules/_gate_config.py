@@ -67,7 +67,8 @@ class Floor(BaseModel):
 
 
 class F1Advisory(BaseModel):
-    """``[f1]``: run-wide thresholds that only produce advisories (issue 3: F1 is advisory unless per slice)."""
+    """``[f1]``: run-wide thresholds that only produce advisories: a run-wide mean hides which
+    cases fell, so only a per-slice F1 threshold may block."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 

@@ -1,4 +1,5 @@
-"""JUnit XML of a gate verdict: ``runs/<run>/junit.xml`` (issue 3; issue 9: bounded at any corpus size).
+"""JUnit XML of a gate verdict: ``runs/<run>/junit.xml``, bounded at any corpus size: a million-row run
+neither holds nor writes a test case per row.
 
 Rows listed one by one — the verdict's listed rows (:attr:`GateVerdict.listed`, gate.toml ``listed_rows``,
 default 100, per list: failing, quarantined, waived; the worst first) — are test cases with ``classname`` = the

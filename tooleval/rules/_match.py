@@ -1,4 +1,4 @@
-"""Rule-aware matching of observed calls against one or several reference plans (issue 3).
+"""Rule-aware matching of observed calls against one or several reference plans.
 
 With argument rules such as ``tolerance`` or ``one_of``, "equal" is no longer transitive, so the multiset
 intersection of :func:`tooleval.matching.match_calls` is replaced by a **maximum bipartite matching** of expected
@@ -12,10 +12,10 @@ An observed call whose arguments were not captured equals every reference call o
 only (no rule can be applied to unknown values), and which call of that tool it takes leaves the matching's size,
 hence tp, fp and fn, unchanged.
 
-Everything else follows DESIGN.md "Scoring semantics" with rule-aware equality: wrong-argument pairs by an optimal
-assignment over rule-aware differing paths, ``duplicate_calls`` over rule-normalised keys
-(:func:`tooleval.rules._arguments.normal_form`), ``f1 = 2tp / (2tp + fp + fn)`` and 1.0 when nothing was expected
-or made.
+Everything else follows docs/design.md "Scoring semantics" with rule-aware equality: wrong-argument pairs by an
+optimal assignment over rule-aware differing paths, ``duplicate_calls`` over rule-normalised keys
+(:func:`tooleval.rules._arguments.normal_form`), ``f1 = 2tp / (2tp + fp + fn)`` and 1.0 when nothing was expected or
+made.
 """
 
 from __future__ import annotations
@@ -177,7 +177,7 @@ def match_with_rules(expected: list[Call], observed: list[Call], rules: Argument
     Args:
         expected: Reference calls (well-formed), in order.
         observed: The agent's calls in trajectory order, malformed ones included.
-        rules: The case's resolved rules (:meth:`ArgumentRules.for_case`); ``None`` = DESIGN.md equality.
+        rules: The case's resolved rules (:meth:`ArgumentRules.for_case`); ``None`` = canonical equality.
         mode: The match mode that decides :attr:`RuleMatch.calls_match` (nothing else depends on it).
         written: The observed calls' arguments as the agent wrote them (:func:`written_arguments`), for
             ``number_type`` rules; ``None``: those rules are not checked.

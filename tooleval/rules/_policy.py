@@ -1,4 +1,4 @@
-"""Policy checks of one row: the 13 violation rules of issue 3 (formats in docs/rules.md).
+"""Policy checks of one row: the 13 violation rules (formats in docs/rules.md).
 
 F1 says how close a trace is to the reference; it does not say the agent was safe. :func:`check_policies` turns
 the case's rules, the tool specs and the trajectory into :class:`Violation` records. Severity is ``blocking`` for

@@ -1,4 +1,4 @@
-"""Reading a user's reply to "Shall I go ahead?": confirmed, refused, unclear or silent (issue 11).
+"""Reading a user's reply to "Shall I go ahead?": confirmed, refused, unclear or silent.
 
 The reply is cut into **clauses** at punctuation (``, ; : . ! ?``, line breaks, dashes) and at the conjunctions
 ``but``, ``though``, ``although``, ``however``, ``except``. Each clause is read on its own:
@@ -110,8 +110,8 @@ _BREAK = re.compile(r"[,;:.!\u2014\u2013]+|\s-\s|(?<=\?)|\b(?:but|though|althoug
 
 _NOT_WORDS = re.compile(r"[^\s]*(?:@|\d|_|://|redacted:)[^\s]*")
 """Chunks that are data, not words: addresses, numbers, ids, links and redaction tokens. They are read as their
-trailing punctuation only, so that a reply reads the same whether its data is redacted or not (issue 11: an
-address such as ``x@if.example`` holds no ``if``)."""
+trailing punctuation only, so that a reply reads the same whether its data is redacted or not (redaction must
+never change a verdict), and an address such as ``x@if.example`` holds no ``if``."""
 
 
 _TRAILING_PUNCTUATION = re.compile(r"[.,;:!?]*$")

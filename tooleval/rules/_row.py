@@ -42,7 +42,7 @@ def tool_families(calls: Iterable[Call], tools: Mapping[str, ToolSpec]) -> list[
 
 @dataclass(frozen=True)
 class RowRules:
-    """Everything issue 3 adds to one row."""
+    """Everything the policy rules and argument rules add to one row."""
 
     match: RuleMatch
     violations: list[Violation]
@@ -50,8 +50,8 @@ class RowRules:
     """The chosen plan's calls (``expected_calls`` unless an accepted plan scored higher)."""
     tool_families: list[str]
     schema_findings: list[SchemaFinding] | None = None
-    """Observed calls against their tools.json schemas (issue 13): evidence only, never an f1 change; ``None``
-    when the dataset declares no tools (nothing to check against)."""
+    """Observed calls against their tools.json schemas: evidence only, never an f1 change (a schema is
+    the tool's, not the case's reference); ``None`` when the dataset declares no tools (nothing to check against)."""
     mode: MatchMode = MatchMode()
     """The case's match mode, which decided ``match.calls_match``."""
     name_only: bool = False

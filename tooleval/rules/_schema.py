@@ -1,4 +1,4 @@
-"""Tool schema checks (issue 13 item 6): each observed call against its tool's ``parameters`` in tools.json.
+"""Tool schema checks: each observed call against its tool's ``parameters`` in tools.json.
 
 The "almost the right tool" errors: a call of a tool the dataset does not declare, a required parameter left out,
 a parameter the schema does not know, a value of the wrong JSON type. BFCL's checker reports the same kinds

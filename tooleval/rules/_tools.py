@@ -1,10 +1,9 @@
 """The dataset's tool specs by name, with what every row asks of the whole table computed once.
 
 Scoring asks, for each row, which tools declare argument rules and which declare confidential fields; over a
-tools.json of hundreds of tools that scan cost more than the row's own checks (issue 9 profile). A
-:class:`ToolTable` answers both from sets built once per shard. It is a ``dict`` (same lookups at the same speed),
-so every function that takes ``Mapping[str, ToolSpec]`` accepts it; a plain dict still works everywhere and is
-scanned as before.
+tools.json of hundreds of tools that scan cost more than the row's own checks. A :class:`ToolTable` answers both from
+sets built once per shard. It is a ``dict`` (same lookups at the same speed), so every function that takes
+``Mapping[str, ToolSpec]`` accepts it; a plain dict still works everywhere and is scanned as before.
 """
 
 from __future__ import annotations

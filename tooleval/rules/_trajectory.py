@@ -1,4 +1,4 @@
-"""The observed trajectory as ordered steps: each tool call with its position and outcome (issue 3).
+"""The observed trajectory as ordered steps: each tool call with its position and outcome.
 
 Order rules (``sequence_rules``, confirmation, leaks) need more than the call list: where each call sits among the
 chat messages and whether it failed. A call *failed* when its tool result says so — content starting with
