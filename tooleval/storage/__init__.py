@@ -1,7 +1,7 @@
 """Storage: the Arrow schemas of trace envelopes and rows, partitioned Parquet writing, and readers.
 
-Pure: imports pyarrow, duckdb and the standard library only (no Prefect). Layout and column contracts are
-DESIGN.md "Output layout", "Row columns" and "Trace envelope columns".
+Pure: imports pyarrow, duckdb and the standard library only (no Prefect). Layout and column contracts are in
+docs/design.md "Output layout", "Row columns" and "Trace envelope columns".
 """
 
 from tooleval.storage._partition import (

@@ -1,6 +1,7 @@
 """Where results live: a local folder or an fsspec URL (``s3://bucket/prefix``, ``gs://…``, ``file://…``).
 
-``--out`` may name object storage (issue 10). Everything that reads or writes the results tree — the readers of
+``--out`` may name object storage, so that a run spread over several machines publishes to one place.
+Everything that reads or writes the results tree — the readers of
 published results (:func:`committed_files`, :func:`tooleval.storage.connect`), the publication and its commit
 marker, the revision ledger, the writer lease — goes through a :class:`Tree` addressed by ``/``-separated
 relative paths: a :class:`LocalTree` over :mod:`pathlib` for a folder (exactly the behaviour of a local

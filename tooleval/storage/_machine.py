@@ -1,6 +1,6 @@
-"""What one machine keeps for itself when results or inputs live on object storage (issue 10): its own state
-folder for an ``s3://`` results location (Prefect's home, a live agent's generation store), local copies of input
-URLs (``--dataset s3://…``, ``--traces s3://…``), and the reachability check of a results URL.
+"""What one machine keeps for itself when results or inputs live on object storage: its own state folder for an
+``s3://`` results location (Prefect's home, a live agent's generation store), local copies of input URLs (``--dataset
+s3://…``, ``--traces s3://…``), and the reachability check of a results URL.
 
 Such state is per machine and never belongs on shared storage; it lives under ``$XDG_CACHE_HOME/tooleval`` (or
 ``~/.cache/tooleval``).

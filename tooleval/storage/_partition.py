@@ -1,6 +1,6 @@
 """Partition paths and the publication of a run's outputs behind its commit marker.
 
-Layout (DESIGN.md "Output layout")::
+Layout (docs/design.md "Output layout")::
 
     <out>/<kind>/dataset_revision=<rev>/run_id=<run>/part-<publication>.parquet   kind: traces, rows, legacy
     <out>/runs/<run>/commit.json                       the commit marker: which files are the run
@@ -51,7 +51,7 @@ _SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 
 
 class UnsafeNameError(ValueError):
-    """A revision or run id that cannot be a partition folder name (DESIGN.md "Dataset").
+    """A revision or run id that cannot be a partition folder name (docs/design.md "Dataset folder").
 
     Attributes:
         value: The refused value, as given (not necessarily a string).

@@ -252,8 +252,8 @@ def _read_only_mount(path: Path) -> bool:
 
 
 def encode_name(text: str, *, limit: int = 120) -> str:
-    """A folder or file name standing for any string (a case id is data, never a path: DESIGN.md "Trust
-    rules"): every character but ``A-Z a-z 0-9 - _`` is percent-encoded (UTF-8), so ``/``, ``..``, an absolute
+    """A folder or file name standing for any string (a case id is data, never a path: docs/design.md
+    "Trust rules"): every character but ``A-Z a-z 0-9 - _`` is percent-encoded (UTF-8), so ``/``, ``..``, an absolute
     path, spaces or NUL never make nested or escaping folders; a name longer than ``limit`` keeps its first
     characters and ends with ``~`` and 16 hex of the text's sha256 (names stay under filesystem limits and
     distinct). The exact id is always inside the files too.

@@ -170,7 +170,7 @@ def connect(out: str | Path, database: str = ":memory:") -> duckdb.DuckDBPyConne
     tree = tree_of(out)
     if isinstance(tree, RemoteTree):
         # DuckDB's own s3/gcs support is the httpfs extension, which it downloads from a server these machines
-        # cannot reach; an fsspec filesystem registered with DuckDB serves the URLs instead (issue 10).
+        # cannot reach; an fsspec filesystem registered with DuckDB serves the URLs instead.
         con.register_filesystem(tree.fs)
     for kind, schema in SCHEMAS.items():
         files = committed_files(out, kind)

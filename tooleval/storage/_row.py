@@ -102,7 +102,7 @@ _CALLS = pa.list_(CALL_TYPE)
 
 @dataclass(slots=True)
 class Row:
-    """One row per (case, trial) (DESIGN.md "Row columns"); every field is a column of :data:`ROW_SCHEMA`, null
+    """One row per (case, trial) (docs/design.md "Row columns"); every field is a column of :data:`ROW_SCHEMA`, null
     unless set. Ratios are unrounded, in [0, 1]; call lists hold ``CALL_TYPE`` dicts with canonical argument text."""
 
     dataset_revision: str | None = _column(pa.string(), "partition: stamped by the publication")
@@ -178,4 +178,4 @@ ROW_COLUMNS: tuple[str, ...] = tuple(f.name for f in fields(Row))
 """The row's column names, in schema order."""
 
 ROW_SCHEMA = pa.schema([(f.name, f.metadata["arrow"]) for f in fields(Row)])
-"""One row per (case, trial) under ``rows/``, derived from :class:`Row` (DESIGN.md "Row columns")."""
+"""One row per (case, trial) under ``rows/``, derived from :class:`Row` (docs/design.md "Row columns")."""

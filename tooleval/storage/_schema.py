@@ -1,8 +1,8 @@
 """Arrow schemas of the persisted shapes: trace envelopes (``traces/``) and rows (``rows/``).
 
-Columns are written from these explicit schemas, never inferred (DESIGN.md "Output layout"). Tool-call
+Columns are written from these explicit schemas, never inferred (docs/design.md "Output layout"). Tool-call
 arguments are canonical JSON *text* (``args_json``): an inferred struct would invent absent keys and could not
-hold ``{}`` (handed case H15; apache/arrow 9886).
+hold ``{}`` (Parquet cannot write a struct with no fields; apache/arrow 9886).
 
 Partition columns in the file *and* in the path. ``dataset_revision`` and ``run_id`` are kept inside every
 file, so a file copied out of its folder still says what it is. Verified with pyarrow 26.0.1 and DuckDB 2.0.1
@@ -52,8 +52,8 @@ ENVELOPE_VERSION = 3
 History: 1 — model calls only; 2 — the request as sent, adapter and executor calls, prompt and tool schema
 versions, generation timestamps, redacted field names; 3 — the same columns, but ``trace_digest`` leaves out
 ``dataset_revision`` as it leaves out ``run_id``: both are partition columns, stamped when a run publishes, so an
-envelope captured once serves every later revision whose case it answers (issue 9 item 6: a growing corpus
-re-captures and rescores only the shards it changed)."""
+envelope captured once serves every later revision whose case it answers (so a growing corpus re-captures and
+rescores only the shards it changed)."""
 
 _CALLS = pa.list_(CALL_TYPE)
 
@@ -85,7 +85,7 @@ ENVELOPE_SCHEMA = pa.schema(
         ("redacted_fields", pa.list_(pa.string())),
     ]
 )
-"""One immutable trace envelope per (case, trial) under ``traces/`` (DESIGN.md "Trace envelope columns")."""
+"""One immutable trace envelope per (case, trial) under ``traces/`` (docs/design.md "Trace envelope columns")."""
 
 LEGACY_SCHEMA = pa.schema(
     [

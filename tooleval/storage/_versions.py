@@ -102,7 +102,8 @@ def read_versioned(path: str | Path, kind: str, columns: list[str] | None = None
         path: The Parquet file.
         kind: ``traces`` or ``rows``.
         columns: Only these columns of the current schema (in this order; absent ones as nulls); ``None``: all.
-            Readers that need a few columns of every row of a run read only those (issue 9: memory).
+            Readers that need a few columns of every row of a run read only those, since a
+            million rows' call lists and messages do not fit a worker's memory.
 
     Raises:
         InputFileError: the file holds a version newer than this reader's (fix: upgrade tooleval), or no

@@ -1,10 +1,10 @@
 """The stage store: content-addressed Parquet files that pass work between Prefect tasks.
 
-Tasks exchange :class:`StageRef` values (a path, a digest and a row count), never tables: Prefect pickles task
-results and hashes task inputs, and a path plus a content digest hashes stably and cheaply (PREFECT.md). A stage
-file is named by the sha256 of its bytes, written to a temporary name and renamed, so a file that exists is
-complete. Stage files live under ``<out>/.tooleval/stages/<stage>/`` and carry no run id: a later run over the
-same inputs reuses them through Prefect's cache and publishes them under its own run id.
+Tasks exchange :class:`StageRef` values (a path, a digest and a row count), never tables: Prefect pickles task results
+and hashes task inputs, and a path plus a content digest hashes stably and cheaply (a pyarrow Table hashes stably but
+slowly, and a DataFrame not stably). A stage file is named by the sha256 of its bytes, written to a temporary name and
+renamed, so a file that exists is complete. Stage files live under ``<out>/.tooleval/stages/<stage>/`` and carry no
+run id: a later run over the same inputs reuses them through Prefect's cache and publishes them under its own run id.
 
 With ``--out s3://bucket/prefix`` the stage folder is ``s3://bucket/prefix/.tooleval/stages/<stage>``: a worker
 writes the file to a local temporary file, hashes it, and uploads it in one PUT under its digest (an object store
@@ -79,14 +79,14 @@ def stage_dir(out: str | Path, stage: str) -> Path | str:
 STAGE_ROW_GROUP = 4_096
 """Rows a stage body holds as Python objects at once, and the most rows of one Parquet row group of a stage file: a
 stage reads the previous stage's file one row group at a time and writes its own the same way, so a worker holds
-one batch of a shard, never the whole shard (issue 9: tens of KB per envelope or row as Python objects)."""
+one batch of a shard, never the whole shard (an envelope or a row costs tens of KB as Python objects)."""
 
 STAGE_GROUP_TEXT = 8 << 20
 """The text (characters of a row's JSON-text columns, :func:`_text_columns`: trace payloads, messages) at which a
-row group of a stage file ends, if it has not reached :data:`STAGE_ROW_GROUP` rows first. bfcl
-rows (~1 KB) fill 4,096-row groups (4 MB); tau rows (~16 KB) get ~512-row groups, where 4,096 rows were ~65 MB of
-text before they became Python objects (issue 9: a tau worker peaked at 1.2 GB). Where a group ends depends only
-on the rows, so a stage file's bytes stay the same for the same rows."""
+row group of a stage file ends, if it has not reached :data:`STAGE_ROW_GROUP` rows first. bfcl rows (~1 KB) fill
+4,096-row groups (4 MB); tau rows (~16 KB) get ~512-row groups, where 4,096 rows were ~65 MB of text before they
+became Python objects (enough to take a tau worker to 1.2 GB). Where a group ends depends only on the rows, so a stage
+file's bytes stay the same for the same rows."""
 
 
 def write_stage_table(
