@@ -1,16 +1,16 @@
-"""Aggregation with DuckDB over the rows of one (revision, run) partition (DESIGN.md stage 4).
+"""Aggregation with DuckDB over the rows of one (revision, run) partition (docs/design.md "Stages").
 
-Zero-call rows count: list lengths go through ``coalesce(len(x), 0)`` because DuckDB's ``UNNEST`` and list
-aggregates skip empty and NULL lists (handed case H16). ``failures_by_tool`` counts, per tool name, the missing
-calls (fn), the extra calls (fp) and the wrong-argument pairs; a wrong-argument pair is also one missing and one
-extra call, so ``sum(missing) == fn`` and ``sum(extra) == fp``.
+Zero-call rows count: list lengths go through ``coalesce(len(x), 0)`` because DuckDB's ``UNNEST`` and list aggregates
+skip empty and NULL lists, and a row without calls would drop out of the counts. ``failures_by_tool`` counts, per tool
+name, the missing calls (fn), the extra calls (fp) and the wrong-argument pairs; a wrong-argument pair is also one
+missing and one extra call, so ``sum(missing) == fn`` and ``sum(extra) == fp``.
 
 **Name-only rows** (row column ``name_only``: some call's arguments were not captured, so it matched by name
 only) leave the argument-level figures — ``mean_f1`` and ``exact_match_rows`` — and are counted apart:
 ``name_only_rows`` and ``mean_name_f1`` (their mean F1, a name-level figure). Every other figure (calls, tp, fp,
 fn, the ragas mean, failures by tool) covers every row, as the legacy scalar and the drift check do.
 
-Tool schema findings (issue 13, row column ``schema_findings``) are counted apart from the failures: a call that
+Tool schema findings (row column ``schema_findings``) are counted apart from the failures: a call that
 departs from its schema is still matched as made, so they never move f1, fp or fn. Rows written before the column
 existed (row schema version < 3) count as not checked.
 """

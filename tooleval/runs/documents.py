@@ -102,7 +102,7 @@ class RowOutcomeInfo(_Document):
 
 
 class RunSummary(_Document):
-    """``runs/<run>/summary.json``: what a run is and its figures (DESIGN.md "summary.json").
+    """``runs/<run>/summary.json``: what a run is and its figures (docs/design.md "summary.json").
 
     Counts are non-negative integers over the run's rows; means are in [0, 1] (null without scored rows). Figures
     a legacy-only run does not compute are absent from its file (they are ``None`` here)."""

@@ -1,4 +1,4 @@
-"""The drift check: the legacy scalar path against the row-level path, on the same immutable traces (issue 5).
+"""The drift check: the legacy scalar path against the row-level path, on the same immutable traces.
 
 Agreement means: the legacy scalar equals the new path's mean ``ragas_tool_call_f1`` within ``tolerance``
 (|difference| <= 1e-9 by default), both sides cover the identical set of (case, trial) keys, no key appears twice
@@ -189,7 +189,8 @@ _PARTIAL_SQL = {
 def drift_partial_sql(con: Any, legacy: Any, new_source: str, *, tolerance: float = DEFAULT_TOLERANCE
                       ) -> dict[str, Any]:
     """:func:`drift_partial` computed by DuckDB, for a whole published run at once: what ``tooleval drift``
-    compares without holding a row per key in Python (issue 9).
+    compares without holding a row per key in Python (a million keys as Python
+    tuples would cost more memory than the run).
 
     Args:
         con: A DuckDB connection.

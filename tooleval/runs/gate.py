@@ -1,12 +1,13 @@
-"""Running the release gate over a run's rows (issue 3): the config a run uses, the verdict, ``junit.xml``.
+"""Running the release gate over a run's rows: the config a run uses, the verdict, ``junit.xml``.
 
 The gate config is ``--config FILE`` or the dataset's own ``gate.toml`` (defaults when it has none: a row passes
 only when its calls match the reference and no violation blocks; F1 floors are advisory). The verdict is computed with today's UTC date (an expired waiver
 fails the gate).
 
-Nothing unscored passes (issue 11): :func:`gate_rows` adds a placeholder row for every case of the run's scope
-(:func:`gate_scope`) that has no row, and for every trace that made none (``errors.json``: a trace of an unknown
-case, a line that could not be read as a trace); the gate fails each as rule ``unscored``.
+Nothing unscored passes (a case the agent never answered is not a case it passed): :func:`gate_rows` adds a
+placeholder row for every case of the run's scope (:func:`gate_scope`) that has no row, and for every trace that made
+none (``errors.json``: a trace of an unknown case, a line that could not be read as a trace); the gate fails each as
+rule ``unscored``.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
-"""Handoff: one folder with everything the owner of a failing row needs (issue 4; seed 000: "A handoff should
-contain the case and dataset revisions, request and response identifiers, raw and normalized calls, tool schema
-version, the first boundary where values differ, and a one-case replay command or fixture").
+"""Handoff: one folder with everything the owner of a failing row needs ("A handoff should contain the case and
+dataset revisions, request and response identifiers, raw and normalized calls, tool schema version, the first boundary
+where values differ, and a one-case replay command or fixture").
 
 Rows and envelopes are selected by (case id, trial) — never by position — so a handoff link opens the named
 case's evidence even when failed generations were filtered out of the run.
@@ -29,7 +29,7 @@ def rescore_command(run: PublishedRun, case_id: str, trial: int) -> str:
 
 def _select(run: PublishedRun, kind: str, case_id: str, trial: int | None) -> list[dict]:
     """The records of one case (and trial) of the run's ``kind`` partition, filtered file by file in Arrow: only
-    that case's rows become Python objects (issue 9)."""
+    that case's rows become Python objects, whatever the size of the run."""
     records: list[dict] = []
     for path in run.files(kind):
         records += matching(read_versioned(path, kind), case_id, trial).to_pylist()

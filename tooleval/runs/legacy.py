@@ -1,11 +1,12 @@
 """The legacy scalar path: what the old pipeline published — one mean ragas ToolCallF1 and a row count per
-(dataset revision, run), nothing else (issue 5; DESIGN.md stage 5).
+(dataset revision, run), nothing else, so that dashboards fed by the old number keep it while they migrate
+(docs/design.md "Stages").
 
 It reads the same immutable trace envelopes as the row-level path but shares none of its call handling: calls
 are read back from the envelope's raw ``messages_json`` here, and ragas itself scores them. That independence is
 what lets the drift check (:mod:`tooleval.runs.drift`) catch a row-level path that drifted.
 
-How a call is handed to ragas (DESIGN.md "ragas column", the old pipeline's contract): the argument text parsed
+How a call is handed to ragas (docs/design.md "ragas column", the old pipeline's contract): the argument text parsed
 as JSON; empty text or ``null`` is ``{}``; anything that is not a JSON object (or not JSON, or ``NaN``) becomes
 ``{"__malformed__": <raw text>}``.
 """
@@ -167,10 +168,10 @@ def merge_legacy(results: list[LegacyResult], *, keep_rows: bool = True) -> Lega
 
 
 class LegacyTally:
-    """The legacy scalar of a run from per-shard (per-file) results added one at a time: their scored values go
-    into a compact array (8 bytes each) and their per-row objects are dropped, so a run's legacy pass never holds
-    a :class:`LegacyRow` per row (issue 9). :meth:`result` equals :func:`merge_legacy` with ``keep_rows=False``
-    over the same results."""
+    """The legacy scalar of a run from per-shard (per-file) results added one at a time: their scored values go into a
+    compact array (8 bytes each) and their per-row objects are dropped, so a run's legacy pass never holds a
+    :class:`LegacyRow` per row (a million of them would not fit a worker's memory). :meth:`result` equals
+    :func:`merge_legacy` with ``keep_rows=False`` over the same results."""
 
     def __init__(self) -> None:
         from array import array

@@ -1,4 +1,5 @@
-"""Planning a run: everything that is checked before anything is written (DESIGN.md "Bad input").
+"""Planning a run: everything that is checked before anything is written, so that a bad
+file stops a run with nothing half-written (docs/design.md "Bad input and exit codes").
 
 :func:`plan_run` loads the dataset, scans the traces, checks names, the revision registry and the run id, and
 decides the work items. It raises :class:`~tooleval.errors.InputFileError` (exit 2, nothing written) for file or
@@ -55,7 +56,7 @@ class DatasetRef(BaseModel):
     of the revision's content digest (waivers and floors in gate.toml change without a new revision)."""
     tool_names: list[str] = []
     """Names of the tools in ``tools.json``; any iterable (a set included) is stored as a sorted list, because
-    a set hashes differently in each process and would change the cache key (handed case H19)."""
+    a set hashes differently in each process and would change the cache key."""
 
     @field_validator("tool_names", mode="before")
     @classmethod
@@ -344,8 +345,8 @@ the ranges away costs more than it saves."""
 
 RANGE_BYTES = 128 << 20
 """About this many bytes per range (at least two ranges per worker, at most :data:`MAX_RANGES`): each range is one
-task run on the process pool, ~70 ms of Prefect's bookkeeping (PREFECT.md's measure), so a few dozen at most; yet
-enough of them that the workers finish together."""
+task run on the process pool, which costs ~70 ms of Prefect's bookkeeping, so a few dozen at most; yet enough of them
+that the workers finish together."""
 
 MAX_RANGES = 64
 

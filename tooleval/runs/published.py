@@ -121,9 +121,10 @@ def check_envelopes(run: PublishedRun, case: str | None = None, trial: int | Non
 
 def iter_envelopes(run: PublishedRun, case: str | None = None, trial: int | None = None, *,
                    batch_rows: int = 1000) -> Iterator[list[dict]]:
-    """The run's trace envelopes (older envelope versions migrated), optionally one case and/or one trial, in
-    lists of at most ``batch_rows``, one published part file at a time: a run's envelopes (their messages) are
-    never all in memory (issue 9). Call :func:`check_envelopes` first for the error when nothing matches.
+    """The run's trace envelopes (older envelope versions migrated), optionally one case and/or one trial, in lists of
+    at most ``batch_rows``, one published part file at a time: a run's envelopes (their messages) are never all in
+    memory (a million rows' messages would not fit). Call :func:`check_envelopes` first for the error when nothing
+    matches.
 
     Raises:
         InputFileError: a newer envelope version.

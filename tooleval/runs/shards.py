@@ -1,4 +1,5 @@
-"""Shards composed from content, and the plan's compact index of work (issue 9 items 1 and 6).
+"""Shards composed from content, and the plan's compact index of work, so that a run of a million rows
+neither lists every work item in memory nor re-runs unchanged shards when the corpus grows.
 
 Shards are cut by *content-defined chunking* over the keys sorted by (case_id, trial): a new shard starts at
 every case whose ``sha256(case_id)`` falls in a ``1/K`` slice of the hash space, where ``K`` (cases per shard on
@@ -48,7 +49,7 @@ Measured on 200,000 tau rows (``bench/bench_memory.py``): 64 MB shards (~4,000 r
 run's process tree, 32 MB (~2,000 rows) at 1,933 MB, in the same time (206 s against 211 s)."""
 _TASKS_PER_WORKER = 8
 """Default shards per worker: enough for load balance and progress, few enough that Prefect's per-task cost
-(tens of ms, PREFECT.md; ``tooleval bench`` reports the share) stays small."""
+(tens of ms per task run; ``tooleval bench`` reports the share) stays small."""
 _MAX_RUN = 2
 """A shard is cut after ``2 K`` cases even without a content boundary (``K`` is stable as the corpus grows, so
 this cut does not move when cases are added elsewhere)."""
@@ -195,7 +196,7 @@ def _digest(value: object) -> str:
 
 
 def run_scopes(plan, redactor=None) -> tuple[str, str]:
-    """The dataset-wide parts of the generation and scoring cache keys of a run (issue 9 item 6).
+    """The dataset-wide parts of the generation and scoring cache keys of a run.
 
     A shard's key names its own work (case digests, trace line digests, the envelopes' digest) plus only what
     the whole dataset contributes to *every* row of that stage — so a corpus that grows by a few cases keeps the

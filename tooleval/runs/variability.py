@@ -1,4 +1,4 @@
-"""Variability across repeated trials: pass rate, pass@k, pass^k, F1 spread, flaky cases (issue 6).
+"""Variability across repeated trials: pass rate, pass@k, pass^k, F1 spread, flaky cases.
 
 Pure functions over scored rows (dicts with at least ``case_id``, ``trial``, ``slice``, ``f1`` and the columns
 the chosen outcome reads). For a case with ``n`` trials of which ``c`` pass, the unbiased estimators are

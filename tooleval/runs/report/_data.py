@@ -1,8 +1,8 @@
 """What the report shows, read with DuckDB aggregates over a run's rows: never every row into Python.
 
 Only aggregates (histograms, per-case means) and the worst ``limit`` rows leave DuckDB, so a report over a
-million rows costs a few queries and holds at most ``limit`` row records (issue 14: "the report holds
-aggregates plus the worst N rows, not a million rows").
+million rows costs a few queries and holds at most ``limit`` row records, so the page and the
+process that builds it stay small whatever the size of the run.
 """
 
 from __future__ import annotations
@@ -118,7 +118,7 @@ def _worst_first(row: dict[str, Any]) -> tuple:
 
 
 def schema_findings(con: duckdb.DuckDBPyConnection, source: str, limit: int = WORST_ROWS) -> list[dict[str, Any]]:
-    """Tool schema findings of the run's rows (issue 13), by tool and kind, at most ``limit``.
+    """Tool schema findings of the run's rows, by tool and kind, at most ``limit``.
 
     Returns:
         ``[{"case_id", "trial", "call" (1-based), "tool", "kind", "path", "detail"}]``; ``[]`` for rows written
