@@ -1,4 +1,4 @@
-"""Importers: turn other formats into tooleval dataset folders (DESIGN.md "Inputs"; README "Importing").
+"""Importers: turn other formats into tooleval dataset folders (docs/design.md "Inputs"; README "Importing").
 
 One module per format; each ``import_*`` function streams its source and returns an :class:`ImportReport`
 (read, converted, skipped with reasons), except :func:`import_tau_bench`, which returns the folder it wrote.

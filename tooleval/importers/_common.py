@@ -1,6 +1,6 @@
 """Helpers shared by the importers: reading a source, checking a revision, writing a dataset folder.
 
-An importer turns a foreign format into a dataset folder (DESIGN.md "Inputs"): ``dataset.json``,
+An importer turns a foreign format into a dataset folder (docs/design.md "Inputs"): ``dataset.json``,
 ``cases.jsonl``, an optional ``tools.json`` and recorded traces (``traces.jsonl[.gz]``). It builds every file
 in memory as bytes and hands them to :func:`write_dataset`, which writes them atomically.
 
@@ -33,7 +33,8 @@ __all__ = [
     "write_dataset",
 ]
 
-# DESIGN.md "Dataset": 1-64 characters of [A-Za-z0-9._-], starting with a letter or digit.
+# 1-64 characters of [A-Za-z0-9._-], starting with a letter or digit: a revision is a folder name in the results
+# tree, so it must never read as a path (docs/design.md "Dataset folder").
 REVISION_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 
 
@@ -49,7 +50,7 @@ def check_revision(revision: str, *, path: str | Path | None = None) -> str:
 
     Raises:
         UnsafeRevisionError: The name is not 1-64 characters of ``[A-Za-z0-9._-]`` starting with a letter or
-            digit (so ``/``, ``.``, ``..``, spaces and non-ASCII are refused; DESIGN.md "Dataset").
+            digit (so ``/``, ``.``, ``..``, spaces and non-ASCII are refused: docs/design.md "Dataset folder").
     """
     if not isinstance(revision, str) or REVISION_PATTERN.fullmatch(revision) is None:
         raise UnsafeRevisionError(

@@ -4,7 +4,7 @@ Each format module only turns one source record into OpenAI chat-completions mes
 top-level keys (:class:`Converted`). This module does the rest, one JSON line at a time:
 
 * Keys of a record: ``case_id`` (text or integer; default ``line-<n>``), ``trial`` (integer >= 0; default: the
-  number of earlier records of that case), any case field of DESIGN.md "Inputs" (``expected_calls``,
+  number of earlier records of that case), any case field of docs/design.md "Cases" (``expected_calls``,
   ``slice``, ``accepted_plans``, ``argument_rules``, ``metadata``, ``input``...; ``input`` defaults to the
   messages before the first assistant reply), and trace fields: ``agent`` (an object or a name),
   ``request_id``, ``response_id``, ``reward`` (kept as ``metadata.reward``, the row's ``recorded_reward``) and
@@ -239,7 +239,7 @@ def import_conversations(
         name: Dataset name; default: the folder name of ``out``.
         revision: Dataset revision; default ``"src-"`` + 12 hex digits of the SHA-256 of the bytes read
             (references included).
-        references: Case lines keyed by ``case_id`` (DESIGN.md "Inputs"), instead of ``expected_calls`` on
+        references: Case lines keyed by ``case_id`` (docs/design.md "Cases"), instead of ``expected_calls`` on
             the records.
         agent: Agent name of traces whose record names none; default: the first source file's stem.
         description: ``dataset.json``'s description.

@@ -1,8 +1,8 @@
 """Import LangChain message dicts (JSON lines) as a tooleval dataset.
 
-A record (one JSON line) is a conversation: a JSON list of messages, an object ``{"messages": [...], ...}``
-(with case and trace fields), or a single message (handed case H10). A message may be serialised in any of the
-three shapes LangChain writes:
+A record (one JSON line) is a conversation: a JSON list of messages, an object ``{"messages": [...], ...}`` (with case
+and trace fields), or a single message (an ``AIMessage`` whose calls sit only in ``.tool_calls``, with arguments
+already an object, is one). A message may be serialised in any of the three shapes LangChain writes:
 
 * ``message.model_dump()`` / ``dict(message)``: ``{"type": "ai", "content", "tool_calls", ...}``;
 * ``messages_to_dict``: ``{"type": "ai", "data": {...}}``;

@@ -3,7 +3,7 @@
 A record (one JSON line) is one of:
 
 * a single output item, e.g. ``{"type": "function_call", "call_id", "name", "arguments": "<JSON text>"}``
-  (handed case H11);
+  (what a Responses API ``output`` holds for one tool call);
 * a JSON list of items;
 * an object holding ``output`` (a Response object, or a wrapper with case fields), or ``response`` (a Response
   object) — optionally with the request's ``input`` (text, or a list of input items), which opens the

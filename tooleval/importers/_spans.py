@@ -153,7 +153,7 @@ def import_spans(
         description: ``dataset.json``'s description.
         name: Dataset name; default: the folder name of ``out``.
         revision: Dataset revision; default ``"src-"`` + 12 hex digits of the SHA-256 of the bytes read.
-        references: Case lines keyed by ``case_id`` (DESIGN.md "Inputs").
+        references: Case lines keyed by ``case_id`` (docs/design.md "Cases").
         agent: Agent name; default: the resource's ``service.name``, else ``spans``.
         case_attribute: A span attribute naming the case, tried before :data:`CASE_ATTRIBUTES`.
 
