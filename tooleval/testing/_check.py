@@ -33,7 +33,7 @@ from tooleval.testing._observed import is_envelope, observed_trace
 __all__ = ["ToolCallCheck", "ToolCallMismatch", "check_tool_calls", "assert_tool_calls", "RULE_KEYS"]
 
 RULE_KEYS = frozenset(Case.model_fields) - {"case_id", "expected_calls"}
-"""The case keys ``rules=`` accepts (DESIGN.md "Inputs", docs/rules.md "Case keys"): ``forbidden_tools``,
+"""The case keys ``rules=`` accepts (docs/design.md "Cases", docs/rules.md "Case keys"): ``forbidden_tools``,
 ``allowed_tools``, ``no_repeated_calls``, ``sequence_rules``, ``argument_rules``, ``max_calls``,
 ``expected_outputs``, ``accepted_plans``, ``match_mode``, ``ordered``, ``input``..."""
 

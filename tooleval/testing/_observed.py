@@ -8,7 +8,7 @@
   Response (``{"output": [...]}``);
 * LangChain messages (``AIMessage`` objects, or their ``model_dump`` / ``messages_to_dict`` / ``dumpd`` dicts);
 * a list of calls ``[{"name", "args"}]`` (``arguments`` as JSON text works too) or of :class:`tooleval.models.Call`;
-* a recorded trace line (``{"case_id", "trial", "messages", ...}``, DESIGN.md "Recorded traces");
+* a recorded trace line (``{"case_id", "trial", "messages", ...}``, docs/design.md "Recorded traces");
 * a tooleval trace envelope (a dict with ``envelope_version``), which is already captured and is used as it is.
 
 Pydantic objects (the openai and LangChain SDKs' messages, responses and completions) are read through their
