@@ -1,4 +1,5 @@
-"""Synthetic corpora for scale tests and benchmarks (``tooleval synth``; issue 9 item 4).
+"""Synthetic corpora for scale tests and benchmarks (``tooleval synth``): million-row corpora of a real
+corpus's shape, which no bundled dataset is large enough to be.
 
 :func:`write_synth` writes a dataset folder (``dataset.json``, ``cases.jsonl``, ``tools.json``,
 ``traces.jsonl``) of exactly ``rows`` (case, trial) rows, reproducible from ``seed``. Profiles:

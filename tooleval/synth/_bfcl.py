@@ -1,9 +1,9 @@
 """The ``bfcl`` synthetic profile: single-call-heavy function-calling rows shaped like BFCL results.
 
-Figures it follows (issue 9, measured on 25,725 real BFCL-style rows of 3,675 cases, held back): 7 trials per
-case; 1.17 expected and 1.05 observed calls per row; 30.6 % of rows expect no call and 28.3 % make none; 41 % of
-rows miss a call, 36 % add one, 27 % have a same-name call with wrong arguments, 1.8 % repeat a call, 0.14 %
-hold malformed argument text; ~1 KB per trace line.
+Figures it follows (those of 25,725 real BFCL-style rows of 3,675 cases, which are not bundled): 7 trials per case;
+1.17 expected and 1.05 observed calls per row; 30.6 % of rows expect no call and 28.3 % make none; 41 % of rows miss a
+call, 36 % add one, 27 % have a same-name call with wrong arguments, 1.8 % repeat a call, 0.14 % hold malformed
+argument text; ~1 KB per trace line.
 
 How the rates are met (derivation, with ``p`` the share of rows that expect at least one call, 0.694):
 
