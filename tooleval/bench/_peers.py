@@ -1,4 +1,4 @@
-"""The peers ``tooleval bench`` measures beside tooleval, each over the same traces file (issue 9 item 5):
+"""The peers ``tooleval bench`` measures beside tooleval, each over the same traces file:
 
 * the floor: reading and decoding the traces file with the fastest JSON parser installed, nothing else;
 * the loop a ragas user writes: build ragas messages per row, ``ToolCallF1().ascore`` per row;
