@@ -130,11 +130,11 @@ def prefect_environment(out: Path) -> dict[str, str]:
 @contextmanager
 def prefect_session(out: Path, expected_task_runs: list[int] | None = None,
                     preload: tuple[str, ...] = ()) -> Iterator[None]:
-    """Run flows inside: tooleval's Prefect environment (:func:`prefect_environment`), heartbeats off (a
-    synchronous flow call otherwise pays ~1 s on exit: PREFECT.md), and — unless ``PREFECT_API_URL`` names a
+    """Run flows inside: tooleval's Prefect environment (:func:`prefect_environment`), heartbeats off (a synchronous
+    flow call otherwise pays ~1 s on exit for Prefect's heartbeat thread), and — unless ``PREFECT_API_URL`` names a
     server — the local server shared by the commands of this Prefect home, found or started
-    (:mod:`tooleval.cli._prefect_server`). A server started here boots while this process imports Prefect and
-    the ``preload`` modules (the flows the caller runs), so the two start-ups overlap.
+    (:mod:`tooleval.cli._prefect_server`). A server started here boots while this process imports Prefect and the
+    ``preload`` modules (the flows the caller runs), so the two start-ups overlap.
 
     On entry, flow runs left open by a dead tooleval process are set ``Crashed``; on exit, the task runs of this
     command are waited for until recorded in final states (at least ``expected_task_runs[0]`` when the caller

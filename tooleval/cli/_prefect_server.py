@@ -1,11 +1,11 @@
 """tooleval's local Prefect API server, shared by the commands of one Prefect home, and the bookkeeping that keeps
 the Prefect UI truthful.
 
-Prefect's built-in temporary server costs every command its start-up (5-10 s here) and outlives a main process
-killed with SIGTERM or SIGKILL (PREFECT.md), holding ``prefect.db`` and a port forever. So when no
-``PREFECT_API_URL`` is set, tooleval runs the same server (Prefect's app under uvicorn, with the ephemeral
-settings) as a process of its own per Prefect home (:mod:`tooleval.cli._prefect_daemon`), which the commands
-share, found through files in that home:
+Prefect's built-in temporary server costs every command its start-up (5-10 s here) and outlives a main process killed
+with SIGTERM or SIGKILL (only SIGINT shuts it down), holding ``prefect.db`` and a port forever. So when no
+``PREFECT_API_URL`` is set, tooleval runs the same server (Prefect's app under uvicorn, with the ephemeral settings)
+as a process of its own per Prefect home (:mod:`tooleval.cli._prefect_daemon`), which the commands share, found
+through files in that home:
 
 * ``server.lock`` — a command holds it (``flock``) while it finds or starts the server; the server holds it while
   it stops. So two commands never start two servers, and none picks up a server that is stopping.
