@@ -36,10 +36,9 @@ def _check_replay_options(ctx: typer.Context) -> None:
 
 
 def _check_cluster_key(no_redaction: bool) -> None:
-    """A cluster run's workers redact with the key of their own environment: the client must have one too (the
-    key never travels as a parameter, since Prefect records parameters on its server, and never lands next to
-    the results, since whoever reads both could test guesses of a redacted value
-    against its token)."""
+    """A cluster run's workers redact with the key of their own environment: the client must have one too (the key
+    never travels as a parameter, since Prefect records parameters on its server, and never lands next to the results,
+    since whoever reads both could test guesses of a redacted value against its token)."""
     from tooleval.capture.keys import KEY_ENV, KEY_FILE_ENV, environment_key
 
     if not no_redaction and environment_key() is None:
