@@ -1,6 +1,6 @@
 """Prefect artifacts of a published run, so the Prefect UI shows results and not bare task runs: a markdown
 summary, a table of the worst rows and a link to ``runs/<run>/report.html``. Artifact keys are lowercase
-letters, digits and dashes (PREFECT.md); a key holds one version per flow run."""
+letters, digits and dashes (Prefect refuses any other key); a key holds one version per flow run."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Shards on an existing Dask cluster: ``tooleval run --dask-address tcp://HOST:PORT`` (issue 10).
+"""Shards on an existing Dask cluster: ``tooleval run --dask-address tcp://HOST:PORT``, for a corpus that
+outgrows one machine.
 
 The flow runs in the client process (``tooleval run``); each shard (:func:`flows._shards.run_shard`, with its
 nested stage tasks) runs on a Dask worker through prefect-dask's ``DaskTaskRunner``. What travels to a worker is

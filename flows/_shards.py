@@ -1,10 +1,10 @@
 """One shard through every per-shard stage, in a worker: generation -> trace capture -> scoring and, beside it
 on the same envelopes, the legacy scalar path; then the per-row half of the drift check on that shard.
 
-:func:`run_shard` is the unit the flow's task runner schedules (a process pool uses every core, issue 9 item 2).
-Each stage stays its own cached Prefect task (nested task runs), so caching and the UI are unchanged; what comes
-back to the flow is small — stage refs, state names, the shard's legacy values and its drift partial — so the
-flow's memory does not grow with the shard size.
+:func:`run_shard` is the unit the flow's task runner schedules (a process pool uses every core: Python's scoring is
+CPU-bound and holds the GIL). Each stage stays its own cached Prefect task (nested task runs), so caching and the UI
+are unchanged; what comes back to the flow is small — stage refs, state names, the shard's legacy values and its drift
+partial — so the flow's memory does not grow with the shard size.
 """
 
 from __future__ import annotations

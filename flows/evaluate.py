@@ -257,10 +257,10 @@ def _index_parts() -> Callable[[Path, list[tuple[int, int]]], Callable[[], list]
 
 
 def _stop_worker_processes() -> None:
-    """End the process pool's workers once every shard is done, before the publication (issue 9: two idle
-    workers held ~1.4 GB through the publication of a 100,000-row run). ``cancel_all`` is the runner's own
-    shutdown (every future is already resolved, so nothing is cancelled); the runner's exit at the end of the flow
-    finds the pool gone and does nothing more. Other runners (one thread, Dask) are left as they are."""
+    """End the process pool's workers once every shard is done, before the publication: two idle workers would hold
+    ~1.4 GB through the publication of a 100,000-row run. ``cancel_all`` is the runner's own shutdown (every future is
+    already resolved, so nothing is cancelled); the runner's exit at the end of the flow finds the pool gone and does
+    nothing more. Other runners (one thread, Dask) are left as they are."""
     from prefect.context import FlowRunContext
     from prefect.task_runners import ProcessPoolTaskRunner
 

@@ -40,7 +40,7 @@ def legacy(run_id: str, out: str = "results", dataset: str | None = None) -> Leg
         ref = dataset_ref(run.dataset)
         files, digests, scope = run.files("traces"), run.digests("traces"), dataset_scope(ref)
         # one task per part file (one per shard): the envelopes' messages are never all in memory at once, and each
-        # file's per-row values are folded into the tally before the next (issue 9)
+        # file's per-row values are folded into the tally before the next, so memory stays that of one shard
         tally = LegacyTally()
         for f, d in zip(files, digests):
             tally.add(legacy_scalar([str(f)], [d], ref, run.redaction, scorer_version(), ragas_version(), str(run.out),

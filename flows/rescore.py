@@ -74,8 +74,8 @@ def rescore(
         subset = case is not None or trial is not None
         unrowed = _Unrowed(source, subset)
         capture_dir, scoring_dir = str(stage_dir(out_dir, "capture")), str(stage_dir(out_dir, "scoring"))
-        # one shard of envelopes at a time (issue 9): scored, passed through the legacy path and compared per row
-        # (a drift partial) before the next is read
+        # one shard of envelopes at a time, so memory stays that of one shard: scored, passed through the legacy path
+        # and compared per row (a drift partial) before the next is read
         for chunk in iter_envelopes(source, case, trial, batch_rows=shard_size):
             for envelope in chunk:
                 envelope["run_id"] = None
@@ -99,9 +99,10 @@ def rescore(
 
 
 class _Unrowed:
-    """The source run's ``errors.json`` entries that stand for no row (a trace of an unknown case, a case without
-    a trace, an unreadable line): a full rescore answers for them too (nothing unscored passes, issue 11). The
-    envelopes are seen one at a time; only the keys the errors name are remembered."""
+    """The source run's ``errors.json`` entries that stand for no row (a trace of an unknown case, a case without a
+    trace, an unreadable line): a full rescore answers for them too (nothing unscored passes: a case without a row is
+    a blocking failure, not a pass). The envelopes are seen one at a time; only the keys the errors name are
+    remembered."""
 
     def __init__(self, source, subset: bool) -> None:
         path = source.out / "runs" / source.run_id / "errors.json"
