@@ -3,8 +3,7 @@
 Cache key: the generation stage file's digest, the dataset's tool schema version, the code version (a digest of
 the whole ``tooleval`` package, which holds the envelope builder) and this task's source — not the dataset
 revision: the envelopes leave ``dataset_revision`` null (publication stamps it, and the trace digest leaves it
-out), so a corpus that grows under a new revision re-captures only the shards whose traces changed (issue 9
-item 6).
+out), so a corpus that grows under a new revision re-captures only the shards whose traces changed.
 """
 
 from __future__ import annotations
@@ -40,7 +39,8 @@ def capture_shard(
     """
     started = time.perf_counter()
     captured_at = datetime.now(timezone.utc)
-    # one batch at a time (issue 9); each payload as its UTF-8 bytes, which orjson reads without a str between
+    # one batch at a time, so memory stays that of one batch; each payload as its UTF-8 bytes, which orjson reads
+    # without a str between
     batches = iter_parquet_batches(generation.path, STAGE_ROW_GROUP, binary=("payload_json",))
     envelopes = (generation_envelope(record, captured_at, tool_schema_version) for batch in batches for record in batch)
     return write_stage_table(stage_dir, "capture", envelopes, ENVELOPE_SCHEMA, started=started)

@@ -1,12 +1,12 @@
 """Stage 1, generation: ask the agent for each (case, trial) of a shard and keep its raw response.
 
-Responses are redacted here, as they arrive, before anything is written (issue 4): the stage file and the live
-agent's per-item store hold only redacted values. Cache key: the agent config (replay: the traces file digest;
-live: base URL, model, temperature, max steps), the shard's work items (case id, case content digest, trial,
-seed), the dataset, the tool results file, the redaction config (with the key's digest), the stage-store folder
-and this task's source. The run id is not part of it, so a new run over the same inputs regenerates nothing.
-A live agent also keeps every finished item in ``<out>/.tooleval/generations`` (keyed by case digest, agent
-digest, trial and seed), so a run killed midway resumes with only the missing items.
+Responses are redacted here, as they arrive, before anything is written, so that no secret reaches a disk: the stage
+file and the live agent's per-item store hold only redacted values. Cache key: the agent config (replay: the traces
+file digest; live: base URL, model, temperature, max steps), the shard's work items (case id, case content digest,
+trial, seed), the dataset, the tool results file, the redaction config (with the key's digest), the stage-store folder
+and this task's source. The run id is not part of it, so a new run over the same inputs regenerates nothing. A live
+agent also keeps every finished item in ``<out>/.tooleval/generations`` (keyed by case digest, agent digest, trial and
+seed), so a run killed midway resumes with only the missing items.
 """
 
 from __future__ import annotations
@@ -60,7 +60,7 @@ def generate_shard(
             lines move when others are added).
         scope: :func:`tooleval.runs.shards.generation_scope` — the agent's config digest (live) and the
             dataset-wide inputs of this stage (tool schemas, the redactor's seeded values), so that a corpus that
-            grows by a few cases keeps every other shard's key (issue 9 item 6).
+            grows by a few cases keeps every other shard's key.
 
     Returns:
         Ref to a Parquet file of :data:`tooleval.storage.stages.GENERATION_SCHEMA` rows, in ``items`` order. A failed

@@ -27,8 +27,8 @@ BATCH_ROWS = 2_000
 
 
 def _batches(files: list[str]) -> Iterator[list[dict]]:
-    """The envelopes of ``files``, at most :data:`BATCH_ROWS` at a time (never every envelope's messages at once:
-    issue 9); a column a file lacks reads as null."""
+    """The envelopes of ``files``, at most :data:`BATCH_ROWS` at a time (never every envelope's messages at once,
+    which would not fit a worker's memory on a large run); a column a file lacks reads as null."""
     for path in files:
         columns = [c for c in _COLUMNS if c in read_parquet_schema(path).names]
         for batch in iter_parquet_batches(path, BATCH_ROWS, columns):

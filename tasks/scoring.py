@@ -1,8 +1,9 @@
 """Stage 3, scoring: one row per envelope, from the envelopes and the dataset only.
 
-Cache key: the envelope stage file's digest (which covers every trace digest), the dataset (path, revision,
-content digest, the digest of its gate.toml ``[policy]``), the redaction config, the scorer version (a digest of the whole ``tooleval`` package, not only
-this task's source: handed case H18), the ragas version, and this task's source.
+Cache key: the envelope stage file's digest (which covers every trace digest), the dataset (path, revision, content
+digest, the digest of its gate.toml ``[policy]``), the redaction config, the scorer version (a digest of the whole
+``tooleval`` package, not only this task's source: Prefect's TASK_SOURCE hashes only the task function's own text, so
+a change in a helper module would not invalidate the cache), the ragas version, and this task's source.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ def _read_checked(ref: StageRef) -> tuple[Iterator[list[dict]], bool]:
     bytes are the ones capture wrote (sha256 equal to the ref's digest, which names the file): then every stored
     trace digest is the one capture computed from that content, and scoring does not compute it a second time. A
     file that cannot be read locally as bytes is read as usual and its digests are recomputed. Only the file's
-    (compressed) bytes and one batch of rows are held at once (issue 9)."""
+    (compressed) bytes and one batch of rows are held at once, whatever the shard's size."""
     try:
         data = read_location_bytes(ref.path)
     except OSError:
