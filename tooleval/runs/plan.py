@@ -354,7 +354,7 @@ MAX_RANGES = 64
 def range_count(size: int, workers: int) -> int:
     """How many ranges a traces file of ``size`` bytes is read in: about :data:`RANGE_BYTES` each, at least two per
     worker and at most :data:`MAX_RANGES`, rounded up to a multiple of ``workers`` so that every worker gets as
-    many (892 MB on two workers was 7 ranges: one worker read 4 while the other, done with 3, waited ~2 s)."""
+    many (an 892 MB file in 7 ranges on two workers leaves one worker idle ~2 s while the other reads its fourth)."""
     count = max(2 * workers, -(-size // RANGE_BYTES))
     count = -(-count // workers) * workers
     return max(1, min(MAX_RANGES - MAX_RANGES % workers if workers <= MAX_RANGES else MAX_RANGES, count))
