@@ -6,10 +6,11 @@ Layout (docs/design.md "Output layout")::
     <out>/runs/<run>/commit.json                       the commit marker: which files are the run
     <out>/runs/<run>/.publications/<publication>/...   committed copies of the run's documents
 
-A rerun of ``(revision, run)`` *replaces* exactly that partition (H13): the new file is written beside the old
-one under a new name and becomes the partition when the marker names it; the old file is deleted after. Readers
-honour the marker (:mod:`tooleval.storage._commit`), so they see the old run or the new one, never a mix, even
-when the writer is killed at any point; the next command finishes or discards an interrupted publication.
+A rerun of ``(revision, run)`` *replaces* exactly that partition, never appends to it (a rerun would otherwise count
+its rows twice): the new file is written beside the old one under a new name and becomes the partition when the marker
+names it; the old file is deleted after. Readers honour the marker (:mod:`tooleval.storage._commit`), so they see the
+old run or the new one, never a mix, even when the writer is killed at any point; the next command finishes or
+discards an interrupted publication.
 
 ``out`` may be an fsspec URL (``s3://bucket/prefix``): every file is then one whole-object PUT through the
 location's :class:`~tooleval.storage._fs.Tree`, and the commit marker's PUT is the one step that publishes.

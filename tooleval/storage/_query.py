@@ -1,11 +1,12 @@
 """Readers of the results folder: DuckDB views and a pyarrow table reader.
 
-Both readers keep partition values as strings (H12: ``001``, ``2024-01-01`` and ``1e3`` are revision names, not
+Both readers keep partition values as strings (``001``, ``2024-01-01`` and ``1e3`` are revision names, not
 numbers or dates; apache/arrow 39660, duckdb 11636/12588) and union columns by name, so partitions written
-before a column was added read it as null whatever the file order (H14; duckdb 16859/15600).
+before a column was added read it as null whatever the file order (without union by name, the first file's columns decide; duckdb
+16859/15600).
 
 List columns: DuckDB's ``UNNEST`` drops rows whose list is empty or NULL, and ``len(NULL)`` is NULL. Count
-calls per row with ``coalesce(len(observed_calls), 0)`` so zero-call rows still count (H16).
+calls per row with ``coalesce(len(observed_calls), 0)`` so zero-call rows still count.
 """
 
 from __future__ import annotations
