@@ -1,8 +1,8 @@
 """Readers of the results folder: DuckDB views and a pyarrow table reader.
 
-Both readers keep partition values as strings (``001``, ``2024-01-01`` and ``1e3`` are revision names, not
-numbers or dates; apache/arrow 39660, duckdb 11636/12588) and union columns by name, so partitions written
-before a column was added read it as null whatever the file order (without union by name, the first file's columns decide; duckdb
+Both readers keep partition values as strings (``001``, ``2024-01-01`` and ``1e3`` are revision names, not numbers or
+dates; apache/arrow 39660, duckdb 11636/12588) and union columns by name, so partitions written before a column was
+added read it as null whatever the file order (without union by name, the first file's columns decide; duckdb
 16859/15600).
 
 List columns: DuckDB's ``UNNEST`` drops rows whose list is empty or NULL, and ``len(NULL)`` is NULL. Count
