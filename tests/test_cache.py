@@ -126,7 +126,7 @@ def test_cache_across_processes_and_helper_change(tmp_path):
     assert first == dict.fromkeys(("generation", "trace-capture", "scoring", "aggregation"), "Completed")
     second = _states(_run_cli(src, dataset, out, "p2", "2", home))
     assert second == dict.fromkeys(("generation", "trace-capture", "scoring", "aggregation"), "Cached")
-    matching = src / "tooleval" / "scoring" / "matching.py"
+    matching = src / "tooleval" / "matching.py"
     matching.write_text(matching.read_text().replace(
         "    denominator = 2 * tp + fp + fn\n", "    denominator = (2 * tp) + fp + fn  # same value\n"))
     third = _states(_run_cli(src, dataset, out, "p3", "3", home))
