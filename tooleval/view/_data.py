@@ -1,0 +1,401 @@
+"""What the viewer's pages show, read with DuckDB over one results folder's committed files.
+
+Every page is a few queries over the run's Parquet files through the marker-aware readers (only the files a run's
+commit marker names): a page of rows, the counts of each filter value and one row's record leave DuckDB, never a
+whole run. Nothing here imports Prefect, so the server starts fast and stays small.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlencode
+
+import duckdb
+
+from tooleval.canonical import MISSING, value_at
+from tooleval.dataset import check_name
+from tooleval.errors import InputFileError
+from tooleval.storage import committed_files, connect, document_path, scan_parquet_sql, scan_rows_sql
+
+__all__ = ["ViewError", "RowFilter", "FACETS", "SORTS", "PAGE_SIZES", "Store", "mark_calls", "diff_table"]
+
+
+class ViewError(Exception):
+    """A request the viewer cannot answer: an HTTP ``status`` (4xx), what is wrong and what to do about it."""
+
+    def __init__(self, status: int, problem: str, fix: str = "") -> None:
+        super().__init__(status, problem, fix)
+        self.status, self.problem, self.fix = status, problem, fix
+
+
+_TOOLS = ("list_distinct(list_concat([c.name FOR c IN coalesce(expected_calls, [])], "
+          "[c.name FOR c IN coalesce(observed_calls, [])]))")
+_RULES = "list_distinct([v.rule FOR v IN coalesce(violations, [])])"
+
+FACETS: dict[str, tuple[str, bool]] = {
+    "tool": (_TOOLS, True),
+    "rule": (_RULES, True),
+    "slice": ("slice", False),
+    "category": ("coalesce(mismatch_categories, [])", True),
+    "owner": ("failure_owner", False),
+    "blocking": ("CASE WHEN coalesce(blocking, false) THEN 'yes' ELSE 'no' END", False),
+}
+"""Filter name -> (SQL of the row's value, whether it is a list of values). A filter keeps the rows whose value
+is (or whose list holds) the chosen one; each page counts the rows of each value under the other filters."""
+
+SORTS = {"case": "case_id", "trial": "trial", "f1": "f1", "ragas": "ragas_tool_call_f1", "slice": "slice"}
+"""``sort=`` name -> row column. Ties break by case id, then trial, so a page's rows are always the same."""
+
+PAGE_SIZES = (25, 50, 100, 200)
+_FACET_VALUES = 60
+"""Values listed per filter (the most frequent first); a chosen value is always listed."""
+
+
+@dataclass(frozen=True)
+class RowFilter:
+    """The rows table's query string, checked: filters, free text in case id, F1 range, sort and page."""
+
+    values: dict[str, str] = field(default_factory=dict)
+    q: str = ""
+    f1_min: float | None = None
+    f1_max: float | None = None
+    sort: str = "case"
+    order: str = "asc"
+    page: int = 1
+    size: int = 50
+
+    @classmethod
+    def parse(cls, params: Any) -> "RowFilter":
+        """Read a query string (a mapping with ``multi_items()`` or ``items()``).
+
+        Raises:
+            ViewError: 400 for an unknown parameter, a repeated one, an F1 bound that is not a number in [0, 1],
+                an unknown sort or order, a page that is not an integer >= 1 or a page size not in
+                :data:`PAGE_SIZES`.
+        """
+        items = list(params.multi_items() if hasattr(params, "multi_items") else params.items())
+        seen: dict[str, str] = {}
+        allowed = {*FACETS, "q", "f1_min", "f1_max", "sort", "order", "page", "size"}
+        for key, value in items:
+            if key not in allowed:
+                raise ViewError(400, f"unknown filter {key!r}.", f"use {', '.join(sorted(allowed))}.")
+            if key in seen:
+                raise ViewError(400, f"filter {key!r} is given twice.", "give each filter once.")
+            seen[key] = value
+        values = {k: v for k, v in seen.items() if k in FACETS and v != ""}
+        if "blocking" in values and values["blocking"] not in ("yes", "no"):
+            raise ViewError(400, f"blocking={values['blocking']!r} is neither yes nor no.", "use blocking=yes or no.")
+        bounds = {}
+        for key in ("f1_min", "f1_max"):
+            text = seen.get(key, "")
+            if text == "":
+                bounds[key] = None
+                continue
+            try:
+                number = float(text)
+            except ValueError:
+                number = math.nan
+            if not 0 <= number <= 1:
+                raise ViewError(400, f"{key}={text!r} is not a number in [0, 1].", f"use e.g. {key}=0.5.")
+            bounds[key] = number
+        sort, order = seen.get("sort") or "case", seen.get("order") or "asc"
+        if sort not in SORTS:
+            raise ViewError(400, f"unknown sort {sort!r}.", f"use sort={' or '.join(SORTS)}.")
+        if order not in ("asc", "desc"):
+            raise ViewError(400, f"unknown order {order!r}.", "use order=asc or order=desc.")
+        numbers = {}
+        for key, default in (("page", 1), ("size", 50)):
+            text = seen.get(key) or str(default)
+            if not text.isdigit() or int(text) < 1:
+                raise ViewError(400, f"{key}={text!r} is not a whole number >= 1.", f"use e.g. {key}={default}.")
+            numbers[key] = int(text)
+        if numbers["size"] not in PAGE_SIZES:
+            raise ViewError(400, f"size={numbers['size']} is not a page size.",
+                            f"use size={' or '.join(map(str, PAGE_SIZES))}.")
+        return cls(values=values, q=seen.get("q", ""), f1_min=bounds["f1_min"], f1_max=bounds["f1_max"],
+                   sort=sort, order=order, page=numbers["page"], size=numbers["size"])
+
+    def query(self, **changes: Any) -> str:
+        """This filter's query string with ``changes`` (``None`` drops a key), defaults left out: the stable
+        URL of a page."""
+        state: dict[str, Any] = {**self.values, "q": self.q, "f1_min": self.f1_min, "f1_max": self.f1_max,
+                                 "sort": self.sort, "order": self.order, "page": self.page, "size": self.size}
+        state.update(changes)
+        defaults = {"sort": "case", "order": "asc", "page": 1, "size": 50, "q": ""}
+        kept = {k: v for k, v in state.items() if v is not None and v != "" and defaults.get(k, object()) != v}
+        return urlencode(kept)
+
+    def where(self, leave_out: str | None = None) -> tuple[str, dict[str, Any]]:
+        """SQL condition and parameters of every filter but ``leave_out`` (a facet name)."""
+        parts, params = ["true"], {}
+        for name, value in self.values.items():
+            if name == leave_out:
+                continue
+            sql, is_list = FACETS[name]
+            params[f"v_{name}"] = value
+            parts.append(f"list_contains({sql}, $v_{name})" if is_list else f"({sql}) = $v_{name}")
+        if self.q:
+            params["q"] = self.q
+            parts.append("contains(lower(case_id), lower($q))")
+        if self.f1_min is not None:
+            params["f1_min"] = self.f1_min
+            parts.append("f1 >= $f1_min")
+        if self.f1_max is not None:
+            params["f1_max"] = self.f1_max
+            parts.append("f1 <= $f1_max")
+        return " AND ".join(parts), params
+
+
+_ROW_LIST = """
+SELECT case_id, trial, slice, f1, ragas_tool_call_f1, exact_match, calls_match, coalesce(blocking, false) AS blocking,
+       error_kind, failure_owner, coalesce(mismatch_categories, []) AS categories, {rules} AS rules, {tools} AS tools
+FROM {source} WHERE {where}
+ORDER BY {sort} {order} NULLS LAST, case_id, trial LIMIT {limit} OFFSET {offset}
+"""
+
+_HEADLINE = """
+SELECT count(*) AS rows, count(*) FILTER (WHERE exact_match) AS exact,
+       count(*) FILTER (WHERE coalesce(blocking, false)) AS blocking, count(*) FILTER (WHERE error_kind IS NOT NULL)
+       AS errors, avg(f1) FILTER (WHERE NOT coalesce(name_only, false)) AS mean_f1,
+       avg(ragas_tool_call_f1) AS mean_ragas, sum(coalesce(len(expected_calls), 0)) AS expected_calls,
+       sum(coalesce(len(observed_calls), 0)) AS observed_calls
+FROM {source}
+"""
+
+
+def _records(cursor: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
+    names = [d[0] for d in cursor.description]
+    return [dict(zip(names, values)) for values in cursor.fetchall()]
+
+
+@dataclass(frozen=True)
+class RunRef:
+    """One published run: its id, revision, summary and the SQL of its committed rows."""
+
+    run_id: str
+    revision: str
+    summary: dict[str, Any]
+    rows_source: str | None
+    """A :func:`tooleval.storage.scan_rows_sql` expression, or ``None`` when the run published no rows."""
+    traces_source: str | None
+
+
+class Store:
+    """Queries over one results folder (``--out``). Thread-safe: each query runs on its own cursor."""
+
+    def __init__(self, out: str | Path) -> None:
+        self.out = Path(out).resolve()
+        self._con = duckdb.connect()
+        self._lock = threading.Lock()
+
+    def _cursor(self) -> duckdb.DuckDBPyConnection:
+        with self._lock:
+            return self._con.cursor()
+
+    def _run_query(self, run: RunRef, sql: str, params: dict | None = None) -> list[dict[str, Any]]:
+        try:
+            return _records(self._cursor().execute(sql, params or {}))
+        except duckdb.Error as exc:
+            raise ViewError(422, f"run {run.run_id!r}: its Parquet files cannot be read: {exc}".splitlines()[0],
+                            f"re-publish the run (tooleval rescore --run-id {run.run_id}) or delete it "
+                            f"(tooleval runs --delete {run.run_id}).") from None
+
+    # -- runs ---------------------------------------------------------------------------------------------------
+    def runs(self) -> list[dict[str, Any]]:
+        """The runs ``tooleval runs`` lists, newest first, with the dataset name and the gate's pass rate."""
+        from tooleval.runs.catalog import list_runs
+
+        listed = []
+        for info in list_runs(self.out):
+            summary = self._summary(info.run_id) or {}
+            gate = summary.get("gate") or {}
+            listed.append({**info.__dict__, "dataset": (summary.get("dataset") or {}).get("name", ""),
+                           "pass_rate": _pass_rate(summary),
+                           "failing_rows": gate.get("failing_rows_count")})
+        return listed
+
+    def _summary(self, run_id: str) -> dict[str, Any] | None:
+        try:
+            return json.loads(document_path(self.out, f"runs/{run_id}/summary.json").read_text())
+        except (OSError, ValueError, InputFileError):
+            return None
+
+    def run(self, run_id: str) -> RunRef:
+        """The published run ``run_id``.
+
+        Raises:
+            ViewError: 404 for an unsafe run id or one that is not published under the results folder.
+        """
+        try:
+            check_name(run_id, what="run id")
+        except InputFileError:
+            raise ViewError(404, f"{run_id!r} is not a run id.", "the runs page lists the runs.") from None
+        summary = self._summary(run_id)
+        if summary is None:
+            raise ViewError(404, f"no run {run_id!r} under {self.out}.", "the runs page lists the runs.")
+        revision = summary.get("dataset_revision", "")
+        try:
+            rows = committed_files(self.out, "rows", revision, run_id)
+            traces = committed_files(self.out, "traces", revision, run_id)
+        except InputFileError as exc:
+            raise ViewError(422, f"run {run_id!r}: {exc.problem}", exc.fix) from None
+        return RunRef(run_id, revision, summary, scan_rows_sql(rows) if rows else None,
+                      scan_parquet_sql(traces) if traces else None)
+
+    def rows_source(self, run: RunRef) -> str:
+        if run.rows_source is None:
+            raise ViewError(404, f"run {run.run_id!r} has no rows (a legacy-only run?).",
+                            "open a run of the row-level path (tooleval run without --legacy-only).")
+        return run.rows_source
+
+    def headline(self, run: RunRef) -> dict[str, Any]:
+        """The run's figures, counted over its rows: rows, exact, blocking, errors, means and call counts."""
+        return self._run_query(run, _HEADLINE.format(source=self.rows_source(run)))[0]
+
+    def page(self, run: RunRef, filters: RowFilter) -> dict[str, Any]:
+        """One page of the run's rows under ``filters``, the count of all matching rows and, per facet, the
+        count of each value under the other filters.
+
+        Returns:
+            ``{rows: [...], total, pages, facets: {name: [(value, count)]}}``.
+        """
+        source = self.rows_source(run)
+        where, params = filters.where()
+        total = self._run_query(run, f"SELECT count(*) AS n FROM {source} WHERE {where}", params)[0]["n"]
+        pages = max(1, -(-total // filters.size))
+        rows = self._run_query(run, _ROW_LIST.format(
+            source=source, where=where, sort=SORTS[filters.sort], order=filters.order.upper(), limit=filters.size,
+            offset=(filters.page - 1) * filters.size, rules=_RULES, tools=_TOOLS), params)
+        facets = {}
+        for name, (sql, is_list) in FACETS.items():
+            other, other_params = filters.where(leave_out=name)
+            value = f"unnest({sql})" if is_list else f"({sql})"
+            counted = self._run_query(run, f"SELECT v, count(*) AS n FROM (SELECT {value} AS v FROM {source} "
+                                           f"WHERE {other}) WHERE v IS NOT NULL GROUP BY v ORDER BY n DESC, v "
+                                           f"LIMIT {_FACET_VALUES}", other_params)
+            listed = [(r["v"], r["n"]) for r in counted]
+            chosen = filters.values.get(name)
+            if chosen is not None and chosen not in {v for v, _ in listed}:
+                listed.append((chosen, 0))
+            facets[name] = listed
+        return {"rows": rows, "total": total, "pages": pages, "facets": facets}
+
+    def row(self, run: RunRef, case_id: str, trial: int) -> dict[str, Any]:
+        """One row's record and its trace envelope (``None`` when the run kept none for it).
+
+        Raises:
+            ViewError: 404 when the run has no row of ``(case_id, trial)``.
+        """
+        source = self.rows_source(run)
+        found = self._run_query(run, f"SELECT * FROM {source} WHERE case_id = $c AND trial = $t",
+                                {"c": case_id, "t": trial})
+        if not found:
+            raise ViewError(404, f"run {run.run_id!r} has no row of case {case_id!r}, trial {trial}.",
+                            "open a row from the run's rows table.")
+        envelope = None
+        if run.traces_source is not None:
+            envelopes = self._run_query(run, f"SELECT * FROM {run.traces_source} WHERE case_id = $c AND trial = $t",
+                                        {"c": case_id, "t": trial})
+            envelope = envelopes[0] if envelopes else None
+        return {"row": found[0], "envelope": envelope}
+
+    def other_runs(self, run: RunRef, case_id: str, trial: int) -> list[str]:
+        """The other published runs that have a row of ``(case_id, trial)``, by run id."""
+        con = connect(self.out)
+        try:
+            found = con.execute("SELECT DISTINCT run_id FROM rows WHERE case_id = $c AND trial = $t AND run_id <> $r "
+                                "ORDER BY run_id", {"c": case_id, "t": trial, "r": run.run_id}).fetchall()
+        except duckdb.Error:
+            return []  # another run's unreadable file must not hide this row's page
+        finally:
+            con.close()
+        return [r[0] for r in found]
+
+    def compare(self, base: str, head: str) -> dict[str, Any]:
+        """``tooleval compare BASE HEAD``'s result (:func:`tooleval.runs.compare.compare_runs`).
+
+        Raises:
+            ViewError: 404 for an unknown run, 422 for two runs that cannot be compared.
+        """
+        from tooleval.runs.compare import compare_runs
+
+        for run_id in (base, head):
+            self.rows_source(self.run(run_id))
+        try:
+            return compare_runs(self.out, base, head)
+        except InputFileError as exc:
+            raise ViewError(422, exc.problem, exc.fix) from None
+        except duckdb.Error as exc:
+            raise ViewError(422, f"runs {base!r} and {head!r} cannot be read: {exc}".splitlines()[0],
+                            "re-publish or delete the run whose file is damaged.") from None
+
+
+def _pass_rate(summary: dict[str, Any]) -> float | None:
+    """The share of scored rows that pass the gate (``1 - failing / scored``), or ``None`` without a gate."""
+    gate = summary.get("gate") or {}
+    scored = gate.get("scored_rows", summary.get("scored_rows"))
+    failing = gate.get("failing_rows_count")
+    if not scored or failing is None:
+        return None
+    return 1 - failing / scored
+
+
+def _calls(values: list[dict] | None) -> list[dict]:
+    return [dict(c) for c in values or []]
+
+
+def mark_calls(row: dict[str, Any]) -> dict[str, list[dict]]:
+    """The reference and observed calls of a row, each marked ``matched`` | ``missing`` | ``extra`` |
+    ``wrong_args`` from the row's own ``missing_calls``, ``extra_calls`` and ``wrong_args`` (multisets, by
+    name and canonical argument text): a wrong-arguments pair is one missing and one extra call of a tool.
+
+    Returns:
+        ``{"reference": [...], "observed": [...]}``: each call a dict with ``name``, ``args_json``, ``mark`` and,
+        for ``wrong_args``, the pair's differing ``paths``.
+    """
+    def key(call: dict) -> tuple:
+        return call.get("name"), call.get("args_json"), call.get("args_raw")
+
+    reference = _calls(row.get("reference_calls") if row.get("reference_calls") is not None
+                       else row.get("expected_calls"))
+    observed = _calls(row.get("observed_calls"))
+    pairs = [dict(p) for p in row.get("wrong_args") or []]
+    marked: dict[str, list[dict]] = {}
+    for side, calls, unmatched, pair_key in (("reference", reference, row.get("missing_calls"), "expected_args_json"),
+                                             ("observed", observed, row.get("extra_calls"), "observed_args_json")):
+        left = [key(c) for c in unmatched or []]
+        free_pairs = list(pairs)
+        for call in calls:
+            call["mark"], call["paths"] = "matched", []
+            if key(call) in left:
+                left.remove(key(call))
+                pair = next((p for p in free_pairs if p["name"] == call.get("name")
+                             and p[pair_key] == call.get("args_json")), None)
+                if pair is not None:
+                    free_pairs.remove(pair)
+                    call["mark"], call["paths"] = "wrong_args", list(pair.get("paths") or [])
+                else:
+                    call["mark"] = "missing" if side == "reference" else "extra"
+        marked[side] = calls
+    return marked
+
+
+def _shown(value: Any) -> str:
+    return "(absent)" if value is MISSING else json.dumps(value, ensure_ascii=False, sort_keys=True)
+
+
+def diff_table(pair: dict[str, Any]) -> list[dict[str, str]]:
+    """One wrong-arguments pair as rows ``{path, expected, observed}``: the value at each differing path on each
+    side (canonical JSON text; ``(absent)`` where a side has no such path)."""
+    try:
+        expected = json.loads(pair.get("expected_args_json") or "{}")
+        observed = json.loads(pair.get("observed_args_json") or "{}")
+    except ValueError:
+        expected = observed = MISSING
+    return [{"path": path, "expected": _shown(value_at(expected, path)), "observed": _shown(value_at(observed, path))}
+            for path in pair.get("paths") or []]
