@@ -16,6 +16,7 @@ def register_commands() -> None:
     from tooleval.cli import _catalog  # noqa: F401
     from tooleval.cli import _data  # noqa: F401
     from tooleval.cli import _scale  # noqa: F401
+    from tooleval.cli import _view  # noqa: F401
 
 
 def run_app() -> int:

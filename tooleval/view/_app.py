@@ -146,11 +146,29 @@ def create_app(out: str | Path) -> Starlette:
 
 def serve(out: str | Path, host: str = LOOPBACK, port: int = 8765) -> None:
     """Serve the viewer of ``out`` on ``host:port`` until interrupted; says where, and says so loudly when the
-    address is not the loopback one (anyone who can reach it can read the runs)."""
+    address is not the loopback one (anyone who can reach it can read the runs).
+
+    Raises:
+        OSError: the address cannot be bound (the port is taken, the host is not this machine's).
+    """
+    import socket
+
     import uvicorn
 
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))  # bound here, so a taken port is an error this command names, not uvicorn's exit
+    except OSError:
+        sock.close()
+        raise
     sys.stdout.write(f"tooleval view: serving {Path(out).resolve()} at http://{host}:{port}/ (Ctrl-C stops)\n")
     if host not in (LOOPBACK, "localhost", "::1"):
         sys.stdout.write(f"warning: --host {host} serves the runs to every machine that can reach this address.\n")
     sys.stdout.flush()
-    uvicorn.run(create_app(out), host=host, port=port, log_level="warning", access_log=False)
+    server = uvicorn.Server(uvicorn.Config(create_app(out), log_level="warning", access_log=False))
+    try:
+        server.run(sockets=[sock])
+    finally:
+        sock.close()
