@@ -31,7 +31,8 @@ _HEADERS = {"Content-Security-Policy": "default-src 'none'; style-src 'unsafe-in
 
 
 def _page(store: Store, name: str, status: int = 200, **context: Any) -> HTMLResponse:
-    return HTMLResponse(render(name, out=str(store.out), **context), status_code=status, headers=_HEADERS)
+    return HTMLResponse(render(name, out=str(store.out), status=status, **context), status_code=status,
+                        headers=_HEADERS)
 
 
 def _messages(envelope: dict[str, Any] | None) -> list[dict[str, Any]] | None:
