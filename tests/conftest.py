@@ -47,6 +47,7 @@ SLOW_MODULES = {
     "test_s3.py": "moto's S3 server",
     "test_bench.py": "the benchmark",
     "test_report_page.py": "Chromium",
+    "test_view_page.py": "Chromium over the viewer's pages",
     "test_pytest_plugin.py": "pytest in subprocesses, each scoring the bundled run",
     "test_warm_runner.py": "`tooleval run` processes, their warm runner and Prefect server",
 }
