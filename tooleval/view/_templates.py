@@ -11,7 +11,7 @@ __all__ = ["render"]
 
 _BASE = """<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>{% block title %}tooleval view{% endblock %}</title>
-<meta name="viewport" content="width=device-width, initial-scale=1">
+<meta name="viewport" content="width=device-width, initial-scale=1"><link rel="icon" href="data:,">
 <style>
 body{font:14px/1.45 system-ui,sans-serif;margin:0;color:#1b1f24;background:#fafbfc}
 header{background:#24292f;color:#fff;padding:8px 16px}header a{color:#fff;text-decoration:none;margin-right:16px}
