@@ -52,6 +52,10 @@ def test_click_from_the_run_page_to_a_row(bundled_pair) -> None:
         diff = page.eval_on_selector_all(
             "table.diff", "ts => ts.map(t => [t.dataset.tool, [...t.querySelectorAll('tr.hl')].map(r => "
                           "[...r.cells].map(c => c.textContent.trim()))])")
+        page.goto(f"{url}/runs/base/report")  # the run's own report, served by the viewer, links into it
+        page.wait_for_selector("a.viewer-link")
+        first_link = page.get_attribute("#failing-rows tbody tr a.viewer-link", "href")
+        first_row = page.eval_on_selector("#failing-rows tbody tr", "r => [r.dataset.case, r.dataset.trial]")
         page.goto(f"{url}/compare?base=base&head=head")
         page.screenshot(path=str(out / "view-compare.png"), full_page=True)
         browser.close()
@@ -59,5 +63,6 @@ def test_click_from_the_run_page_to_a_row(bundled_pair) -> None:
                                  at_path(json.loads(pair["observed_args_json"]), path)] for path in pair["paths"]]]
                 for pair in first["wrong_args"]]
     assert diff == expected and diff
+    assert first_link == f"/runs/base/row?case={first_row[0]}&trial={first_row[1]}"
     assert console == []
     assert requests and all(r.startswith(url + "/") for r in requests)

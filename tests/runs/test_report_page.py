@@ -63,6 +63,8 @@ def page_report(bundled_pair):
                                     "'#table-' + k + ' tr')].slice(1).map(r => [r.cells[0].textContent, "
                                     "Number(r.cells[8].textContent), r.cells[10].textContent])]))"),
             "gate": page.evaluate("document.getElementById('gate-verdict').textContent"),
+            # links into `tooleval view` appear only when the viewer serves the report
+            "viewer_links": page.evaluate("document.querySelectorAll('a.viewer-link').length"),
         }
         page.screenshot(path=str(bundled_pair / "report-base.png"), full_page=True)
         page.select_option("#filter-tool", "book_reservation")
@@ -84,6 +86,10 @@ class TestReportInChromium:
         report, _, console, requests = page_report
         assert [c for c in console if c[0] in ("error", "pageerror", "warning")] == []
         assert {url.split("#")[0] for url in requests} == {report.as_uri()}
+
+    def test_opened_as_a_file_it_links_nowhere_else(self, page_report):
+        _, state, _, _ = page_report
+        assert state["viewer_links"] == 0
 
     def test_every_plot_has_drawn_marks(self, page_report):
         _, state, _, _ = page_report

@@ -254,6 +254,18 @@ for (const link of document.querySelectorAll("a.evidence-link")) {
 }
 window.addEventListener("hashchange", () => showEvidence(location.hash));
 showEvidence(location.hash);
+// Opened through `tooleval view` (served at /runs/<run>/report), each failing row also links to its row page
+// there; opened as a file, the page stays as it is, self-contained.
+const viewed = location.protocol.startsWith("http") && location.pathname.match(new RegExp("^/runs/([^/]+)/report$"));
+if (viewed) {
+  for (const row of document.querySelectorAll("#failing-rows tbody tr")) {
+    const link = document.createElement("a");
+    link.className = "viewer-link";
+    link.href = `/runs/${viewed[1]}/row?` + new URLSearchParams({case: row.dataset.case, trial: row.dataset.trial});
+    link.textContent = "row page";
+    row.lastElementChild.append(" ", link);
+  }
+}
 </script>
 </body>
 </html>
