@@ -119,7 +119,7 @@ def test_deploy_and_run_the_nightly_evaluation_through_a_worker(server, tmp_path
         dataset = write_dataset(tmp_path / "tiny", TINY_CASES, TINY_TRACES)
         out = tmp_path / "results"
         flow_run = _api("POST", f"{api}/deployments/{deployment['id']}/create_flow_run", json={
-            "parameters": {"dataset": str(dataset), "out": str(out), "run_id": "deployed"}})
+            "parameters": {"spec": {"dataset": str(dataset), "out": str(out), "run_id": "deployed"}}})
 
         def final_state():
             state = _api("GET", f"{api}/flow_runs/{flow_run['id']}")["state"]
