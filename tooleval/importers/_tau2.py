@@ -221,7 +221,7 @@ def misalignment(simulation: dict[str, Any], task: dict[str, Any]) -> list[str]:
     reasons = []
     foreign = foreign_checks(simulation, task)
     if foreign:
-        reasons.append(f"was checked against action(s) {', '.join(foreign[:3])}")
+        reasons.append(f"tau2 checked action(s) {', '.join(foreign[:3])}, which the task does not have")
     if not _evaluated(simulation, info):  # tau2 wrote no criteria of any task
         return reasons
     notes = {k: (v.get("note") if isinstance(v, dict) else None) for k, v in (info.get("info") or {}).items()} \
