@@ -159,7 +159,7 @@ class RunPublisher:
         self.revision = dataset.revision
         self.states, self.legacy_only, self.outcome, self.legacy_pass = states, legacy_only, outcome, legacy_pass
         self.code, self.ragas = scorer_version(), ragas_version()
-        self.published_at = datetime.now(timezone.utc)  # the run's one time: legacy computed_at and completed_at
+        self.published_at: datetime | None = None  # the run's one time, taken at its end: see :meth:`report`
         # the gate's scope: the whole dataset or the --slices asked for; a diagnostic subset judges its own rows
         self.scope = gate_scope(load_dataset_cached(dataset.path).cases, slices) if publish_legacy else None
         self.publish_legacy = publish_legacy and slices is None and legacy_pass  # a --slices run is partial
@@ -177,6 +177,7 @@ class RunPublisher:
         self.drift: dict[str, Any] | None = None
         self.source: str | None = None
         self.verdict = None
+        self.legacy: LegacyResult | None = None
 
     def __enter__(self) -> "RunPublisher":
         return self
@@ -232,9 +233,8 @@ class RunPublisher:
 
     def gate_and_drift(self, legacy: LegacyResult, drift_partials: list[dict[str, Any]] | None) -> None:
         """The gate's verdict (``junit.xml``) and the drift check (``drift.json``), into the summary; the legacy
-        scalar staged when this run publishes one."""
-        if self.publish_legacy:
-            stage_legacy(self.publication, legacy, self.revision, self.run_id, published_at=self.published_at)
+        scalar staged (by :meth:`report`) when this run publishes one."""
+        self.legacy = legacy
         if self.rows is None:
             return
         self.verdict = self.judge.verdict()
@@ -251,7 +251,13 @@ class RunPublisher:
             self.publication.add_json(f"runs/{self.run_id}/drift.json", self.drift)
 
     def report(self) -> None:
-        """``report.html`` over the staged rows (none for a legacy-only run); the summary is final after it."""
+        """``report.html`` over the staged rows (none for a legacy-only run); the summary is final after it.
+
+        The run's time (``completed_at``, the legacy scalar's ``computed_at``) is taken here, once every shard is
+        scored, judged and checked for drift: the end of the run, not the start of its shards."""
+        self.published_at = datetime.now(timezone.utc)
+        if self.publish_legacy and self.legacy is not None:
+            stage_legacy(self.publication, self.legacy, self.revision, self.run_id, published_at=self.published_at)
         self.summary["errors"] = len(self.errors)
         self.summary["completed_at"] = self.published_at.isoformat()
         self.summary = summary_document(self.summary)

@@ -204,3 +204,49 @@ def test_the_peers_read_their_references_once_per_dataset(tmp_path):
     assert _peers._cases(data) is first  # kept: the timed pass does not read them again
     assert _peers.read_references(data) == first and _peers.read_references(data) is not first
     assert len(first) == len((data / "cases.jsonl").read_text().splitlines())
+
+
+# Argument texts the traces' format gives a meaning (empty, whitespace and ``null`` mean ``{}``; anything but one
+# representable JSON object is a malformed call), each beside a reference it would match when read as ``{}``.
+_ARGUMENT_TEXTS = ["null", " null ", "", "   ", "{}", '{"q": 1}', '{"q": 1.0}', "[1]", '"text"', "7", "nul",
+                   '{"q": 1, "q": 1}', '{"q": NaN}', '{"q": Infinity}', '{"q": 1e999}', '{"q": "\\ud800"}',
+                   '{"q": ' * 201 + "1" + "}" * 201, '{"q": 1}  ', "\ufeff{}"]
+
+
+def test_the_ragas_loop_reads_argument_text_as_the_product_does(tmp_path):
+    # b and the ragas column score the same rows: on every row the peer's ragas value is the product's
+    import json as _json
+    from datetime import datetime, timezone
+
+    from tooleval.bench._peers import ragas_loop
+    from tooleval.capture.envelope import build_envelope
+    from tooleval.models import Case, RecordedTrace
+    from tooleval.scoring.rows import score_envelopes
+
+    cases, traces = [], []
+    for number, text in enumerate(_ARGUMENT_TEXTS):
+        for reference in ({}, {"q": 1}):
+            case_id = f"c{number}-{len(reference)}"
+            cases.append({"case_id": case_id, "input": [{"role": "user", "content": "go"}],
+                          "expected_calls": [{"name": "look", "args": reference}]})
+            traces.append({"case_id": case_id, "trial": 0, "agent": {"name": "a", "version": "1"},
+                           "messages": [{"role": "user", "content": "go"},
+                                        {"role": "assistant", "content": None, "tool_calls": [
+                                            {"id": "t0", "type": "function",
+                                             "function": {"name": "look", "arguments": text}}]}]})
+    (tmp_path / "cases.jsonl").write_text("".join(_json.dumps(c) + "\n" for c in cases))
+    (tmp_path / "traces.jsonl").write_text("".join(_json.dumps(t) + "\n" for t in traces))
+
+    peer: list[float] = []
+    assert ragas_loop(tmp_path, scores=peer) == len(traces)
+    at = datetime(2024, 1, 1, tzinfo=timezone.utc)
+    rows = score_envelopes({c["case_id"]: Case.model_validate(c) for c in cases},
+                           [build_envelope(RecordedTrace.model_validate(t), "r", at) for t in traces])
+    product = [r["ragas_tool_call_f1"] for r in rows]
+    differing = [(t["case_id"], _ARGUMENT_TEXTS[i // 2][:20], p, q)
+                 for i, (t, p, q) in enumerate(zip(traces, peer, product)) if p != q]
+    assert differing == []
+    # "null" and blank text are {} (a match for the empty reference), "[1]" is malformed (no match): both seen
+    by_case = dict(zip((t["case_id"] for t in traces), peer))
+    assert by_case["c0-0"] == by_case["c2-0"] == by_case["c3-0"] == 1.0
+    assert by_case["c7-0"] == 0.0 and by_case["c5-1"] == 1.0

@@ -43,6 +43,21 @@ def bundled_runs(tmp_path_factory):
 
 
 class TestBundledRun:
+    def test_completed_at_is_the_end_of_the_run(self, bundled_runs):
+        # after every shard's rows were written and judged (not when the shards started), and the legacy scalar
+        # carries the same moment
+        from datetime import datetime, timezone
+
+        out, first, _ = bundled_runs
+        completed = datetime.fromisoformat(first.summary["completed_at"])
+        parts = list((out / "rows").glob("dataset_revision=*/run_id=first/*.parquet"))
+        assert parts
+        newest = max(datetime.fromtimestamp(p.stat().st_mtime, timezone.utc) for p in parts)
+        assert completed >= newest, (completed, newest)
+        (scalar,) = (out / "legacy").glob("*/run_id=first/scalar.json") or \
+            [p for p in (out / "legacy").rglob("scalar.json") if "first" in str(p)]
+        assert json.loads(scalar.read_text())["computed_at"] == first.summary["completed_at"]
+
     def test_measured_figures(self, bundled_runs):
         _, first, _ = bundled_runs
         s = first.summary

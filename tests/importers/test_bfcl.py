@@ -282,7 +282,7 @@ def test_an_int_for_a_top_level_float_and_a_float_for_an_integer(tmp_path: Path)
 
 def _one_result(tmp_path: Path, category: str, qid: str, result, *, layout: str) -> tuple:
     data = tmp_path / "data"
-    (data / "possible_answer").mkdir(parents=True)
+    (data / "possible_answer").mkdir(parents=True, exist_ok=True)
     name = f"BFCL_v4_{category}.json"
     write_lines(data / name, [q for q in _source_lines(BFCL / name) if q["id"] == qid])
     if (BFCL / "possible_answer" / name).exists():
@@ -347,6 +347,89 @@ def test_the_schema_check_reads_the_questions_own_docs(imported) -> None:
     assert result.schema_findings == [] and result.match.exact_match
 
 
+def _truth_turns(qid: str) -> list[list[dict]]:
+    """The ground truth of a multi_turn_base conversation, turn by turn, as calls ``{name, args}``."""
+    from tooleval.importers._bfcl import MULTI_TURN_DOCS
+
+    name = "BFCL_v4_multi_turn_base.json"
+    question = next(q for q in _source_lines(BFCL / name) if q["id"] == qid)
+    truth = next(a for a in _source_lines(BFCL / "possible_answer" / name) if a["id"] == qid)["ground_truth"]
+    docs = {d["name"]: d for cls in question["involved_classes"]
+            for d in _source_lines(BFCL / "multi_turn_func_doc" / MULTI_TURN_DOCS[cls])}
+    return [[parse_call_string(text, docs) for text in turn] for turn in truth]
+
+
+def _steps(calls: list[dict]) -> list[list[dict]]:
+    """One turn of a multi-turn result: its calls in one step (a turn without calls: no step)."""
+    return [[_result(c["name"], c["args"]) for c in calls]] if calls else []
+
+
+def _multi_turn_result(qid: str, *, empty_turns: dict[int, list[dict]] | None = None,
+                       turns: int | None = None) -> list:
+    truth = _truth_turns(qid)
+    made = [_steps((empty_turns or {}).get(n, calls) if not calls else calls) for n, calls in enumerate(truth)]
+    return made[:turns]
+
+
+# multi_turn_base_180's turns 3 and 4 and multi_turn_base_167's turn 4 have an empty ground truth (an invoice of a
+# cancelled booking, a call to customer support): the only such turns in the shared data
+_INVOICE = {"name": "retrieve_invoice", "args": {"access_token": "abc123xyz", "booking_id": "3426812"}}
+_SUPPORT = {"name": "contact_customer_support", "args": {"booking_id": "3426812", "message": "Invoice discrepancy"}}
+
+MULTI_TURN_VERDICTS = [
+    # (question id, result, BFCL's verdict on the conversation, what the rule is)
+    ("multi_turn_base_180", _multi_turn_result("multi_turn_base_180"), True, "correct"),
+    ("multi_turn_base_180", _multi_turn_result("multi_turn_base_180", empty_turns={3: [_INVOICE], 4: [_SUPPORT]}),
+     True, "calls in the turns whose ground truth is empty"),
+    ("multi_turn_base_167", _multi_turn_result("multi_turn_base_167", empty_turns={
+        4: [{**_INVOICE, "args": {"access_token": "abc123xyz456", "booking_id": "3426812"}}]}),
+     True, "a call in the last turn, whose ground truth is empty"),
+    ("multi_turn_base_180", _multi_turn_result("multi_turn_base_180", turns=4), False,
+     "ended early: fewer turns than the question (force-terminated)"),
+    ("multi_turn_base_167", _multi_turn_result("multi_turn_base_167", turns=4), False,
+     "ended early before the turn whose ground truth is empty"),
+]
+
+
+def _conversation_passes(tmp_path: Path, qid: str, result: list) -> tuple[bool, list[dict], object]:
+    """tooleval's verdict on a multi-turn result line: every turn case of the conversation has a row, and the
+    default gate passes each (with the rows and the import report)."""
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "multi_turn_func_doc").symlink_to(BFCL / "multi_turn_func_doc")
+    report, out = _one_result(tmp_path, "multi_turn_base", qid, result, layout="m")
+    assert report.skipped_total == 0
+    cases = read_jsonl(out / "cases.jsonl")
+    rows = score(out, out / "traces" / "m.jsonl.gz")
+    covered = sorted(r["case_id"] for r in rows) == sorted(c["case_id"] for c in cases)
+    return covered and all(gate_passes(r) for r in rows), rows, report
+
+
+@pytest.mark.parametrize("index", range(len(MULTI_TURN_VERDICTS)), ids=[v[3] for v in MULTI_TURN_VERDICTS])
+def test_multi_turn_verdicts_follow_bfcls_runner(tmp_path: Path, index: int) -> None:
+    """BFCL's runner (``eval_runner._evaluate_single_multi_turn_entry`` and ``multi_turn_checker``, the same at
+    the data's commit and at the head of gorilla) skips a turn whose ground truth is empty, whatever the model
+    calls there, and fails a conversation whose result has fewer turns than its question."""
+    qid, result, correct, _ = MULTI_TURN_VERDICTS[index]
+    passes, _, _ = _conversation_passes(tmp_path, qid, result)
+    assert passes is correct
+
+
+def test_a_result_that_ended_early_is_named_and_its_missing_turns_fail(tmp_path: Path) -> None:
+    result = _multi_turn_result("multi_turn_base_180", turns=4)
+    passes, rows, report = _conversation_passes(tmp_path, "multi_turn_base_180", result)
+    assert not passes and len(rows) == 6
+    by_turn = {r["case_id"]: r for r in rows}
+    for turn in (4, 5):
+        row = by_turn[f"multi_turn_base_180/turn-{turn}"]
+        assert row["error_kind"] == "generation_error"
+        assert row["error_message"].startswith("recorded: ended early: the result has 4 of the question's 6 turns")
+    assert all(by_turn[f"multi_turn_base_180/turn-{t}"]["error_kind"] is None for t in range(4))
+    assert [n for n in report.notes if "ended early" in n] == [
+        "multi_turn_base: 1 results ended early (fewer turns than their question: multi_turn_base_180 (4 of 6 "
+        "turns)); each missing turn is a row that fails with generation_error, and BFCL fails the whole "
+        "conversation (force-terminated)."]
+
+
 def test_multi_turn_turn_cases_carry_bfcls_per_turn_rule(imported) -> None:
     out, _ = imported
     cases = {c["case_id"]: c for c in read_jsonl(out / "multi_turn_base" / "cases.jsonl")}
@@ -356,7 +439,10 @@ def test_multi_turn_turn_cases_carry_bfcls_per_turn_rule(imported) -> None:
     assert cases["multi_turn_base_0/turn-2"]["match_mode"] == "superset"
     assert "ordered" not in cases["multi_turn_base_0/turn-2"]
     empty = [c for c in cases.values() if not c["expected_calls"]]
-    assert all(c["match_mode"] == "unordered" for c in empty)  # an empty ground truth: make no call
+    # an empty ground truth: BFCL's runner skips the turn, so any calls pass
+    assert sorted(c["case_id"] for c in empty) == ["multi_turn_base_167/turn-4", "multi_turn_base_180/turn-3",
+                                                   "multi_turn_base_180/turn-4"]
+    assert all(c["match_mode"] == "superset" and "ordered" not in c for c in empty)
     assert all(c["metadata"]["not_checked"].startswith("end state:") for c in cases.values())
 
 
@@ -402,3 +488,46 @@ def test_listed_values_of_a_redacted_field_pass_alike_with_redaction(tmp_path: P
     assert (plain.passed, redacted.passed) == (passes, passes)
     # the agent's value was redacted (the check above would pass trivially if nothing were)
     assert ("redacted:" in json.dumps(redacted.row.observed_calls)) is (api_key is not None)
+
+
+@pytest.mark.usefixtures("prefect_harness")
+def test_models_as_trials_are_covered_per_case_and_trial(tmp_path: Path) -> None:
+    """Two models' result files of one category, their traces one traces file (model ``i`` as trial ``i``): the
+    second model's file stops before the second conversation (BFCL writes a result file line by line), so its
+    turns are unscored for that model although the first model answered them."""
+    import gzip
+
+    from typer.testing import CliRunner
+
+    from tooleval.cli import app
+
+    name = "BFCL_v4_multi_turn_base.json"
+    data = tmp_path / "data"
+    (data / "possible_answer").mkdir(parents=True)
+    (data / "multi_turn_func_doc").symlink_to(BFCL / "multi_turn_func_doc")
+    ids = ["multi_turn_base_167", "multi_turn_base_180"]
+    write_lines(data / name, [q for q in _source_lines(BFCL / name) if q["id"] in ids])
+    write_lines(data / "possible_answer" / name,
+                [a for a in _source_lines(BFCL / "possible_answer" / name) if a["id"] in ids])
+    for model, answered in (("model-a", ids), ("model-b", ids[:1])):
+        (data / "result" / model).mkdir(parents=True)
+        write_lines(data / "result" / model / "BFCL_v4_multi_turn_base_result.json",
+                    [{"id": qid, "result": _multi_turn_result(qid)} for qid in answered])
+    report = import_bfcl(data / name, tmp_path / "ds", results=[data / "result"])
+    assert report.skipped_total == 0
+    merged = tmp_path / "traces.jsonl.gz"
+    with gzip.open(merged, "wt", encoding="utf-8") as out:
+        for trial, model in enumerate(("model-a", "model-b")):
+            for line in read_jsonl(tmp_path / "ds" / "traces" / f"{model}.jsonl.gz"):
+                out.write(json.dumps({**line, "trial": trial}) + "\n")
+    result = CliRunner().invoke(app, ["run", "--dataset", str(tmp_path / "ds"), "--traces", str(merged),
+                                      "--out", str(tmp_path / "out"), "--run-id", "two"], env={"COLUMNS": "200"})
+    assert result.exit_code == 1, result.output  # the run completed, some rows are missing
+    errors = json.loads((tmp_path / "out" / "runs" / "two" / "errors.json").read_text())
+    missing = sorted((e["case_id"], e["trial"]) for e in errors if e["kind"] == "missing_trace")
+    assert missing == [(f"multi_turn_base_180/turn-{t}", 1) for t in range(6)]
+    assert all("agent model-b" in e["message"] for e in errors)
+    summary = json.loads((tmp_path / "out" / "runs" / "two" / "summary.json").read_text())
+    assert summary["rows"] == 5 + 6 + 5  # model-a: both conversations; model-b: the first
+    assert summary["gate"]["counts"]["unscored_cases"] == 6 and not summary["gate"]["passed"]
+    assert summary["gate"]["counts"]["blocking_rows"] == 6

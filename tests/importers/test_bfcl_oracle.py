@@ -85,6 +85,20 @@ def test_bfcls_checker_gives_the_hand_written_verdicts(oracle_python: Path) -> N
     assert {VERDICTS[k][4]: v["valid"] for k, v in verdicts.items()} == {v[4]: v[3] for v in VERDICTS}
 
 
+def test_bfcls_runner_gives_the_hand_written_multi_turn_verdicts(oracle_python: Path) -> None:
+    """The hand-written multi-turn lines of test_bfcl.py (calls in turns whose ground truth is empty, results that
+    ended early) get the same verdict from BFCL's runner."""
+    from test_bfcl import MULTI_TURN_VERDICTS
+
+    lines = [{"key": i, "category": "multi_turn_base", "id": qid, "kind": what, "result": result, "mode": "fc"}
+             for i, (qid, result, _, what) in enumerate(MULTI_TURN_VERDICTS)]
+    verdicts = judge(oracle_python, lines)
+    assert {MULTI_TURN_VERDICTS[k][3]: v["valid"] for k, v in verdicts.items()} == {
+        v[3]: v[2] for v in MULTI_TURN_VERDICTS}
+    ended = [v["error_type"] for k, v in verdicts.items() if MULTI_TURN_VERDICTS[k][3].startswith("ended early")]
+    assert ended == ["multi_turn:force_terminated"] * 2
+
+
 @pytest.mark.skipif(os.environ.get("TOOLEVAL_BFCL_ORACLE_FULL") != "1",
                     reason="about 29,000 generated lines: set TOOLEVAL_BFCL_ORACLE_FULL=1")
 @pytest.mark.usefixtures("prefect_harness")

@@ -158,3 +158,90 @@ def test_a_simulation_checked_against_another_tasks_references_is_refused(tmp_pa
     assert len(rows) == len(data["simulations"]) - 2
     assert {(r["case_id"], r["trial"]) for r in rows}.isdisjoint(
         {(str(s["task_id"]), s.get("trial") or 0) for s in (first, second)})
+
+
+def _swapped(path: Path, pick, *, drop_checks: bool = False) -> tuple[dict, dict, dict]:
+    """The results file at ``path`` with the task ids of two of its simulations swapped (``pick(data)`` chooses
+    them): a misaligned export, each simulation joined to the other's task. ``drop_checks`` empties both
+    simulations' ``action_checks``, as an export that kept only the other parts of tau2's reward info."""
+    data = json.loads(path.read_text())
+    first, second = pick(data)
+    first["task_id"], second["task_id"] = second["task_id"], first["task_id"]
+    if drop_checks:
+        for simulation in (first, second):
+            simulation["reward_info"]["action_checks"] = []
+    return data, first, second
+
+
+def _tasks(data: dict) -> dict:
+    return {str(t["id"]): t for t in data["tasks"]}
+
+
+def test_a_simulation_without_action_checks_joined_to_a_task_with_actions_is_refused(tmp_path: Path) -> None:
+    """The airline simulations of tasks without reference actions carry no action checks, only tau2's note "No
+    actions to evaluate": joined to a task with actions (task ids swapped with a checked simulation), such a
+    simulation would be scored fn > 0 beside its reward 1.0. Both simulations of the swap are refused."""
+    from tooleval.importers._tau2 import MISALIGNED
+
+    def pick(data):
+        unchecked = next(s for s in data["simulations"]
+                         if (s["reward_info"].get("info") or {}).get("action") == {"note": "No actions to evaluate"})
+        checked = next(s for s in data["simulations"] if s["reward_info"].get("action_checks"))
+        return unchecked, checked
+
+    data, unchecked, checked = _swapped(GPT_AIRLINE, pick)
+    assert not unchecked["reward_info"].get("action_checks")
+    assert _tasks(data)[str(unchecked["task_id"])]["evaluation_criteria"]["actions"]  # now joined to actions
+    (tmp_path / "misaligned.json").write_text(json.dumps(data))
+    report = import_tau2(tmp_path / "misaligned.json", tmp_path / "out")
+    assert report.skipped == {MISALIGNED: 2}
+    assert sorted(report.examples[MISALIGNED]) == sorted(f"misaligned.json:{s['id']}" for s in (unchecked, checked))
+    assert "misaligned.json: 2 simulations refused: what tau2 recorded of their evaluation does not fit the task " \
+           "their task_id names." in report.notes
+    named = next(n for n in report.notes if f"simulation {unchecked['id']}" in n)
+    assert "tau2 found no reference actions to check, and task" in named
+    rows = score(report.datasets[0], next((report.datasets[0] / "traces").iterdir()))
+    assert len(rows) == len(data["simulations"]) - 2
+
+
+@pytest.mark.parametrize("results, signal", [
+    ("gpt-4.1_telecom_default_gpt-4.1_1trials.json", "the environment assertions tau2 checked are not the task's"),
+    ("gpt-4.1_retail_defautl_gpt-4.1_1trials.json", "the information tau2 checked it communicated is not the task's"),
+    ("gpt-4.1_airline_default_gpt-4.1_1trials.json", "the assertions tau2 judged are not the task's"),
+])
+def test_misalignment_shows_in_every_part_of_the_reward_info(tmp_path: Path, results: str, signal: str) -> None:
+    """With the action checks gone, the other parts of tau2's reward info still tell a swapped simulation: its
+    environment assertions (telecom), the information it was to communicate (retail), the natural-language
+    assertions judged (airline)."""
+    from tooleval.importers._tau2 import MISALIGNED
+
+    key, criterion = {"the environment assertions": ("env_assertions", "env_assertions"),
+                      "the information": ("communicate_checks", "communicate_info"),
+                      "the assertions": ("nl_assertions", "nl_assertions")}[signal.split(" tau2")[0]]
+
+    def pick(data):
+        tasks = _tasks(data)
+        have = [s for s in data["simulations"] if s["reward_info"].get(key)]
+        for a in have:
+            for b in have:
+                if a is not b and tasks[str(a["task_id"])]["evaluation_criteria"][criterion] != \
+                        tasks[str(b["task_id"])]["evaluation_criteria"][criterion]:
+                    return a, b
+        raise AssertionError(f"no two simulations with {key} of different tasks")
+
+    data, first, second = _swapped(RESULTS / results, pick, drop_checks=True)
+    (tmp_path / "r.json").write_text(json.dumps(data))
+    report = import_tau2(tmp_path / "r.json", tmp_path / "out")
+    assert report.skipped == {MISALIGNED: 2}
+    for simulation in (first, second):
+        assert signal in next(n for n in report.notes if f"simulation {simulation['id']}" in n)
+
+
+def test_the_shared_results_files_import_without_a_refusal() -> None:
+    """The 280 simulations of the shared files all fit their tasks, the 6 telecom ones that ended at max_steps or
+    too_many_errors included (tau2 did not evaluate them: their default reward basis ['DB'] is no evidence)."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as out:
+        report = import_tau2(RESULTS, Path(out))
+    assert (report.read, report.converted, dict(report.skipped)) == (280, 280, {})

@@ -164,6 +164,28 @@ class TestConfigFile:
             gate("schema_version = 1\n\n[slices.refund]\nmin_row = 3\n")
         assert "slices.refund.min_row" in info.value.problem and info.value.line == 4
 
+    @pytest.mark.parametrize("text, line, problem, fix", [
+        ('[[waivers]]\ncase = "x"\nowner = "o"\nreason = "r"\nexpire = 2026-01-01\n', 5,
+         "waivers.0.expire: unknown key 'expire' at line 5; did you mean 'expires'?", "rename it to 'expires'"),
+        ('[[quarantine]]\ncase = "a"\nowner = "o"\nreason = "r"\n\n[[quarantine]]\ncase = "b"\nowner = "o"\n'
+         'reasn = "r"\n', 9, "quarantine.1.reasn: unknown key 'reasn' at line 9; did you mean 'reason'?", "'reason'"),
+        ('row_outcomes = "match"\n', 1, "did you mean 'row_outcome'?", "rename it to 'row_outcome'"),
+        ('[slices.refund]\nmin_exact_rate = 0.5\n', 2, "did you mean 'min_exact_match_rate'?", "rename"),
+        ('schema_version = 1\nforbidden_tools = ["refund"]\n', 2,
+         "forbidden_tools: unknown key 'forbidden_tools' at line 2: 'forbidden_tools' is a case key, not a "
+         "gate.toml one.", "set 'forbidden_tools' on each case it applies to in cases.jsonl"),
+        ('leak_min_length = 3\n', 1, "'leak_min_length' is a [policy] key.", "move it under [policy]."),
+        ('[f1]\nfoo = 1\n', 2, "f1.foo: unknown key 'foo' at line 2.",
+         "[f1] accepts 'min_exact_match_rate', 'min_mean'"),
+    ])
+    def test_an_unknown_key_is_named_with_its_line_and_the_key_meant(self, text, line, problem, fix):
+        # pydantic alone says "waivers.0.expires: Field required" for the first, with no line and no word of the
+        # misspelt key, and "Extra inputs are not permitted" for a case key
+        with pytest.raises(InputFileError) as info:
+            gate(text)
+        assert info.value.line == line and problem in info.value.problem and fix in info.value.fix
+        assert "Field required" not in info.value.problem and "Extra inputs" not in info.value.problem
+
     @pytest.mark.parametrize("text", [
         '[severity]\nnot_a_rule = "advisory"\n',
         '[severity]\nrepeated_call = "fatal"\n',

@@ -82,19 +82,75 @@ def _rows(dataset: Path, limit: int | None = None) -> Iterator[tuple[list[dict],
             yield cases[str(trace["case_id"])], observed
 
 
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict:
+    value = dict(pairs)
+    if len(value) != len(pairs):
+        raise ValueError("a key is repeated")
+    return value
+
+
+_DECODER = json.JSONDecoder(parse_constant=_no_constant, object_pairs_hook=_unique_keys)
+"""The standard library's reader held to RFC 8259, as the traces' format reads argument text: no ``NaN`` or
+``Infinity``, no repeated key."""
+
+
 def _args(text: Any) -> dict:
+    """ragas' ``args`` for one observed call's argument text, read as the traces' format defines it: empty text,
+    whitespace and the JSON text ``null`` mean ``{}``; text that is not one JSON object is a malformed call, given
+    to ragas as ``{"__malformed__": <the text>}`` so it matches nothing and two equal texts are one call."""
     if isinstance(text, dict):
         return text
+    if text is None or (isinstance(text, str) and not text.strip()):
+        return {}
     try:
-        value = json.loads(text) if text else {}
-    except ValueError:
+        value = _DECODER.decode(text)
+    except (TypeError, ValueError, RecursionError):
         return {"__malformed__": text}
-    return value if isinstance(value, dict) else {"__malformed__": text}
+    if value is None:
+        return {}
+    if isinstance(value, dict) and not _unwritable(value):
+        return value
+    return {"__malformed__": text}
 
 
-def ragas_loop(dataset: Path, limit: int | None = None) -> int:
+_DEEPEST = 200
+"""Deepest nesting of objects and lists the traces' format accepts in argument text."""
+
+
+def _unwritable(value: Any) -> bool:
+    """Whether a parsed value holds what no JSON or Parquet file can hold again, which the traces' format calls
+    a malformed call: a number beyond a float's range (``1e999`` reads as ``inf``), a lone surrogate in a string
+    or key (``"\\ud800"``), nesting deeper than :data:`_DEEPEST`."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, float):
+            if item != item or item in (float("inf"), float("-inf")):
+                return True
+        elif isinstance(item, str):
+            try:
+                item.encode("utf-8")
+            except UnicodeEncodeError:
+                return True
+        elif isinstance(item, (dict, list)):
+            if depth > _DEEPEST:
+                return True
+            if isinstance(item, dict):
+                stack.extend((key, depth) for key in item)
+                stack.extend((child, depth + 1) for child in item.values())
+            else:
+                stack.extend((child, depth + 1) for child in item)
+    return False
+
+
+def ragas_loop(dataset: Path, limit: int | None = None, scores: list[float] | None = None) -> int:
     """What a ragas user writes: per row, ragas messages and ``await ToolCallF1().ascore(...)``; the first
-    ``limit`` rows (all: None)."""
+    ``limit`` rows (all: None). ``scores``, when given, receives each row's ragas value in trace order (the
+    product's ``ragas_tool_call_f1`` of the same row: the argument text is read as the traces' format says)."""
     import asyncio
 
     from ragas.messages import AIMessage, ToolCall
@@ -106,7 +162,9 @@ def ragas_loop(dataset: Path, limit: int | None = None) -> int:
         for expected, observed in _rows(dataset, limit):
             message = AIMessage(content="", tool_calls=[ToolCall(name=n, args=_args(a)) for n, a in observed])
             reference = [ToolCall(name=c["name"], args=c.get("args") or {}) for c in expected]
-            await metric.ascore(user_input=[message], reference_tool_calls=reference)
+            result = await metric.ascore(user_input=[message], reference_tool_calls=reference)
+            if scores is not None:
+                scores.append(float(result.value))
             count += 1
         return count
 

@@ -39,6 +39,8 @@ import threading
 import zlib
 from array import array
 from dataclasses import dataclass, field
+from itertools import groupby
+from operator import itemgetter
 from pathlib import Path
 from typing import Callable, Collection, Iterable, Iterator
 
@@ -478,6 +480,9 @@ class TraceIndex:
     line_digests: bytearray = field(default_factory=bytearray)
     """The first 16 bytes of the sha256 of each line's bytes without its line end, line after line as
     :attr:`offsets` (:meth:`line_digest` gives one as the 32 hex characters the plan keeps)."""
+    trial_agents: dict[int, set] = field(default_factory=dict)
+    """trial -> the agents its lines name, each ``(name, model)`` (``None`` for a line without an agent object):
+    where trials are different agents, each is a pass over the dataset (:func:`replay_keys`)."""
 
     def line_digest(self, number: int) -> str:
         """The digest of line ``number`` (1-based) as 32 hex characters (uncompressed files only)."""
@@ -531,6 +536,8 @@ class TracePart:
     """Absolute byte offset of each line of the range (uncompressed files only)."""
     line_digests: bytearray = field(default_factory=bytearray)
     """16 bytes of each line's sha256, as :attr:`TraceIndex.line_digests`."""
+    trial_agents: dict[int, set] = field(default_factory=dict)
+    """As :attr:`TraceIndex.trial_agents`, of the range's lines."""
     failure: InputFileError | None = None
     """The file error that stopped the reading (its line counted from the range's start)."""
 
@@ -642,6 +649,11 @@ def _index_line(path: Path, line: TraceLine, part: TracePart) -> None:
             problem, kind = f"which row the line answers cannot be read: {key}", "bad_trace"
         part.events.append(RowError(kind, _readable_case(line.data), None, problem, str(path), line.line))
         return
+    agent = line.data.get("agent")
+    agents = part.trial_agents.get(key[1])
+    if agents is None:
+        agents = part.trial_agents[key[1]] = set()
+    agents.add((str(agent.get("name")), str(agent.get("model"))) if isinstance(agent, dict) else None)
     # a line with a row-level problem, or a field that is not valid, still answers its key: the replay agent
     # writes its row with the error, so the case is not reported as lacking a trace
     if plainly_recorded_trace(line):  # valid, and a plain line has no value problem: nothing to walk
@@ -684,6 +696,8 @@ def join_trace_parts(path: Path, digest: str, parts: Iterable[TracePart]) -> Tra
             index.keys[key] = number
         index.checked.update(number + base for number in part.checked)
         index.has_requests = index.has_requests or part.has_requests
+        for trial, agents in part.trial_agents.items():
+            index.trial_agents.setdefault(trial, set()).update(agents)
         index.offsets.extend(part.offsets)
         index.line_digests += part.line_digests
         base += part.lines
@@ -749,8 +763,9 @@ def replay_keys(index: TraceIndex, cases: Collection[str], cases_file: Path | st
 
     Returns:
         ``(keys, lines, errors)``: the keys sorted by (case id, trial); their traces-file line numbers (line ->
-        key); the index's unusable lines, then one ``unknown_case`` error per trace of a case not in the dataset
-        and one ``missing_trace`` error per case in scope without a trace (unless an unusable line names it).
+        key); the index's unusable lines, then one ``unknown_case`` error per trace of a case not in the dataset,
+        one ``missing_trace`` error per case in scope without a trace (unless an unusable line names it) and one
+        per (case, trial) without a trace where another case has that trial (coverage is per (case, trial)).
     """
     errors: list[RowError] = list(index.errors)
     keys: list[tuple[str, int]] = []
@@ -771,4 +786,36 @@ def replay_keys(index: TraceIndex, cases: Collection[str], cases_file: Path | st
         if case_id not in traced and case_id not in named:
             errors.append(RowError("missing_trace", case_id, None, f"no trace in {index.path} for this case",
                                    str(index.path)))
+    errors.extend(_missing_trials(keys, index, named))
     return keys, lines, errors
+
+
+def _agents_named(agents: set) -> str:
+    names = sorted("no agent" if a is None else (a[0] if a[1] in (a[0], "None") else f"{a[0]}, model {a[1]}")
+                   for a in agents)
+    return "agent " + " / ".join(names)
+
+
+def _missing_trials(keys: list[tuple[str, int]], index: TraceIndex, named: Collection[str]) -> list[RowError]:
+    """One ``missing_trace`` error per (case, trial) without a trace where the trials are different agents (each
+    trial one model's pass over the dataset, several models in one traces file) and another case has that
+    trial: a case that one agent left out is unscored for that agent, not covered by the others' traces. Trials
+    of one agent are repeats, which a case may have fewer of (an export numbers a case's traces as they came).
+    ``keys`` sorted by (case, trial)."""
+    trials = sorted({trial for _, trial in keys})
+    named_agents = {frozenset(a for a in index.trial_agents.get(t, ()) if a is not None) for t in trials}
+    if len(trials) < 2 or len(named_agents - {frozenset()}) < 2:  # a line without an agent names none
+        return []
+    path = index.path
+    errors = []
+    for case_id, group in groupby(keys, key=itemgetter(0)):  # sorted: one case's keys are adjacent
+        present = {trial for _, trial in group}
+        if len(present) == len(trials) or case_id in named:
+            continue
+        for trial in trials:
+            if trial not in present:
+                errors.append(RowError("missing_trace", case_id, trial,
+                                       f"no trace of trial {trial} ({_agents_named(index.trial_agents[trial])}) "
+                                       f"in {path} for this case, though other cases have one: each trial is "
+                                       "another agent's pass over the dataset", str(path)))
+    return errors

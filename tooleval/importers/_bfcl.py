@@ -21,7 +21,9 @@ names, ``multi_turn_func_doc/`` with the multi-turn classes' function docs. One 
   ``result`` a list of ``{"<func>": "<JSON argument text>"}`` (or an object), text = an answer without a call
   (zero calls); multi-turn results nest turns -> steps -> calls. A dotted function name is written as the
   references write it (``metadata.renamed_calls`` lists each). ``"Error during inference: ..."`` becomes a trace
-  that records the error (a failing ``generation_error`` row; never dropped). Written to
+  that records the error (a failing ``generation_error`` row; never dropped); so does each turn a multi-turn
+  result never reached (fewer turns than its question: it ended early), and the import's notes name those
+  results. Written to
   ``<category>/traces/<agent>.jsonl.gz`` where the agent is the model folder (BFCL's group folders ``non_live``,
   ``live``, ``multi_turn``... skipped) unless ``--agent`` names it.
 """
@@ -246,9 +248,12 @@ def turn_match_mode(calls: list[dict[str, Any]]) -> dict[str, Any]:
     BFCL passes a turn when the execution results of its ground-truth calls are among the model's (extra calls
     allowed) and the state matches: ``superset``. When the turn changes state and has several calls, their order
     decides the state and what later reads return, so the reference must also appear in order (``ordered``). A
-    turn whose ground truth is empty must make no call (BFCL's multi-turn irrelevance check): ``unordered``."""
+    turn whose ground truth is empty (the request cannot be done with the functions given) is not judged by
+    BFCL's runner: it executes whatever the model calls there, for the later turns' state, and goes on to the next
+    turn (its irrelevance checker exists but the runner never calls it), so any calls pass: ``superset`` of
+    nothing."""
     if not calls:
-        return {"match_mode": "unordered"}
+        return {"match_mode": "superset"}
     ordered = len(calls) > 1 and any(call["name"] in STATE_CHANGING for call in calls)
     return {"match_mode": "superset", "ordered": ordered} if ordered else {"match_mode": "superset"}
 
@@ -310,7 +315,26 @@ def _result_traces(record: dict[str, Any], inputs: dict[str, Any], agent: str, m
         renamed = []
         replies = [_assistant(step, renamed) for step in (steps if isinstance(steps, list) else [steps])]
         traces.append(_trace(case_id, [*inputs[case_id], *replies], agent, renamed))
+    asked = _turns_asked(base, inputs)
+    if len(result) < asked:
+        # BFCL stops a conversation whose model kept failing (force-terminated) and fails it whole; the turns it
+        # never reached get rows that fail and say so, rather than no rows at all
+        error = (f"{ENDED_EARLY}: the result has {len(result)} of the question's {asked} turns (BFCL: "
+                 "multi_turn:force_terminated)")
+        traces.extend(_trace(f"{base}/turn-{turn}", list(inputs[f"{base}/turn-{turn}"]), agent, error=error)
+                      for turn in range(len(result), asked))
     return traces
+
+
+ENDED_EARLY = "ended early"
+"""How the traces of the turns a multi-turn result never reached start their ``error``."""
+
+
+def _turns_asked(base: str, inputs: dict[str, Any]) -> int:
+    turns = 0
+    while f"{base}/turn-{turns}" in inputs:
+        turns += 1
+    return turns
 
 
 def _trace(case_id: str, messages: list[dict[str, Any]], agent: str, renamed: list | None = None,
@@ -409,6 +433,10 @@ def import_bfcl(
     return report
 
 
+_NAMED = 10
+"""Results an import note names before it counts the rest."""
+
+
 def _write_category(root, path, category, out, name, revision, result_files, agent, report) -> Path:
     converter = _Category(root, category, report)
     digest = hashlib.sha256()
@@ -434,6 +462,7 @@ def _write_category(root, path, category, out, name, revision, result_files, age
             report.notes.append(f"{category}: {converter.per_call} cases call one tool several times; each "
                                 "reference call keeps its own acceptable values.")
         errors = 0
+        ended: list[str] = []
         for file in result_files:
             model = agent or result_agent(file)
             traces = stage.jsonl(f"traces/{model}.jsonl.gz")
@@ -446,6 +475,10 @@ def _write_category(root, path, category, out, name, revision, result_files, age
                     report.skip(skip.reason, where)
                     continue
                 errors += _inference_error(record.get("result")) is not None
+                missing = sum(str(t.get("error", "")).startswith(ENDED_EARLY) for t in written)
+                if missing:
+                    ended.append(f"{record['id']} ({len(written) - missing} of {len(written)} turns"
+                                 + (f", {model}" if len(result_files) > 1 else "") + ")")
                 for trace in written:
                     traces.write(trace)
                     calls = calls_from_messages(trace["messages"])
@@ -455,6 +488,11 @@ def _write_category(root, path, category, out, name, revision, result_files, age
         if errors:
             report.notes.append(f"{category}: {errors} results are inference errors; their rows fail with the "
                                 "error (generation_error), as BFCL counts them wrong.")
+        if ended:
+            named = ", ".join(ended[:_NAMED]) + (f" and {len(ended) - _NAMED} more" if len(ended) > _NAMED else "")
+            report.notes.append(f"{category}: {len(ended)} results ended early (fewer turns than their question: "
+                                f"{named}); each missing turn is a row that fails with generation_error, and "
+                                "BFCL fails the whole conversation (force-terminated).")
         stage.write_bytes("tools.json", json_bytes(converter.tools()))
         manifest = {
             "name": name, "revision": revision or "src-" + digest.hexdigest()[:12], "schema_version": 1,

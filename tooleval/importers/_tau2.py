@@ -31,10 +31,12 @@ Decisions:
   the row's ``recorded_reward``.
 * Two results files of one (domain, mode) that disagree on a task's reference actions stop the import with an
   error naming both files and the task.
-* A simulation whose own ``action_checks`` name actions its task does not have (another id, or the same id with
-  another name or arguments: a results file whose simulations were joined to the wrong tasks) is refused: skipped
-  with its file and simulation id and a note naming it (exit 1), never scored against a reference that is not
-  its task's.
+* A simulation whose own reward info does not fit the task its ``task_id`` names (a results file whose
+  simulations were joined to the wrong tasks) is refused: skipped with its file and simulation id, a note counting
+  them per file and one naming each (exit 1), never scored against a reference that is not its task's. Every
+  signal tau2 records is read (:func:`misalignment`): checked actions the task does not have, "No actions to
+  evaluate" or fewer checks for a task with reference actions, another reward basis, other communicated
+  information, other natural-language or environment assertions.
 """
 
 from __future__ import annotations
@@ -164,20 +166,18 @@ def _trace(simulation: dict[str, Any], agent: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-MISALIGNED = "tau2 checked reference actions that are not its task's (a misaligned export)"
-"""Skip reason of a simulation whose own ``action_checks`` name actions its task does not have."""
+MISALIGNED = "tau2 evaluated it against another task than its own (a misaligned export)"
+"""Skip reason of a simulation whose own reward info does not fit the task its ``task_id`` names
+(:func:`misalignment`)."""
 
 
 def foreign_checks(simulation: dict[str, Any], task: dict[str, Any]) -> list[str]:
     """Action ids that tau2 checked for ``simulation`` and that cannot be its task's references: an id the
-    task's ``evaluation_criteria.actions`` lack, or one with another name or other arguments there. A results
-    file whose simulations were joined to the wrong tasks shows this way; scoring such a simulation would compare
-    it with another task's reference. ``[]`` when nothing was checked (nothing to compare)."""
-    actions = {str(a.get("action_id")): a for a in (task.get("evaluation_criteria") or {}).get("actions") or []}
-    reward_info = simulation.get("reward_info")
-    checks = (reward_info.get("action_checks") if isinstance(reward_info, dict) else None) or []
+    task's ``evaluation_criteria.actions`` lack, or one with another name or other arguments there. ``[]`` when
+    nothing was checked."""
+    actions = {str(a.get("action_id")): a for a in _criteria(task).get("actions") or []}
     foreign = []
-    for check in checks:
+    for check in _reward_info(simulation).get("action_checks") or []:
         action = check.get("action") if isinstance(check, dict) else None
         if not isinstance(action, dict):
             continue
@@ -186,6 +186,88 @@ def foreign_checks(simulation: dict[str, Any], task: dict[str, Any]) -> list[str
                 canonical_json(own.get("arguments") or {}) != canonical_json(action.get("arguments") or {}):
             foreign.append(str(action.get("action_id")))
     return foreign
+
+
+def _criteria(task: dict[str, Any]) -> dict[str, Any]:
+    criteria = task.get("evaluation_criteria")
+    return criteria if isinstance(criteria, dict) else {}
+
+
+def _reward_info(simulation: dict[str, Any]) -> dict[str, Any]:
+    info = simulation.get("reward_info")
+    return info if isinstance(info, dict) else {}
+
+
+def _words(text: Any) -> str:
+    """An assertion's text compared loosely: tau2's task files were edited between releases (``"that the.
+    agent"``, trailing spaces) while the reward info keeps the text it was judged on."""
+    return "".join(ch for ch in str(text).lower() if ch.isalnum())
+
+
+def misalignment(simulation: dict[str, Any], task: dict[str, Any]) -> list[str]:
+    """Why ``simulation``'s own reward info cannot be an evaluation of ``task`` (the task its ``task_id`` names),
+    in words; ``[]`` when everything it recorded fits.
+
+    tau2 evaluates a finished simulation against its task's ``evaluation_criteria`` and records what it read:
+    one ``action_checks`` entry per reference action (or the note "No actions to evaluate" when the task has
+    none), the task's ``reward_basis``, one ``communicate_checks`` entry per ``communicate_info`` (or "No
+    communicate_info to evaluate"), one ``nl_assertions`` entry per assertion, one ``env_assertions`` entry per
+    environment assertion. A results file whose simulations were joined to the wrong tasks shows in any of them;
+    a simulation tau2 did not evaluate (it ended otherwise than by the agent or the user stopping) records
+    nothing to compare.
+    """
+    info = _reward_info(simulation)
+    criteria = _criteria(task)
+    reasons = []
+    foreign = foreign_checks(simulation, task)
+    if foreign:
+        reasons.append(f"tau2 checked action(s) {', '.join(foreign[:3])}, which the task does not have")
+    if not _evaluated(simulation, info):  # tau2 wrote no criteria of any task
+        return reasons
+    notes = {k: (v.get("note") if isinstance(v, dict) else None) for k, v in (info.get("info") or {}).items()} \
+        if isinstance(info.get("info"), dict) else {}
+    actions = criteria.get("actions") or []
+    checks = info.get("action_checks") or []
+    if actions and notes.get("action") == "No actions to evaluate":
+        reasons.append(f"tau2 found no reference actions to check, and task {task.get('id')} has {len(actions)}")
+    elif not foreign and actions and checks and len(checks) != len(actions):
+        reasons.append(f"tau2 checked {len(checks)} reference actions, and task {task.get('id')} has {len(actions)}")
+    basis = criteria.get("reward_basis")
+    if basis is not None and sorted(map(str, info["reward_basis"])) != sorted(map(str, basis)):
+        reasons.append(f"its reward basis {info['reward_basis']} is not the task's {basis}")
+    communicate = criteria.get("communicate_info") or []
+    if communicate and notes.get("communicate") == "No communicate_info to evaluate":
+        reasons.append("tau2 found no information to check it communicated, and the task lists some")
+    told = [c.get("info") for c in info.get("communicate_checks") or [] if isinstance(c, dict)]
+    if told and sorted(map(_words, told)) != sorted(map(_words, communicate)):
+        reasons.append("the information tau2 checked it communicated is not the task's")
+    judged = [c.get("nl_assertion") for c in info.get("nl_assertions") or [] if isinstance(c, dict)]
+    if judged and sorted(map(_words, judged)) != sorted(map(_words, criteria.get("nl_assertions") or [])):
+        reasons.append("the assertions tau2 judged are not the task's")
+    asserted = [c.get("env_assertion") for c in info.get("env_assertions") or [] if isinstance(c, dict)]
+    own = criteria.get("env_assertions") or []
+    if asserted and sorted(map(_assertion, asserted)) != sorted(map(_assertion, own)):
+        reasons.append("the environment assertions tau2 checked are not the task's")
+    return reasons
+
+
+_EVALUATED_ENDS = ("agent_stop", "user_stop")
+"""The termination reasons after which tau2 evaluates a simulation (``evaluate_simulation``); after any other it
+records reward 0 with a default reward basis and no checks."""
+
+
+def _evaluated(simulation: dict[str, Any], info: dict[str, Any]) -> bool:
+    note = info.get("info").get("note") if isinstance(info.get("info"), dict) else None
+    if isinstance(note, str) and note.startswith("Simulation terminated prematurely"):
+        return False
+    ended = simulation.get("termination_reason")
+    return info.get("reward_basis") is not None and (ended is None or str(ended) in _EVALUATED_ENDS)
+
+
+def _assertion(value: Any) -> str:
+    if not isinstance(value, dict):
+        return canonical_json(value) if value is not None else "null"
+    return canonical_json({k: value.get(k) for k in ("env_type", "func_name", "arguments", "assert_value")})
 
 
 def _source_files(src: Path) -> list[Path]:
@@ -302,12 +384,12 @@ def _write_group(out, folder, domain, mode, members, cases, name, revision, repo
                     reason = "repeats a (task, trial)" if key in seen else "simulation of a task not in the file"
                     report.skip(reason, f"{path.name}:{simulation.get('id')}")
                     continue
-                foreign = foreign_checks(simulation, tasks[key[0]])
-                if foreign:
+                reasons = misalignment(simulation, tasks[key[0]])
+                if reasons:
                     # never scored against a reference that is not its task's: refused, named, counted
                     report.skip(MISALIGNED, f"{path.name}:{simulation.get('id')}")
-                    misaligned.append(f"{path.name}: simulation {simulation.get('id')} (task {key[0]}) was checked "
-                                      f"against action(s) {', '.join(foreign[:3])}")
+                    misaligned.append(f"{path.name}: simulation {simulation.get('id')} (task {key[0]}) is not its "
+                                      f"task's: {'; '.join(reasons)}")
                     continue
                 seen.add(key)
                 trace = _trace(simulation, agent)
@@ -315,6 +397,9 @@ def _write_group(out, folder, domain, mode, members, cases, name, revision, repo
                 report.converted += 1
                 report.calls += sum(len(m.get("tool_calls") or []) for m in trace["messages"]
                                     if m.get("role") == "assistant")
+            if misaligned:
+                report.notes.append(f"{path.name}: {len(misaligned)} simulations refused: what tau2 recorded of "
+                                    "their evaluation does not fit the task their task_id names.")
             report.notes += misaligned[:10]
             if len(misaligned) > 10:
                 report.notes.append(f"{path.name}: {len(misaligned) - 10} more simulations refused the same way.")

@@ -15,11 +15,12 @@ Unreadable TOML, unknown keys and invalid values are file errors (:class:`~toole
 
 from __future__ import annotations
 
+import difflib
 import re
 import tomllib
 from datetime import date
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal, get_args, get_origin
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
@@ -203,11 +204,77 @@ class GateConfig(BaseModel):
         try:
             return cls.model_validate(data)
         except ValidationError as exc:
-            err = exc.errors()[0]
+            errors = exc.errors()
+            # a misspelt key shows twice: as an unknown key and as the real key missing; the first says why
+            err = next((e for e in errors if e["type"] == "extra_forbidden"), errors[0])
             where = ".".join(str(p) for p in err["loc"]) or "(top level)"
-            fix = "remove or rename the key (docs/rules.md lists the gate.toml keys)." \
-                if err["type"] == "extra_forbidden" else "fix that value (see docs/rules.md)."
-            raise InputFileError(path, _line_of(text, err["loc"]), f"{where}: {err['msg']}.", fix) from None
+            line = _line_of(text, err["loc"])
+            if err["type"] == "extra_forbidden":
+                problem, fix = _unknown_key(tuple(err["loc"]), line)
+                raise InputFileError(path, line, problem, fix) from None
+            raise InputFileError(path, line, f"{where}: {err['msg']}.", "fix that value (see docs/rules.md).") \
+                from None
+
+
+def _unknown_key(loc: tuple, line: int | None) -> tuple[str, str]:
+    """``(problem, fix)`` for an unknown key at ``loc``: its key path, the key and its line, the nearest key
+    that table accepts (a misspelling), or where a key of another file or table belongs."""
+    key, table = str(loc[-1]), _table_name(loc[:-1])
+    head = f"{'.'.join(str(p) for p in loc)}: unknown key {key!r}" + (f" at line {line}" if line is not None else "")
+    accepted = _keys_at(loc[:-1])
+    close = difflib.get_close_matches(key, accepted, n=1, cutoff=0.6)
+    if close:
+        return (f"{head}; did you mean {close[0]!r}?",
+                f"rename it to {close[0]!r} (docs/rules.md lists the gate.toml keys).")
+    from tooleval.models import Case
+
+    if key in Case.model_fields:
+        return (f"{head}: {key!r} is a case key, not a gate.toml one.",
+                f"set {key!r} on each case it applies to in cases.jsonl (docs/rules.md), and remove it here.")
+    if not table and key in PolicyConfig.model_fields:
+        return f"{head}: {key!r} is a [policy] key.", "move it under [policy]."
+    listed = ", ".join(repr(k) for k in accepted)
+    return (f"{head}.", f"remove it{f'; [{table}] accepts {listed}' if table and listed else ''} "
+                        "(docs/rules.md lists the gate.toml keys).")
+
+
+def _table_name(loc: tuple) -> str:
+    """``waivers.0`` -> ``waivers`` (the TOML table a key path is written in)."""
+    return ".".join(str(part) for part in loc if not isinstance(part, int))
+
+
+def _keys_at(loc: tuple) -> list[str]:
+    """The keys the table at ``loc`` (a key path into :class:`GateConfig`) accepts; ``[]`` where free-form
+    (``[severity]``) or unknown."""
+    model: type[BaseModel] | None = GateConfig
+    mapping = False  # the last field was a dict of models: the next part is a free key
+    for part in loc:
+        if model is None:
+            return []
+        if isinstance(part, int) or mapping:
+            mapping = False
+            continue
+        field = model.model_fields.get(str(part))
+        if field is None:
+            return []
+        model, mapping = _inner_model(field.annotation)
+    return sorted(model.model_fields) if model is not None and not mapping else []
+
+
+def _inner_model(annotation: Any) -> tuple[type[BaseModel] | None, bool]:
+    """The model a field holds, directly or in a list or a dict, and whether it is a dict's values."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation, False
+    args = [a for a in get_args(annotation) if a is not type(None)]
+    origin = get_origin(annotation)
+    if origin is dict and len(args) == 2:
+        inner, _ = _inner_model(args[1])
+        return inner, inner is not None
+    for arg in args:
+        inner, mapping = _inner_model(arg)
+        if inner is not None:
+            return inner, mapping
+    return None, False
 
 
 def _line_of(text: str, loc: tuple) -> int | None:

@@ -4,8 +4,12 @@ Reads JSON lines ``{key, category, mode, question, ground_truth, result}`` on st
 error_type}`` per line on stdout. It follows ``bfcl_eval/eval_checker/eval_runner.py``: a function-calling
 model's output is decoded as its handler's ``decode_ast`` does (``[{name: json.loads(args)}]``; text or an
 undecodable argument string fails to decode), then the relevance rule (irrelevance: no call decoded), the AST
-checker (``ast_checker``) or, for multi-turn, ``multi_turn_checker`` and ``multi_turn_irrelevance_checker`` on
-call strings. Only BFCL's model registry is replaced: ``constants.model_config`` imports every provider's SDK,
+checker (``ast_checker``) or, for multi-turn, the steps of ``_evaluate_single_multi_turn_entry`` (a result that
+is not a list of turns is an inference error; fewer or more turns than the ground truth, force-terminated; each
+step decoded to call strings, an undecodable or empty step left out) and then ``multi_turn_checker``, which
+skips a turn whose ground truth is empty (the runner never calls ``multi_turn_irrelevance_checker``, at the data's
+commit as at gorilla's head). The runner itself cannot be imported here: its module imports numpy, tqdm and
+the Java parser's tree-sitter. Only BFCL's model registry is replaced: ``constants.model_config`` imports every provider's SDK,
 and the checker reads one flag from it, ``underscore_to_dot`` (true for function-calling models, whose API
 forbids ``.`` in names; false for prompt models), which ``mode`` sets here.
 """
@@ -30,11 +34,9 @@ sys.modules["bfcl_eval.constants.model_config"] = _registry
 
 from bfcl_eval.constants.enums import Language  # noqa: E402
 from bfcl_eval.eval_checker.ast_eval.ast_checker import ast_checker  # noqa: E402
-from bfcl_eval.eval_checker.multi_turn_eval.multi_turn_checker import (  # noqa: E402
-    multi_turn_checker,
-    multi_turn_irrelevance_checker,
-)
+from bfcl_eval.eval_checker.multi_turn_eval.multi_turn_checker import multi_turn_checker  # noqa: E402
 from bfcl_eval.eval_checker.multi_turn_eval import multi_turn_utils  # noqa: E402
+from bfcl_eval.eval_checker.multi_turn_eval.multi_turn_utils import is_empty_execute_response  # noqa: E402
 from bfcl_eval.utils import is_empty_output, is_function_calling_format_output  # noqa: E402
 
 
@@ -56,19 +58,27 @@ def call_string(name: str, args: dict) -> str:
 def judge(line: dict) -> dict:
     category, model = line["category"], f"{line['mode']}-model"
     if "multi_turn" in category:
-        try:
-            turns = [[[call_string(n, a) for item in step for n, a in decode([item])[0].items()]
-                      for step in turn] for turn in line["result"]]
-        except Exception as exc:  # noqa: BLE001 - BFCL counts an undecodable output wrong
-            return {"valid": False, "error_type": f"multi_turn:decoder_failed ({exc})"}
+        if not isinstance(line["result"], list):
+            return {"valid": False, "error_type": "multi_turn:inference_error"}
+        if len(line["result"]) != len(line["ground_truth"]):
+            return {"valid": False, "error_type": "multi_turn:force_terminated"}
+        turns = []
+        for turn in line["result"]:
+            decoded_turn = []
+            for step in turn:
+                try:  # a function-calling handler's decode_execute: one call string per call
+                    decoded = [call_string(n, a) for item in step for n, a in decode([item])[0].items()]
+                except Exception:  # noqa: BLE001 - the runner leaves out a step it cannot decode
+                    continue
+                if not is_empty_execute_response(decoded):
+                    decoded_turn.append(decoded)
+            turns.append(decoded_turn)
         entry = dict(line["question"])
         # BFCL keeps each conversation's environment in module globals keyed by model and id (one run judges each
         # id once); every line here is a new run of the same id, so it starts from the initial state
         for name in [n for n in vars(multi_turn_utils) if n.endswith("_instance")]:
             delattr(multi_turn_utils, name)
-        result = multi_turn_irrelevance_checker(turns, line["ground_truth"])
-        if result["valid"]:
-            result = multi_turn_checker(turns, line["ground_truth"], entry, category, model)
+        result = multi_turn_checker(turns, line["ground_truth"], entry, category, model)
         return {"valid": result["valid"], "error_type": result.get("error_type")}
     if "irrelevance" in category or "relevance" in category:
         try:

@@ -17,7 +17,7 @@ import json
 from pathlib import Path
 from typing import Any, Iterator
 
-from tooleval.importers._bfcl import MULTI_TURN_DOCS
+from tooleval.importers._bfcl import MULTI_TURN_DOCS, STATE_CHANGING
 from tooleval.importers._bfcl_answers import parse_call_string, tool_name
 
 
@@ -188,6 +188,16 @@ def multi_turn(category: str, question: dict, answer: dict, root: Path) -> Itera
             wrong[first] = [{"name": call["name"], "args": {**call["args"], text_args[0]: call["args"][text_args[0]] + "_zzz"}},
                             *turns[first][1:]]
             yield {**base, "kind": "wrong_value", "result": [steps(t) for t in wrong]}
+    empty = [i for i, t in enumerate(turns) if not t]
+    if empty:
+        # BFCL's runner skips a turn whose ground truth is empty: a call there (a read the conversation's ground
+        # truth makes, so that the state the later turns check stays as it was) fails nothing
+        again = next((c for t in turns for c in t if c["name"] not in STATE_CHANGING),
+                     next(c for t in reversed(turns) for c in reversed(t)))
+        made = [steps(t) if t else steps([again]) for t in turns]
+        yield {**base, "kind": "call_in_empty_turn", "result": made}
+    if len(turns) > 1:
+        yield {**base, "kind": "ended_early", "result": [steps(t) for t in turns[:-1]]}
     if "GorillaFileSystem" in (question.get("involved_classes") or []):
         read = {"name": "pwd", "args": {}}
         yield {**base, "kind": "extra_read", "result": [steps([*t, read] if t else t) for t in turns]}

@@ -40,6 +40,30 @@ def _row_view(row: dict[str, Any]) -> dict[str, Any]:
             "violations": violations}
 
 
+def _gate_failing(con: Any, source: str, gate: dict[str, Any], limit: int) -> tuple[list[dict[str, Any]], int]:
+    """The rows the gate failed, as it listed them (the worst first, at most ``limit``), with their evidence and
+    the gate's rules; and how many rows fail the gate in all (its ``blocking_rows``, unscored cases included).
+    One meaning of failing: the gate's, under the dataset's ``row_outcome``."""
+    listed = list(gate.get("failing_rows") or [])[:limit]
+    keys = [(str(r["case_id"]), int(r["trial"])) for r in listed if r.get("trial") is not None]
+    found = _data.rows_of(con, source, keys)
+    views = []
+    for entry in listed:
+        row = found.get((str(entry["case_id"]), int(entry["trial"]))) if entry.get("trial") is not None else None
+        if row is None:  # an unscored case: no row, the gate's entry says why
+            detail = "; ".join(v.get("detail") or "" for v in entry.get("violations") or [])
+            row = {"case_id": entry["case_id"], "trial": entry.get("trial"), "slice": entry.get("slice"), "f1": None,
+                   "ragas_tool_call_f1": None, "exact_match": None, "blocking": True, "error_kind": "unscored",
+                   "error_message": detail, "error": f"unscored: {detail}", "mismatch_categories": [],
+                   "missing_calls": [], "extra_calls": [], "wrong_args": [], "violations": [],
+                   "tool_families": [], "trace_digest": None, "schema_findings": []}
+        view = _row_view(row)
+        view["gate_rules"] = list(entry.get("rules") or [])
+        views.append(view)
+    counts = gate.get("counts") or {}
+    return views, int(counts.get("blocking_rows") or len(listed))
+
+
 def _name_only_lines(summary: dict[str, Any]) -> list[tuple[str, Any]]:
     """Headline lines of the name-only rows (calls whose arguments were not captured), when the run has any: they
     are out of the mean f1 and the exact-match rows above, so the page says how many and their own mean."""
@@ -65,10 +89,14 @@ def build_report(rows_source: str, summary: dict[str, Any], drift: dict[str, Any
         The HTML text (UTF-8; ~1 MB, most of it the inlined vega-embed bundle).
     """
     con = source_connection(rows_source)
-    rows, failing = _data.worst_rows(con, rows_source, limit)
-    views = [_row_view(r) for r in rows]
     gate = summary.get("gate") or {}
     counts = gate.get("counts") or {}
+    if gate:
+        views, failing = _gate_failing(con, rows_source, gate, limit)
+    else:  # a summary written before the gate judged runs: its rows' own columns
+        rows, failing = _data.worst_rows(con, rows_source, limit)
+        views = [_row_view(r) for r in rows]
+    others = _data.not_exact(con, rows_source)
     specs = {
         "f1": _charts.f1_distribution(_data.f1_histogram(con, rows_source)),
         "families": _charts.failures_by_family(counts.get("failures_by_tool_family") or {}),
@@ -86,7 +114,9 @@ def build_report(rows_source: str, summary: dict[str, Any], drift: dict[str, Any
     headline += _name_only_lines(summary)
     return render_page(
         run_id=summary["run_id"], summary=summary, headline=headline, charts=list(specs), specs=specs,
-        groups=gate.get("slices") or [], rows=views, failing=failing,
+        groups=gate.get("slices") or [], rows=views, failing=failing, not_exact=others[0], errored=others[1],
+        row_outcome=gate.get("row_outcome") or "match", passes_when=gate.get("row_passes_when"),
+        listed=gate.get("listed"),
         tools=sorted({t for v in views for t in v["tools"]}),
         schema_by_tool=summary.get("schema_findings_by_tool") or {},
         schema_checked=summary.get("rows_schema_checked"),

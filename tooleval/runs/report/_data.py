@@ -16,8 +16,8 @@ import duckdb
 
 from tooleval.runs.aggregate import has_column
 
-__all__ = ["WORST_ROWS", "CASE_LIMIT", "F1_BINS", "f1_histogram", "worst_rows", "schema_findings", "case_trials",
-           "run_history", "natural_key"]
+__all__ = ["WORST_ROWS", "CASE_LIMIT", "F1_BINS", "f1_histogram", "worst_rows", "rows_of", "not_exact",
+           "schema_findings", "case_trials", "run_history", "natural_key"]
 
 WORST_ROWS = 500
 """Failing rows the report lists (the worst first: blocking, then error, then lowest F1)."""
@@ -109,6 +109,36 @@ def worst_rows(con: duckdb.DuckDBPyConnection, source: str, limit: int = WORST_R
     rows.sort(key=_worst_first)  # the SQL order again, with case ids in natural order among equals
     failing = con.execute(_FAILING.format(source=source)).fetchone()[0]
     return rows, int(failing)
+
+
+_KEYED = """
+SELECT case_id, trial, slice, f1, ragas_tool_call_f1, exact_match, blocking, error_kind, error_message,
+       CASE WHEN error_kind IS NULL THEN NULL ELSE error_kind || ': ' || coalesce(error_message, '') END AS error,
+       mismatch_categories,
+       missing_calls, extra_calls, wrong_args, violations, tool_families, trace_digest, {findings} AS schema_findings
+FROM {source} JOIN (SELECT * FROM (VALUES {keys}) AS k(k_case, k_trial)) ON case_id = k_case AND trial = k_trial
+"""
+
+
+def rows_of(con: duckdb.DuckDBPyConnection, source: str, keys: list[tuple[str, int]]) -> dict[tuple[str, int], dict]:
+    """The report's columns of the rows ``keys`` names (``(case_id, trial)``), by key: the rows the gate
+    listed as failing, read with their evidence."""
+    if not keys:
+        return {}
+    findings = "schema_findings" if has_column(con, source, "schema_findings") else "NULL"  # row schema < 3
+    values = ", ".join("(?, ?)" for _ in keys)
+    params = [v for case_id, trial in keys for v in (str(case_id), int(trial))]
+    cursor = con.execute(_KEYED.format(source=source, findings=findings, keys=values), params)
+    names = [d[0] for d in cursor.description]
+    found = [dict(zip(names, values)) for values in cursor.fetchall()]
+    return {(str(r["case_id"]), int(r["trial"])): r for r in found}
+
+
+def not_exact(con: duckdb.DuckDBPyConnection, source: str) -> tuple[int, int]:
+    """``(rows that are not an exact match, rows with errors)``, counted apart from the gate's verdict."""
+    rows = con.execute(f"SELECT count(*) FILTER (WHERE error_kind IS NULL AND NOT coalesce(exact_match, false)), "
+                       f"count(*) FILTER (WHERE error_kind IS NOT NULL) FROM {source}").fetchone()
+    return int(rows[0]), int(rows[1])
 
 
 def _worst_first(row: dict[str, Any]) -> tuple:

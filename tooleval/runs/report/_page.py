@@ -159,8 +159,11 @@ f1; they are advisory unless gate.toml's <code>[tool_schema] blocking_tools</cod
 {% endif %}
 
 <h2>Failing rows</h2>
-<p id="failing-note">{{ failing }} failing row(s) (an error, blocking, or not an exact match); {{ rows | length }}
-shown, the worst first.</p>
+<p id="failing-note">{{ failing }} row(s) fail the gate (row_outcome = "{{ row_outcome }}"{% if passes_when %}: a row
+passes when {{ passes_when }}{% endif %}; waived and quarantined rows excluded); {{ rows | length }} shown, the worst
+first{% if listed is not none %} (the gate lists at most {{ listed }}: <code>listed_rows</code> in gate.toml){% endif %}.</p>
+<p id="other-counts">Counted apart from the gate: {{ not_exact }} scored row(s) not an exact match, {{ errored }}
+row(s) with errors.</p>
 <p>
 <label>tool <select id="filter-tool"><option value="">(all)</option>
 {% for t in tools %}<option>{{ t }}</option>{% endfor %}</select></label>
@@ -172,7 +175,7 @@ shown, the worst first.</p>
 </p>
 <table id="failing-rows">
 <thead><tr><th>case</th><th>trial</th><th>slice</th><th>f1</th><th>ragas f1</th><th>categories</th>
-<th>blocking rules</th><th>evidence</th></tr></thead>
+<th>failing rules</th><th>evidence</th></tr></thead>
 <tbody>
 {% for r in rows %}
 <tr data-case="{{ r.case_id }}" data-trial="{{ r.trial }}" data-slice="{{ r.slice or '' }}"
@@ -180,7 +183,7 @@ shown, the worst first.</p>
 <td>{{ r.case_id }}</td><td class="num">{{ r.trial }}</td><td>{{ r.slice | fmt }}</td>
 <td class="num">{{ r.f1 | fmt }}</td><td class="num">{{ r.ragas_tool_call_f1 | fmt }}</td>
 <td>{{ r.categories | join(", ") }}</td>
-<td class="{{ 'blocking' if r.blocking else '' }}">{{ r.blocking_rules | join(", ") }}</td>
+<td class="{{ 'blocking' if r.blocking or r.gate_rules else '' }}">{{ (r.gate_rules or r.blocking_rules) | join(", ") }}</td>
 <td><a class="evidence-link" href="#evidence-{{ loop.index }}">evidence</a></td></tr>
 {% endfor %}
 </tbody>
@@ -189,7 +192,7 @@ shown, the worst first.</p>
 <h2>Evidence</h2>
 {% for r in rows %}
 <details id="evidence-{{ loop.index }}">
-<summary>{{ r.case_id }} #{{ r.trial }}: {{ r.categories | join(", ") or "ok" }}</summary>
+<summary>{{ r.case_id }} #{{ r.trial }}: {{ (r.gate_rules or r.blocking_rules or r.categories) | join(", ") }}{% if r.gate_rules and r.categories %} ({{ r.categories | join(", ") }}){% endif %}</summary>
 {% if r.error %}<p>error: <code>{{ r.error }}</code></p>{% endif %}
 {% if r.missing_calls %}<p>missing calls:</p><ul>{% for c in r.missing_calls %}<li><code>{{ c | call }}</code></li>{% endfor %}</ul>{% endif %}
 {% if r.extra_calls %}<p>extra calls:</p><ul>{% for c in r.extra_calls %}<li><code>{{ c | call }}</code></li>{% endfor %}</ul>{% endif %}
