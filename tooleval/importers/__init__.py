@@ -5,6 +5,7 @@ One module per format; each ``import_*`` function streams its source and returns
 """
 
 from tooleval.importers._anthropic import anthropic_messages, import_anthropic
+from tooleval.importers._atif import import_atif
 from tooleval.importers._bfcl import import_bfcl
 from tooleval.importers._gemini import gemini_messages, import_gemini
 from tooleval.importers._langchain import import_langchain, langchain_message
@@ -23,6 +24,7 @@ __all__ = [
     "compare_action_checks",
     "gemini_messages",
     "import_anthropic",
+    "import_atif",
     "import_bfcl",
     "import_gemini",
     "import_langchain",
