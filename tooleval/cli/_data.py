@@ -25,13 +25,14 @@ FORMATS = {
     "bfcl": "BFCL questions + answers (--results): DIR/<category>/",
     "atif": "Harbor ATIF trajectories v1.0-v1.7 (file, JSON lines or job folder)",
     "otlp": "OpenTelemetry GenAI spans, OTLP JSON lines or document",
-    "openinference": "OpenInference spans (Phoenix), OTLP JSON or Parquet",
+    "openinference": "OpenInference spans (Phoenix): OTLP JSON, span exports or Parquet",
 }
 """``tooleval import`` formats, one line each (shown by ``tooleval import --help``)."""
 
 _OPTIONS = {  # which format takes which option
     "tools": {"tau-bench"},
-    "references": {"openai-chat", "openai-responses", "langchain", "anthropic", "gemini", "atif", "otlp", "openinference"},
+    "references": {"openai-chat", "openai-responses", "langchain", "anthropic", "gemini", "atif", "otlp",
+                   "openinference"},
     "results": {"bfcl"},
     "agent": {"openai-chat", "openai-responses", "langchain", "anthropic", "gemini", "atif", "bfcl", "otlp",
               "openinference"},
