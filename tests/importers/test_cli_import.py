@@ -16,7 +16,7 @@ from import_helpers import write_lines
 from tooleval.cli import app
 
 runner = CliRunner()
-FORMATS = ["openai-chat", "openai-responses", "langchain", "anthropic", "gemini", "atif", "tau-bench", "tau2", "bfcl",
+FORMATS = ["openai-chat", "openai-responses", "langchain", "anthropic", "gemini", "atif", "inspect", "tau-bench", "tau2", "bfcl",
            "otlp", "openinference"]
 ORDER = {"name": "get_order", "args": {"order_id": "A-104"}}
 
