@@ -151,8 +151,9 @@ class _Trajectory:
     def _subagent(self, child: dict[str, Any], depth: int) -> list[dict[str, Any]]:
         name = (child.get("agent") or {}).get("name") if isinstance(child.get("agent"), dict) else None
         who = {"name": name or "subagent", "trajectory_id": child.get("trajectory_id") or child.get("session_id")}
+        # the sub-agent's task prompt (its user step) stays a user turn: the main agent's calls are only the
+        # assistant messages, and the sub-agent's are told apart by the agent on each of its calls
         messages = self.messages(child, who, depth + 1)
-        # the sub-agent's own task prompt is a message to it, not to the main agent: kept as a user turn
         self.subagents.append({**who, "depth": depth + 1,
                                "calls": sum(len(m.get("tool_calls") or []) for m in messages)})
         return messages
@@ -214,7 +215,7 @@ def _files(src: Path) -> list[Path]:
     return files
 
 
-def _documents(files: list[Path], digest: Any, report: ImportReport):
+def _documents(files: list[Path], digest: Any):
     """``(document, path, where)`` for each trajectory; a file that is not JSON is skipped (or raised, alone)."""
     for path in files:
         if path.name.endswith(".jsonl"):
@@ -270,7 +271,7 @@ def import_atif(
     known = _load_references(Path(references), report, digest) if references is not None else None
     with DatasetStage(Path(out)) as stage:
         writer = _Writer(stage, known, agent or "atif")
-        for document, path, where in _documents(files, digest, report):
+        for document, path, where in _documents(files, digest):
             report.read += 1
             try:
                 if isinstance(document, SkipLine):
