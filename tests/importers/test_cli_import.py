@@ -16,7 +16,8 @@ from import_helpers import write_lines
 from tooleval.cli import app
 
 runner = CliRunner()
-FORMATS = ["openai-chat", "openai-responses", "langchain", "tau-bench", "tau2", "bfcl", "otlp", "openinference"]
+FORMATS = ["openai-chat", "openai-responses", "langchain", "anthropic", "gemini", "atif", "inspect", "tau-bench", "tau2", "bfcl",
+           "otlp", "openinference"]
 ORDER = {"name": "get_order", "args": {"order_id": "A-104"}}
 
 

@@ -18,19 +18,25 @@ FORMATS = {
     "openai-chat": "chat-completions conversations, JSON lines",
     "openai-responses": "Responses API output items, JSON lines",
     "langchain": "LangChain message dicts, JSON lines",
+    "anthropic": "Anthropic Messages API (tool_use / tool_result blocks), JSON lines",
+    "gemini": "Google Gemini API (functionCall / functionResponse parts), JSON lines",
     "tau-bench": "tau-bench trajectories file (--tools: tools.json)",
     "tau2": "tau2-bench results: DIR/<domain>[-no-user]/",
     "bfcl": "BFCL questions + answers (--results): DIR/<category>/",
+    "inspect": "Inspect AI .eval logs (zip; samples streamed), a file or logs/ folder",
+    "atif": "Harbor ATIF trajectories v1.0-v1.7 (file, JSON lines or job folder)",
     "otlp": "OpenTelemetry GenAI spans, OTLP JSON lines or document",
-    "openinference": "OpenInference spans (Phoenix), OTLP JSON or Parquet",
+    "openinference": "OpenInference spans (Phoenix): OTLP JSON, span exports or Parquet",
 }
 """``tooleval import`` formats, one line each (shown by ``tooleval import --help``)."""
 
 _OPTIONS = {  # which format takes which option
     "tools": {"tau-bench"},
-    "references": {"openai-chat", "openai-responses", "langchain", "otlp", "openinference"},
+    "references": {"openai-chat", "openai-responses", "langchain", "anthropic", "gemini", "atif", "inspect",
+                   "otlp", "openinference"},
     "results": {"bfcl"},
-    "agent": {"openai-chat", "openai-responses", "langchain", "bfcl", "otlp", "openinference"},
+    "agent": {"openai-chat", "openai-responses", "langchain", "anthropic", "gemini", "atif", "inspect", "bfcl",
+              "otlp", "openinference"},
     "case_attribute": {"otlp", "openinference"},
 }
 
@@ -120,7 +126,8 @@ def import_(
     revision: Annotated[Optional[str], typer.Option(help="Revision (default: from the source's digest).")] = None,
     tools: Annotated[Optional[Path], typer.Option(help="tau-bench: tool schemas (airline_tools.json).")] = None,
     references: Annotated[Optional[Path], typer.Option(
-        help="openai-chat, openai-responses, langchain, otlp, openinference: case lines keyed by case_id.")] = None,
+        help="openai-chat, openai-responses, langchain, anthropic, gemini, atif, inspect, otlp, openinference: case "
+             "lines keyed by case_id.")] = None,
     results: Annotated[Optional[list[Path]], typer.Option(
         help="bfcl: result files or folders (BFCL_v4_<category>_result.json); repeatable.")] = None,
     agent: Annotated[Optional[str], typer.Option(help="Agent name of the traces (default: from the file).")] = None,

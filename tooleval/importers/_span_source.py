@@ -7,6 +7,11 @@ Three containers are read, each streamed so that memory does not grow with the f
   (``{"resourceSpans": [...]}``) a line.
 * **One OTLP JSON document** (a ``.json`` file whose first line is not a whole document, e.g. pretty-printed):
   read with ijson's incremental parser, one span at a time.
+* **Phoenix span exports** (OpenInference): what Phoenix's client (``client.spans.get_spans()``) and REST API
+  (``GET /v1/projects/{id}/spans``: ``{"data": [...]}``) return, saved as one JSON list (or that response body) or
+  as JSON lines of spans. A span there is ``{"context": {"trace_id", "span_id"}, "parent_id", "name",
+  "span_kind", "start_time" (ISO 8601), "attributes" (flat dotted keys, or nested), "events"}``; a large JSON
+  list is read span by span like an OTLP document.
 * **Phoenix's spans dataframe in Parquet** (``*.parquet``, OpenInference): read one record batch at a time; its
   nested ``attributes.*`` columns are flattened back to OpenInference's dotted keys.
 
@@ -29,7 +34,10 @@ from typing import IO, Any
 from tooleval.errors import InputFileError
 from tooleval.importers._stream import SourceLine, iter_source_lines
 
-__all__ = ["Span", "BadRecord", "iter_spans", "decode_value"]
+__all__ = ["NOT_SPANS", "Span", "BadRecord", "iter_spans", "decode_value"]
+
+NOT_SPANS = "not an OTLP ExportTraceServiceRequest or a Phoenix span (no resourceSpans list, no context)"
+"""The skip reason of a JSON value that holds no span in any shape read here."""
 
 
 @dataclass
@@ -142,7 +150,7 @@ def _resource_spans(request: Any, where: str) -> Iterator[Span | BadRecord]:
     """The spans of one ``ExportTraceServiceRequest`` (camelCase or snake_case keys)."""
     if not isinstance(request, dict) or not isinstance(request.get("resourceSpans", request.get("resource_spans")),
                                                         list):
-        yield BadRecord("not an OTLP ExportTraceServiceRequest (no resourceSpans list)", where)
+        yield BadRecord(NOT_SPANS, where)
         return
     for resource_spans in request.get("resourceSpans", request.get("resource_spans")):
         if not isinstance(resource_spans, dict):
@@ -177,15 +185,17 @@ def _iter_document(path: Path, handle: IO[bytes]) -> Iterator[Span | BadRecord]:
 
     resource_prefix = "resourceSpans.item.resource"
     span_prefix = "resourceSpans.item.scopeSpans.item.spans.item"
+    phoenix_prefixes = ("item", "data.item")  # a JSON list of Phoenix spans, or the REST API's response body
     service: str | None = None
     builder, depth, target, number = None, 0, None, 0
     saw_root = False
     try:
         for prefix, event, value in ijson.parse(handle, use_float=True):
             if builder is None:
-                if prefix == "" and event == "map_key" and value == "resourceSpans":
+                if (prefix == "" and event == "map_key" and value in ("resourceSpans", "data")) or (
+                        prefix == "" and event == "start_array"):
                     saw_root = True
-                if event == "start_map" and prefix in (resource_prefix, span_prefix):
+                if event == "start_map" and prefix in (resource_prefix, span_prefix, *phoenix_prefixes):
                     builder, depth, target = ijson.ObjectBuilder(), 0, prefix
                 else:
                     if prefix == "resourceSpans.item" and event == "start_map":
@@ -197,6 +207,9 @@ def _iter_document(path: Path, handle: IO[bytes]) -> Iterator[Span | BadRecord]:
                 if target == resource_prefix:
                     found = _attributes(builder.value.get("attributes")).get("service.name")
                     service = found if isinstance(found, str) else None
+                elif target in phoenix_prefixes:
+                    number += 1
+                    yield from _record_spans(builder.value, f"{path.name}:span {number}")
                 else:
                     number += 1
                     yield _span(builder.value, service, f"{path.name}:span {number}")
@@ -205,7 +218,7 @@ def _iter_document(path: Path, handle: IO[bytes]) -> Iterator[Span | BadRecord]:
         raise InputFileError(path, None, f"not a complete JSON document ({exc}); {number} spans were read before it.",
                              "re-export the file (it may be truncated), or write OTLP JSON lines.") from exc
     if not saw_root:
-        yield BadRecord("not an OTLP ExportTraceServiceRequest (no resourceSpans list)", f"{path.name}:1")
+        yield BadRecord(NOT_SPANS, f"{path.name}:1")
 
 
 def _flatten(prefix: str, value: Any, out: dict[str, Any]) -> None:
@@ -255,12 +268,67 @@ def _iter_parquet(path: Path) -> Iterator[Span | BadRecord]:
             yield span
 
 
+def _iso_ns(value: Any) -> int | None:
+    """Unix nanoseconds of an ISO 8601 time (``Z`` or an offset; a naive time is read as UTC), else ``None``."""
+    from datetime import datetime, timezone
+
+    if not isinstance(value, str):
+        return None
+    try:
+        moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=timezone.utc)
+    return int(moment.timestamp()) * 1_000_000_000 + moment.microsecond * 1000
+
+
+def _phoenix_span(raw: Any, where: str) -> Span | BadRecord:
+    """One span of a Phoenix span export (``context``, ``span_kind``, ``attributes``: the module docstring)."""
+    if not isinstance(raw, dict) or not isinstance(raw.get("context"), dict):
+        return BadRecord("a Phoenix span has no context object", where)
+    start_ns = _iso_ns(raw.get("start_time"))
+    if raw.get("start_time") is not None and start_ns is None:
+        return BadRecord("a Phoenix span's start_time is not an ISO 8601 time", where)
+    context = raw["context"]
+    span = _span({"traceId": context.get("trace_id"), "spanId": context.get("span_id"),
+                  "parentSpanId": raw.get("parent_id"), "name": raw.get("name"), "startTimeUnixNano": start_ns},
+                 None, where)
+    if isinstance(span, Span):
+        attributes: dict[str, Any] = {}
+        _flatten("", raw.get("attributes") or {}, attributes)
+        if raw.get("span_kind") and "openinference.span.kind" not in attributes:
+            attributes["openinference.span.kind"] = raw["span_kind"]
+        span.attributes = attributes
+        span.events = [{"name": e.get("name"), "attributes": e.get("attributes") or {}}
+                       for e in raw.get("events") or [] if isinstance(e, dict)]
+    return span
+
+
+def _is_phoenix_span(value: Any) -> bool:
+    return isinstance(value, dict) and isinstance(value.get("context"), dict) and "resourceSpans" not in value
+
+
+def _record_spans(value: Any, where: str) -> Iterator[Span | BadRecord]:
+    """The spans of one JSON value: an OTLP request, a Phoenix span, a list of either, or ``{"data": [...]}``."""
+    if isinstance(value, dict) and isinstance(value.get("data"), list) and "resourceSpans" not in value:
+        value = value["data"]  # the REST API's response body
+    if isinstance(value, list):
+        for number, item in enumerate(value, start=1):
+            yield from _record_spans(item, f"{where} span {number}") if not _is_phoenix_span(item) else \
+                [_phoenix_span(item, f"{where} span {number}")]
+    elif _is_phoenix_span(value):
+        yield _phoenix_span(value, where)
+    else:
+        yield from _resource_spans(value, where)
+
+
 def _line_spans(line: SourceLine) -> Iterator[Span | BadRecord]:
     if line.error is not None:
         if line.error != "blank":
             yield BadRecord(line.error, line.where)
         return
-    yield from _resource_spans(line.value, line.where)
+    yield from _record_spans(line.value, line.where)
 
 
 def iter_spans(paths: list[Path], digest: Any) -> Iterator[Span | BadRecord]:
@@ -271,8 +339,8 @@ def iter_spans(paths: list[Path], digest: Any) -> Iterator[Span | BadRecord]:
         digest: A ``hashlib`` object updated with every byte read (the default revision derives from it).
 
     Raises:
-        InputFileError: A file cannot be opened, is not gzip/Parquet as named, or a single JSON document is
-            truncated or invalid (nothing is written then).
+        InputFileError: A file cannot be opened, is not gzip/Parquet as named, or a single JSON document (an
+            OTLP request or a list of Phoenix spans) is truncated or invalid (nothing is written then).
     """
     for path in paths:
         if path.name.endswith(".parquet"):

@@ -130,6 +130,24 @@ def _convert(spans: list[Span], read_span: SpanReader, case_keys: tuple[str, ...
     return Converted(messages, fields, metadata, trace_fields), fields["case_id"], root.start_ns
 
 
+_REFERENCE_SKIPS = ("no reference (no expected_calls and no --references)", "case_id not in --references",
+                    "case fields differ from --references")
+
+
+def _fix(report: ImportReport) -> str:
+    """The fix line for an import that converted nothing, from what was skipped most: the shape of the file, the
+    references, or the spans' content (a wrong shape is not cured by --references)."""
+    reason = report.skipped.most_common(1)[0][0] if report.skipped else ""
+    if reason in _REFERENCE_SKIPS:
+        return ("pass --references with case lines keyed by the traces' case ids (the trace id when no span names "
+                "a case; docs/importers.md), or put tooleval.expected_calls on a span of each trace.")
+    if reason.startswith("no model span"):
+        return "export the traces with their model spans (GenAI chat spans, OpenInference LLM spans)."
+    return ("export OTLP JSON (one ExportTraceServiceRequest with resourceSpans a line, or one document), Phoenix "
+            "spans (a JSON list or JSON lines of spans with context, span_kind and attributes, or the REST API's "
+            "{\"data\": [...]}), or Phoenix's spans dataframe as Parquet.")
+
+
 def import_spans(
     src: Path,
     out: Path,
@@ -204,9 +222,7 @@ def import_spans(
             writer.write_referenced_cases(stage)
         if not writer.case_count or not report.converted:
             reasons = "; ".join(f"{reason} ({n})" for reason, n in report.skipped.most_common(3)) or "no spans"
-            raise InputFileError(files[0], None, f"no case could be imported: {reasons}.",
-                                 "pass --references with case lines keyed by the traces' case ids (see "
-                                 "docs/importers.md), or check that the file holds model spans.")
+            raise InputFileError(files[0], None, f"no case could be imported: {reasons}.", _fix(report))
         report.notes.append(f"{spans_read} spans read ({store.duplicates} exported twice, kept once); one trace "
                             "is one trajectory.")
         manifest = {
