@@ -87,17 +87,25 @@ def prefect_environment(out: Path) -> dict[str, str]:
     Returns:
         The variables this call set.
 
+    A ``PREFECT_HOME`` of the environment that does not exist yet is created, as Prefect creates its home.
+
     Raises:
-        tooleval.settings.EnvironmentValueError: ``$TOOLEVAL_PREFECT_HOME`` cannot be a folder (exit 2).
+        tooleval.settings.EnvironmentValueError: ``$TOOLEVAL_PREFECT_HOME`` or ``$PREFECT_HOME`` cannot be a
+            folder, or ``$PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS`` is not a number of seconds (exit 2).
         tooleval.storage.OutFolderError: a symbolic link under ``<out>/.tooleval`` (exit 2).
     """
-    from tooleval.settings import make_prefect_home
+    from tooleval.settings import (DEFAULT_SERVER_STARTUP_S, STARTUP_TIMEOUT_ENV, make_prefect_env_home,
+                                   make_prefect_home, prefect_server_startup_s)
     from tooleval.storage import check_state_folder, ensure_dir
     from tooleval.storage._machine import local_state_dir
 
     location = results_location(out)
     local = location.resolve() if isinstance(location, Path) else location
     configured = make_prefect_home()  # $TOOLEVAL_PREFECT_HOME, checked and created
+    prefect_server_startup_s()  # a value that is no number of seconds is refused before any server starts
+    if configured is None and os.environ.get("PREFECT_HOME"):
+        # the user's own home: the server's lock and state files go there, so it must exist before they do
+        os.environ["PREFECT_HOME"] = str(make_prefect_env_home())
     if configured is not None:
         home = str(configured)
     elif isinstance(local, Path):  # <out>/.tooleval/prefect: no link on the way, nor anywhere under .tooleval
@@ -113,7 +121,7 @@ def prefect_environment(out: Path) -> dict[str, str]:
         "DO_NOT_TRACK": "1",
         "PREFECT_LOGGING_LEVEL": "WARNING",
         "PREFECT_SERVER_LOGGING_LEVEL": "CRITICAL",
-        "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "60",
+        STARTUP_TIMEOUT_ENV: str(int(DEFAULT_SERVER_STARTUP_S)),
         "PREFECT_TASKS_RUNNER_THREAD_POOL_MAX_WORKERS": "4",
     }
     Path(home).mkdir(parents=True, exist_ok=True)
@@ -163,11 +171,13 @@ def prefect_session(out: Path, expected_task_runs: list[int] | None = None,
         if shared is not None and PREFECT_API_URL.value():  # set where only Prefect looks (prefect.toml, .env)
             server.end_server(linger=False)
         elif shared is not None:
-            timeout = float(os.environ.get("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "60"))
-            updates[PREFECT_API_URL] = shared.wait(timeout)
+            updates[PREFECT_API_URL] = shared.wait()
     except KeyboardInterrupt:
         server.end_server(linger=False)
         interrupted()
+    except InputFileError as exc:  # the server did not answer: the run never started
+        server.end_server(linger=False)
+        fail(exc)
     except BaseException:
         server.end_server(linger=False)
         raise
