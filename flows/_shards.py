@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import gc
 import math
+import os
 import time
 from collections import Counter
 from datetime import datetime, timezone
@@ -32,7 +33,7 @@ from tooleval.runs.progress import note_stage
 from tooleval.runs.shards import cyclic_gc_paused, release_free_memory
 from tooleval.storage.stages import StageRef, read_stage_table
 
-__all__ = ["ProcessPool", "ShardContext", "ShardOutcome", "ShardWork", "run_shard", "warm_worker"]
+__all__ = ["ProcessPool", "ShardContext", "ShardOutcome", "ShardWork", "run_shard", "start_worker", "warm_worker"]
 
 
 class ShardContext(BaseModel):
@@ -187,8 +188,39 @@ class ProcessPool(ProcessPoolTaskRunner):
     def __enter__(self) -> "ProcessPool":
         from prefect.context import SettingsContext
 
+        from tooleval.runs.children import ended_on_signals
+
         self._flow_settings = SettingsContext.get()  # the entering (flow's) thread's settings
-        return super().__enter__()
+        # each worker first watches for its parent's end, then runs the caller's initializer
+        user = (getattr(self, "_initializer", None), getattr(self, "_initargs", ()))
+        self._initializer, self._initargs = start_worker, (os.getpid(), *user)
+        try:
+            super().__enter__()
+        finally:
+            self._initializer, self._initargs = user
+        self._ending = ended_on_signals(self.worker_pids)
+        self._ending.__enter__()
+        return self
+
+    def worker_pids(self) -> list[int]:
+        """The pids of the pool's live workers (none once it is shut down)."""
+        executor = self._executor
+        return list(getattr(executor, "_processes", None) or ()) if executor is not None else []
+
+    def __exit__(self, exc_type: Any, exc_value: Any, traceback: Any) -> None:
+        """Shut the pool down; when an exception ends the flow (Ctrl-C's ``KeyboardInterrupt`` included), end the
+        workers first: the executor's own shutdown waits for the shards they run, minutes of a large run."""
+        from tooleval.runs.children import end_processes
+
+        try:
+            if exc_type is not None:
+                end_processes(self.worker_pids())
+            super().__exit__(exc_type, exc_value, traceback)
+        finally:
+            ending = getattr(self, "_ending", None)
+            if ending is not None:
+                self._ending = None
+                ending.__exit__(None, None, None)
 
     def _forward_subprocess_messages(self) -> None:
         from prefect.context import SettingsContext
@@ -198,6 +230,24 @@ class ProcessPool(ProcessPoolTaskRunner):
             return super()._forward_subprocess_messages()
         with SettingsContext(profile=settings.profile, settings=settings.settings):
             return super()._forward_subprocess_messages()
+
+
+def start_worker(parent: int, initializer: Any = None, *initargs: Any) -> None:
+    """Process-pool initializer around the caller's: the worker ends by itself once ``parent`` (the command) is
+    gone (:func:`tooleval.runs.children.exit_with_parent`), ignores Ctrl-C (a terminal sends it to every process
+    of the job; the command ends its workers itself, at once, rather than each printing a traceback and its
+    shard's task failing on its own) and takes SIGTERM and SIGHUP by their default action, then runs
+    ``initializer(*initargs)``."""
+    import signal
+
+    from tooleval.runs.children import exit_with_parent
+
+    exit_with_parent(parent)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    for signum in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, signal.SIG_DFL)
+    if initializer is not None:
+        initializer(*initargs)
 
 
 def warm_worker(legacy: bool = True) -> None:

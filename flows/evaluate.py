@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 import os
+import sys
 import threading
 import time
 from collections import Counter
@@ -145,6 +146,8 @@ def evaluate(
             outcomes = _run_shards(plan, context, workers, progress, publish_shard)
             wall = time.perf_counter() - started
             _stop_worker_processes()
+            if progress:  # the aggregation, gate, drift check, report and publication print nothing for seconds
+                print("aggregating and publishing the run…", file=sys.stderr, flush=True)
             for stage, counter in count_states(outcomes).items():
                 states[stage].update(counter)
             legacy = _merged_legacy(outcomes, context)

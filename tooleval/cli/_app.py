@@ -28,6 +28,14 @@ _NOT_A_TERMINAL_WIDTH = 4096
 """Width of output that is not a terminal: wide enough that paths, ids and commands are never wrapped or cut."""
 
 
+def say(text: str) -> None:
+    """One line on stderr saying what a command is doing during a step that prints nothing else (a server's
+    start-up, a plan, the wait for Prefect's records: up to a minute on a loaded machine); nothing with
+    ``--quiet``."""
+    if not console.quiet:
+        err_console.print(text, highlight=False, markup=False)
+
+
 def _version(value: bool) -> None:
     if value:
         from tooleval.versions import tooleval_version
@@ -161,6 +169,10 @@ def prefect_session(out: Path, expected_task_runs: list[int] | None = None,
             shared = server.begin_server(Path(os.environ["PREFECT_HOME"]))
         except KeyboardInterrupt:
             interrupted()
+        say("starting the local Prefect server…" if shared.started_here else "connecting to the local Prefect "
+            "server…")
+    else:
+        say("loading Prefect…")
     try:
         from prefect import tags
         from prefect.settings import PREFECT_API_URL, PREFECT_FLOWS_HEARTBEAT_FREQUENCY, temporary_settings
@@ -243,6 +255,7 @@ def _settle(server, stopped: bool, expected: list[int] | None) -> None:
             server.crash_dead_runs(own=True)
             server.wait_until_recorded(None, timeout=3.0)
         else:
+            say("waiting for the task runs to be recorded by the Prefect server…")
             server.wait_until_recorded(expected[0] if expected else None)
     except KeyboardInterrupt:
         interrupted()

@@ -11,7 +11,7 @@ from tooleval.errors import InputFileError
 from tooleval.models import TRIAL_MAX
 
 from tooleval.cli._app import (OutOption, _bundled_dataset, app, console, err_console, fail, open_results,
-                               prefect_session, results_location)
+                               prefect_session, results_location, say)
 from tooleval.storage import hold_run
 from tooleval.cli._report import print_drift, print_gate_line, print_run
 
@@ -130,6 +130,7 @@ def run(
             _check_cluster_key(no_redaction)
         open_results(out, remote=True)
         location = results_location(out)  # a folder, or an fsspec URL (s3://bucket/prefix)
+        say("reading the dataset and its traces…")
         plan = plan_run(dataset, traces, location, run_id, slices=slice_list, agent=live, repeats=repeats,
                         tool_results=tool_results, redact_fields=redact_field, redaction=not no_redaction,
                         gate_config=gate_config, new_redaction_key=new_redaction_key, write_key=False)
@@ -158,6 +159,7 @@ def run(
         with prefect_session(out, expected, preload=("flows.evaluate",)):
             from flows.evaluate import run_evaluate
 
+            say(f"planning {rows:,} rows…")
             result, drifted = run_evaluate(
                 rows_hint=rows, dask_address=dask_address,
                 dataset=str(dataset), traces=None if traces is None else str(traces), out=str(location),
