@@ -48,6 +48,8 @@ SLOW_MODULES = {
     "test_report_page.py": "Chromium",
     "test_pytest_plugin.py": "pytest in subprocesses, each scoring the bundled run",
     "test_warm_runner.py": "`tooleval run` processes, their warm runner and Prefect server",
+    "test_pool_signals.py": "`tooleval run` and `tooleval bench` on a process pool, signalled and killed",
+    "test_fresh_machine.py": "`tooleval run` processes with a fresh Prefect home or a server that never answers",
 }
 """Test modules whose tests start a Prefect server, a browser, an S3 or Dask process or the benchmark (the README's
 "Tests" section lists them): every test in them is ``slow``."""
