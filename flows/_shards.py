@@ -198,7 +198,7 @@ class ProcessPool(ProcessPoolTaskRunner):
             super().__enter__()
         finally:
             self._initializer, self._initargs = user
-        self._ending = ended_on_signals(self.worker_pids)
+        self._ending = ended_on_signals(self.worker_pids, interrupt=True)
         self._ending.__enter__()
         return self
 

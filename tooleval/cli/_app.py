@@ -205,6 +205,12 @@ def prefect_session(out: Path, expected_task_runs: list[int] | None = None,
             yield
         except KeyboardInterrupt:
             stopped = True
+        except Exception:
+            if not late:
+                raise
+            # the Ctrl-C, turned into another error by the library code it landed in (pydantic's serializer
+            # inside Prefect's task submission did so): the command was interrupted, not failed
+            stopped = True
         finally:
             if previous is not None:
                 signal.signal(signal.SIGINT, previous)

@@ -2,9 +2,12 @@
 benchmark's peer processes.
 
 * In the parent, :func:`ended_on_signals` ends the children it is given when SIGTERM or SIGHUP arrives (the
-  process then ends by that signal, as it would have without them), and :func:`end_processes` ends them when an
-  exception (Ctrl-C's ``KeyboardInterrupt`` included) leaves the block that runs them, instead of waiting for
-  work that may go on for minutes.
+  process then ends by that signal) and, when asked, on SIGINT (then Ctrl-C goes on as before:
+  ``KeyboardInterrupt``). They are ended inside the signal handler itself, not by the exception it raises: an
+  exception raised from a handler lands in whatever code runs at that moment, and some turns it into another
+  error (pydantic's serializer, inside Prefect's task submission, made Ctrl-C a ``PydanticSerializationError``
+  that the flow took for an ordinary failure, and the pool's shutdown then waited 80 s for its shards).
+  :func:`end_processes` also ends them when an exception leaves the block that runs them.
 * In a child, :func:`exit_with_parent` starts a thread that ends the process once its parent is gone: a parent
   killed with SIGKILL runs no handler, and a pool worker's parent may be killed so.
 
@@ -23,8 +26,8 @@ from typing import Callable, Iterable, Iterator
 __all__ = ["ENDING_SIGNALS", "end_processes", "ended_on_signals", "exit_with_parent"]
 
 ENDING_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
-"""Signals whose default action ends the process: the children are ended first. SIGINT raises
-``KeyboardInterrupt`` instead, which the caller's block handles (:func:`end_processes`)."""
+"""Signals that end the process once its children are ended. SIGINT (``interrupt=True``) ends the children and
+then raises ``KeyboardInterrupt`` as before, for the command to record the interrupted run and exit 130."""
 
 PARENT_POLL_S = 0.5
 """Seconds between two checks, in a child, that its parent is still there."""
@@ -82,35 +85,42 @@ def _on_signal(signum: int, frame) -> None:
         except Exception:  # noqa: BLE001 - a pool that is shutting down lists nothing
             continue
     end_processes(pids)
-    if callable(previous):
-        previous(signum, frame)
-    elif previous != signal.SIG_IGN:
-        signal.signal(signum, signal.SIG_DFL)  # end as the signal would have ended this process
-        signal.raise_signal(signum)
+    if previous == signal.SIG_IGN:
+        return
+    if signum == signal.SIGINT and callable(previous):
+        previous(signum, frame)  # KeyboardInterrupt, as without the children
+        return
+    # SIGTERM, SIGHUP: end now, by the signal. A handler installed before (Prefect's flow engine raises an exception
+    # to record the crash) is not called: its exception can be turned into an ordinary error on its way up, and the
+    # command would then report a failed run, exit 1, instead of ending. The next command records the crash.
+    signal.signal(signum, signal.SIG_DFL)
+    signal.raise_signal(signum)
 
 
 @contextmanager
-def ended_on_signals(pids: Callable[[], Iterable[int]]) -> Iterator[None]:
-    """While inside, SIGTERM and SIGHUP end the processes that ``pids()`` lists at that moment, then act as they
-    did before (by default: end this process by that signal). Nests; handlers are installed from the main thread
-    only (elsewhere the block runs unchanged)."""
+def ended_on_signals(pids: Callable[[], Iterable[int]], *, interrupt: bool = False) -> Iterator[None]:
+    """While inside, SIGTERM and SIGHUP end the processes that ``pids()`` lists at that moment, then this process
+    by that signal (unless it was ignored); with ``interrupt``, SIGINT ends them too, then raises
+    ``KeyboardInterrupt`` through the handler that was there. Nests (the outermost block's signals stay handled);
+    handlers are installed from the main thread only (elsewhere the block runs unchanged)."""
     main = threading.current_thread() is threading.main_thread()
+    signals = ENDING_SIGNALS + ((signal.SIGINT,) if interrupt else ())
     with _LOCK:
-        first = not _SOURCES
         _SOURCES.append(pids)
-    if first and main:
-        for signum in ENDING_SIGNALS:
-            _PREVIOUS[signum] = signal.signal(signum, _on_signal)
+    installed = []
+    if main:
+        for signum in signals:
+            if signal.getsignal(signum) is not _on_signal:
+                _PREVIOUS[signum] = signal.signal(signum, _on_signal)
+                installed.append(signum)
     try:
         yield
     finally:
         with _LOCK:
             _SOURCES.remove(pids)
-            last = not _SOURCES
-        if last and main:
-            for signum in ENDING_SIGNALS:
-                if signal.getsignal(signum) is _on_signal:
-                    signal.signal(signum, _PREVIOUS.pop(signum, signal.SIG_DFL))
+        for signum in installed:
+            if signal.getsignal(signum) is _on_signal:
+                signal.signal(signum, _PREVIOUS.pop(signum, signal.SIG_DFL))
 
 
 def exit_with_parent(parent: int | None = None, poll_s: float = PARENT_POLL_S) -> threading.Thread:
