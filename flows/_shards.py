@@ -33,7 +33,7 @@ from tooleval.runs.progress import note_stage
 from tooleval.runs.shards import cyclic_gc_paused, release_free_memory
 from tooleval.storage.stages import StageRef, read_stage_table
 
-__all__ = ["ProcessPool", "ShardContext", "ShardOutcome", "ShardWork", "run_shard", "start_worker", "warm_worker"]
+__all__ = ["ProcessPool", "ShardContext", "ShardOutcome", "ShardWork", "run_shard", "warm_worker"]
 
 
 class ShardContext(BaseModel):
@@ -188,16 +188,16 @@ class ProcessPool(ProcessPoolTaskRunner):
     def __enter__(self) -> "ProcessPool":
         from prefect.context import SettingsContext
 
-        from tooleval.runs.children import ended_on_signals
+        from tooleval.runs.children import ended_on_signals, pool_worker_initializer
 
         self._flow_settings = SettingsContext.get()  # the entering (flow's) thread's settings
-        # each worker first watches for its parent's end, then runs the caller's initializer
-        user = (getattr(self, "_initializer", None), getattr(self, "_initargs", ()))
-        self._initializer, self._initargs = start_worker, (os.getpid(), *user)
-        try:
-            super().__enter__()
-        finally:
-            self._initializer, self._initargs = user
+        super().__enter__()
+        # The executor spawns its workers on the first submissions, with the initializer it holds: Prefect's,
+        # wrapped so that each worker watches for its parent's end from the first moment (the wrapper's module is
+        # the first thing a worker imports) and ignores Ctrl-C (see pool_worker_initializer).
+        executor = self._executor
+        executor._initializer, executor._initargs = pool_worker_initializer, (
+            os.getpid(), executor._initializer, executor._initargs)
         self._ending = ended_on_signals(self.worker_pids, interrupt=True)
         self._ending.__enter__()
         return self
@@ -230,24 +230,6 @@ class ProcessPool(ProcessPoolTaskRunner):
             return super()._forward_subprocess_messages()
         with SettingsContext(profile=settings.profile, settings=settings.settings):
             return super()._forward_subprocess_messages()
-
-
-def start_worker(parent: int, initializer: Any = None, *initargs: Any) -> None:
-    """Process-pool initializer around the caller's: the worker ends by itself once ``parent`` (the command) is
-    gone (:func:`tooleval.runs.children.exit_with_parent`), ignores Ctrl-C (a terminal sends it to every process
-    of the job; the command ends its workers itself, at once, rather than each printing a traceback and its
-    shard's task failing on its own) and takes SIGTERM and SIGHUP by their default action, then runs
-    ``initializer(*initargs)``."""
-    import signal
-
-    from tooleval.runs.children import exit_with_parent
-
-    exit_with_parent(parent)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    for signum in (signal.SIGTERM, signal.SIGHUP):
-        signal.signal(signum, signal.SIG_DFL)
-    if initializer is not None:
-        initializer(*initargs)
 
 
 def warm_worker(legacy: bool = True) -> None:

@@ -198,6 +198,7 @@ def prefect_session(out: Path, expected_task_runs: list[int] | None = None,
         if not any(isinstance(f, _UserErrorFilter) for f in logging.getLogger(name).filters):
             logging.getLogger(name).addFilter(_UserErrorFilter())
     late: list[int] = []  # a Ctrl-C that something inside Prefect caught, so the command went on
+    _UserErrorFilter.interrupts = late
     previous = _count_interrupts(late)
     with temporary_settings(updates=updates), tags(server.holder_tag()):
         try:
@@ -247,9 +248,15 @@ def _count_interrupts(seen: list[int]):
 
 class _UserErrorFilter(logging.Filter):
     """Drop Prefect's ERROR record (with its traceback) for a file or usage error raised inside a flow: the
-    command prints it as one clear message and exits 2."""
+    command prints it as one clear message and exits 2. After a Ctrl-C, drop Prefect's records of the runs it
+    ended (a crash, or the traceback of the error the interrupt became): the command says "interrupted" once."""
+
+    interrupts: list[int] = []
+    """The current command's Ctrl-Cs (:func:`prefect_session`)."""
 
     def filter(self, record: logging.LogRecord) -> bool:
+        if self.interrupts:
+            return False
         error = record.exc_info[1] if record.exc_info else None
         return not isinstance(error, InputFileError) and "InputFileError" not in record.getMessage()
 

@@ -9,7 +9,11 @@ benchmark's peer processes.
   that the flow took for an ordinary failure, and the pool's shutdown then waited 80 s for its shards).
   :func:`end_processes` also ends them when an exception leaves the block that runs them.
 * In a child, :func:`exit_with_parent` starts a thread that ends the process once its parent is gone: a parent
-  killed with SIGKILL runs no handler, and a pool worker's parent may be killed so.
+  killed with SIGKILL runs no handler, and a pool worker's parent may be killed so. A process-pool worker gets it
+  through :func:`pool_worker_initializer`; and since a spawned worker unpickles its initializer's arguments (and
+  so imports Prefect, tens of seconds on a loaded machine) before any initializer runs, importing this module in a
+  process that multiprocessing's spawn is starting already starts the watch: the initializer is named first, so
+  this module is imported first.
 
 Linux and other POSIX systems only (``/proc`` is read when present; elsewhere a signal 0 probes the process).
 """
@@ -23,7 +27,7 @@ import time
 from contextlib import contextmanager
 from typing import Callable, Iterable, Iterator
 
-__all__ = ["ENDING_SIGNALS", "end_processes", "ended_on_signals", "exit_with_parent"]
+__all__ = ["ENDING_SIGNALS", "end_processes", "ended_on_signals", "exit_with_parent", "pool_worker_initializer"]
 
 ENDING_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
 """Signals that end the process once its children are ended. SIGINT (``interrupt=True``) ends the children and
@@ -128,6 +132,7 @@ def exit_with_parent(parent: int | None = None, poll_s: float = PARENT_POLL_S) -
     about ``poll_s`` seconds of its parent's end, seen as a change of the parent pid (the orphan is reparented).
     ``parent``: the pid expected (default: the current parent). Returns the watching daemon thread."""
     expected = os.getppid() if parent is None else parent
+    _WATCHING.append(expected)
 
     def watch() -> None:
         while True:
@@ -138,3 +143,31 @@ def exit_with_parent(parent: int | None = None, poll_s: float = PARENT_POLL_S) -
     thread = threading.Thread(target=watch, name="tooleval-parent-watch", daemon=True)
     thread.start()
     return thread
+
+
+_WATCHING: list[int] = []  # the parent pid this process watches for, once a watch is started
+
+
+def pool_worker_initializer(parent: int, initializer: Callable[..., None] | None, initargs: tuple) -> None:
+    """A process-pool worker's initializer around another one (``initializer(*initargs)``, run last): the worker
+    ends once ``parent`` (the command) is gone (:func:`exit_with_parent`), ignores Ctrl-C (a terminal sends it to
+    every process of the job; the command ends its workers itself, rather than each printing a traceback while its
+    shard's task fails on its own) and takes SIGTERM and SIGHUP by their default action."""
+    if parent not in _WATCHING:
+        exit_with_parent(parent)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    for signum in ENDING_SIGNALS:
+        signal.signal(signum, signal.SIG_DFL)
+    if initializer is not None:
+        initializer(*initargs)
+
+
+def _watch_if_spawning() -> None:
+    import sys
+
+    spawn = sys.modules.get("multiprocessing.spawn")
+    if spawn is not None and spawn.is_forking(sys.argv) and not _WATCHING:
+        exit_with_parent()
+
+
+_watch_if_spawning()
