@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import gc
 import math
+import os
 import time
 from collections import Counter
 from datetime import datetime, timezone
@@ -187,8 +188,39 @@ class ProcessPool(ProcessPoolTaskRunner):
     def __enter__(self) -> "ProcessPool":
         from prefect.context import SettingsContext
 
+        from tooleval.runs.children import ended_on_signals, pool_worker_initializer
+
         self._flow_settings = SettingsContext.get()  # the entering (flow's) thread's settings
-        return super().__enter__()
+        super().__enter__()
+        # The executor spawns its workers on the first submissions, with the initializer it holds: Prefect's,
+        # wrapped so that each worker watches for its parent's end from the first moment (the wrapper's module is
+        # the first thing a worker imports) and ignores Ctrl-C (see pool_worker_initializer).
+        executor = self._executor
+        executor._initializer, executor._initargs = pool_worker_initializer, (
+            os.getpid(), executor._initializer, executor._initargs)
+        self._ending = ended_on_signals(self.worker_pids, interrupt=True)
+        self._ending.__enter__()
+        return self
+
+    def worker_pids(self) -> list[int]:
+        """The pids of the pool's live workers (none once it is shut down)."""
+        executor = self._executor
+        return list(getattr(executor, "_processes", None) or ()) if executor is not None else []
+
+    def __exit__(self, exc_type: Any, exc_value: Any, traceback: Any) -> None:
+        """Shut the pool down; when an exception ends the flow (Ctrl-C's ``KeyboardInterrupt`` included), end the
+        workers first: the executor's own shutdown waits for the shards they run, minutes of a large run."""
+        from tooleval.runs.children import end_processes
+
+        try:
+            if exc_type is not None:
+                end_processes(self.worker_pids())
+            super().__exit__(exc_type, exc_value, traceback)
+        finally:
+            ending = getattr(self, "_ending", None)
+            if ending is not None:
+                self._ending = None
+                ending.__exit__(None, None, None)
 
     def _forward_subprocess_messages(self) -> None:
         from prefect.context import SettingsContext

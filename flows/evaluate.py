@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 import os
+import sys
 import threading
 import time
 from collections import Counter
@@ -141,6 +142,8 @@ def _shards(plan: RunPlan, context: ShardContext, spec: RunSpec,
     outcomes = _run_shards(plan, context, spec.workers, spec.progress, publish_shard)
     wall = time.perf_counter() - started
     _stop_worker_processes()
+    if spec.progress:  # the aggregation, gate, drift check, report and publication print nothing for seconds
+        print("aggregating and publishing the run…", file=sys.stderr, flush=True)
     timing = {"shards": len(outcomes), "workers": _effective_workers(spec.workers), "shard_size": plan.shard_size,
               "stages_wall_s": wall, "body_s": sum(o.body_s for o in outcomes),
               "shard_wall_s": sum(o.wall_s for o in outcomes)}

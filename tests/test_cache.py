@@ -14,6 +14,7 @@ import pytest
 
 from tooleval.runs.spec import RunSpec
 from conftest import REPO, TINY_CASES, TINY_TRACES, write_dataset
+from pace import PATIENT_S
 from tooleval import versions
 from tooleval.runs.plan import plan_run
 from tooleval.storage.stages import StageRef, stage_dir
@@ -98,7 +99,7 @@ def _run_cli(cwd: Path, dataset: Path, out: Path, run_id: str, seed: str, home: 
     done = subprocess.run(
         [sys.executable, "-m", "tooleval.cli", "run", "--dataset", str(dataset), "--out", str(out), "--run-id",
          run_id],
-        cwd=cwd, env=env, capture_output=True, text=True, timeout=300,
+        cwd=cwd, env=env, capture_output=True, text=True, timeout=PATIENT_S,
     )
     assert done.returncode == 0, done.stdout + done.stderr
     return done.stdout

@@ -18,10 +18,16 @@ import time
 from pathlib import Path
 
 from conftest import REPO, TINY_CASES, TINY_TRACES, write_dataset
+from pace import PATIENT_S, scaled
 from tooleval.storage import committed_files, read_table
 from tooleval.storage._pause import PAUSE_ENV, PAUSE_FILE_ENV
 
 FINAL = {"COMPLETED", "FAILED", "CRASHED", "CANCELLED"}
+
+QUIET_TO_PAUSE_S = 20.0
+"""Seconds from a first ``tooleval run`` of the tiny dataset to its pause point (its server's start-up, the plan,
+the stages), on the 2-core machine at a load of about 2: the start-up each test measures again, to scale the
+deadlines it asserts (:func:`pace.scaled`)."""
 
 
 class Cli:
@@ -41,11 +47,13 @@ class Cli:
         if pause is not None:
             flag = self.tmp / f"paused-{time.monotonic_ns()}"
             env.update({PAUSE_ENV: pause, PAUSE_FILE_ENV: str(flag)})
+        started = time.monotonic()
         process = subprocess.Popen([sys.executable, "-m", "tooleval.cli", *args], env=env, cwd=REPO, text=True,
                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+        process.started = started
         return process, flag
 
-    def run(self, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+    def run(self, *args: str, timeout: float = PATIENT_S) -> subprocess.CompletedProcess:
         process, _ = self.start(*args)
         stdout, stderr = process.communicate(timeout=timeout)
         return subprocess.CompletedProcess(args, process.returncode, stdout, stderr)
@@ -62,7 +70,9 @@ class Cli:
             return sorted(row[0] for row in db.execute(f"SELECT state_type FROM {table}"))
 
 
-def wait_for(flag: Path, process: subprocess.Popen, timeout: float = 300) -> None:
+def wait_for(flag: Path, process: subprocess.Popen, timeout: float = PATIENT_S) -> float:
+    """Wait until ``process`` reaches its pause point; returns the seconds since it started, a start-up of this
+    machine measured now."""
     deadline = time.monotonic() + timeout
     while not flag.exists():
         if process.poll() is not None:
@@ -70,6 +80,7 @@ def wait_for(flag: Path, process: subprocess.Popen, timeout: float = 300) -> Non
             raise AssertionError(f"tooleval exited {process.returncode} before its pause point: {stderr}")
         assert time.monotonic() < deadline, "tooleval never reached its pause point"
         time.sleep(0.1)
+    return time.monotonic() - process.started
 
 
 def alive(pid: int) -> bool:
@@ -92,7 +103,7 @@ def gone_within(pid: int, seconds: float) -> bool:
 def test_kill_9_mid_publish_second_writer_takeover_and_crashed_run(tmp_path):
     cli = Cli(tmp_path)
     first, flag = cli.evaluate("k1", pause="committed")
-    wait_for(flag, first)
+    startup_s = wait_for(flag, first)
     server = cli.server_pid()
     assert alive(server)
 
@@ -101,8 +112,9 @@ def test_kill_9_mid_publish_second_writer_takeover_and_crashed_run(tmp_path):
     assert f"pid {first.pid} on host" in " ".join(second.stderr.split()) and "Traceback" not in second.stderr
 
     first.send_signal(signal.SIGKILL)
-    first.communicate(timeout=10)
-    assert gone_within(server, 10), "the Prefect server outlived the killed tooleval process"
+    first.communicate(timeout=PATIENT_S)
+    assert gone_within(server, scaled(10, startup_s, QUIET_TO_PAUSE_S)), \
+        "the Prefect server outlived the killed tooleval process"
 
     # committed before the kill: readers see the whole new run (4 rows, 4 traces), drift agrees
     assert read_table(cli.out, "rows", run_id="k1").num_rows == 4
@@ -121,22 +133,23 @@ def test_kill_9_mid_publish_second_writer_takeover_and_crashed_run(tmp_path):
     # the third run ended normally: its server waits for the next command (the idle time, 3 s here), then stops
     server = cli.server_pid()
     assert alive(server)
-    assert gone_within(server, 30), "an idle server did not stop by itself"
+    assert gone_within(server, scaled(30, startup_s, QUIET_TO_PAUSE_S)), "an idle server did not stop by itself"
 
 
 def test_ctrl_c_exits_130_quickly_publishes_nothing_and_records_the_crash(tmp_path):
     cli = Cli(tmp_path)
     process, flag = cli.evaluate("c1", pause="written")
-    wait_for(flag, process)
+    startup_s = wait_for(flag, process)
     server = cli.server_pid()
     started = time.monotonic()
     os.killpg(process.pid, signal.SIGINT)  # what Ctrl-C in a shell sends: the job's process group
-    stdout, stderr = process.communicate(timeout=60)
+    stdout, stderr = process.communicate(timeout=PATIENT_S)
     elapsed = time.monotonic() - started
     assert process.returncode == 130, stderr
-    assert elapsed < 10, elapsed
+    # the promise: within 10 s on the quiet machine (measured: 18.7 s at a load of 10-20)
+    assert elapsed < scaled(10, startup_s, QUIET_TO_PAUSE_S), (elapsed, startup_s)
     assert "Traceback" not in stderr and "interrupted" in stderr
-    assert gone_within(server, 10)
+    assert gone_within(server, scaled(10, startup_s, QUIET_TO_PAUSE_S))
     assert committed_files(cli.out, "rows") == [] and not (cli.out / "runs/c1/commit.json").exists()
     assert list(cli.out.glob("rows/*/*/*.parquet")) == []  # the written files were discarded
     assert cli.states("flow_run") == ["CRASHED"]

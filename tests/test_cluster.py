@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 
 from tooleval.storage import read_table
+from pace import PATIENT_S
 
 ROWS = 2_000
 SHARD_ROWS = "250"
@@ -59,7 +60,7 @@ class Processes:
                 process.wait(timeout=30)
 
 
-def _wait_port(port: int, timeout: float = 60) -> None:
+def _wait_port(port: int, timeout: float = PATIENT_S) -> None:
     deadline = time.monotonic() + timeout
     while True:
         try:
@@ -70,7 +71,7 @@ def _wait_port(port: int, timeout: float = 60) -> None:
             time.sleep(0.2)
 
 
-def _wait_workers(address: str, count: int, timeout: float = 60) -> None:
+def _wait_workers(address: str, count: int, timeout: float = PATIENT_S) -> None:
     from distributed import Client
 
     with Client(address, timeout=timeout) as client:
@@ -110,7 +111,7 @@ def cluster(tmp_path_factory):
         processes.stop()
 
 
-def _tooleval(env: dict[str, str], cwd: Path, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+def _tooleval(env: dict[str, str], cwd: Path, *args: str, timeout: float = PATIENT_S) -> subprocess.CompletedProcess:
     """``tooleval ARGS`` in ``cwd`` (so that a stray local folder named ``s3:`` would show up there)."""
     return subprocess.run([str(BIN / "tooleval"), *args], env=env, capture_output=True, text=True, timeout=timeout,
                           cwd=cwd)
@@ -161,7 +162,7 @@ def test_dask_run_to_s3_with_a_killed_worker_equals_the_local_run_and_sql_reads_
     victim.wait(timeout=30)
     cluster["processes"].start("worker-3", "dask", "worker", cluster["address"], "--nthreads", "1",
                                "--no-dashboard", "--name", "w3", env=env)
-    stdout, stderr = run.communicate(timeout=300)
+    stdout, stderr = run.communicate(timeout=PATIENT_S)
     assert run.returncode == local.returncode, stderr[-3000:]
 
     s3.invalidate_cache()

@@ -25,6 +25,7 @@ import duckdb
 import pytest
 
 from conftest import REPO, TINY_CASES, TINY_TRACES, write_dataset
+from pace import PATIENT_S
 
 WARM_CLIENT_MAX_MB = 80
 """A client served warm stays under this peak RSS; a cold run is above :data:`COLD_RUN_MIN_MB`."""
@@ -72,7 +73,7 @@ def _run(src, dataset, out, run_id, env, **extra) -> tuple[int, str, str, float]
     done = subprocess.run(
         [sys.executable, "-c", MEASURED, str(peak), sys.executable, "-m", "tooleval.cli", "run", "--dataset",
          str(dataset), "--out", str(out), "--run-id", run_id],
-        cwd=src, env={**env, **extra}, capture_output=True, text=True, timeout=300)
+        cwd=src, env={**env, **extra}, capture_output=True, text=True, timeout=PATIENT_S)
     return done.returncode, done.stdout, done.stderr, int(peak.read_text()) / 1024
 
 
@@ -182,7 +183,7 @@ def test_ctrl_c_and_sigkill_at_the_client_end_the_warm_command(setup, tmp_path):
         command = int(flag.read_text())  # the process paused inside the publication
         assert command != client.pid and _parent(command) == runner  # forked by the runner, not the client
         client.send_signal(how)
-        stdout, stderr = client.communicate(timeout=120)
+        stdout, stderr = client.communicate(timeout=PATIENT_S)
         if how == signal.SIGINT:  # passed on: the command stops as at a Ctrl-C in its own terminal
             assert client.returncode == 130, stdout + stderr
             assert "interrupted: nothing of this command was published." in stderr

@@ -20,6 +20,11 @@ callers meet the same error where the value is read.
   has imported what a run imports; ``0`` runs every command cold, in its own process.
 * ``TOOLEVAL_REDACTION_KEY``: the redaction key's text; ``TOOLEVAL_REDACTION_KEY_FILE``: a readable, non-empty
   file holding it (:mod:`tooleval.capture.keys`); default: ``<out>/redaction.key``.
+* ``PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS`` (Prefect's own setting, which tooleval reads too): seconds
+  a command waits for the local Prefect server to answer after starting it, a number in [1, 86400]; default
+  :data:`DEFAULT_SERVER_STARTUP_S` (checked where a command sets Prefect up, not by :func:`check_environment`).
+* ``PREFECT_HOME`` (Prefect's own): when set, the folder is created (with its parents) as Prefect would; one that
+  cannot be is refused (:func:`make_prefect_env_home`).
 * ``TOOLEVAL_TEST_PUBLISH_PAUSE`` (tests only): ``written``, ``committed`` or ``rolling``; with
   ``TOOLEVAL_TEST_PUBLISH_PAUSE_FILE``, where the paused process writes its pid (:mod:`tooleval.storage._pause`).
 """
@@ -37,13 +42,16 @@ __all__ = ["EnvironmentValueError", "LOCK_TTL_ENV", "MAX_LINE_ENV", "PREFECT_HOM
            "WARM_RUNNER_ENV", "PAUSE_ENV", "PAUSE_FILE_ENV", "PAUSE_POINTS", "DEFAULT_LOCK_TTL_S", "DEFAULT_MAX_LINE_BYTES",
            "DEFAULT_SERVER_IDLE_S", "LOCK_TTL_RANGE", "MAX_LINE_RANGE", "SERVER_IDLE_RANGE", "lock_ttl_s",
            "max_line_bytes", "prefect_home", "make_prefect_home", "prefect_server_idle_s", "warm_runner_enabled",
-           "check_environment"]
+           "check_environment", "STARTUP_TIMEOUT_ENV", "DEFAULT_SERVER_STARTUP_S", "SERVER_STARTUP_RANGE",
+           "prefect_server_startup_s", "PREFECT_ENV_HOME", "make_prefect_env_home"]
 
 LOCK_TTL_ENV = "TOOLEVAL_LOCK_TTL_S"
 MAX_LINE_ENV = "TOOLEVAL_MAX_LINE_BYTES"
 PREFECT_HOME_ENV = "TOOLEVAL_PREFECT_HOME"
 SERVER_IDLE_ENV = "TOOLEVAL_PREFECT_SERVER_IDLE_S"
 WARM_RUNNER_ENV = "TOOLEVAL_WARM_RUNNER"
+STARTUP_TIMEOUT_ENV = "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS"
+PREFECT_ENV_HOME = "PREFECT_HOME"
 PAUSE_ENV = "TOOLEVAL_TEST_PUBLISH_PAUSE"
 PAUSE_FILE_ENV = "TOOLEVAL_TEST_PUBLISH_PAUSE_FILE"
 
@@ -54,6 +62,13 @@ day, a lease left by a process that died on another host would block its run id 
 period."""
 
 DEFAULT_SERVER_IDLE_S = 300.0
+DEFAULT_SERVER_STARTUP_S = 300.0
+"""Seconds a command waits for the local Prefect server it started to answer. A fresh server (new database) answered
+after 18 s on the quiet 2-core machine, and after 19-50 s with both cores kept busy by two other processes while
+the command imported its own modules beside it; a shared CI runner at a load of 10-20 is slower still. 300 s is
+six times the slowest measured start-up: a server that is merely slow is waited for, one that hangs is still
+reported within minutes."""
+SERVER_STARTUP_RANGE = (1.0, 86_400.0)
 SERVER_IDLE_RANGE = (0.0, 86_400.0)
 """Seconds: 0 stops the server with each command (no reuse); over a day, an unused server would outlive the
 working day that a reuse saves start-ups in."""
@@ -119,6 +134,8 @@ _DEFAULTS = {
     PREFECT_HOME_ENV: "default <out>/.tooleval/prefect",
     SERVER_IDLE_ENV: f"default {_plain(DEFAULT_SERVER_IDLE_S)} seconds",
     WARM_RUNNER_ENV: "default 1, on",
+    STARTUP_TIMEOUT_ENV: f"default {_plain(DEFAULT_SERVER_STARTUP_S)} seconds",
+    PREFECT_ENV_HOME: "tooleval then puts Prefect's home under <out>/.tooleval/prefect",
     PAUSE_ENV: "no pause: the variable is for tests only",
 }
 
@@ -142,6 +159,17 @@ def prefect_server_idle_s() -> float:
     """
     value = _number(SERVER_IDLE_ENV, *SERVER_IDLE_RANGE, integer=False, unit="seconds")
     return DEFAULT_SERVER_IDLE_S if value is None else float(value)
+
+
+def prefect_server_startup_s() -> float:
+    """Seconds a command waits for the local Prefect server to answer:
+    ``$PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS`` in [1, 86400], or :data:`DEFAULT_SERVER_STARTUP_S`.
+
+    Raises:
+        EnvironmentValueError: the value is not a finite number in that range (``1m``, ``0``, ``1e999``).
+    """
+    value = _number(STARTUP_TIMEOUT_ENV, *SERVER_STARTUP_RANGE, integer=False, unit="seconds")
+    return DEFAULT_SERVER_STARTUP_S if value is None else float(value)
 
 
 def warm_runner_enabled() -> bool:
@@ -211,6 +239,26 @@ def make_prefect_home() -> Path | None:
         path.mkdir(parents=True, exist_ok=True)
     except OSError:
         raise EnvironmentValueError(PREFECT_HOME_ENV, str(path), _HOME_ACCEPTED, _DEFAULTS[PREFECT_HOME_ENV]) from None
+    return path
+
+
+def make_prefect_env_home() -> Path | None:
+    """Create ``$PREFECT_HOME`` (``~`` expanded, with its parents) when it is set, as Prefect itself would: CI jobs
+    point it at a workspace path that does not exist yet. Returns the absolute folder (``None`` when unset).
+
+    Raises:
+        EnvironmentValueError: the folder cannot be created there (a file in the way, no permission).
+    """
+    text = _value(PREFECT_ENV_HOME)
+    if text is None:
+        return None
+    try:
+        path = Path(text).expanduser().absolute()
+        path.mkdir(parents=True, exist_ok=True)
+        if not os.access(path, os.W_OK | os.X_OK):
+            raise PermissionError(text)
+    except (OSError, ValueError, RuntimeError):  # ValueError: a NUL; RuntimeError: an unknown ~user
+        raise EnvironmentValueError(PREFECT_ENV_HOME, text, _HOME_ACCEPTED, _DEFAULTS[PREFECT_ENV_HOME]) from None
     return path
 
 

@@ -93,6 +93,8 @@ import sys
 from pathlib import Path
 from tooleval.bench import _peers
 from tooleval.bench._run import time_warm
+from tooleval.runs.children import exit_with_parent
+exit_with_parent()  # the benchmark killed with SIGKILL: its peer does not time on for nobody
 name, dataset, rows, warmup, what, corpus_rows = sys.argv[1:]
 log = lambda line: print(line, file=sys.stderr, flush=True)
 print(time_warm(getattr(_peers, name), Path(dataset), int(rows), int(warmup), what, log,
@@ -115,17 +117,25 @@ def _time_warm_fresh(loop: str, dataset: Path, rows: int, warmup: int, what: str
     import subprocess
     import sys
 
+    from tooleval.runs.children import end_processes, ended_on_signals
+
     tail = ""
     with subprocess.Popen([sys.executable, "-c", _FRESH_PEER, loop, str(dataset), str(rows), str(warmup), what,
                            str(corpus_rows or rows)],
                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as child:
-        for line in child.stderr:  # type: ignore[union-attr]
-            line = line.rstrip("\n")
-            if line.startswith("bench: "):
-                log(line)
-            elif line.strip():
-                tail = line
-        out = child.stdout.read()  # type: ignore[union-attr]
+        # SIGTERM or SIGHUP end the peer with the benchmark; Ctrl-C (or any error) ends it before the wait below
+        with ended_on_signals(lambda: [child.pid]):
+            try:
+                for line in child.stderr:  # type: ignore[union-attr]
+                    line = line.rstrip("\n")
+                    if line.startswith("bench: "):
+                        log(line)
+                    elif line.strip():
+                        tail = line
+                out = child.stdout.read()  # type: ignore[union-attr]
+            except BaseException:
+                end_processes([child.pid])
+                raise
     if child.returncode != 0:
         raise RuntimeError(f"{what} failed in its own process: {tail}")
     return float(out.strip().splitlines()[-1])

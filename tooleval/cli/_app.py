@@ -28,6 +28,14 @@ _NOT_A_TERMINAL_WIDTH = 4096
 """Width of output that is not a terminal: wide enough that paths, ids and commands are never wrapped or cut."""
 
 
+def say(text: str) -> None:
+    """One line on stderr saying what a command is doing during a step that prints nothing else (a server's
+    start-up, a plan, the wait for Prefect's records: up to a minute on a loaded machine); nothing with
+    ``--quiet``."""
+    if not console.quiet:
+        err_console.print(text, highlight=False, markup=False)
+
+
 def _version(value: bool) -> None:
     if value:
         from tooleval.versions import tooleval_version
@@ -89,17 +97,25 @@ def prefect_environment(out: Path) -> dict[str, str]:
     Returns:
         The variables this call set.
 
+    A ``PREFECT_HOME`` of the environment that does not exist yet is created, as Prefect creates its home.
+
     Raises:
-        tooleval.settings.EnvironmentValueError: ``$TOOLEVAL_PREFECT_HOME`` cannot be a folder (exit 2).
+        tooleval.settings.EnvironmentValueError: ``$TOOLEVAL_PREFECT_HOME`` or ``$PREFECT_HOME`` cannot be a
+            folder, or ``$PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS`` is not a number of seconds (exit 2).
         tooleval.storage.OutFolderError: a symbolic link under ``<out>/.tooleval`` (exit 2).
     """
-    from tooleval.settings import make_prefect_home
+    from tooleval.settings import (DEFAULT_SERVER_STARTUP_S, STARTUP_TIMEOUT_ENV, make_prefect_env_home,
+                                   make_prefect_home, prefect_server_startup_s)
     from tooleval.storage import check_state_folder, ensure_dir
     from tooleval.storage import local_state_dir
 
     location = results_location(out)
     local = location.resolve() if isinstance(location, Path) else location
     configured = make_prefect_home()  # $TOOLEVAL_PREFECT_HOME, checked and created
+    prefect_server_startup_s()  # a value that is no number of seconds is refused before any server starts
+    if configured is None and os.environ.get("PREFECT_HOME"):
+        # the user's own home: the server's lock and state files go there, so it must exist before they do
+        os.environ["PREFECT_HOME"] = str(make_prefect_env_home())
     if configured is not None:
         home = str(configured)
     elif isinstance(local, Path):  # <out>/.tooleval/prefect: no link on the way, nor anywhere under .tooleval
@@ -115,7 +131,7 @@ def prefect_environment(out: Path) -> dict[str, str]:
         "DO_NOT_TRACK": "1",
         "PREFECT_LOGGING_LEVEL": "WARNING",
         "PREFECT_SERVER_LOGGING_LEVEL": "CRITICAL",
-        "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "60",
+        STARTUP_TIMEOUT_ENV: str(int(DEFAULT_SERVER_STARTUP_S)),
         "PREFECT_TASKS_RUNNER_THREAD_POOL_MAX_WORKERS": "4",
     }
     Path(home).mkdir(parents=True, exist_ok=True)
@@ -155,6 +171,10 @@ def prefect_session(out: Path, expected_task_runs: list[int] | None = None,
             shared = server.begin_server(Path(os.environ["PREFECT_HOME"]))
         except KeyboardInterrupt:
             interrupted()
+        say("starting the local Prefect server…" if shared.started_here else "connecting to the local Prefect "
+            "server…")
+    else:
+        say("loading Prefect…")
     try:
         from prefect import tags
         from prefect.settings import PREFECT_API_URL, PREFECT_FLOWS_HEARTBEAT_FREQUENCY, temporary_settings
@@ -165,11 +185,13 @@ def prefect_session(out: Path, expected_task_runs: list[int] | None = None,
         if shared is not None and PREFECT_API_URL.value():  # set where only Prefect looks (prefect.toml, .env)
             server.end_server(linger=False)
         elif shared is not None:
-            timeout = float(os.environ.get("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "60"))
-            updates[PREFECT_API_URL] = shared.wait(timeout)
+            updates[PREFECT_API_URL] = shared.wait()
     except KeyboardInterrupt:
         server.end_server(linger=False)
         interrupted()
+    except InputFileError as exc:  # the server did not answer: the run never started
+        server.end_server(linger=False)
+        fail(exc)
     except BaseException:
         server.end_server(linger=False)
         raise
@@ -178,12 +200,19 @@ def prefect_session(out: Path, expected_task_runs: list[int] | None = None,
         if not any(isinstance(f, _UserErrorFilter) for f in logging.getLogger(name).filters):
             logging.getLogger(name).addFilter(_UserErrorFilter())
     late: list[int] = []  # a Ctrl-C that something inside Prefect caught, so the command went on
+    _UserErrorFilter.interrupts = late
     previous = _count_interrupts(late)
     with temporary_settings(updates=updates), tags(server.holder_tag()):
         try:
             server.crash_dead_runs()
             yield
         except KeyboardInterrupt:
+            stopped = True
+        except Exception:
+            if not late:
+                raise
+            # the Ctrl-C, turned into another error by the library code it landed in (pydantic's serializer
+            # inside Prefect's task submission did so): the command was interrupted, not failed
             stopped = True
         finally:
             if previous is not None:
@@ -240,9 +269,15 @@ def _count_interrupts(seen: list[int]):
 
 class _UserErrorFilter(logging.Filter):
     """Drop Prefect's ERROR record (with its traceback) for a file or usage error raised inside a flow: the
-    command prints it as one clear message and exits 2."""
+    command prints it as one clear message and exits 2. After a Ctrl-C, drop Prefect's records of the runs it
+    ended (a crash, or the traceback of the error the interrupt became): the command says "interrupted" once."""
+
+    interrupts: list[int] = []
+    """The current command's Ctrl-Cs (:func:`prefect_session`)."""
 
     def filter(self, record: logging.LogRecord) -> bool:
+        if self.interrupts:
+            return False
         error = record.exc_info[1] if record.exc_info else None
         return not isinstance(error, InputFileError) and "InputFileError" not in record.getMessage()
 
@@ -254,6 +289,7 @@ def _settle(server, stopped: bool, expected: list[int] | None) -> None:
             server.crash_dead_runs(own=True)
             server.wait_until_recorded(None, timeout=3.0)
         else:
+            say("waiting for the task runs to be recorded by the Prefect server…")
             server.wait_until_recorded(expected[0] if expected else None)
     except KeyboardInterrupt:
         interrupted()

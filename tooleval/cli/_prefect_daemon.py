@@ -77,7 +77,10 @@ def _stop_when_unused(home: Path) -> bool:
 
 
 def watch(server, home: Path) -> None:
-    """Set ``server.should_exit`` when the home is gone or the server is no longer wanted (module docstring)."""
+    """Set ``server.should_exit`` when the home is gone or the server is no longer wanted (module docstring).
+    A server still starting ends at once: uvicorn looks at ``should_exit`` only once its start-up is over, which
+    took minutes on a loaded machine, and a server that never answered has served nothing (SQLite's journal
+    keeps its database whole)."""
     inode = os.stat(home).st_ino
     while not server.should_exit:
         time.sleep(POLL_S)
@@ -85,6 +88,8 @@ def watch(server, home: Path) -> None:
             server.should_exit = True
         elif not _in_use(home) and not _lingering(home) and _stop_when_unused(home):
             server.should_exit = True
+        if server.should_exit and not server.started:
+            os._exit(0)
 
 
 def main(home: Path, port: int) -> None:

@@ -42,11 +42,12 @@ import sys
 import time
 from pathlib import Path
 
-from tooleval.settings import DEFAULT_SERVER_IDLE_S
+from tooleval.errors import InputFileError
+from tooleval.settings import DEFAULT_SERVER_IDLE_S, STARTUP_TIMEOUT_ENV
 from tooleval.storage import process_alive, process_start
 
-__all__ = ["IDLE_S", "ServerUse", "begin_server", "crash_dead_runs", "end_server", "holder_tag", "server_for",
-           "wait_until_recorded"]
+__all__ = ["IDLE_S", "ServerStartError", "ServerUse", "begin_server", "crash_dead_runs", "end_server", "holder_tag",
+           "server_for", "wait_until_recorded"]
 
 logger = logging.getLogger(__name__)
 
@@ -93,6 +94,39 @@ RESTARTS = 2
 """Times a command starts the server again when it exited before it answered (its port taken by another process
 between the choice and the bind, a start-up failure), before giving up with the server's log named."""
 
+LOG_LINES = 12
+"""Lines of ``server.log`` quoted when the server did not answer."""
+
+
+class ServerStartError(InputFileError):
+    """The local Prefect server did not answer in time, or kept exiting before it answered: an environment error
+    (exit 2; the run never started). The message quotes the last lines of the server's log and names
+    ``PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS``.
+
+    Attributes:
+        log: The server's log file.
+    """
+
+    def __init__(self, log: Path, problem: str) -> None:
+        super().__init__(None, None, f"{problem}\n{_log_tail(log)}\n",
+                         f"on a busy machine give the server longer: {STARTUP_TIMEOUT_ENV}=600 (seconds); "
+                         "or point PREFECT_API_URL at a running Prefect server.")
+        self.args = (log, problem)  # what pickling passes back to __init__
+        self.log = log
+
+
+def _log_tail(log: Path) -> str:
+    """The last :data:`LOG_LINES` lines of ``log``, indented, under a line naming it."""
+    try:
+        with open(log, "rb") as handle:
+            handle.seek(max(0, os.path.getsize(log) - 64 * 1024))
+            lines = handle.read().decode("utf-8", "replace").splitlines()[-LOG_LINES:]
+    except OSError:
+        lines = []
+    if not any(line.strip() for line in lines):
+        return f"{log} holds nothing (the server logs errors only)."
+    return f"last lines of {log}:\n" + "\n".join(f"  {line}" for line in lines)
+
 
 class ServerUse:
     """This process's use of the shared server of ``home`` (:func:`begin_server`, then :meth:`wait`, then
@@ -107,41 +141,87 @@ class ServerUse:
 
     def __init__(self, home: Path, port: int, pid: int, started_here: bool, users) -> None:
         self.home, self.port, self.pid, self.started_here, self._users = home, port, pid, started_here, users
+        self.began = time.monotonic()  # when this command started the server, or found it
 
     @property
     def api_url(self) -> str:
         return f"http://127.0.0.1:{self.port}/api"
 
-    def wait(self, timeout: float = 60.0) -> str:
-        """Wait until the server's ``/api/health`` answers; return its API URL. A server that exits before it
-        answers is replaced (:data:`RESTARTS` times at most; :meth:`_replace`).
+    def wait(self, timeout: float | None = None) -> str:
+        """Wait until the server's ``/api/health`` answers; return its API URL. ``timeout``: seconds from the
+        moment this command started (or found) the server, default
+        :func:`tooleval.settings.prefect_server_startup_s`. A server that exits before it answers is replaced
+        (:data:`RESTARTS` times at most; :meth:`_replace`).
+
+        On failure this command's use ends, and a server that it started and that no other command uses is
+        stopped (and waited for), so that nothing of the command is left running.
 
         Raises:
-            RuntimeError: the server, and each one started in its place, exited, or none answered within
-                ``timeout`` seconds (its log is named).
+            ServerStartError: the server, and each one started in its place, exited, or none answered within
+                ``timeout`` seconds (the message quotes the server's log).
         """
         import httpx
 
+        if timeout is None:
+            from tooleval.settings import prefect_server_startup_s
+
+            timeout = prefect_server_startup_s()
         log = self.home / "server.log"
-        deadline = time.monotonic() + timeout
         restarts = 0
-        with httpx.Client() as client:
-            while time.monotonic() < deadline:
-                if not _running(self.pid):
-                    if restarts == RESTARTS:
-                        raise RuntimeError(f"the Prefect server (pid {self.pid}) exited; see {log}")
-                    restarts += 1
-                    logger.warning("the Prefect server (pid %d) exited before it answered; starting another "
-                                   "(see %s)", self.pid, log)
-                    self._replace()
-                    continue
-                try:
-                    if client.get(f"{self.api_url}/health", timeout=2).status_code == 200:
-                        return self.api_url
-                except httpx.HTTPError:
-                    pass
-                time.sleep(0.05)
-        raise RuntimeError(f"the Prefect server did not answer within {timeout:.0f} s; see {log}")
+        try:
+            with httpx.Client() as client:
+                while True:  # asked at least once: the command's own imports may have outlasted the timeout
+                    if not _running(self.pid):
+                        if restarts == RESTARTS:
+                            raise ServerStartError(log, f"the local Prefect server (pid {self.pid}) exited before "
+                                                   f"it answered, {RESTARTS + 1} times.")
+                        restarts += 1
+                        logger.warning("the Prefect server (pid %d) exited before it answered; starting another "
+                                       "(see %s)", self.pid, log)
+                        self._replace()
+                        continue
+                    try:
+                        if client.get(f"{self.api_url}/health", timeout=2).status_code == 200:
+                            return self.api_url
+                    except httpx.HTTPError:
+                        pass
+                    if time.monotonic() >= self.began + timeout:
+                        break
+                    time.sleep(0.05)
+            stopped = self.abandon()
+            raise ServerStartError(log, f"the local Prefect server (pid {self.pid}) did not answer within "
+                                   f"{timeout:g} s of its start ({STARTUP_TIMEOUT_ENV}); "
+                                   + ("it was stopped." if stopped else "other commands still wait for it."))
+        except BaseException:  # a timeout, an exited server, an interrupt: none leaves a server starting for nobody
+            self.abandon()
+            raise
+
+    def abandon(self) -> bool:
+        """End this command's use, and stop the server if this command started it and no other command uses it:
+        a server that has not answered would otherwise finish its start-up first (minutes on a loaded machine).
+        Returns whether the server is gone. Idempotent."""
+        self.end(linger=False)
+        if not self.started_here:
+            return not _running(self.pid)
+        with open(self.home / START_LOCK, "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            if not _running(self.pid):
+                return True
+            if _in_use(self.home):
+                return False
+            try:
+                if json.loads((self.home / STATE).read_text()).get("pid") == self.pid:
+                    (self.home / STATE).unlink()
+            except (OSError, ValueError):
+                pass
+            try:
+                os.killpg(self.pid, 9)  # its own session: the server and anything it started
+            except OSError:
+                pass
+            for process in _SPAWNED:
+                if process.pid == self.pid:
+                    process.wait()  # reaped before the lock is released: the next command sees it gone
+            return True
 
     def _replace(self) -> None:
         """Use the server that took the exited one's place, or start it: under the start lock, so that commands
@@ -153,6 +233,7 @@ class ServerUse:
                 state = _start(self.home)
                 self.started_here = True
         self.pid, self.port = state["pid"], state["port"]
+        self.began = time.monotonic()
 
     def end(self, *, linger: bool) -> None:
         """Stop using the server. ``linger``: this command ended normally, so the server waits for the next one
@@ -164,6 +245,17 @@ class ServerUse:
         if idle > 0:
             _write(self.home / LINGER, str(time.time() + idle))
         users.close()  # releases the shared lock
+
+
+def _in_use(home: Path) -> bool:
+    """Whether a command holds its shared lock on ``server.users``."""
+    with open(home / USERS, "a") as users:
+        try:
+            fcntl.flock(users, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        fcntl.flock(users, fcntl.LOCK_UN)
+        return False
 
 
 def _running(pid: int) -> bool:
@@ -239,9 +331,12 @@ def end_server(*, linger: bool) -> None:
 
 
 def server_for(home: Path) -> str:
-    """The API URL of the shared server of ``home``, found or started, once it answers."""
-    timeout = float(os.environ.get("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "60"))
-    return begin_server(home).wait(timeout)
+    """The API URL of the shared server of ``home``, found or started, once it answers.
+
+    Raises:
+        ServerStartError: see :meth:`ServerUse.wait`.
+    """
+    return begin_server(home).wait()
 
 
 def holder_tag() -> str:

@@ -11,7 +11,7 @@ from tooleval.errors import InputFileError
 from tooleval.models import TRIAL_MAX
 
 from tooleval.cli._app import (OutOption, _bundled_dataset, app, console, err_console, fail, open_results,
-                               prefect_session, results_location)
+                               prefect_session, results_location, say)
 from tooleval.storage import hold_run
 from tooleval.cli._report import print_drift, print_gate_line, print_run
 
@@ -140,6 +140,7 @@ def run(
         open_results(out, remote=True)
         location = results_location(out)  # a folder, or an fsspec URL (s3://bucket/prefix)
         spec = spec.model_copy(update={"agent": live})  # the agent's options were checked as it was made
+        say("reading the dataset and its traces…")
         plan = plan_run(spec, write_key=False)
         make_prefect_home()  # a $TOOLEVAL_PREFECT_HOME that cannot be made is refused before the lease is written
     except ValueError as exc:
@@ -167,6 +168,7 @@ def run(
         with prefect_session(out, expected, preload=("flows.evaluate",)):
             from flows.evaluate import run_evaluate
 
+            say(f"planning {rows:,} rows…")
             result, drifted = run_evaluate(spec, rows_hint=rows)
             expected.append(sum(sum(states.values()) for states in result.stage_states.values()))
     except InputFileError as exc:
