@@ -114,11 +114,12 @@ def test_a_run_over_hostile_lines_publishes_every_row(tmp_path):
     summary = json.loads((out / "runs/h1/summary.json").read_text())
     rows = pq.read_table(out / "rows/dataset_revision=r1/run_id=h1").to_pylist()
     by_row = {(r["case_id"], r["trial"]): r for r in rows}
-    # every hostile line redacted and scored; the CESU-8 line (not UTF-8) is its row's typed error
+    # every hostile line redacted and scored; the CESU-8 line (not UTF-8) is its line's typed error
     assert {k for k, r in by_row.items() if r["error_kind"] is None} == {("A", 0), ("A", 1), ("B", 0), ("B", 1),
                                                                            ("C", 0)}
     assert by_row[("A", 0)]["exact_match"] and by_row[("C", 0)]["exact_match"]
     errors = json.loads((out / "runs/h1/errors.json").read_text())
-    assert [(e["case_id"], e["trial"]) for e in errors] == [("C", 1)] and summary["errors"] == 1
+    assert [(e["kind"], e["line"]) for e in errors] == [("unreadable_trace", 6)] and summary["errors"] == 1
+    assert "UTF-8" in errors[0]["message"]
     traces = pq.read_table(out / "traces/dataset_revision=r1/run_id=h1").to_pylist()
-    assert "\\udbff" not in json.dumps(traces) and "redacted:" in json.dumps(traces)
+    assert "\\udbff" not in json.dumps(traces, default=str) and "redacted:" in json.dumps(traces, default=str)
