@@ -189,8 +189,8 @@ def sql(
                           "from rows\".", highlight=False)
         raise typer.Exit(2)
     try:
-        cursor = con.execute(query)
-        if cursor.description is None:  # only comments, or a statement without a result (SET, CREATE VIEW...)
+        cursor = con.execute(query)  # only comments: no statement, and DuckDB returns None
+        if cursor is None or cursor.description is None:  # only comments, or a statement without a result (SET, CREATE VIEW...)
             err_console.print("[bold red]error:[/] the query returns no result set (it holds only comments, or a "
                               "statement that returns no rows); pass a SELECT, DESCRIBE or SHOW.", highlight=False)
             raise typer.Exit(2)
