@@ -40,7 +40,11 @@ def test_gc_in_a_loop_beside_a_run_spares_what_the_run_needs(tmp_path):
     out = tmp_path / "results"
     run = _run("--dataset", str(BUNDLED), "--out", str(out), "--run-id", "nightly")
     passes, kept_for_the_run, deleted = 0, 0, 0
+    deadline = time.monotonic() + 900
     while run.poll() is None:  # the nightly gc, as often as it can run, for the whole run
+        if time.monotonic() > deadline:  # the run hung once its stage files were gone
+            run.kill()
+            pytest.fail(f"the run did not end within 900 s beside gc: {run.communicate()[0][-3000:]}")
         if (out / ".tooleval").is_dir():
             report = collect_garbage(out)
             passes += 1
