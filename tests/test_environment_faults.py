@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -145,3 +147,49 @@ def test_a_disk_that_fills_during_the_run(tmp_path, size):
 def test_the_sql_views_still_answer_after_a_refused_command(published):
     done = _tooleval("sql", "--out", str(published), "--format", "jsonl", "select count(*) as n from rows")
     assert done.returncode == 0 and json.loads(done.stdout.splitlines()[0]) == {"n": 4}
+
+
+POOL_RUN = """
+import sys
+
+if __name__ == "__main__":  # the pool's spawned workers import this file again: only the command runs it
+    import flows.evaluate
+    flows.evaluate.PROCESS_POOL_MIN_ROWS = 1  # a pool for the bundled 200 rows, as for a large corpus
+    import tooleval.cli
+    sys.argv = ["tooleval", *sys.argv[1:]]
+    tooleval.cli.main()
+"""
+
+
+def test_a_pool_worker_killed_with_sigkill(tmp_path):
+    script = tmp_path / "pool_run.py"
+    script.write_text(POOL_RUN)
+    out = tmp_path / "results"
+    process = subprocess.Popen([sys.executable, str(script), "run", "--dataset", str(BUNDLED), "--out", str(out),
+                                "--run-id", "pool", "--workers", "2", "--shard-size", "10"],
+                               env=_env(TOOLEVAL_PREFECT_HOME=str(tmp_path / "prefect-home")), cwd=REPO, text=True,
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    killed, deadline = None, time.monotonic() + 600
+    while killed is None and process.poll() is None and time.monotonic() < deadline:
+        children = subprocess.run(["pgrep", "-P", str(process.pid)], capture_output=True, text=True).stdout.split()
+        for child in children:
+            try:
+                command = Path(f"/proc/{child}/cmdline").read_bytes()
+            except OSError:
+                continue
+            if b"spawn_main" in command:  # a pool worker (not the resource tracker)
+                time.sleep(5)  # at work on a shard by then
+                os.kill(int(child), signal.SIGKILL)
+                killed = child
+                break
+        time.sleep(0.2)
+    printed = process.communicate(timeout=600)[0]
+    assert killed is not None, printed[-3000:]
+    text = _exit_2(process_result(process, printed), "a worker process of the run ended abruptly",
+                   "run it again")
+    assert "BrokenProcessPool" not in text.replace("exception: BrokenProcessPool", "")  # Prefect's state line only
+    assert not (out / "runs/pool/commit.json").exists()
+
+
+def process_result(process: subprocess.Popen, printed: str) -> subprocess.CompletedProcess:
+    return subprocess.CompletedProcess(process.args, process.returncode, printed, "")

@@ -268,9 +268,10 @@ def _count_interrupts(seen: list[int]):
 
 
 class _UserErrorFilter(logging.Filter):
-    """Drop Prefect's ERROR record (with its traceback) for a file or usage error raised inside a flow: the
-    command prints it as one clear message and exits 2. After a Ctrl-C, drop Prefect's records of the runs it
-    ended (a crash, or the traceback of the error the interrupt became): the command says "interrupted" once."""
+    """Drop Prefect's ERROR record (with its traceback) for a file or usage error raised inside a flow, or an
+    environment fault (:func:`environment_fault`): the command prints it as one clear message and exits 2. After
+    a Ctrl-C, drop Prefect's records of the runs it ended (a crash, or the traceback of the error the interrupt
+    became): the command says "interrupted" once."""
 
     interrupts: list[int] = []
     """The current command's Ctrl-Cs (:func:`prefect_session`)."""
@@ -279,8 +280,8 @@ class _UserErrorFilter(logging.Filter):
         if self.interrupts:
             return False
         error = record.exc_info[1] if record.exc_info else None
-        if isinstance(error, InputFileError):
-            return False
+        if isinstance(error, InputFileError) or error is not None and environment_fault(error) is not None:
+            return False  # the command prints the cause and the fix in one message
         message = record.getMessage()
         return not any(f"exception {name}:" in message or name == "InputFileError" and name in message
                        for name in _error_names())
