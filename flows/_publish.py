@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections import Counter
 from datetime import datetime, timezone
+from pathlib import Path
 from typing import Any, Iterator
 
 import pyarrow as pa
@@ -23,11 +24,12 @@ from tooleval.dataset import load_dataset_cached
 from tooleval.runs.gate import (GATE_COLUMNS, GateJudge, gate_config_for, gate_config_source, gate_scope,
                                 row_outcome_record, write_junit)
 from tooleval.runs.legacy import LegacyResult, legacy_record, stage_legacy
-from tooleval.runs.plan import DatasetRef, RunPlan, revision_record_relpath
+from tooleval.runs.plan import DatasetRef, RunPlan, check_revision_content, revision_record_relpath
 from tooleval.runs.spec import RunSpec
 from tooleval.runs.report import build_report
 from tooleval.scoring.ragas_metric import ragas_version
 from tooleval.capture.redaction import RedactionConfig
+from tooleval.storage._folder_locks import revision_commit
 from tooleval.storage.stages import StageRef, read_stage_table
 from tooleval.storage import join_error
 from tooleval.storage import (ENVELOPE_SCHEMA, ROW_SCHEMA, ROW_SCHEMA_VERSION, Publication, as_location, join,
@@ -281,10 +283,14 @@ class RunPublisher:
         used = self.refs if stage_refs is None else stage_refs
         publication.add_json(f"runs/{run_id}/{STAGES_FILE}", {"digests": sorted({r.digest for r in used})})
         record = revision_record_relpath(self.revision)
-        if not tree_of(self.out).is_file(record):
-            publication.add_json(record, {"revision": self.revision, "dataset": self.dataset.name,
-                                          "content_digest": self.dataset.content_digest})
-        publication.commit()
+        with revision_commit(self.out, self.revision):
+            # the plan checked the revision's ledger, but a run of the same revision started at the same time
+            # passed that check too: checked again where no other run of it can commit meanwhile
+            check_revision_content(self.out, Path(self.dataset.path), self.revision, self.dataset.content_digest)
+            if not tree_of(self.out).is_file(record):
+                publication.add_json(record, {"revision": self.revision, "dataset": self.dataset.name,
+                                              "content_digest": self.dataset.content_digest})
+            publication.commit()
         partition = f"dataset_revision={self.revision}/run_id={run_id}"
         published_rows = None if self.legacy_only else scan_rows_sql(str(join(self.out,
                                                                               f"rows/{partition}/*.parquet")))

@@ -36,6 +36,7 @@ from tooleval.runs.spec import DEFAULT_DATASET, RunSpec
 from tooleval.runs.progress import StageProgress
 from tooleval.runs.shards import cyclic_gc_paused, release_free_memory, run_scopes, scoring_key
 from tooleval.scoring.ragas_metric import ragas_version
+from tooleval.storage._folder_locks import stages_in_use
 from tooleval.storage.stages import stage_dir
 from tooleval.versions import scorer_version
 
@@ -62,7 +63,8 @@ def evaluate(spec: RunSpec = RunSpec()) -> RunResult:
     with untagged_task_runs(), run_process_state():  # the holder tag stays on the flow run
         plan, context = _plan(spec)
         states = {name: Counter() for name in STAGES}
-        with RunPublisher(PublicationTarget.of_run(plan, spec), states) as publisher:
+        # from here to the publication any stage file may be read (a cached task's too): gc spares them meanwhile
+        with stages_in_use(plan.out), RunPublisher(PublicationTarget.of_run(plan, spec), states) as publisher:
             outcomes, timing = _shards(plan, context, spec, publisher)
             for stage, counter in count_states(outcomes).items():
                 states[stage].update(counter)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from contextlib import ExitStack
 
 from prefect import flow
 
@@ -21,6 +22,7 @@ from tooleval.scoring.ragas_metric import ragas_version
 from tooleval.runs.drift import DRIFT_COLUMNS, drift_partial
 from tooleval.runs.legacy import LegacyTally
 from tooleval.runs.published import check_envelopes, iter_envelopes, open_run
+from tooleval.storage._folder_locks import stages_in_use
 from tooleval.storage.stages import read_stage_table, stage_dir, write_stage_table
 from tooleval.storage import ENVELOPE_SCHEMA
 from tooleval.versions import scorer_version
@@ -58,7 +60,7 @@ def rescore(
     Raises:
         tooleval.errors.InputFileError: unknown run, nothing matching ``case``/``trial``, a newer envelope version.
     """
-    with untagged_task_runs():  # the holder tag stays on the flow run
+    with untagged_task_runs(), ExitStack() as held:  # the holder tag stays on the flow run
         run_id = resolve_run_id(out, run_id)
         source = open_run(out, run_id, dataset)
         target = check_name(to_run_id or new_run_id(), what="run id")
@@ -66,6 +68,7 @@ def rescore(
         check_envelopes(source, case, trial)
         dataset_ref = make_dataset_ref(source.dataset)
         out_dir = str(source.out)
+        held.enter_context(stages_in_use(out_dir))  # its stage files (and cached ones) are read until it publishes
         code, ragas = scorer_version(), ragas_version()
         states = {name: Counter() for name in STAGES}
         scope = dataset_scope(dataset_ref)  # a rescore keys its scoring on the whole dataset

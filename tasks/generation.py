@@ -19,6 +19,7 @@ from tooleval.agents import (GenerationStore, ToolExecutor, WorkItem, openai_gen
                              replay_generate)
 from tooleval.canonical import loads_text
 from tooleval.dataset import load_dataset_trusted
+from tooleval.errors import RowError
 from tooleval.runs.plan import AgentConfig, DatasetRef, ExecutorRef
 from tooleval.capture.redaction import RedactionConfig
 from tasks._shared import cached_redactor
@@ -74,7 +75,12 @@ def generate_shard(
         if redactor is None or record["payload_json"] is None:
             return record
         trace = loads_text(record["payload_json"])
-        return dict(record, payload_json=redactor.redact_trace_text(trace, loaded.cases.get(record["case_id"])))
+        try:
+            return dict(record, payload_json=redactor.redact_trace_text(trace, loaded.cases.get(record["case_id"])))
+        except (ValueError, RecursionError) as exc:  # what redaction cannot process costs its row, not the shard
+            return dict(record, payload_json=None, error=str(RowError(
+                "generation_error", record["case_id"], record["trial"],
+                f"the response cannot be redacted: {type(exc).__name__}: {exc}")))
 
     if agent.kind == "replay":
         def redact_line(trace: dict) -> str:  # the parsed line, redacted as it is serialised once

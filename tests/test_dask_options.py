@@ -48,14 +48,14 @@ class TestAddress:
 class TestWorkerKey:
     def test_key_file_read_and_stripped(self, tmp_path, monkeypatch):
         monkeypatch.delenv(KEY_ENV, raising=False)
-        (tmp_path / "k").write_text("  s3cret-key\n")
+        (tmp_path / "k").write_text("  s3cret-key-0000001\n")
         monkeypatch.setenv(KEY_FILE_ENV, str(tmp_path / "k"))
-        assert environment_key() == b"s3cret-key"
+        assert environment_key() == b"s3cret-key-0000001"
         # workers and the planner use the same key; nothing is written next to the results
         out = tmp_path / "out"
-        assert load_key(out, create=False) == b"s3cret-key"
+        assert load_key(out, create=False) == b"s3cret-key-0000001"
         planned = plan_key(out)
-        assert (planned.key, planned.source) == (b"s3cret-key", "env") and not out.exists()
+        assert (planned.key, planned.source) == (b"s3cret-key-0000001", "env") and not out.exists()
 
     def test_key_text_wins_over_key_file(self, tmp_path, monkeypatch):
         monkeypatch.setenv(KEY_ENV, "from-env")

@@ -129,7 +129,7 @@ def test_rows_say_name_only_with_the_rule(run):
 
 def test_summary_and_report_keep_name_only_rows_apart(run, produced_run):
     summary = json.loads((run / "runs" / "names" / "summary.json").read_text())
-    assert summary["summary_version"] == 3 and summary["versions"]["row_schema"] == 6
+    assert summary["summary_version"] == 4 and summary["versions"]["row_schema"] == 6
     assert summary["rows"] == 8 and summary["exact_match_rows"] == 1
     assert summary["mean_f1"] == pytest.approx(5 / 12)
     assert summary["name_only_rows"] == 4 and summary["mean_name_f1"] == pytest.approx(2 / 3)

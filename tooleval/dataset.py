@@ -18,7 +18,8 @@ from typing import BinaryIO
 import orjson
 from pydantic import ValidationError
 
-from tooleval.canonical import MAX_DEPTH, canonical_text, json_value_problem, may_hold_wide_integer
+from tooleval.canonical import (MAX_DEPTH, canonical_text, json_value_problem, may_hold_wide_integer,
+                                nesting_within)
 from tooleval.errors import InputFileError, UnsafeRevisionError
 from tooleval.models import PLAIN_VALUES, REVISION_PATTERN, Case, DatasetManifest, ToolSpec
 from tooleval.capture.recorded import (TraceLine, decode_line, fast_object, iter_json_lines, load_unique_json,
@@ -126,26 +127,41 @@ def _element_lines(text: str) -> list[int]:
 
 
 def _read_json(path: Path) -> object:
+    return _read_json_text(path)[0]
+
+
+def _read_json_text(path: Path) -> tuple[object, str]:
+    """A whole-file JSON document of a dataset (``dataset.json``, ``tools.json``) and its text, read at most
+    :func:`tooleval._bounded.max_document_bytes` bytes and nested at most :data:`MAX_DEPTH` levels.
+
+    Raises:
+        InputFileError: missing, unreadable, too large, not UTF-8, not JSON, repeating a key, or nested too deep
+            (naming the file, the line where known, and the fix).
+    """
+    from tooleval._bounded import read_bounded
+
     try:
-        raw = path.read_bytes()
+        raw = read_bounded(path, what=f"{path.name}")
     except FileNotFoundError:
         raise InputFileError(path, None, "file not found.", "create it or point --dataset at a dataset folder.") from None
-    except OSError as exc:
-        raise InputFileError(path, None, f"cannot read the file ({exc.strerror or exc}).",
-                             "check that it is a readable file.") from None
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         line = raw[: exc.start].count(b"\n") + 1
         raise InputFileError(path, line, f"not UTF-8 text ({exc.reason}).", "save the file as UTF-8.") from None
+    del raw
     try:
-        return load_unique_json(path, text)
+        value = load_unique_json(path, text)
     except json.JSONDecodeError as exc:
         raise InputFileError(path, exc.lineno, f"not valid JSON ({exc.msg}, column {exc.colno}).",
                              "repair the JSON.") from None
     except RecursionError:
         raise InputFileError(path, _deep_line(text), "nested too deeply to read (arrays/objects inside each "
                              "other beyond Python's recursion limit).", "flatten that part of the file.") from None
+    if not nesting_within(value, MAX_DEPTH):  # every reader after this one (models, schemas) recurses into it
+        raise InputFileError(path, _deep_line(text, MAX_DEPTH), f"nested deeper than {MAX_DEPTH} levels "
+                             "(arrays/objects inside each other).", "flatten that part of the file.")
+    return value, text
 
 
 def _first_error(exc: ValidationError) -> str:
@@ -404,10 +420,9 @@ def load_dataset(path: str | Path) -> Dataset:
     if not root.is_dir():
         raise InputFileError(root, None, "not a dataset folder.", "pass a folder holding dataset.json and cases.jsonl.")
     manifest_path = root / "dataset.json"
-    raw = _read_json(manifest_path)
+    raw, text = _read_json_text(manifest_path)
     if not isinstance(raw, dict):
         raise InputFileError(manifest_path, 1, "must be a JSON object.", DATASET_DOCS)
-    text = manifest_path.read_bytes().decode("utf-8")
     if raw.get("schema_version") not in SCHEMA_VERSIONS:
         raise InputFileError(
             manifest_path,
@@ -430,10 +445,11 @@ def load_dataset(path: str | Path) -> Dataset:
     tools: list[ToolSpec] = []
     tools_path = root / "tools.json"
     if tools_path.exists():
-        raw_tools = _read_json(tools_path)
+        raw_tools, tools_text = _read_json_text(tools_path)
         if not isinstance(raw_tools, list):
             raise InputFileError(tools_path, 1, "must be a JSON list of tool specs.", DATASET_DOCS)
-        starts = _element_lines(tools_path.read_bytes().decode("utf-8"))
+        starts = _element_lines(tools_text)
+        del tools_text
         named: dict[str, int | None] = {}
         for i, item in enumerate(raw_tools):
             line = starts[i] if i < len(starts) else None

@@ -60,7 +60,21 @@ def _record(path: Path, line: TraceLine, key: tuple[str, Any], seed: int,
         error = str(RowError(kind, key[0], key[1], f"{problem} (line {line.line} of {path})", str(path),
                              line.line))
         return {"case_id": key[0], "trial": key[1], "seed": seed, "payload_json": None, "error": error}
-    payload = encode(line.data) if encode else dumps_text(line.data)
+    return _payload_record(line.data, key, seed, encode, f"line {line.line} of {path}", str(path), line.line)
+
+
+def _payload_record(data: dict[str, Any], key: tuple[str, Any], seed: int,
+                    encode: Callable[[dict[str, Any]], str] | None, where: str, path: str | None = None,
+                    line: int | None = None) -> dict[str, Any]:
+    """The record of a trace whose payload ``encode`` makes (redaction); a value it cannot process (text it cannot
+    write as UTF-8, a number without canonical JSON, nesting beyond Python's recursion limit) makes that row's
+    error instead of stopping the shard."""
+    try:
+        payload = encode(data) if encode else dumps_text(data)
+    except (ValueError, RecursionError) as exc:  # UnicodeError is a ValueError
+        error = str(RowError("bad_trace", key[0], key[1], f"the trace cannot be redacted: "
+                             f"{type(exc).__name__}: {exc} ({where})", path, line))
+        return {"case_id": key[0], "trial": key[1], "seed": seed, "payload_json": None, "error": error}
     return {"case_id": key[0], "trial": key[1], "seed": seed, "payload_json": payload, "error": None}
 
 
@@ -93,7 +107,7 @@ def _records_at(path: Path, items: list[WorkItem], offsets: list[tuple[int, ...]
             handle.seek(offset)
             raw = handle.readline()
             if checked:
-                record = _checked_record(raw, key, item, encode)
+                record = _checked_record(raw, key, item, encode, path, number)
                 if record is not None:
                     yield record
                     continue
@@ -111,7 +125,8 @@ def _records_at(path: Path, items: list[WorkItem], offsets: list[tuple[int, ...]
 
 
 def _checked_record(raw: bytes, key: tuple[str, int], item: WorkItem,
-                    encode: Callable[[dict[str, Any]], str] | None) -> dict[str, Any] | None:
+                    encode: Callable[[dict[str, Any]], str] | None, path: Path | None = None,
+                    number: int | None = None) -> dict[str, Any] | None:
     """The record of a line the plan validated, or ``None`` when its bytes are no longer the ones the plan read
     (then the caller reads it the checked way) or orjson cannot read it."""
     text = raw.rstrip(b"\r\n")
@@ -123,8 +138,8 @@ def _checked_record(raw: bytes, key: tuple[str, int], item: WorkItem,
         return None
     if not isinstance(data, dict) or trace_key(data) != key:
         return None
-    payload = encode(data) if encode else dumps_text(data)
-    return {"case_id": key[0], "trial": key[1], "seed": item.seed, "payload_json": payload, "error": None}
+    return _payload_record(data, key, item.seed, encode, f"line {number} of {path}",
+                           None if path is None else str(path), number)
 
 
 def replay_generate(

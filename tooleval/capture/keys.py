@@ -20,18 +20,72 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import secrets
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
 from tooleval.errors import InputFileError
 
-__all__ = ["KEY_ENV", "KEY_FILE_ENV", "PlannedKey", "environment_key", "plan_key", "persist_key",
-           "recorded_key_digests"]
+__all__ = ["KEY_ENV", "KEY_FILE_ENV", "MAX_KEY_BYTES", "MIN_KEY_BYTES", "PlannedKey", "environment_key",
+           "plan_key", "persist_key", "read_key_file", "recorded_key_digests"]
 
 KEY_ENV = "TOOLEVAL_REDACTION_KEY"
 KEY_FILE_ENV = "TOOLEVAL_REDACTION_KEY_FILE"
+MIN_KEY_BYTES = 16
+"""Shortest key file accepted, in bytes: a key a person could guess or search for (an empty file makes every token
+an HMAC under the empty key, which anyone can recompute for a guessable value such as an e-mail address) is
+refused, not used. The key tooleval creates has 64 (32 random bytes as hex)."""
+MAX_KEY_BYTES = 4096
+"""Longest key file accepted, in bytes; only this much is ever read (a key file that is a device such as
+``/dev/zero`` would otherwise be read without end)."""
+
+logger = logging.getLogger(__name__)
+_WARNED: set[str] = set()
+
+
+def read_key_file(path: Path, *, named_by: str, strip: bool) -> bytes:
+    """The key a key file holds: at most :data:`MAX_KEY_BYTES` bytes are read, surrounding whitespace stripped when
+    ``strip``. A file that others than its owner may read is used, with a warning (logged once per file).
+
+    Args:
+        path: The key file.
+        named_by: How the user knows the file, for messages (``"$TOOLEVAL_REDACTION_KEY_FILE"``, ``"the results
+            folder"``).
+        strip: Strip surrounding whitespace (``openssl rand -hex 32 > FILE`` ends with a newline).
+
+    Raises:
+        InputFileError: the file is unreadable, empty (or only whitespace), shorter than :data:`MIN_KEY_BYTES` or
+            longer than :data:`MAX_KEY_BYTES` (naming the file and the fix; exit 2).
+    """
+    try:
+        with path.open("rb") as handle:
+            data = handle.read(MAX_KEY_BYTES + 1)
+            mode = os.fstat(handle.fileno()).st_mode
+    except OSError as exc:
+        raise InputFileError(path, None, f"cannot read the redaction key file of {named_by} "
+                             f"({exc.strerror or exc}).", "fix the path or its permissions on this machine.") from None
+    fix = ("write a new key into it (e.g. openssl rand -hex 32 > FILE, then chmod 600 FILE); runs redacted with "
+           "another key need that key back")
+    if len(data) > MAX_KEY_BYTES:
+        raise InputFileError(path, None, f"the redaction key file of {named_by} is longer than {MAX_KEY_BYTES} "
+                             "bytes (is it a key file at all?).", fix + ".")
+    key = data.strip() if strip else data
+    if not key.strip():
+        raise InputFileError(path, None, f"the redaction key file of {named_by} is empty: tokens under an empty "
+                             "key can be recomputed by anyone.", fix + ".")
+    if len(key.strip()) < MIN_KEY_BYTES:
+        raise InputFileError(path, None, f"the redaction key file of {named_by} holds only {len(key.strip())} "
+                             "byte(s); "
+                             f"a key needs at least {MIN_KEY_BYTES} (a short key can be guessed).", fix + ".")
+    if stat.S_ISREG(mode) and mode & 0o077 and str(path) not in _WARNED:
+        _WARNED.add(str(path))
+        logger.warning("the redaction key file %s may be read by others than its owner (mode %s): anyone who "
+                       "can read it can recompute every redacted value; chmod 600 it.", path,
+                       oct(stat.S_IMODE(mode)))
+    return key
 
 
 def environment_key() -> bytes | None:
@@ -39,7 +93,7 @@ def environment_key() -> bytes | None:
     ``$TOOLEVAL_REDACTION_KEY_FILE`` names (surrounding whitespace stripped), else ``None``.
 
     Raises:
-        InputFileError: the key file is unreadable or empty.
+        InputFileError: the key file is unreadable, empty, too short or too long (:func:`read_key_file`).
     """
     text = os.environ.get(KEY_ENV)
     if text:
@@ -47,16 +101,7 @@ def environment_key() -> bytes | None:
     name = os.environ.get(KEY_FILE_ENV)
     if not name:
         return None
-    path = Path(name)
-    try:
-        key = path.read_bytes().strip()
-    except OSError as exc:
-        raise InputFileError(path, None, f"cannot read the redaction key file named by ${KEY_FILE_ENV} "
-                             f"({exc.strerror or exc}).", "fix the path or its permissions on this machine.") from None
-    if not key:
-        raise InputFileError(path, None, f"the redaction key file named by ${KEY_FILE_ENV} is empty.",
-                             "write the key into it (e.g. openssl rand -hex 32 > FILE).")
-    return key
+    return read_key_file(Path(name), named_by=f"${KEY_FILE_ENV}", strip=True)
 
 
 @dataclass(frozen=True)
@@ -97,7 +142,8 @@ def plan_key(out: str | Path, *, new_key: bool = False) -> PlannedKey:
 
     Raises:
         InputFileError: the key would be new (no key file, or an environment key) while runs redacted with
-            another key exist under ``out``, and ``new_key`` is false; or the key file is unreadable.
+            another key exist under ``out``, and ``new_key`` is false; or a key file is unreadable, empty, too
+            short or too long (:func:`read_key_file`).
     """
     from tooleval.storage import is_remote
 
@@ -113,12 +159,8 @@ def plan_key(out: str | Path, *, new_key: bool = False) -> PlannedKey:
         out = Path(out).absolute()
         path = out / "redaction.key"
         planned = PlannedKey(env, "env")
-    elif (path := Path(out).absolute() / "redaction.key").is_file():
-        try:
-            return PlannedKey(path.read_bytes(), "file")
-        except OSError as exc:
-            raise InputFileError(path, None, f"cannot read the redaction key ({exc.strerror}).",
-                                 "fix its permissions, or set TOOLEVAL_REDACTION_KEY.") from None
+    elif (path := Path(out).absolute() / "redaction.key").exists():
+        return PlannedKey(read_key_file(path, named_by="the results folder", strip=False), "file")
     else:
         planned = PlannedKey(secrets.token_hex(32).encode(), "new")
     recorded = recorded_key_digests(out)
@@ -143,10 +185,13 @@ def persist_key(out: str | Path, planned: PlannedKey) -> PlannedKey:
 
     Raises:
         tooleval.storage.OutFolderError: the results folder cannot be written.
+        InputFileError: the key file another run created is not a usable key (:func:`read_key_file`).
     """
     if planned.source != "new":
         return planned
     from tooleval.storage import create_bytes
 
     held = create_bytes(out, "redaction.key", planned.key, mode=0o600)
-    return planned if held == planned.key else PlannedKey(held, "file")
+    if held == planned.key:
+        return planned
+    return PlannedKey(read_key_file(Path(out) / "redaction.key", named_by="the results folder", strip=False), "file")

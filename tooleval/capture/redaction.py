@@ -28,7 +28,8 @@ from typing import Any, Callable, Iterable
 import orjson
 from pydantic import BaseModel, ConfigDict, field_validator
 
-from tooleval.canonical import canonical_dumps, canonical_json, dumps_text, kept_bytes, strict_json_loads
+from tooleval.canonical import (MAX_DEPTH, canonical_dumps, canonical_json, dumps_text, kept_bytes, nesting_within,
+                                strict_json_loads)
 from tooleval.capture._credentials import credentials, header_credentials, may_hold_credential
 from tooleval.capture._call_state import MARKER_KEY, _Call
 from tooleval.capture._parts import PLAIN_JSON, PartMemo
@@ -72,9 +73,11 @@ def load_key(out: str | Path, *, create: bool = True) -> bytes:
     when missing and ``create``).
 
     Raises:
-        InputFileError: the key file is missing and ``create`` is false.
+        InputFileError: the key file is missing and ``create`` is false; or it (or the file
+            ``$TOOLEVAL_REDACTION_KEY_FILE`` names) is empty, too short, too long or unreadable
+            (:func:`tooleval.capture.keys.read_key_file`).
     """
-    from tooleval.capture.keys import environment_key
+    from tooleval.capture.keys import environment_key, read_key_file
 
     env = environment_key()
     if env:
@@ -86,8 +89,8 @@ def load_key(out: str | Path, *, create: bool = True) -> bytes:
     if not path.exists():  # created only if still missing: runs starting together all read the one key
         from tooleval.storage import create_bytes
 
-        return create_bytes(path.parent, path.name, secrets.token_hex(32).encode(), mode=0o600)
-    return path.read_bytes()
+        create_bytes(path.parent, path.name, secrets.token_hex(32).encode(), mode=0o600)
+    return read_key_file(path, named_by="the results folder", strip=False)
 
 
 class Redactor:
@@ -157,7 +160,6 @@ class Redactor:
 
         Raises:
             ValueError: the value has no canonical JSON (a non-finite number, a set).
-            UnicodeEncodeError: a string holds a lone surrogate.
         """
         if type(value) is str:
             token = self._tokens.get(value)
@@ -171,7 +173,9 @@ class Redactor:
         return token
 
     def _digest(self, canonical: str) -> str:
-        return "redacted:" + hmac.digest(self._key, canonical.encode(), "sha256").hex()[:16]
+        # surrogatepass: a string decoded from an escape may hold a lone surrogate, which UTF-8 cannot encode; it
+        # still gets a token of its own (the same one wherever it occurs), so one such value never stops a run
+        return "redacted:" + hmac.digest(self._key, canonical.encode("utf-8", "surrogatepass"), "sha256").hex()[:16]
 
     def _fresh_token(self, value: Any) -> str:
         """:meth:`token` without remembering it (for the candidate substrings of :meth:`reference_secrets`,
@@ -250,7 +254,12 @@ class Redactor:
                     stack.extend((child, where) for child in item)
             elif isinstance(item, str):
                 embedded = self._embedded(item, call) if item[:1] in _JSON_HEADS else None
-                if embedded is not None:
+                if embedded is _TOO_DEEP:
+                    # JSON text too deep to walk: a redacted name in it may hold anything, so the whole text is
+                    # the secret (references holding the same text are redacted alike)
+                    if any(name in item.lower() for name in self._names):
+                        self._add_secret(item, found)
+                elif embedded is not None:
                     stack.append((embedded, ""))
                     continue
                 if ":" in item or "=" in item:  # a pair needs one (text_pairs' own first test)
@@ -297,9 +306,9 @@ class Redactor:
 
     def _transform_text(self, text: str, replacer: Replacer, call: _Call) -> str:
         embedded = self._embedded(text, call) if text[:1] in _JSON_HEADS else None
-        if embedded is not None:
+        if embedded is not None and embedded is not _TOO_DEEP:
             redacted = self._transform(embedded, replacer, call)
-            return text if redacted == embedded else json.dumps(redacted, ensure_ascii=False)
+            return text if redacted == embedded else _json_text(redacted)
         pairs = self._pairs(text, call) if ":" in text or "=" in text else ()
         if not pairs:
             return replacer.text(text)
@@ -718,10 +727,26 @@ _JSON_HEADS = frozenset('{["') | frozenset(chr(c) for c in range(0x3001) if chr(
 strings a call and a strip."""
 
 
+def _json_text(value: Any) -> str:
+    """JSON text of a redacted value that was read from JSON text: non-ASCII characters as themselves, unless a
+    string holds a lone surrogate (decoded from an escape), which only an escape can write as UTF-8."""
+    text = json.dumps(value, ensure_ascii=False)
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return json.dumps(value)
+    return text
+
+
+_TOO_DEEP = object()
+"""What :func:`_embedded_json` returns for JSON text nested deeper than :data:`MAX_DEPTH` levels."""
+
+
 def _embedded_json(text: str) -> Any:
     """The object or list a string holds as JSON text (argument text, a tool result), or the text of a JSON string
-    that holds one (JSON encoded as text twice: ``"{\\"email\\": …}"``, read a layer at a time), else ``None``.
-    Text with a repeated key, ``NaN`` or too deep is not read as JSON: it is kept as text (and stays malformed)."""
+    that holds one (JSON encoded as text twice: ``"{\\"email\\": …}"``, read a layer at a time), else ``None``;
+    :data:`_TOO_DEEP` for an object or list nested deeper than :data:`MAX_DEPTH` levels. Text with a repeated key,
+    ``NaN`` or too deep for Python's parser is not read as JSON: it is kept as text (and stays malformed)."""
     head = text[:1]
     if head.isspace():
         head = text.lstrip()[:1]
@@ -733,7 +758,11 @@ def _embedded_json(text: str) -> Any:
         return None
     if isinstance(value, str):
         return value if _embedded_json(value) is not None else None
-    return value if isinstance(value, (dict, list)) else None
+    if not isinstance(value, (dict, list)):
+        return None
+    # nested deeper than a trace may be: the transformation recurses into it (Python's parser reads ~1,000
+    # levels), so it is not walked; the caller treats the whole text as one value
+    return value if nesting_within(value, MAX_DEPTH) else _TOO_DEEP
 
 
 def case_reference_values(case: Any) -> list[Any]:

@@ -6,7 +6,8 @@ of the other public names), so that ``tooleval run`` can hand itself to a warm r
 before anything heavy is imported.
 
 Exit codes: 0 every row scored; 1 the run completed but some rows or cases had errors;
-2 a file or usage error, in which case nothing was written.
+2 a file, usage or environment error (a full disk, a damaged results file, a killed worker), in which case
+nothing was published.
 """
 
 from __future__ import annotations

@@ -268,9 +268,10 @@ def _count_interrupts(seen: list[int]):
 
 
 class _UserErrorFilter(logging.Filter):
-    """Drop Prefect's ERROR record (with its traceback) for a file or usage error raised inside a flow: the
-    command prints it as one clear message and exits 2. After a Ctrl-C, drop Prefect's records of the runs it
-    ended (a crash, or the traceback of the error the interrupt became): the command says "interrupted" once."""
+    """Drop Prefect's ERROR record (with its traceback) for a file or usage error raised inside a flow, or an
+    environment fault (:func:`environment_fault`): the command prints it as one clear message and exits 2. After
+    a Ctrl-C, drop Prefect's records of the runs it ended (a crash, or the traceback of the error the interrupt
+    became): the command says "interrupted" once."""
 
     interrupts: list[int] = []
     """The current command's Ctrl-Cs (:func:`prefect_session`)."""
@@ -279,7 +280,22 @@ class _UserErrorFilter(logging.Filter):
         if self.interrupts:
             return False
         error = record.exc_info[1] if record.exc_info else None
-        return not isinstance(error, InputFileError) and "InputFileError" not in record.getMessage()
+        if isinstance(error, InputFileError) or error is not None and environment_fault(error) is not None:
+            return False  # the command prints the cause and the fix in one message
+        message = record.getMessage()
+        return not any(f"exception {name}:" in message or name == "InputFileError" and name in message
+                       for name in _error_names())
+
+
+def _error_names() -> set[str]:
+    """Names of :class:`InputFileError` and its subclasses (an ``OutFolderError`` for a full disk included), as
+    Prefect's "encountered an exception <name>: ..." lines spell them."""
+    names, classes = set(), [InputFileError]
+    while classes:
+        cls = classes.pop()
+        names.add(cls.__name__)
+        classes += cls.__subclasses__()
+    return names
 
 
 def _settle(server, stopped: bool, expected: list[int] | None) -> None:
@@ -361,3 +377,57 @@ def fmt(value: object) -> str:
     if isinstance(value, float):
         return f"{value:.4f}"
     return "-" if value is None else str(value)
+
+
+_SPACE_ERRNOS = {28, 122}  # ENOSPC, EDQUOT
+_WRITE_ERRNOS = {1, 13, 30}  # EPERM, EACCES, EROFS
+
+
+def environment_fault(exc: BaseException) -> tuple[str, str] | None:
+    """``(problem, fix)`` for an exception that comes from the machine or the files rather than from the command's
+    input: a full disk, a folder that cannot be written, a results file that cannot be read back (a damaged
+    Parquet part), a worker process killed (``kill -9``, the out-of-memory killer); ``None`` for anything else.
+
+    Such a fault ends a command with exit 2 and this message instead of a traceback: the commit marker keeps
+    whatever it was writing unpublished, so a rerun after the fix starts clean.
+    """
+    import errno as errnos
+
+    if isinstance(exc, OSError) and exc.errno is not None:
+        where = f"{exc.filename}: " if exc.filename else ""
+        if exc.errno in _SPACE_ERRNOS:
+            return (f"{where}no space left on the device ({exc.strerror}).",
+                    "free some space (tooleval gc --keep N removes old runs and stage files), or choose another "
+                    "--out; then run the command again.")
+        if exc.errno in _WRITE_ERRNOS:
+            return (f"{where}cannot write here ({exc.strerror}).",
+                    "make the results folder writable, or choose another --out.")
+        name = errnos.errorcode.get(exc.errno, str(exc.errno))
+        return (f"{where}{exc.strerror or exc} ({name}).", "check the disk and the folder, then run the command "
+                "again.")
+    if _damaged_file(exc):
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        return (f"a results file cannot be read back: {first}.",
+                "it is damaged or was changed by another program: restore it from a backup, or publish the run "
+                "again (tooleval rescore --run-id RUN --to-run-id NEW, or tooleval run).")
+    if type(exc).__name__ in ("BrokenProcessPool", "BrokenExecutor"):
+        return ("a worker process of the run ended abruptly (killed by a signal, or by the out-of-memory killer); "
+                "nothing was published.",
+                "run it again (finished shards come from the stage cache); if memory ran out, pass fewer "
+                "--workers.")
+    return None
+
+
+def _damaged_file(exc: BaseException) -> bool:
+    """Whether ``exc`` is Arrow or DuckDB failing to read a Parquet file (a truncated or overwritten part)."""
+    module = type(exc).__module__ or ""
+    if module.startswith("pyarrow") and not isinstance(exc, (TypeError, NotImplementedError)):
+        return True
+    if isinstance(exc, OSError) and exc.errno is None:  # Arrow's own I/O errors carry no errno
+        text = str(exc).lower()
+        return any(word in text for word in ("parquet", "decompression", "thrift", "corrupt"))
+    if module.startswith(("duckdb", "_duckdb")):
+        text = str(exc).lower()
+        return type(exc).__name__ in ("IOException", "InvalidInputException") and any(
+            word in text for word in ("parquet", "failed to read", "corrupt", "magic bytes"))
+    return False

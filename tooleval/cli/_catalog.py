@@ -90,7 +90,10 @@ def gc(
         fail(exc)
     for run_id in result.deleted_runs:
         console.print(f"deleted run {run_id}")
-    if result.kept_all_stage_files:
+    if result.run_in_progress:
+        console.print("kept every stage file: a run is in progress on this results folder and may read any of "
+                      "them; run gc again after it ends.")
+    elif result.kept_all_stage_files:
         console.print("kept every stage file: a kept run was published before runs/<run>/stages.json existed, "
                       "so which stage files it needs is not known.")
     console.print(f"freed {result.bytes_freed / 1e6:.2f} MB: {len(result.deleted_runs)} run(s), "

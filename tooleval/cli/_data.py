@@ -184,16 +184,24 @@ def sql(
         fail(InputFileError(None, None, f"cannot read {out} ({type(exc).__name__}: {exc}).",
                             "check the URL, the credentials in the environment (AWS_ACCESS_KEY_ID, ...), and that "
                             "the [dask] extra (s3fs) is installed."))
+    if not query.strip():
+        err_console.print("[bold red]error:[/] the query is empty; pass one, e.g. tooleval sql \"select count(*) "
+                          "from rows\".", highlight=False)
+        raise typer.Exit(2)
     try:
-        cursor = con.execute(query)
+        cursor = con.execute(query)  # only comments: no statement, and DuckDB returns None
+        if cursor is None or cursor.description is None:  # only comments, or a statement without a result (SET, CREATE VIEW...)
+            err_console.print("[bold red]error:[/] the query returns no result set (it holds only comments, or a "
+                              "statement that returns no rows); pass a SELECT, DESCRIBE or SHOW.", highlight=False)
+            raise typer.Exit(2)
+        names = [column[0] for column in cursor.description]
+        records = cursor.fetchall()  # a damaged Parquet file may only be found while the rows are read
     except duckdb.Error as exc:
         err_console.print(f"[bold red]error:[/] {exc}")
         if isinstance(exc, duckdb.CatalogException):
             err_console.print("tooleval's views are rows, traces and legacy_scalars (DESCRIBE rows lists the "
                               "columns).", highlight=False)
         raise typer.Exit(2)
-    names = [column[0] for column in cursor.description]
-    records = cursor.fetchall()
     if format_ == "csv":
         import csv
 

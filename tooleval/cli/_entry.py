@@ -38,4 +38,13 @@ def run_app() -> int:
             raise
         exc.show()
         code = getattr(exc, "exit_code", 2)
+    except Exception as exc:  # a full disk, a damaged results file, a killed worker: exit 2 with the cause
+        fault = _app.environment_fault(exc)
+        if fault is None:
+            raise
+        from rich.markup import escape
+
+        problem, fix = fault
+        _app.err_console.print(f"[bold red]error:[/] {escape(problem)} Fix: {escape(fix)}", highlight=False)
+        code = 2
     return code or 0

@@ -104,17 +104,21 @@ def _print_figures(result, s: dict) -> None:
     console.print(summary)
     by_tool = s.get("failures_by_tool", {})
     ranked = sorted(by_tool.items(), key=lambda kv: (-sum(kv[1].values()), kv[0]))
-    tools = Table(title=f"Failures by tool (top {min(TOP_TOOLS, len(ranked))} of {len(ranked)})")
+    left = (s.get("omitted_entries") or {}).get("failures_by_tool") or {"entries": 0, "counts": {}}
+    tools = Table(title=f"Failures by tool (top {min(TOP_TOOLS, len(ranked))} of {len(ranked) + left['entries']})")
     for column in ("tool", "missing", "extra", "wrong args"):
         tools.add_column(column, justify="left" if column == "tool" else "right", no_wrap=True,
                          overflow="fold" if column == "tool" else "ellipsis")
     for tool, counts in ranked[:TOP_TOOLS]:
         tools.add_row(tool, str(counts["missing"]), str(counts["extra"]), str(counts["wrong_args"]))
     console.print(tools)
-    if len(ranked) > TOP_TOOLS:
+    if len(ranked) + left["entries"] > TOP_TOOLS:
         rest = ranked[TOP_TOOLS:]
-        console.print(f"... and {len(rest)} more tools with {sum(sum(c.values()) for _, c in rest)} failed calls "
-                      f"(all in runs/{result.run_id}/summary.json, failures_by_tool)", highlight=False)
+        more = len(rest) + left["entries"]
+        failed = sum(sum(c.values()) for _, c in rest) + sum(left["counts"].values())
+        where = (f"runs/{result.run_id}/summary.json, failures_by_tool" if not left["entries"] else
+                 "every tool: tooleval sql over the rows' missing_calls, extra_calls and wrong_args")
+        console.print(f"... and {more} more tools with {failed} failed calls ({where})", highlight=False)
 
 
 def _unless_quiet(ok: bool):

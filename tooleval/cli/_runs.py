@@ -13,6 +13,7 @@ from tooleval.errors import InputFileError
 from tooleval.runs.documents import drift_document
 
 from tooleval.cli._app import OutOption, app, console, fail, fmt, open_results, prefect_session
+from tooleval.storage import check_out_folder
 from tooleval.cli._report import print_drift, print_gate, print_gate_line, print_run
 
 
@@ -28,6 +29,7 @@ def legacy(
     try:
         open_results(out)
         open_run(out, run_id, dataset)
+        check_out_folder(out)  # it publishes: a read-only folder is refused before a Prefect server is started
     except InputFileError as exc:
         fail(exc)
     try:
@@ -91,6 +93,7 @@ def rescore(
         check_envelopes(source, case, trial)
         if to_run_id is not None:
             check_run_id(source.out, check_name(to_run_id, what="run id"), source.revision)
+        check_out_folder(out)  # it publishes: a read-only folder is refused before a Prefect server is started
     except InputFileError as exc:
         fail(exc)
     with prefect_session(out):

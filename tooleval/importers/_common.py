@@ -110,11 +110,14 @@ def load_json(path: Path) -> tuple[Any, bytes]:
         exactly what was read).
 
     Raises:
-        InputFileError: The file cannot be read, is not UTF-8, or is not valid JSON (the error names the line
-            and column).
+        InputFileError: The file cannot be read, is larger than :func:`tooleval._bounded.max_document_bytes`,
+            is not UTF-8, is not valid JSON (the error names the line and column) or nests deeper than
+            :data:`tooleval.canonical.MAX_DEPTH`.
     """
+    from tooleval._bounded import read_bounded
+
     try:
-        raw = Path(path).read_bytes()
+        raw = read_bounded(path)
     except OSError as exc:
         raise InputFileError(path, None, f"cannot read the file ({exc.strerror}).", "check the path.") from exc
     try:
@@ -123,8 +126,13 @@ def load_json(path: Path) -> tuple[Any, bytes]:
         raise InputFileError(
             path, None, f"not UTF-8 text (byte {exc.start}).", "pass the JSON file as exported, in UTF-8."
         ) from exc
+    from tooleval.canonical import MAX_DEPTH, nesting_within
+
     try:
-        return json.loads(text), raw
+        value = json.loads(text)
+    except RecursionError:
+        raise InputFileError(path, None, "nested too deeply to read (arrays/objects inside each other beyond "
+                             "Python's recursion limit).", "check that it is the export itself.") from None
     except json.JSONDecodeError as exc:
         raise InputFileError(
             path,
@@ -132,6 +140,10 @@ def load_json(path: Path) -> tuple[Any, bytes]:
             f"not valid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}.",
             "repair or re-download the file; it must be one complete JSON document.",
         ) from exc
+    if not nesting_within(value, MAX_DEPTH):  # the importers walk the value recursively
+        raise InputFileError(path, None, f"nested deeper than {MAX_DEPTH} levels (arrays/objects inside each other).",
+                             "check that it is the export itself.")
+    return value, raw
 
 
 def json_bytes(value: Any) -> bytes:

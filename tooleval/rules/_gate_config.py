@@ -193,14 +193,23 @@ class GateConfig(BaseModel):
         """Parse gate.toml text.
 
         Raises:
-            InputFileError: not TOML, an unknown key, or an invalid value (``path`` names the file).
+            InputFileError: not TOML, nested deeper than :data:`tooleval.canonical.MAX_DEPTH`, an unknown key, or
+                an invalid value (``path`` names the file).
         """
+        from tooleval.canonical import MAX_DEPTH, nesting_within
+
         try:
             data = tomllib.loads(text)
         except tomllib.TOMLDecodeError as exc:
             found = re.search(r"at line (\d+)", str(exc))
             raise InputFileError(path, int(found.group(1)) if found else None, f"not valid TOML ({exc}).",
                                  "repair the TOML syntax.") from None
+        except RecursionError:  # tomllib reads nested arrays and inline tables recursively
+            raise InputFileError(path, None, "nested too deeply to read (arrays or inline tables inside each "
+                                 "other beyond Python's recursion limit).", "flatten that value.") from None
+        if not nesting_within(data, MAX_DEPTH):  # validation and every reader after it recurse into the value
+            raise InputFileError(path, None, f"nested deeper than {MAX_DEPTH} levels (arrays or tables inside each "
+                                 "other).", "flatten that value.")
         try:
             return cls.model_validate(data)
         except ValidationError as exc:
@@ -303,11 +312,14 @@ def load_gate_config(path: str | Path) -> GateConfig:
     """Read a gate.toml file.
 
     Raises:
-        InputFileError: missing or unreadable file, invalid TOML, unknown keys, invalid values.
+        InputFileError: missing, unreadable or too large a file (:func:`tooleval._bounded.read_bounded`), invalid
+            TOML, nesting deeper than :data:`tooleval.canonical.MAX_DEPTH`, unknown keys, invalid values.
     """
+    from tooleval._bounded import read_bounded
+
     file = Path(path)
     try:
-        text = file.read_text(encoding="utf-8")
+        text = read_bounded(file, what="the gate config").decode("utf-8")
     except FileNotFoundError:
         raise InputFileError(file, None, "gate config not found.", "create it or pass --config FILE.") from None
     except (OSError, UnicodeDecodeError) as exc:

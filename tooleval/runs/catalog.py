@@ -50,7 +50,10 @@ class GcReport:
     result_records: int = 0
     bytes_freed: int = 0
     kept_all_stage_files: bool = False
-    """True when a kept run has no ``stages.json`` (published before it existed): nothing was collected."""
+    """True when no stage file was collected: a kept run has no ``stages.json`` (published before it existed), or
+    a run is in progress (``run_in_progress``)."""
+    run_in_progress: bool = False
+    """True when a run or a rescore held the stage files in use: every stage file was kept."""
 
 
 def prefect_home(out: Path) -> Path:
@@ -145,7 +148,9 @@ def _record_mentions(record: Path, paths: set[str]) -> bool:
 
 def collect_garbage(out: str | Path, keep: int | None = None) -> GcReport:
     """Delete the runs past the ``keep`` newest (all kept when ``None``), then the stage files no kept run
-    needs and the Prefect result records that point at them.
+    needs and the Prefect result records that point at them — unless a run or a rescore is in progress
+    (:func:`tooleval.storage._folder_locks.stages_unused`): it may read any stage file, so all are kept
+    (``run_in_progress``), and the next gc collects them.
 
     Raises:
         ValueError: ``keep`` < 0.
@@ -153,6 +158,7 @@ def collect_garbage(out: str | Path, keep: int | None = None) -> GcReport:
             delete files outside ``--out``).
     """
     from tooleval.storage import check_state_folder
+    from tooleval.storage._folder_locks import stages_unused
 
     if keep is not None and keep < 0:
         raise ValueError("--keep must be >= 0")
@@ -173,20 +179,24 @@ def collect_garbage(out: str | Path, keep: int | None = None) -> GcReport:
             report.kept_all_stage_files = True
             return report
         needed.update(json.loads(manifest.read_text())["digests"])
-    removed: set[str] = set()
-    for path in sorted((out / ".tooleval" / "stages").glob("*/*.parquet")):
-        if path.stem not in needed:
-            report.bytes_freed += path.stat().st_size
-            removed.add(str(path.resolve()))
-            path.unlink()
-            report.stage_files += 1
-    storage = prefect_home(out) / "storage"
-    if removed and storage.is_dir():
-        for record in sorted(p for p in storage.iterdir() if p.is_file()):
-            if _record_mentions(record, removed):
-                report.bytes_freed += record.stat().st_size
-                record.unlink()
-                report.result_records += 1
+    with stages_unused(out) as free:
+        if not free:  # a run in progress may read any stage file, a cached one of an earlier run included
+            report.kept_all_stage_files = report.run_in_progress = True
+            return report
+        removed: set[str] = set()
+        for path in sorted((out / ".tooleval" / "stages").glob("*/*.parquet")):
+            if path.stem not in needed:
+                report.bytes_freed += path.stat().st_size
+                removed.add(str(path.resolve()))
+                path.unlink()
+                report.stage_files += 1
+        storage = prefect_home(out) / "storage"
+        if removed and storage.is_dir():
+            for record in sorted(p for p in storage.iterdir() if p.is_file()):
+                if _record_mentions(record, removed):
+                    report.bytes_freed += record.stat().st_size
+                    record.unlink()
+                    report.result_records += 1
     return report
 
 

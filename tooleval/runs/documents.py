@@ -22,15 +22,25 @@ from pydantic import BaseModel, ConfigDict, Field
 from tooleval.errors import InputFileError
 from tooleval.storage import ErrorKind
 
-__all__ = ["SUMMARY_VERSION", "DRIFT_VERSION", "ERRORS_VERSION", "RunSummary", "RowOutcomeInfo", "ErrorEntry", "DriftDocument",
+__all__ = ["SUMMARY_VERSION", "TABLE_ENTRIES_KEPT", "PER_TOOL_TABLES", "bounded_tables", "DRIFT_VERSION", "ERRORS_VERSION", "RunSummary", "RowOutcomeInfo", "ErrorEntry", "DriftDocument",
            "read_summary", "summary_document", "errors_document", "drift_document", "DOCUMENT_MODELS"]
 
-SUMMARY_VERSION = 3
+SUMMARY_VERSION = 4
 """Version of :class:`RunSummary`. History: 0 — unversioned summaries (same keys, no ``summary_version``); 1 — the
 typed summary (``summary_version``, ``versions.summary`` / ``errors`` / ``drift``); 2 — ``row_outcome`` (which
 outcome judged the rows) and ``failures_by_rule``. A summary before version 2 was judged ``no_blocking``; 3 —
 ``name_only_rows`` and ``mean_name_f1``, and ``mean_f1`` / ``exact_match_rows`` leave the name-only rows out (a
-summary before version 3 had none: no call was matched by name only then), and ``row_outcome.accept_name_only``."""
+summary before version 3 had none: no call was matched by name only then), and ``row_outcome.accept_name_only``;
+4 — the per-tool tables keep their :data:`TABLE_ENTRIES_KEPT` worst entries and ``omitted_entries`` counts the
+rest (a summary before version 4 held every entry: none omits any)."""
+
+TABLE_ENTRIES_KEPT = 100
+"""Entries a per-tool table of ``summary.json`` (and so of the report) keeps: the worst ones, by their count (a
+corpus of 1,000,000 distinct tool names wrote a 138 MB summary and a 254 MB report). The full tables stay in SQL
+(``tooleval sql``, over the rows' ``missing_calls``, ``extra_calls``, ``wrong_args`` and ``tool_families``)."""
+
+PER_TOOL_TABLES = ("failures_by_tool", "schema_findings_by_tool", "failures_by_tool_family")
+"""The summary's tables with one entry per tool name or tool family: as many entries as the corpus has tools."""
 
 ERRORS_VERSION = 2
 """Version of the ``errors.json`` entries (:class:`ErrorEntry`), recorded as ``summary.versions.errors``. History:
@@ -177,6 +187,10 @@ class RunSummary(_Document):
     failures_by_slice_and_rule: dict[str, dict[str, int]] | None = None
     rows_by_slice: dict[str, dict[str, Any]] | None = None
     drift: DriftFigures | None = None
+    omitted_entries: dict[str, dict[str, Any]] | None = None
+    """Per-tool table -> what was left out past its :data:`TABLE_ENTRIES_KEPT` worst entries: ``{"entries": n,
+    "counts": ...}``, ``counts`` the left-out entries' counts summed (a number, or ``{kind: n}`` for a table of
+    ``{kind: n}`` entries). Absent when no table was cut."""
     errors: int = 0
     """Entries in ``errors.json``."""
     completed_at: str | None = None
@@ -230,8 +244,55 @@ def summary_document(summary: dict[str, Any]) -> dict[str, Any]:
     Raises:
         pydantic.ValidationError: an unknown key or a value of the wrong type (a defect of the writer).
     """
-    model = RunSummary.model_validate(summary)
+    model = RunSummary.model_validate(bounded_tables(summary))
     return {"summary_version": model.summary_version, **model.model_dump(mode="json", exclude_unset=True)}
+
+
+def _weight(value: Any) -> int:
+    return sum(value.values()) if isinstance(value, dict) else int(value or 0)
+
+
+def _cut(table: dict[str, Any], kept: int) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """The ``kept`` worst entries of ``table`` (highest count first, then by name) in name order, and what the
+    others add up to (``None`` when none is left out)."""
+    if len(table) <= kept:
+        return table, None
+    ranked = sorted(table.items(), key=lambda item: (-_weight(item[1]), item[0]))
+    rest = ranked[kept:]
+    if all(isinstance(value, dict) for _, value in rest):
+        counts: Any = {}
+        for _, value in rest:
+            for kind, n in value.items():
+                counts[kind] = counts.get(kind, 0) + int(n)
+        counts = dict(sorted(counts.items()))
+    else:
+        counts = sum(_weight(value) for _, value in rest)
+    return dict(sorted(ranked[:kept])), {"entries": len(rest), "counts": counts}
+
+
+def bounded_tables(summary: dict[str, Any], kept: int = TABLE_ENTRIES_KEPT) -> dict[str, Any]:
+    """``summary`` with each of its :data:`PER_TOOL_TABLES` (at the top and in ``gate.counts``) cut to its
+    ``kept`` worst entries, and ``omitted_entries`` saying what was left out; a new dict when anything was cut."""
+    omitted: dict[str, dict[str, Any]] = dict(summary.get("omitted_entries") or {})
+    out = dict(summary)
+    for name in PER_TOOL_TABLES:
+        table = out.get(name)
+        if isinstance(table, dict):
+            out[name], left = _cut(table, kept)
+            if left is not None:
+                omitted[name] = left
+    gate = out.get("gate")
+    if isinstance(gate, dict) and isinstance(gate.get("counts"), dict):
+        counts = dict(gate["counts"])
+        for name in PER_TOOL_TABLES:
+            if isinstance(counts.get(name), dict):
+                counts[name], left = _cut(counts[name], kept)
+                if left is not None:
+                    omitted.setdefault(name, left)
+        out["gate"] = {**gate, "counts": counts}
+    if omitted:
+        out["omitted_entries"] = omitted
+    return out
 
 
 def errors_document(errors: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -37,7 +37,8 @@ from tooleval.capture.redaction import DEFAULT_FIELDS, RedactionConfig
 from tooleval.runs.shards import ShardIndex, cyclic_gc_paused, default_shard_size, scan_lines
 from tooleval.runs.spec import RunSpec
 
-__all__ = ["DatasetRef", "RunPlan", "plan_run", "new_run_id", "revision_record_path", "revision_record_relpath"]
+__all__ = ["DatasetRef", "RunPlan", "check_revision_content", "plan_run", "new_run_id", "revision_record_path",
+           "revision_record_relpath"]
 
 
 class DatasetRef(BaseModel):
@@ -135,6 +136,17 @@ def revision_record_relpath(revision: str) -> str:
 def revision_record_path(out: Path, revision: str) -> Path:
     """Where the content digest of a written revision is recorded: ``<out>/revisions/<revision>.json``."""
     return out / revision_record_relpath(revision)
+
+
+def check_revision_content(out: Path | str, dataset_path: Path, revision: str, digest: str) -> None:
+    """Refuse a dataset whose ``revision`` was already written to ``out`` with other content (its ledger entry,
+    :func:`revision_record_relpath`, records another content digest); no entry yet passes.
+
+    Raises:
+        RevisionConflictError: the recorded digest differs from ``digest`` (exit 2: bump the revision).
+        InputFileError: the ledger entry is not a JSON object.
+    """
+    _check_revision_registry(out, dataset_path, revision, digest)
 
 
 def _check_revision_registry(out: Path | str, dataset_path: Path, revision: str, digest: str) -> None:

@@ -34,7 +34,7 @@ from typing import Any, Iterator
 
 from tooleval.errors import InputFileError
 from tooleval.settings import DEFAULT_LOCK_TTL_S, LOCK_TTL_ENV, lock_ttl_s
-from tooleval.storage._paths import ensure_dir
+from tooleval.storage._paths import _os_error, ensure_dir
 
 __all__ = ["LeaseHeldError", "RunLease", "hold_run", "lease_for", "lease_ttl", "holder_alive", "process_alive",
            "process_start", "read_lease"]
@@ -171,11 +171,14 @@ class RunLease:
     def try_acquire(self) -> dict | None:
         """Take the lease if it is free or stale; return None on success, else the live holder's record."""
         folder = _lock_dir(self.out)
-        with _guard(folder):
-            current = read_lease(self.out, self.run_id)
-            if current is not None and current.get("token") != self.token and holder_alive(current):
-                return current
-            _write(self.path, self._record())
+        try:
+            with _guard(folder):
+                current = read_lease(self.out, self.run_id)
+                if current is not None and current.get("token") != self.token and holder_alive(current):
+                    return current
+                _write(self.path, self._record())
+        except OSError as exc:  # a read-only or full results folder: the command cannot publish there
+            raise _os_error(folder, exc) from None
         self._thread = threading.Thread(target=self._renew, name=f"tooleval-lease-{self.run_id}", daemon=True)
         self._thread.start()
         return None
@@ -185,6 +188,7 @@ class RunLease:
 
         Raises:
             LeaseHeldError: a live writer holds it (names its host, pid and run id).
+            tooleval.storage.OutFolderError: the lease cannot be written (a read-only or full results folder).
         """
         holder = self.try_acquire()
         if holder is not None:

@@ -106,9 +106,20 @@ def read_versioned(path: str | Path, kind: str, columns: list[str] | None = None
             million rows' call lists and messages do not fit a worker's memory.
 
     Raises:
-        InputFileError: the file holds a version newer than this reader's (fix: upgrade tooleval), or no
-            version column at all.
+        InputFileError: the file holds a version newer than this reader's (fix: upgrade tooleval), no version
+            column at all, or cannot be read as Parquet (damaged).
     """
+    try:
+        return _read_versioned(path, kind, columns)
+    except (pa.ArrowException, OSError) as exc:  # a truncated or overwritten part: named, not a traceback
+        if isinstance(exc, FileNotFoundError):
+            raise
+        raise InputFileError(path, None, f"this Parquet file cannot be read ({exc}).",
+                             "it is damaged or was changed by another program: restore it from a backup, or publish "
+                             "the run again (tooleval rescore, or tooleval run).") from None
+
+
+def _read_versioned(path: str | Path, kind: str, columns: list[str] | None) -> pa.Table:
     column = VERSION_COLUMNS[kind]
     current = CURRENT_VERSIONS[kind]
     schema = SCHEMAS[kind]

@@ -27,7 +27,7 @@ from pydantic import BaseModel, ConfigDict
 
 from tooleval.storage._fs import (RemoteTree, as_location, is_remote, iter_parquet_batches, location_exists,
                                   read_parquet)
-from tooleval.storage._paths import ensure_dir
+from tooleval.storage._paths import _os_error, ensure_dir
 
 __all__ = ["StageRef", "GENERATION_SCHEMA", "STAGE_ROW_GROUP", "STAGE_GROUP_TEXT", "write_stage_table", "read_stage_table",
            "iter_stage_batches", "stage_dir"]
@@ -105,21 +105,29 @@ def write_stage_table(
 
     Returns:
         The :class:`StageRef` of ``<directory>/<sha256>.parquet``.
+
+    Raises:
+        tooleval.storage.OutFolderError: the file cannot be written (no space left, a read-only folder).
     """
     if is_remote(str(directory)):
         return _put_stage_table(str(directory), stage, rows, schema, started)
     directory = Path(directory)
-    directory.mkdir(parents=True, exist_ok=True)
-    handle, tmp_name = tempfile.mkstemp(dir=directory, suffix=".tmp")
-    os.close(handle)
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        handle, tmp_name = tempfile.mkstemp(dir=directory, suffix=".tmp")
+        os.close(handle)
+    except OSError as exc:  # a full disk or a read-only folder: the run stops with the cause, not a traceback
+        raise _os_error(directory, exc) from None
     try:
         count = _write_rows(tmp_name, rows, schema)
         with open(tmp_name, "rb") as written:
             digest = hashlib.file_digest(written, "sha256").hexdigest()
         final = directory / f"{digest}.parquet"
         os.replace(tmp_name, final)
-    except BaseException:
+    except BaseException as exc:
         Path(tmp_name).unlink(missing_ok=True)
+        if isinstance(exc, OSError) and exc.errno is not None:
+            raise _os_error(directory, exc) from None
         raise
     elapsed = 0.0 if started is None else time.perf_counter() - started
     return StageRef(stage=stage, path=str(final), digest=digest, rows=count, elapsed_s=elapsed)

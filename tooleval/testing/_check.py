@@ -19,6 +19,8 @@ from typing import Any, Iterable, Mapping
 
 from pydantic import ValidationError
 
+from tooleval.canonical import MAX_DEPTH, json_value_problem
+
 from tooleval.capture.envelope import generation_envelope
 from tooleval.capture.recorded import TraceLine, trace_line_problem
 from tooleval.capture.redaction import DEFAULT_FIELDS, RedactionConfig, Redactor, case_reference_values
@@ -115,6 +117,66 @@ def _rule_keys(rules: Mapping[str, Any] | None) -> dict[str, Any]:
     return rules
 
 
+_OBSERVED_DEPTH = 2 * MAX_DEPTH
+"""Deepest nesting of a trajectory given as Python values: argument objects nest inside the messages (in a run,
+argument text is read with its own cap of :data:`MAX_DEPTH`, below the line's), and every reader after this
+check recurses into the value."""
+
+
+def _nesting_problem(value: Any, max_depth: int) -> str | None:
+    """``"<path>: nested deeper than N levels"`` when the dicts and lists of ``value`` nest deeper than
+    ``max_depth`` (a value that contains itself does), found without recursion; ``None`` otherwise. Other
+    objects (a LangChain message) are not looked into."""
+    stack: list[tuple[Any, str, int]] = [(value, "", 1)]
+    while stack:
+        item, path, depth = stack.pop()
+        if isinstance(item, dict):
+            children = [(child, f"{path}.{key}" if path else str(key)) for key, child in item.items()]
+        elif isinstance(item, (list, tuple)):
+            children = [(child, f"{path}[{i}]") for i, child in enumerate(item)]
+        else:
+            continue
+        if depth > max_depth:
+            where = path if len(path) <= 60 else path[:60] + "..."
+            return f"{where or '(top level)'}: nested deeper than {max_depth} levels (or it contains itself)"
+        stack.extend((child, where, depth + 1) for child, where in children)
+    return None
+
+
+def _check_expected(expected: Any) -> None:
+    """Refuse a reference no run could hold: argument values that are not JSON (``NaN``, ``Infinity``, a lone
+    surrogate), nest deeper than :data:`MAX_DEPTH` or contain themselves."""
+    if expected is None or isinstance(expected, (str, Case)):
+        return
+    for i, call in enumerate(expected):
+        args = call.args if isinstance(call, Call) else call.get("args") if isinstance(call, Mapping) else None
+        problem = _nesting_problem(args, MAX_DEPTH) or json_value_problem(args, where="args")
+        if problem is not None:
+            raise ValueError(f"expected call #{i} cannot be a reference: {problem}; a reference holds JSON values "
+                             "only (no NaN or Infinity, no lone surrogate, no object inside itself)")
+
+
+def _key_bytes(key: Any) -> bytes:
+    if isinstance(key, str):
+        key = key.encode()
+    elif isinstance(key, (bytes, bytearray, memoryview)):
+        key = bytes(key)
+    else:
+        raise TypeError(f"redaction_key must be str or bytes, not {type(key).__name__}")
+    if not key:
+        raise ValueError("redaction_key is empty: tokens under an empty key can be recomputed by anyone; pass the "
+                         "run's key (the text of $TOOLEVAL_REDACTION_KEY or the bytes of redaction.key)")
+    return key
+
+
+def _field_names(fields: Any) -> tuple[str, ...]:
+    names = [fields] if isinstance(fields, str) else list(fields)  # one name given alone is that name
+    wrong = [name for name in names if not isinstance(name, str) or not name]
+    if wrong:
+        raise TypeError(f"redaction_fields takes field names (non-empty strings), not {wrong[0]!r}")
+    return tuple(sorted(set(names)))
+
+
 def _case(expected: Any, case_id: str, rules: dict[str, Any], mode: str | None, ordered: bool | None,
           dataset: Dataset | None) -> Case:
     """The case to score against: ``expected`` (calls, a :class:`Case` or, with a dataset, a case id) with the rule
@@ -149,7 +211,7 @@ def _case(expected: Any, case_id: str, rules: dict[str, Any], mode: str | None, 
 
 
 def _redactor(key: str | bytes, fields: Iterable[str], seeds: list[Any]) -> Redactor:
-    key = key.encode() if isinstance(key, str) else bytes(key)
+    key = _key_bytes(key)
     config = RedactionConfig(fields=sorted(set(DEFAULT_FIELDS) | set(fields)),
                              key_digest=hashlib.sha256(key).hexdigest())
     redactor = Redactor(config, key)
@@ -211,8 +273,10 @@ def check_tool_calls(
         dataset: A dataset folder (or a loaded :class:`~tooleval.dataset.Dataset`): its cases, tools and policy,
             and with a redaction key the redactor a run of it uses (seeded with every case).
         redaction_key: Redact the trajectory and the reference with this key (``$TOOLEVAL_REDACTION_KEY``'s text,
-            or the bytes of a results folder's ``redaction.key``); ``None``: no redaction. No key file is written.
-        redaction_fields: Field names redacted besides the defaults (``tooleval run --redact-field``).
+            or the bytes of a results folder's ``redaction.key``; not empty); ``None``: no redaction. No key file
+            is written.
+        redaction_fields: Field names redacted besides the defaults (``tooleval run --redact-field``); one name
+            may be given alone, as a string.
 
     Returns:
         A :class:`ToolCallCheck`; ``.row`` equals, column for column but ``run_id``, the row ``tooleval run``
@@ -220,9 +284,21 @@ def check_tool_calls(
         data). ``dataset_revision`` is the envelope's, else the dataset's revision, else null.
 
     Raises:
-        TypeError: ``observed`` is none of the accepted shapes.
-        ValueError: an unreadable call or message, an invalid reference or rule key, an unknown mode or case id.
+        TypeError: ``observed`` is none of the accepted shapes; ``ordered`` is not a bool; ``redaction_key`` is
+            not ``str`` or ``bytes``; a redaction field is not a non-empty string.
+        ValueError: an unreadable call or message; ``observed`` nesting deeper than 400 levels (or containing
+            itself); a reference whose arguments are not JSON values (``NaN``, ``Infinity``, a lone surrogate),
+            nest deeper than :data:`tooleval.canonical.MAX_DEPTH` or contain themselves; an invalid rule key, an
+            unknown mode or case id; an empty ``redaction_key``.
     """
+    if ordered is not None and not isinstance(ordered, bool):
+        raise TypeError(f"ordered must be True, False or None, not {ordered!r}")
+    fields = _field_names(redaction_fields)
+    key = None if redaction_key is None else _key_bytes(redaction_key)
+    _check_expected(expected)
+    problem = _nesting_problem(observed, _OBSERVED_DEPTH)
+    if problem is not None:
+        raise ValueError(f"observed cannot be read as a trajectory: {problem}")
     loaded = _load(dataset)
     rule_keys = _rule_keys(rules)
     if is_envelope(observed):
@@ -233,12 +309,10 @@ def check_tool_calls(
         case_id = str(trace.get("case_id", expected if isinstance(expected, str) else "check"))
     case = _case(expected, case_id, rule_keys, mode, ordered, loaded)
     redactor, inputs = None, None
-    fields = tuple(sorted(set(redaction_fields)))
-    if redaction_key is not None and loaded is not None:
-        key = redaction_key.encode() if isinstance(redaction_key, str) else bytes(redaction_key)
+    if key is not None and loaded is not None:
         redactor, inputs = _dataset_redaction(str(loaded.path), loaded.content_digest, key, fields)
-    elif redaction_key is not None:
-        redactor = _redactor(redaction_key, fields, case_reference_values(case))
+    elif key is not None:
+        redactor = _redactor(key, fields, case_reference_values(case))
     elif loaded is not None:
         inputs = _dataset_inputs(str(loaded.path), loaded.content_digest)
     if trace is not None:
