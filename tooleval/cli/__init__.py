@@ -51,20 +51,23 @@ def main() -> None:
     code = run_app()
     if request is not None and code in (0, 1):
         _warm.start_runner(request)
-    _exit(code)
+    # called by the program itself (the console script, ``python -m``): nothing runs after it
+    _exit(code, program=sys._getframe(1).f_globals.get("__name__") == "__main__")
 
 
-def _exit(code: int) -> None:
+def _exit(code: int, *, program: bool) -> None:
     """End the process with ``code`` once the exit handlers have run (Prefect drains its queues there), without
     the interpreter's teardown: freeing every module and object of a run took 2 s on the quiet 2-core machine,
-    and more on a loaded one, between the command's last line and the prompt. A thread that is not a daemon still
-    gets the normal exit, which waits for it."""
+    and more on a loaded one, between the command's last line and the prompt. A caller other than the program's
+    own entry (``program`` false: a test, a script calling :func:`main`) and a thread that is not a daemon get the
+    normal exit (``SystemExit``)."""
     import atexit
     import os
     import sys
     import threading
 
-    if any(t.is_alive() and not t.daemon for t in threading.enumerate() if t is not threading.main_thread()):
+    if not program or any(t.is_alive() and not t.daemon for t in threading.enumerate()
+                          if t is not threading.main_thread()):
         sys.exit(code)
     try:
         atexit._run_exitfuncs()
