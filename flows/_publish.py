@@ -29,7 +29,7 @@ from tooleval.runs.spec import RunSpec
 from tooleval.runs.report import build_report
 from tooleval.scoring.ragas_metric import ragas_version
 from tooleval.capture.redaction import RedactionConfig
-from tooleval.storage._folder_locks import revision_commit
+from tooleval.storage import revision_commit
 from tooleval.storage.stages import StageRef, read_stage_table
 from tooleval.storage import join_error
 from tooleval.storage import (ENVELOPE_SCHEMA, ROW_SCHEMA, ROW_SCHEMA_VERSION, Publication, as_location, join,

@@ -36,7 +36,7 @@ from tooleval.runs.spec import DEFAULT_DATASET, RunSpec
 from tooleval.runs.progress import StageProgress
 from tooleval.runs.shards import cyclic_gc_paused, release_free_memory, run_scopes, scoring_key
 from tooleval.scoring.ragas_metric import ragas_version
-from tooleval.storage._folder_locks import stages_in_use
+from tooleval.storage import stages_in_use
 from tooleval.storage.stages import stage_dir
 from tooleval.versions import scorer_version
 

@@ -22,7 +22,7 @@ from tooleval.scoring.ragas_metric import ragas_version
 from tooleval.runs.drift import DRIFT_COLUMNS, drift_partial
 from tooleval.runs.legacy import LegacyTally
 from tooleval.runs.published import check_envelopes, iter_envelopes, open_run
-from tooleval.storage._folder_locks import stages_in_use
+from tooleval.storage import stages_in_use
 from tooleval.storage.stages import read_stage_table, stage_dir, write_stage_table
 from tooleval.storage import ENVELOPE_SCHEMA
 from tooleval.versions import scorer_version

@@ -149,7 +149,7 @@ def _record_mentions(record: Path, paths: set[str]) -> bool:
 def collect_garbage(out: str | Path, keep: int | None = None) -> GcReport:
     """Delete the runs past the ``keep`` newest (all kept when ``None``), then the stage files no kept run
     needs and the Prefect result records that point at them — unless a run or a rescore is in progress
-    (:func:`tooleval.storage._folder_locks.stages_unused`): it may read any stage file, so all are kept
+    (:func:`tooleval.storage.stages_unused`): it may read any stage file, so all are kept
     (``run_in_progress``), and the next gc collects them.
 
     Raises:
@@ -157,8 +157,7 @@ def collect_garbage(out: str | Path, keep: int | None = None) -> GcReport:
         tooleval.storage.OutFolderError: a symbolic link under ``<out>/.tooleval`` (deleting through it would
             delete files outside ``--out``).
     """
-    from tooleval.storage import check_state_folder
-    from tooleval.storage._folder_locks import stages_unused
+    from tooleval.storage import check_state_folder, stages_unused
 
     if keep is not None and keep < 0:
         raise ValueError("--keep must be >= 0")

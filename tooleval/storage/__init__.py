@@ -15,6 +15,7 @@ from tooleval.storage._commit import MARKER, committed_files, document_path, rea
 from tooleval.storage._fs import (as_location, is_remote, iter_parquet_batches, iter_row_group_batches, join,
                                   location_exists, read_location_bytes, read_parquet, read_parquet_schema, tree_of)
 from tooleval.storage._machine import cache_root, check_remote, local_copy, local_state_dir
+from tooleval.storage._folder_locks import revision_commit, stages_in_use, stages_unused
 from tooleval.storage._hold import hold_run
 from tooleval.storage._lease import LeaseHeldError, RunLease, process_alive, process_start
 from tooleval.storage._paths import (OutFolderError, check_out_folder, check_state_folder, create_bytes, encode_name,
@@ -55,6 +56,9 @@ __all__ = [
     "LeaseHeldError",
     "RunLease",
     "hold_run",
+    "revision_commit",
+    "stages_in_use",
+    "stages_unused",
     "OutFolderError",
     "encode_name",
     "check_out_folder",
