@@ -1,28 +1,65 @@
 """Stage 2, trace capture: turn raw responses into immutable, versioned trace envelopes.
 
-Cache key: the generation stage file's digest, the dataset's tool schema version, the code version (a digest of
-the whole ``tooleval`` package, which holds the envelope builder) and this task's source — not the dataset
-revision: the envelopes leave ``dataset_revision`` null (publication stamps it, and the trace digest leaves it
-out), so a corpus that grows under a new revision re-captures only the shards whose traces changed.
+A replayed trace reaches this stage as a reference to its recorded line (the generation stage reads nothing of it):
+capture reads the line, decodes it once, redacts it and builds its envelope, so the trace is not decoded, encoded
+and decoded again on its way from the traces file to the envelope. A live agent's response arrives as the redacted
+text the generation stage wrote.
+
+Cache key: the generation stage file's digest (which covers each replayed line's digest), the dataset's tool schema
+version, the code version (a digest of the whole ``tooleval`` package, which holds the envelope builder), the
+redaction config and the generation scope (the redactor's seeded values), and this task's source — not the dataset
+revision: the envelopes leave ``dataset_revision`` null (publication stamps it, and the trace digest leaves it out),
+so a corpus that grows under a new revision re-captures only the shards whose traces changed. Where the lines are
+(byte offsets, which move when others are added) is not part of the key.
 """
 
 from __future__ import annotations
 
 import time
 from datetime import datetime, timezone
+from typing import Any, Iterator
 
 from prefect import task
 from prefect.cache_policies import INPUTS, TASK_SOURCE
 
+from tooleval.agents import ReplayAgentConfig, WorkItem, as_text_record, replay_generate
 from tooleval.capture.envelope import generation_envelope
-from tooleval.storage import iter_parquet_batches
+from tooleval.capture.redaction import RedactionConfig
+from tooleval.dataset import load_dataset_trusted
+from tooleval.runs.plan import DatasetRef
+from tooleval.storage import ENVELOPE_SCHEMA, iter_parquet_batches
 from tooleval.storage.stages import STAGE_ROW_GROUP, StageRef, write_stage_table
-from tooleval.storage import ENVELOPE_SCHEMA
+from tasks._shared import cached_redactor
+
+__all__ = ["ReplayedLines", "capture_shard"]
 
 
-@task(name="trace-capture", cache_policy=INPUTS + TASK_SOURCE, persist_result=True)
+class ReplayedLines:
+    """Where a shard's replayed traces are: the traces file and each work item's line, as one opaque argument of
+    :func:`capture_shard` (Prefect does not walk into it looking for futures, and it is not part of the cache key:
+    the generation stage file holds each line's digest).
+
+    Args:
+        agent: The replay agent's config (the traces file).
+        items: The shard's work items, in the order the generation stage wrote them.
+        offsets: ``(byte offset, line number, checked)`` of each item's line (see
+            :meth:`tooleval.runs.plan.RunPlan.shard_items`); ``None``: the file is read from its start (gzip).
+    """
+
+    __slots__ = ("agent", "items", "offsets")
+
+    def __init__(self, agent: ReplayAgentConfig, items: list[WorkItem],
+                 offsets: list[tuple[int, int, bool]] | None) -> None:
+        self.agent = agent
+        self.items = items
+        self.offsets = offsets
+
+
+@task(name="trace-capture", cache_policy=INPUTS - "replay" - "dataset" + TASK_SOURCE, persist_result=True)
 def capture_shard(
-    generation: StageRef, tool_schema_version: str | None, code_version: str, stage_dir: str
+    generation: StageRef, tool_schema_version: str | None, code_version: str, stage_dir: str,
+    redaction: RedactionConfig | None = None, out: str = "", scope: str = "",
+    replay: ReplayedLines | None = None, dataset: DatasetRef | None = None,
 ) -> StageRef:
     """Capture one shard of envelopes.
 
@@ -31,16 +68,76 @@ def capture_shard(
         tool_schema_version: Version of the dataset's tool schemas (recorded unless the trace names its own).
         code_version: Scorer/code version (cache key only).
         stage_dir: Folder for the envelope stage file.
+        redaction: The run's redaction config, applied to replayed lines here (a live response was redacted by the
+            generation stage); ``None``: off.
+        out: Results folder (where the redaction key lives).
+        scope: :func:`tooleval.runs.shards.run_scopes`' generation scope (the redactor's seeded values; cache key).
+        replay: Where the replayed lines are, when the generation stage file refers to recorded lines.
+        dataset: The dataset, whose cases the redactor reads (a case's references name its secrets); not hashed.
 
     Returns:
         Ref to a Parquet file of :data:`tooleval.storage.ENVELOPE_SCHEMA` rows (``run_id`` and
         ``dataset_revision`` null: the partition columns are stamped at publication). A generation
-        record with an error becomes an envelope that carries the error, with whatever was captured.
+        record with an error, or a recorded line that is not a valid trace, becomes an envelope that carries the
+        error, with whatever was captured.
+
+    Raises:
+        ValueError: the generation file refers to recorded lines and ``replay`` is ``None``, or its keys are not
+            ``replay``'s items.
+        tooleval.errors.InputFileError: the traces file changed after the run was planned.
     """
     started = time.perf_counter()
     captured_at = datetime.now(timezone.utc)
     # one batch at a time, so memory stays that of one batch; each payload as its UTF-8 bytes, which orjson reads
     # without a str between
     batches = iter_parquet_batches(generation.path, STAGE_ROW_GROUP, binary=("payload_json",))
-    envelopes = (generation_envelope(record, captured_at, tool_schema_version) for batch in batches for record in batch)
+    records = (record for batch in batches for record in batch)
+    if replay is not None:
+        records = _replayed(records, replay, redaction, out, dataset)
+    envelopes = (_envelope(_referenced(record), captured_at, tool_schema_version) for record in records)
     return write_stage_table(stage_dir, "capture", envelopes, ENVELOPE_SCHEMA, started=started)
+
+
+def _envelope(record: dict[str, Any], captured_at: datetime, tool_schema_version: str | None) -> dict[str, Any]:
+    """:func:`tooleval.capture.envelope.generation_envelope` of ``record``; a decoded line whose values cannot be
+    written (nesting beyond Python's recursion limit) takes the way of its text, which makes that row's error."""
+    if "payload" in record:
+        try:
+            return generation_envelope(record, captured_at, tool_schema_version)
+        except (ValueError, RecursionError):
+            record = as_text_record(record)
+    return generation_envelope(record, captured_at, tool_schema_version)
+
+
+def _referenced(record: dict[str, Any]) -> dict[str, Any]:
+    """``record`` itself, unless it still refers to a recorded line that nobody read (a caller that gave no
+    ``replay``): that is a caller's mistake, not a row's."""
+    if record.get("line_digest") and record.get("payload_json") is None and "payload" not in record \
+            and record.get("error") is None:
+        raise ValueError("the generation stage file refers to recorded trace lines: pass replay=ReplayedLines(...) "
+                         "naming the traces file")
+    return record
+
+
+def _replayed(records: Iterator[dict[str, Any]], replay: ReplayedLines, redaction: RedactionConfig | None,
+              out: str, dataset: DatasetRef | None) -> Iterator[dict[str, Any]]:
+    """The generation records with each recorded line read, decoded and redacted
+    (:func:`tooleval.agents.replay_generate`), one at a time and in the generation file's order."""
+    if redaction is not None and dataset is None:
+        raise ValueError("redacting replayed lines needs the dataset (its cases name their secrets)")
+    redactor = None if dataset is None else cached_redactor(out, redaction, dataset)
+    encode = None
+    if redactor is not None:
+        cases = load_dataset_trusted(dataset.path, dataset.content_digest).cases
+
+        def encode(trace: dict) -> dict:  # the decoded line, redacted to values: never written as text and read
+            return redactor.redact_trace_values(trace, cases.get(str(trace.get("case_id"))))
+
+    lines = replay_generate(replay.agent, replay.items, replay.offsets, encode=encode, keep_values=True)
+    items = iter(replay.items)
+    for record in records:
+        item = next(items, None)
+        if item is None or (record["case_id"], record["trial"]) != (item.case_id, item.trial):
+            raise ValueError("the generation stage file does not list the shard's work items in order")
+        line = next(lines)  # one per work item, in order, whether or not this record refers to it
+        yield line if record.get("line_digest") and record.get("payload_json") is None else record

@@ -1,7 +1,9 @@
 """Stage 1, generation: ask the agent for each (case, trial) of a shard and keep its raw response.
 
-Responses are redacted here, as they arrive, before anything is written, so that no secret reaches a disk: the stage
-file and the live agent's per-item store hold only redacted values. Cache key: the agent config (replay: the traces
+A live agent's responses are redacted here, as they arrive, before anything is written, so that no secret reaches a
+disk: the stage file and the live agent's per-item store hold only redacted values. A replayed trace is already on
+disk, in its traces file: its record names the line by its digest and holds nothing of it, and trace capture reads,
+decodes and redacts the line (once). Cache key: the agent config (replay: the traces
 file digest; live: base URL, model, temperature, max steps), the shard's work items (case id, case content digest,
 trial, seed), the dataset, the tool results file, the redaction config (with the key's digest), the stage-store folder
 and this task's source. The run id is not part of it, so a new run over the same inputs regenerates nothing. A live
@@ -15,8 +17,7 @@ import time
 from prefect import task
 from prefect.cache_policies import INPUTS, TASK_SOURCE
 
-from tooleval.agents import (GenerationStore, ToolExecutor, WorkItem, openai_generate, read_tool_results,
-                             replay_generate)
+from tooleval.agents import GenerationStore, ToolExecutor, WorkItem, openai_generate, read_tool_results
 from tooleval.canonical import loads_text
 from tooleval.dataset import load_dataset_trusted
 from tooleval.errors import RowError
@@ -65,9 +66,16 @@ def generate_shard(
 
     Returns:
         Ref to a Parquet file of :data:`tooleval.storage.stages.GENERATION_SCHEMA` rows, in ``items`` order. A failed
-        live generation is a record with ``error`` set and what was captured so far.
+        live generation is a record with ``error`` set and what was captured so far. A replayed item is a record
+        with ``line_digest`` set and no payload: trace capture reads its line (:func:`tasks.capture.capture_shard`).
     """
     started = time.perf_counter()
+    if agent.kind == "replay":
+        # the recorded line is the response: trace capture reads, decodes and redacts it, so that nothing here
+        # decodes it a first time; the line's digest makes capture's cache key follow its content
+        records = ({"case_id": item.case_id, "trial": item.trial, "seed": item.seed, "payload_json": None,
+                    "error": None, "line_digest": item.trace_digest or ""} for item in items)
+        return write_stage_table(stage_dir, "generation", records, GENERATION_SCHEMA, started=started)
     loaded = load_dataset_trusted(dataset.path, dataset.content_digest)
     redactor = cached_redactor(out, redaction, dataset)
 
@@ -82,13 +90,7 @@ def generate_shard(
                 "generation_error", record["case_id"], record["trial"],
                 f"the response cannot be redacted: {type(exc).__name__}: {exc}")))
 
-    if agent.kind == "replay":
-        def redact_line(trace: dict) -> str:  # the parsed line, redacted as it is serialised once
-            return redactor.redact_trace_text(trace, loaded.cases.get(str(trace.get("case_id"))))
-
-        records = replay_generate(agent, items, offsets, encode=redact_line if redactor else None)
-    else:
-        store = GenerationStore(local_state_dir(out, "generations"))
-        records = openai_generate(agent, items, loaded.cases, loaded.tools, executor=_executor(executor),
-                                  store=store, transform=redact)
+    store = GenerationStore(local_state_dir(out, "generations"))
+    records = openai_generate(agent, items, loaded.cases, loaded.tools, executor=_executor(executor),
+                              store=store, transform=redact)
     return write_stage_table(stage_dir, "generation", records, GENERATION_SCHEMA, started=started)

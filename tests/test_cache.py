@@ -66,7 +66,7 @@ def test_h19_set_valued_input_hashes_alike_in_every_process():
 def test_h18_h20_scoring_reruns_on_a_new_scorer_version_and_cached_refs_restore(tmp_path):
     from prefect import flow
 
-    from tasks import capture_shard, generate_shard, score_shard
+    from tasks import ReplayedLines, capture_shard, generate_shard, score_shard
     from tooleval.scoring.ragas_metric import ragas_version
 
     dataset = write_dataset(tmp_path / "d", TINY_CASES, TINY_TRACES)
@@ -77,7 +77,10 @@ def test_h18_h20_scoring_reruns_on_a_new_scorer_version_and_cached_refs_restore(
     def stages(scorer: str):
         generated = generate_shard(plan.agent, plan.items, plan.dataset, plan.redaction, plan.out,
                                    dirs["generation"], return_state=True)
-        captured = capture_shard(generated.result(), None, "code", dirs["capture"], return_state=True)
+        # a replayed trace is read from its line by capture (the generation stage file names the line)
+        captured = capture_shard(generated.result(), None, "code", dirs["capture"], plan.redaction, plan.out,
+                                 replay=ReplayedLines(plan.agent, plan.items, None), dataset=plan.dataset,
+                                 return_state=True)
         scored = score_shard(captured.result(), plan.dataset, plan.redaction, scorer, ragas_version(), plan.out,
                              dirs["scoring"], return_state=True)
         return generated, captured, scored

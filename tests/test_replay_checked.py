@@ -125,7 +125,7 @@ def test_the_one_read_of_the_plan_finds_the_offsets_and_digests_a_second_scan_fi
 def test_an_integer_beyond_64_bits_keeps_its_value_through_generation_and_capture(tmp_path):
     # orjson reads 2**70 as the float 1.1805916207174113e+21; the stage files are JSON text read back by each
     # stage, so the envelope's metadata and its tool call arguments must still hold the integer itself
-    from tasks import capture_shard, generate_shard
+    from tasks import ReplayedLines, capture_shard, generate_shard
     from tooleval.runs.shards import run_scopes
     from tooleval.storage.stages import read_stage_table, stage_dir
     from tooleval.versions import scorer_version
@@ -144,7 +144,9 @@ def test_an_integer_beyond_64_bits_keeps_its_value_through_generation_and_captur
     items, offsets = plan.shard_items(shard)
     generated = generate_shard.fn(plan.agent, items, plan.dataset, plan.redaction, plan.out,
                                   str(dirs["generation"]), plan.executor, offsets=offsets, scope=gscope)
-    captured = capture_shard.fn(generated, plan.dataset.tool_schema_version, scorer_version(), str(dirs["capture"]))
+    captured = capture_shard.fn(generated, plan.dataset.tool_schema_version, scorer_version(), str(dirs["capture"]),
+                                plan.redaction, str(plan.out), gscope, replay=ReplayedLines(plan.agent, items, offsets),
+                                dataset=plan.dataset)
     envelope = read_stage_table(captured).to_pylist()[0]
     assert envelope["error"] is None
     assert json.loads(envelope["metadata_json"])["ledger_id"] == wide

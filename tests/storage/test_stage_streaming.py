@@ -13,7 +13,7 @@ from tooleval.storage.stages import (GENERATION_SCHEMA, STAGE_ROW_GROUP, StageRe
 
 def _record(i: int) -> dict:
     return {"case_id": f"c{i:05d}", "trial": i % 3, "seed": i, "payload_json": None if i % 7 else "{}",
-            "error": "e" if i % 11 == 0 else None}
+            "error": "e" if i % 11 == 0 else None, "line_digest": None}
 
 
 def test_a_generator_is_written_one_row_group_at_a_time(tmp_path, monkeypatch):

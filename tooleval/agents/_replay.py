@@ -19,7 +19,7 @@ from tooleval.capture.recorded import (TraceLine, iter_trace_lines, parse_trace,
                                        trace_line_problem)
 from tooleval.errors import RowError
 
-__all__ = ["ReplayAgentConfig", "WorkItem", "replay_generate"]
+__all__ = ["ReplayAgentConfig", "WorkItem", "as_text_record", "replay_generate"]
 
 
 class ReplayAgentConfig(BaseModel):
@@ -48,7 +48,7 @@ class WorkItem(BaseModel):
 
 
 def _record(path: Path, line: TraceLine, key: tuple[str, Any], seed: int,
-            encode: Callable[[dict[str, Any]], str] | None) -> dict[str, Any]:
+            encode: Callable[[dict[str, Any]], str] | None, keep_values: bool = False) -> dict[str, Any]:
     """The generation record of one trace line (see :func:`replay_generate`)."""
     problem = trace_line_problem(line)
     kind = line.kind
@@ -60,22 +60,41 @@ def _record(path: Path, line: TraceLine, key: tuple[str, Any], seed: int,
         error = str(RowError(kind, key[0], key[1], f"{problem} (line {line.line} of {path})", str(path),
                              line.line))
         return {"case_id": key[0], "trial": key[1], "seed": seed, "payload_json": None, "error": error}
-    return _payload_record(line.data, key, seed, encode, f"line {line.line} of {path}", str(path), line.line)
+    return _payload_record(line.data, key, seed, encode, f"line {line.line} of {path}", str(path), line.line,
+                           keep_values)
 
 
 def _payload_record(data: dict[str, Any], key: tuple[str, Any], seed: int,
-                    encode: Callable[[dict[str, Any]], str] | None, where: str, path: str | None = None,
-                    line: int | None = None) -> dict[str, Any]:
+                    encode: Callable[[dict[str, Any]], str | dict[str, Any]] | None, where: str,
+                    path: str | None = None,
+                    line: int | None = None, keep_values: bool = False) -> dict[str, Any]:
     """The record of a trace whose payload ``encode`` makes (redaction); a value it cannot process (text it cannot
     write as UTF-8, a number without canonical JSON, nesting beyond Python's recursion limit) makes that row's
-    error instead of stopping the shard."""
+    error instead of stopping the shard. ``keep_values`` without ``encode``, or an ``encode`` that returns JSON
+    values rather than text: the decoded (or encoded) values are the record's ``payload``, for a reader in the same
+    process that would only decode the text again (:func:`as_text_record` gives the record of the text)."""
+    if keep_values and encode is None:
+        return {"case_id": key[0], "trial": key[1], "seed": seed, "payload": data, "payload_json": None,
+                "error": None, "source": (where, path, line)}
     try:
         payload = encode(data) if encode else dumps_text(data)
+        if isinstance(payload, dict):  # an encoding to values (redaction for trace capture): kept as they are
+            return {"case_id": key[0], "trial": key[1], "seed": seed, "payload": payload, "payload_json": None,
+                    "error": None, "source": (where, path, line)}
     except (ValueError, RecursionError) as exc:  # UnicodeError is a ValueError
         error = str(RowError("bad_trace", key[0], key[1], f"the trace cannot be redacted: "
                              f"{type(exc).__name__}: {exc} ({where})", path, line))
         return {"case_id": key[0], "trial": key[1], "seed": seed, "payload_json": None, "error": error}
     return {"case_id": key[0], "trial": key[1], "seed": seed, "payload_json": payload, "error": None}
+
+
+def as_text_record(record: dict[str, Any]) -> dict[str, Any]:
+    """A record made with ``keep_values`` (its ``payload`` the decoded line) as the record the default encoding
+    makes of it: the payload written as text, or the row's error when its values cannot be written (nesting beyond
+    Python's recursion limit), for a reader that could not take the values as they are."""
+    where, path, line = record["source"]
+    return _payload_record(record["payload"], (record["case_id"], record["trial"]), record["seed"], None, where,
+                           path, line)
 
 
 _READ_BUFFER = 1 << 20
@@ -84,7 +103,8 @@ through the default 8 KB buffer after a seek cost ~3x as much (measured on tau l
 
 
 def _records_at(path: Path, items: list[WorkItem], offsets: list[tuple[int, ...]],
-                encode: Callable[[dict[str, Any]], str] | None) -> Iterator[dict[str, Any]]:
+                encode: Callable[[dict[str, Any]], str] | None, keep_values: bool = False
+                ) -> Iterator[dict[str, Any]]:
     """The records of ``items``, in their order, each read from its line at its ``(byte offset, line number[,
     checked])`` the moment it is asked for (a shard's records are never all held at once).
 
@@ -107,7 +127,7 @@ def _records_at(path: Path, items: list[WorkItem], offsets: list[tuple[int, ...]
             handle.seek(offset)
             raw = handle.readline()
             if checked:
-                record = _checked_record(raw, key, item, encode, path, number)
+                record = _checked_record(raw, key, item, encode, path, number, keep_values)
                 if record is not None:
                     yield record
                     continue
@@ -121,12 +141,12 @@ def _records_at(path: Path, items: list[WorkItem], offsets: list[tuple[int, ...]
                 raise InputFileError(path, None, f"the traces file changed after the run was planned (case "
                                      f"{key[0]!r} trial {key[1]} is no longer where the plan found it).",
                                      "keep the file unchanged during a run, and run again (the plan reads it anew).")
-            yield _record(path, line, key, item.seed, encode)
+            yield _record(path, line, key, item.seed, encode, keep_values)
 
 
 def _checked_record(raw: bytes, key: tuple[str, int], item: WorkItem,
                     encode: Callable[[dict[str, Any]], str] | None, path: Path | None = None,
-                    number: int | None = None) -> dict[str, Any] | None:
+                    number: int | None = None, keep_values: bool = False) -> dict[str, Any] | None:
     """The record of a line the plan validated, or ``None`` when its bytes are no longer the ones the plan read
     (then the caller reads it the checked way) or orjson cannot read it."""
     text = raw.rstrip(b"\r\n")
@@ -139,7 +159,7 @@ def _checked_record(raw: bytes, key: tuple[str, int], item: WorkItem,
     if not isinstance(data, dict) or trace_key(data) != key:
         return None
     return _payload_record(data, key, item.seed, encode, f"line {number} of {path}",
-                           None if path is None else str(path), number)
+                           None if path is None else str(path), number, keep_values)
 
 
 def replay_generate(
@@ -147,6 +167,7 @@ def replay_generate(
     items: list[WorkItem],
     offsets: list[tuple[int, int]] | None = None,
     encode: Callable[[dict[str, Any]], str] | None = None,
+    keep_values: bool = False,
 ) -> Iterator[dict[str, Any]]:
     """Look up the recorded response of each work item, one at a time (a generator: read at the plan's offsets,
     a shard's records are made as the stage writer asks for them, never all held at once).
@@ -160,6 +181,8 @@ def replay_generate(
         encode: Turns each parsed trace into its payload text (redaction:
             :meth:`tooleval.capture.redaction.Redactor.redact_trace_text`), so a line is decoded and encoded once;
             default :func:`tooleval.canonical.dumps_text`.
+        keep_values: Without ``encode``, hand each decoded line over as the record's ``payload`` (its JSON values)
+            instead of writing it as text: for trace capture, which builds the envelope from the values at once.
 
     Raises:
         tooleval.errors.InputFileError: the file became unreadable, or (read at the plan's offsets) no longer
@@ -177,7 +200,7 @@ def replay_generate(
 
         path = local_copy(config.traces_path)
     if offsets is not None and all(where[0] >= 0 for where in offsets):
-        yield from _records_at(path, items, offsets, encode)
+        yield from _records_at(path, items, offsets, encode, keep_values)
         return
     wanted = {(item.case_id, item.trial): item for item in items}
     found: dict[tuple[str, int], dict[str, Any]] = {}
@@ -185,7 +208,7 @@ def replay_generate(
         key = trace_key(line.data)  # until all are found; a line naming no row is passed over, as planned
         if key not in wanted or key in found:
             continue
-        found[key] = _record(path, line, key, wanted[key].seed, encode)
+        found[key] = _record(path, line, key, wanted[key].seed, encode, keep_values)
         if len(found) == len(wanted):
             break
     for key, item in wanted.items():

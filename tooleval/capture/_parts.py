@@ -77,9 +77,14 @@ class PartMemo:
         self._chars = 0
         self._limit = chars
 
-    def redact(self, redactor: "Redactor", trace: dict[str, Any], case: Any) -> str | None:
+    def redact(self, redactor: "Redactor", trace: dict[str, Any], case: Any, values: bool = False
+               ) -> str | dict[str, Any] | None:
         """The text of ``redactor.redact_trace(trace, case)`` as :func:`tooleval.canonical.dumps_text` writes it,
-        or ``None`` when the trace is for the whole walk (see the module docstring)."""
+        or ``None`` when the trace is for the whole walk (see the module docstring).
+
+        ``values``: the redacted trace as JSON values instead of its text, for a caller that would only decode the
+        text again: a part that redaction leaves as it is stays the very object of ``trace``, and only the parts it
+        changed are read from their redacted text."""
         if redactor._paths:
             return None
         keep = {key: trace[key] for key in ("case_id", "trial", "agent") if key in trace}
@@ -110,7 +115,8 @@ class PartMemo:
                     # multi-turn trace opens with a system prompt naming the profile's fields, never quiet
                     body = {name: item for name, item in trace.items() if name not in keep}
                     if redactor._untouched(body):
-                        return dumps_text({**keep, **body, "redacted_fields": []})
+                        whole = {**keep, **body, "redacted_fields": []}
+                        return whole if values else dumps_text(whole)
                 if entry is None:
                     entry = self._learn(redactor, key, part, text, _Call)
                 parts.append(part)
@@ -133,6 +139,7 @@ class PartMemo:
         start = 0
         for key, listed, end in layout:
             done_texts = []
+            done_values = []
             for index in range(start, end):
                 entry, subset = entries[index], relevant[index]
                 done = None if entry.walk else entry.results.get(subset)
@@ -146,9 +153,16 @@ class PartMemo:
                     if not entry.walk and len(entry.results) < _RESULTS_KEPT:
                         entry.results[subset] = done
                 done_texts.append(done[0])
+                if values:
+                    done_values.append(parts[index] if done[0] == texts[index] else orjson.loads(done[0]))
                 if done[1]:
                     changed.update(done[1])
             start = end
+            if values:
+                result[key] = done_values if listed else done_values[0]
+                if key == "metadata":
+                    metadata_text = done_texts[0]
+                continue
             if listed:
                 result[key] = orjson.Fragment(b"[" + b",".join(done_texts) + b"]")
             else:
@@ -161,6 +175,8 @@ class PartMemo:
             metadata = orjson.loads(metadata_text) if isinstance(trace.get("metadata"), dict) else {}
             result["metadata"] = {**metadata, MARKER_KEY: {"reference_secrets": markers}}
         result["redacted_fields"] = sorted(changed)
+        if values:
+            return result
         try:
             return orjson.dumps(result).decode()
         except (TypeError, orjson.JSONEncodeError):  # a kept value orjson cannot write: the whole walk writes it

@@ -227,7 +227,8 @@ def generation_envelope(record: dict[str, Any], captured_at: datetime,
     Args:
         record: ``{case_id, trial, payload_json, error}``: a recorded trace as JSON text or its UTF-8 bytes (already redacted when
             redaction is on; an optional ``redacted_fields`` key lists the redacted field paths), and the
-            generation's error text, if any.
+            generation's error text, if any; or, instead of the text, ``payload``: the trace's decoded JSON values
+            (not modified).
         captured_at: Timezone-aware UTC capture time.
         tool_schema_version: As :func:`build_envelope`.
 
@@ -239,11 +240,12 @@ def generation_envelope(record: dict[str, Any], captured_at: datetime,
         pydantic.ValidationError: the payload is not a recorded trace (the generation stage only writes valid
             ones).
     """
-    if record["payload_json"] is None:
+    payload = record.get("payload")
+    if payload is None and record["payload_json"] is None:
         return {"envelope_version": ENVELOPE_VERSION, "dataset_revision": None, "run_id": None,
                 "case_id": record["case_id"], "trial": record["trial"], "captured_at": captured_at,
                 "model_calls": [], "error": record["error"]}
-    payload = loads_text(record["payload_json"])
+    payload = loads_text(record["payload_json"]) if payload is None else dict(payload)
     redacted = payload.pop("redacted_fields", None)
     trace = _recorded_trace(payload)
     envelope = build_envelope(trace, None, captured_at, tool_schema_version=tool_schema_version,

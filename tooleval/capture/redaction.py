@@ -375,6 +375,17 @@ class Redactor:
         text = self._parts.redact(self, trace, case)
         return text if text is not None else dumps_text(self.redact_trace(trace, case))
 
+    def redact_trace_values(self, trace: dict[str, Any], case: Any = None) -> dict[str, Any]:
+        """:meth:`redact_trace_text`'s trace as JSON values (equal to decoding that text), for a caller that would
+        only decode the text again: what redaction leaves as it is stays the very object of ``trace`` (shared, not
+        copied: neither may be modified), and only the parts it changed are read from their redacted text.
+
+        Raises:
+            ValueError: as :meth:`redact_trace_text`.
+        """
+        result = self._parts.redact(self, trace, case, values=True)
+        return result if result is not None else self.redact_trace(trace, case)
+
     def _untouched(self, body: dict[str, Any]) -> bool:
         """True when redaction provably leaves ``body`` as it is, decided on its text instead of a walk (most
         lines hold no secret; the walk costs ~1 ms on a long trace).

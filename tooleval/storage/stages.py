@@ -39,9 +39,12 @@ GENERATION_SCHEMA = pa.schema(
         ("seed", pa.int64()),
         ("payload_json", pa.string()),
         ("error", pa.string()),
+        ("line_digest", pa.string()),
     ]
 )
-"""Generation stage rows: the agent's raw response for one (case, trial) as JSON text, or its error."""
+"""Generation stage rows: the agent's raw response for one (case, trial) as JSON text, or its error; or, for a
+replayed trace, no payload and ``line_digest`` (sha256, 32 hex, of its recorded line's bytes): the response is that
+line of the traces file, which trace capture reads, so that a recorded trace is decoded once on its way to a row."""
 
 
 class StageRef(BaseModel):
@@ -147,7 +150,7 @@ def _write_rows(path: str | Path, rows: Iterable[dict[str, Any]], schema: pa.Sch
     return count
 
 
-_UNIQUE_TEXT = frozenset({"payload_json"})
+_UNIQUE_TEXT = frozenset({"payload_json", "line_digest"})
 """Stage columns whose every value is its own row's text (no dictionary encoding)."""
 
 
