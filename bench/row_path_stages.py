@@ -48,9 +48,9 @@ for shard in plan.index.shards():
         g = generate_shard.fn(plan.agent, items, plan.dataset, plan.redaction, plan.out, dirs["generation"],
                               plan.executor, offsets=offsets, scope=gscope)
         b, cb = time.perf_counter(), time.process_time()
-        replay = ReplayedLines(plan.agent, items, offsets) if plan.agent.kind == "replay" else None
+        replay = ReplayedLines(plan.agent, items, offsets, plan.dataset, plan.out) if plan.agent.kind == "replay" else None
         c = capture_shard.fn(g, plan.dataset.tool_schema_version, scorer_version(), dirs["capture"], plan.redaction,
-                             plan.out, gscope, replay=replay, dataset=plan.dataset)
+                             gscope, replay=replay)
         d, cd = time.perf_counter(), time.process_time()
         s = score_shard.fn(c, plan.dataset, plan.redaction, scorer_version(), ragas_version(), plan.out,
                            dirs["scoring"], scope=scoring_key(sscope, items))

@@ -148,10 +148,9 @@ def _run_shard(context: ShardContext, items: list[WorkItem], offsets: list[tuple
     # each stage tells the flow's progress when it has finished the shard: the flow hears of the shard itself
     # only when every stage is done, so its bars would otherwise all show the same count
     note_stage(c.progress, "generation", scoring_scope, len(items))
-    replay = ReplayedLines(c.plan_agent, items, offsets) if c.plan_agent.kind == "replay" else None
+    replay = ReplayedLines(c.plan_agent, items, offsets, c.dataset, c.out) if c.plan_agent.kind == "replay" else None
     captured = _stage(capture_shard, "trace-capture", states, timing, generated, c.dataset.tool_schema_version,
-                      c.code, c.dirs["capture"], c.redaction, c.out, c.generation_scope, replay=replay,
-                      dataset=c.dataset)
+                      c.code, c.dirs["capture"], c.redaction, c.generation_scope, replay=replay)
     note_stage(c.progress, "trace-capture", scoring_scope, len(items))
     rows = None
     if not c.legacy_only:

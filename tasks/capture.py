@@ -44,22 +44,25 @@ class ReplayedLines:
         items: The shard's work items, in the order the generation stage wrote them.
         offsets: ``(byte offset, line number, checked)`` of each item's line (see
             :meth:`tooleval.runs.plan.RunPlan.shard_items`); ``None``: the file is read from its start (gzip).
+        dataset: The dataset, whose cases the redactor reads (a case's references name its secrets).
+        out: The results folder, where the redaction key lives.
     """
 
-    __slots__ = ("agent", "items", "offsets")
+    __slots__ = ("agent", "items", "offsets", "dataset", "out")
 
-    def __init__(self, agent: ReplayAgentConfig, items: list[WorkItem],
-                 offsets: list[tuple[int, int, bool]] | None) -> None:
+    def __init__(self, agent: ReplayAgentConfig, items: list[WorkItem], offsets: list[tuple[int, int, bool]] | None,
+                 dataset: DatasetRef, out: str) -> None:
         self.agent = agent
         self.items = items
         self.offsets = offsets
+        self.dataset = dataset
+        self.out = out
 
 
-@task(name="trace-capture", cache_policy=INPUTS - "replay" - "dataset" + TASK_SOURCE, persist_result=True)
+@task(name="trace-capture", cache_policy=INPUTS - "replay" + TASK_SOURCE, persist_result=True)
 def capture_shard(
     generation: StageRef, tool_schema_version: str | None, code_version: str, stage_dir: str,
-    redaction: RedactionConfig | None = None, out: str = "", scope: str = "",
-    replay: ReplayedLines | None = None, dataset: DatasetRef | None = None,
+    redaction: RedactionConfig | None = None, scope: str = "", replay: ReplayedLines | None = None,
 ) -> StageRef:
     """Capture one shard of envelopes.
 
@@ -68,12 +71,11 @@ def capture_shard(
         tool_schema_version: Version of the dataset's tool schemas (recorded unless the trace names its own).
         code_version: Scorer/code version (cache key only).
         stage_dir: Folder for the envelope stage file.
-        redaction: The run's redaction config, applied to replayed lines here (a live response was redacted by the
-            generation stage); ``None``: off.
-        out: Results folder (where the redaction key lives).
+        redaction: The run's redaction config (with its key's digest), applied to replayed lines here (a live
+            response was redacted by the generation stage); ``None``: off.
         scope: :func:`tooleval.runs.shards.run_scopes`' generation scope (the redactor's seeded values; cache key).
-        replay: Where the replayed lines are, when the generation stage file refers to recorded lines.
-        dataset: The dataset, whose cases the redactor reads (a case's references name its secrets); not hashed.
+        replay: Where the replayed lines are, when the generation stage file refers to recorded lines (not part of
+            the cache key: the generation stage file holds each line's digest).
 
     Returns:
         Ref to a Parquet file of :data:`tooleval.storage.ENVELOPE_SCHEMA` rows (``run_id`` and
@@ -93,7 +95,7 @@ def capture_shard(
     batches = iter_parquet_batches(generation.path, STAGE_ROW_GROUP, binary=("payload_json",))
     records = (record for batch in batches for record in batch)
     if replay is not None:
-        records = _replayed(records, replay, redaction, out, dataset)
+        records = _replayed(records, replay, redaction)
     envelopes = (_envelope(_referenced(record), captured_at, tool_schema_version) for record in records)
     return write_stage_table(stage_dir, "capture", envelopes, ENVELOPE_SCHEMA, started=started)
 
@@ -119,16 +121,14 @@ def _referenced(record: dict[str, Any]) -> dict[str, Any]:
     return record
 
 
-def _replayed(records: Iterator[dict[str, Any]], replay: ReplayedLines, redaction: RedactionConfig | None,
-              out: str, dataset: DatasetRef | None) -> Iterator[dict[str, Any]]:
+def _replayed(records: Iterator[dict[str, Any]], replay: ReplayedLines, redaction: RedactionConfig | None
+              ) -> Iterator[dict[str, Any]]:
     """The generation records with each recorded line read, decoded and redacted
     (:func:`tooleval.agents.replay_generate`), one at a time and in the generation file's order."""
-    if redaction is not None and dataset is None:
-        raise ValueError("redacting replayed lines needs the dataset (its cases name their secrets)")
-    redactor = None if dataset is None else cached_redactor(out, redaction, dataset)
+    redactor = cached_redactor(replay.out, redaction, replay.dataset)
     encode = None
     if redactor is not None:
-        cases = load_dataset_trusted(dataset.path, dataset.content_digest).cases
+        cases = load_dataset_trusted(replay.dataset.path, replay.dataset.content_digest).cases
 
         def encode(trace: dict) -> dict:  # the decoded line, redacted to values: never written as text and read
             return redactor.redact_trace_values(trace, cases.get(str(trace.get("case_id"))))

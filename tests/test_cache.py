@@ -78,8 +78,8 @@ def test_h18_h20_scoring_reruns_on_a_new_scorer_version_and_cached_refs_restore(
         generated = generate_shard(plan.agent, plan.items, plan.dataset, plan.redaction, plan.out,
                                    dirs["generation"], return_state=True)
         # a replayed trace is read from its line by capture (the generation stage file names the line)
-        captured = capture_shard(generated.result(), None, "code", dirs["capture"], plan.redaction, plan.out,
-                                 replay=ReplayedLines(plan.agent, plan.items, None), dataset=plan.dataset,
+        captured = capture_shard(generated.result(), None, "code", dirs["capture"], plan.redaction,
+                                 replay=ReplayedLines(plan.agent, plan.items, None, plan.dataset, plan.out),
                                  return_state=True)
         scored = score_shard(captured.result(), plan.dataset, plan.redaction, scorer, ragas_version(), plan.out,
                              dirs["scoring"], return_state=True)

@@ -145,8 +145,8 @@ def test_an_integer_beyond_64_bits_keeps_its_value_through_generation_and_captur
     generated = generate_shard.fn(plan.agent, items, plan.dataset, plan.redaction, plan.out,
                                   str(dirs["generation"]), plan.executor, offsets=offsets, scope=gscope)
     captured = capture_shard.fn(generated, plan.dataset.tool_schema_version, scorer_version(), str(dirs["capture"]),
-                                plan.redaction, str(plan.out), gscope, replay=ReplayedLines(plan.agent, items, offsets),
-                                dataset=plan.dataset)
+                                plan.redaction, gscope,
+                                replay=ReplayedLines(plan.agent, items, offsets, plan.dataset, str(plan.out)))
     envelope = read_stage_table(captured).to_pylist()[0]
     assert envelope["error"] is None
     assert json.loads(envelope["metadata_json"])["ledger_id"] == wide
