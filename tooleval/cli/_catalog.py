@@ -119,7 +119,6 @@ def _print_groups(title: str, groups: dict[str, dict]) -> None:
     console.print(table)
 
 
-@app.command()
 def _verdict_text(verdict: str | None, rules: list[str] | None) -> str:
     """``fail (reference_mismatch)``: a changed row's verdict with the rules it fails, ``-`` when absent."""
     if verdict is None:
@@ -127,6 +126,7 @@ def _verdict_text(verdict: str | None, rules: list[str] | None) -> str:
     return f"{verdict} ({', '.join(rules)})" if rules else verdict
 
 
+@app.command()
 def compare(
     base: Annotated[str, typer.Argument(help="The base run id (e.g. last night's).")],
     head: Annotated[str, typer.Argument(help="The run compared with it.")],
