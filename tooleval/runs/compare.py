@@ -144,8 +144,8 @@ def compare_runs(out: str | Path, base: str, head: str) -> dict[str, Any]:
         run's row outcome (``match`` | ``no_blocking``: how its verdicts and pass rate are judged); ``overall`` / ``by_slice[name]`` / ``by_family[name]`` map each metric of
         :data:`METRICS` to ``{base, head, delta, ci95: [low, high], rows, cases}`` (floats unrounded);
         ``changed_rows`` (at most 1,000, ``changed_count`` counts all) lists ``{case_id, trial, base_f1,
-        head_f1, base_verdict, head_verdict, base_rules, head_rules}`` for pairs whose F1, verdict or failing
-        rules differ or that are in one run only: the verdict is the row's ``gate_verdict`` (``pass`` | ``fail`` | ``waived`` |
+        head_f1, base_verdict, head_verdict, base_rules, head_rules}`` for pairs whose F1 or verdict differ or
+        that are in one run only: the verdict is the row's ``gate_verdict`` (``pass`` | ``fail`` | ``waived`` |
         ``quarantined``; a run published before that column: ``error`` | ``blocking`` | ``mismatch`` | ``pass``)
         and the rules those it fails (a ``fail`` row's unwaived rules, else ``[]``);
         ``new_failing_rules`` maps a rule to the ``[case_id, trial]`` pairs it fails in HEAD but not in BASE. Every list holds at most 1,000 entries (by key: ``only_base``, ``only_head``, each rule's pairs);
@@ -201,9 +201,9 @@ def compare_runs(out: str | Path, base: str, head: str) -> dict[str, Any]:
     result["by_slice"] = {s: _group(con, "slice = $s", {"s": s}) for s in slices}
     families = [r[0] for r in con.execute("SELECT DISTINCT unnest(families) FROM pairs ORDER BY 1").fetchall()]
     result["by_family"] = {f: _group(con, "list_contains(families, $f)", {"f": f}) for f in families}
-    # a row that still fails, for other rules, changed too (fail (args_not_captured) -> fail (reference_mismatch))
+    # the gate's verdict or the F1: a row failing for other rules is not listed (new_failing_rules names those)
     changed = ("FROM pairs WHERE NOT (in_base AND in_head) OR b_verdict IS DISTINCT FROM h_verdict "
-               "OR b_f1 IS DISTINCT FROM h_f1 OR base_rules IS DISTINCT FROM head_rules")
+               "OR b_f1 IS DISTINCT FROM h_f1")
     result["changed_count"] = con.execute(f"SELECT count(*) {changed}").fetchone()[0]
     cursor = con.execute(f"SELECT case_id, trial, b_f1 AS base_f1, h_f1 AS head_f1, b_verdict AS base_verdict, "
                          f"h_verdict AS head_verdict, CASE WHEN in_base THEN base_rules END AS base_rules, "
