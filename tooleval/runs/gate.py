@@ -20,8 +20,9 @@ from tooleval.models import Case
 from tooleval.rules import (ROW_OUTCOMES, GateConfig, GateTally, GateVerdict, evaluate_gate, load_gate_config,
                             write_junit)
 
-__all__ = ["GATE_BATCH_ROWS", "GATE_COLUMNS", "GATE_VERDICT_COLUMNS", "GateJudge", "with_gate_verdicts", "gate_batches", "gate_config_for", "gate_config_source",
-           "gate_rows", "gate_scope", "judge_rows", "row_outcome_record", "run_gate", "unscored_rows", "write_junit"]
+__all__ = ["GATE_BATCH_ROWS", "GATE_COLUMNS", "GATE_VERDICT_COLUMNS", "GateJudge", "gate_batches", "gate_config_for",
+           "gate_config_source", "gate_rows", "gate_scope", "judge_rows", "row_outcome_record", "run_gate",
+           "unscored_rows", "with_gate_verdicts", "write_junit"]
 
 GATE_COLUMNS = ["case_id", "trial", "slice", "violations", "error_kind", "error_message", "missing_calls", "extra_calls", "wrong_args",
                 "f1", "exact_match", "fp", "fn", "tool_families", "blocking", "match_mode", "calls_match", "name_only"]
