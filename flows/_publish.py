@@ -22,7 +22,7 @@ from tooleval.runs.documents import (DRIFT_VERSION, ERRORS_VERSION, SUMMARY_VERS
 from tooleval.runs.drift import drift_partial_sql, drift_report
 from tooleval.dataset import load_dataset_cached
 from tooleval.runs.gate import (GATE_COLUMNS, GateJudge, gate_config_for, gate_config_source, gate_scope,
-                                row_outcome_record, write_junit)
+                                row_outcome_record, with_gate_verdicts, write_junit)
 from tooleval.runs.legacy import LegacyResult, legacy_record, stage_legacy
 from tooleval.runs.plan import DatasetRef, RunPlan, check_revision_content, revision_record_relpath
 from tooleval.runs.spec import RunSpec
@@ -197,10 +197,15 @@ class RunPublisher:
         if rows is None or self.rows is None:
             return
         table = read_stage_table(rows, schema=ROW_SCHEMA)  # read once: the partition part, the errors, the gate
+        # the gate's verdict is stored on the published rows, not computed by scoring: it depends on gate.toml
+        # (waivers dated against the day of publication, quarantine, --gate-config), which must not change what
+        # the scoring stage caches; every reader (compare, pass rates, the report, tooleval sql) then reads one
+        # verdict from the rows instead of judging them again its own way
+        verdicts = self.judge.add_table(table.select(GATE_COLUMNS))
+        table = with_gate_verdicts(table, verdicts)
         self.rows.add(table, index)
         self.row_refs.append(rows)
         self.errors += _row_errors(table)
-        self.judge.add_table(table.select(GATE_COLUMNS))
 
     def aggregate(self, extra_summary: dict[str, Any] | None, legacy: LegacyResult) -> dict[str, Any]:
         """The summary's figures: what the run is, then DuckDB over the staged rows (the aggregation task) and the

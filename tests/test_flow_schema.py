@@ -208,6 +208,35 @@ def golden_tools() -> dict[str, ToolSpec]:
                 "required": ["id", "cents"]})}
 
 
+def _published_v7_rows(record: Path | None = None) -> list[dict]:
+    """The version-6 fixture's envelopes scored, then judged as :class:`flows._publish.RunPublisher` judges a shard
+    (:meth:`tooleval.runs.gate.GateJudge.add_table`, :func:`tooleval.runs.gate.with_gate_verdicts`) under a gate
+    with a waiver on case B's reference_mismatch and case C quarantined; written to ``record`` when given."""
+    from datetime import date
+
+    import pyarrow as pa
+
+    from test_name_only import AT, NAME_ONLY_TRACES
+    from tooleval.capture.envelope import build_envelope
+    from tooleval.models import RecordedTrace
+    from tooleval.rules import GateConfig, QuarantineEntry, Waiver
+    from tooleval.runs.gate import GATE_COLUMNS, GateJudge, with_gate_verdicts
+    from tooleval.storage import ROW_SCHEMA
+
+    envelopes = read_versioned(GOLDEN / "envelope_v2.parquet", "traces").to_pylist()
+    revision = envelopes[0]["dataset_revision"]
+    envelopes += [build_envelope(RecordedTrace.model_validate(t), revision, AT) for t in NAME_ONLY_TRACES]
+    cases = {c["case_id"]: Case.model_validate(c) for c in TINY_CASES}
+    table = pa.Table.from_pylist(score_envelopes(cases, envelopes, tools=golden_tools()), schema=ROW_SCHEMA)
+    config = GateConfig(waivers=[Waiver(case="B", rule="reference_mismatch", owner="qa", reason="B's malformed call",
+                                        expires=date(2099, 12, 31))],
+                        quarantine=[QuarantineEntry(case="C", owner="qa", reason="flaky reference")])
+    table = with_gate_verdicts(table, GateJudge(None, [], config).add_table(table.select(GATE_COLUMNS)))
+    if record is not None:
+        pq.write_table(table, record)
+    return table.to_pylist()
+
+
 class TestOlderRows:
     def test_version_2_rows_read_as_not_checked(self):
         rows = read_versioned(GOLDEN / "rows_v2.parquet", "rows")
@@ -286,7 +315,9 @@ class TestOlderRows:
         cases = {c["case_id"]: Case.model_validate(c) for c in TINY_CASES}
         scored = score_envelopes(cases, envelopes, tools=golden_tools())
         stored = read_versioned(GOLDEN / "rows_v6.parquet", "rows").to_pylist()
-        skip = {"scorer_version", "ragas_version"}
+        # read as the current version (no gate verdict stored: null, as the scoring stage leaves it), today's
+        # scorer gives the same rows, except for the version it writes
+        skip = {"scorer_version", "ragas_version", "row_schema_version"}
         assert [{k: v for k, v in r.items() if k not in skip} for r in stored] == [
             {k: v for k, v in r.items() if k not in skip} for r in scored]
         assert [(r["case_id"], r["trial"], r["f1"], r["exact_match"], r["name_only"]) for r in stored] == [
@@ -294,6 +325,40 @@ class TestOlderRows:
             ("C", 0, 1.0, True, False), ("A", 2, 1.0, False, True), ("B", 1, 0.0, False, True)]
         assert [[v["rule"] for v in r["violations"]] for r in stored[4:]] == [["args_not_captured"]] * 2
         assert {r["row_schema_version"] for r in stored} == {6}
+
+    def test_version_7_fixture_is_what_the_scorer_and_the_gate_write(self):
+        """``rows_v7.parquet``: the version-6 fixture's rows as a run publishes them, judged by a gate of the default
+        row outcome (``match``) with a waiver of ``reference_mismatch`` on case B and case C quarantined. By hand:
+        A#0 matches (pass); A#1 wrong cents (fail: reference_mismatch); B#0 malformed (its reference_mismatch is
+        waived: waived); C#0 quarantined whatever it did; A#2 and B#1 matched by name only, which the gate blocks
+        unless accept_name_only (fail: args_not_captured; B#1's reference_mismatch is waived, that one is not)."""
+        stored = read_versioned(GOLDEN / "rows_v7.parquet", "rows").to_pylist()
+        skip = {"scorer_version", "ragas_version"}
+        assert [{k: v for k, v in r.items() if k not in skip} for r in stored] == [
+            {k: v for k, v in r.items() if k not in skip} for r in _published_v7_rows()]
+        assert [(r["case_id"], r["trial"], r["gate_verdict"], r["gate_rules"]) for r in stored] == [
+            ("A", 0, "pass", []), ("A", 1, "fail", ["reference_mismatch"]), ("B", 0, "waived", ["reference_mismatch"]),
+            ("C", 0, "quarantined", []), ("A", 2, "fail", ["args_not_captured"]),
+            ("B", 1, "fail", ["args_not_captured"])]
+        assert [r["blocking"] for r in stored] == [False] * 6  # the scorer's column: no recorded blocking severity
+        assert {r["row_schema_version"] for r in stored} == {7}
+
+    @pytest.mark.parametrize("version", [1, 2, 3, 4, 5, 6])
+    def test_older_rows_read_the_gate_verdict_as_null(self, tmp_path, version):
+        """Rows published before version 7 never stored the gate's verdict: every reader gives null (never one
+        rebuilt from the row's columns, which would miss the run's waivers and quarantine)."""
+        from tooleval.storage import scan_rows_sql, source_connection
+
+        part = tmp_path / "rows" / "dataset_revision=r1" / "run_id=old"
+        part.mkdir(parents=True)
+        path = part / "part-0.parquet"
+        path.write_bytes((GOLDEN / f"rows_v{version}.parquet").read_bytes())
+        arrow = read_versioned(path, "rows")
+        assert arrow["gate_verdict"].null_count == arrow.num_rows == arrow["gate_rules"].null_count
+        source = scan_rows_sql(path)
+        assert source_connection(source).execute(
+            f"SELECT count(*), count(gate_verdict), count(gate_rules) FROM {source}").fetchone() == (
+            arrow.num_rows, 0, 0)
 
     @pytest.mark.parametrize("version", [1, 2, 3, 4])
     def test_older_rows_read_as_unordered_with_their_exact_match(self, tmp_path, version):

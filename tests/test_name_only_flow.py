@@ -129,7 +129,7 @@ def test_rows_say_name_only_with_the_rule(run):
 
 def test_summary_and_report_keep_name_only_rows_apart(run, produced_run):
     summary = json.loads((run / "runs" / "names" / "summary.json").read_text())
-    assert summary["summary_version"] == 4 and summary["versions"]["row_schema"] == 6
+    assert summary["summary_version"] == 4 and summary["versions"]["row_schema"] == 7
     assert summary["rows"] == 8 and summary["exact_match_rows"] == 1
     assert summary["mean_f1"] == pytest.approx(5 / 12)
     assert summary["name_only_rows"] == 4 and summary["mean_name_f1"] == pytest.approx(2 / 3)
@@ -161,11 +161,13 @@ def test_pass_at_k_and_compare_follow_the_gate(run):
     result = json.loads(compared.stdout)
     # pass rate over the 8 rows: 1/8 under the default, 3/8 when names are accepted
     assert (result["overall"]["pass_rate"]["base"], result["overall"]["pass_rate"]["head"]) == (0.125, 0.375)
-    verdicts = {(r["case_id"], r["trial"]): (r["base_verdict"], r["head_verdict"]) for r in result["changed_rows"]}
-    # every name-only row blocks under the default; accepted, each is judged on its names: case-0 and case-2 match,
-    # case-1 (refund missing) and case-3 (cancel_order missing) do not
-    assert verdicts == {("case-0", 1): ("blocking", "pass"), ("case-1", 1): ("blocking", "mismatch"),
-                        ("case-2", 1): ("blocking", "pass"), ("case-3", 1): ("blocking", "mismatch")}
+    verdicts = {(r["case_id"], r["trial"]): (r["base_verdict"], r["base_rules"], r["head_verdict"], r["head_rules"])
+                for r in result["changed_rows"]}
+    # every name-only row fails under the default (args_not_captured); accepted, each is judged on its names:
+    # case-0 and case-2 match and pass; case-1 (refund missing) and case-3 (cancel_order missing) still fail, as
+    # reference_mismatch, a verdict that did not change, so they are not listed
+    assert verdicts == {("case-0", 1): ("fail", ["args_not_captured"], "pass", []),
+                        ("case-2", 1): ("fail", ["args_not_captured"], "pass", [])}
 
 
 def test_the_gate_fails_them_unless_gate_toml_accepts_names(run, tmp_path):

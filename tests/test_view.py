@@ -61,6 +61,23 @@ def test_run_page_headline_is_the_bundled_figures(served) -> None:
     assert headline["blocking rows"] == "117" and headline["gate"] == "FAIL" and headline["drift"] == "ok"
 
 
+def test_run_page_filters_by_the_gates_verdict(served) -> None:
+    """The bundled gate (row_outcome no_blocking, no waiver) fails the 117 rows with a blocking rule: the headline
+    and the verdict filter read the stored gate_verdict; a value that is no verdict is refused."""
+    out, url = served
+    rows = parquet_rows(out, "base")
+    failing = sum(1 for r in rows if r["gate_verdict"] == "fail")
+    assert failing == 117 == sum(1 for r in rows if r["blocking"])
+    status, body = get(url + "/runs/base")
+    assert dict(_pairs(body))["rows the gate fails (gate_verdict fail)"] == "117"
+    assert ">fail (117)<" in body and ">pass (83)<" in body
+    status, body = get(url + "/runs/base?verdict=pass&size=200")
+    assert status == 200 and re.search(r'<span id="total">(\d+)</span>', body).group(1) == "83"
+    assert {r[7] for r in cells(body, "rows")} == {"pass"}
+    status, body = get(url + "/runs/base?verdict=blocking")
+    assert status == 400 and "is not a gate verdict" in body
+
+
 def _pairs(body: str) -> list[tuple[str, str]]:
     table = re.search(r'<table id="headline">(.*?)</table>', body, re.S).group(1)
     return [(html.unescape(re.sub(r"<[^>]+>", "", th)).strip(), html.unescape(re.sub(r"<[^>]+>", "", td)).strip())

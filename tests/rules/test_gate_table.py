@@ -31,12 +31,25 @@ def by_rows(config: GateConfig, rows: list[dict]) -> dict:
 
 
 def by_tables(config: GateConfig, rows: list[dict], cuts: list[int] = ()) -> dict:
+    return judged_by_tables(config, rows, cuts)[0]
+
+
+def judged_by_tables(config: GateConfig, rows: list[dict], cuts: list[int] = ()) -> tuple[dict, list[tuple]]:
+    """The verdict of the rows judged table by table, and each row's ``(gate_verdict, gate_rules)``."""
     tally = GateTally(config, today=TODAY)
     whole = table(rows)
     edges = [0, *sorted(c for c in cuts if 0 < c < len(rows)), len(rows)]
+    per_row = []
     for start, stop in zip(edges, edges[1:]):
-        tally.add_table(whole.slice(start, stop - start))
-    return tally.verdict().to_dict()
+        judged = tally.add_table(whole.slice(start, stop - start))
+        assert judged.num_rows == stop - start
+        per_row += list(zip(judged["gate_verdict"].to_pylist(), judged["gate_rules"].to_pylist()))
+    return tally.verdict().to_dict(), per_row
+
+
+def per_row_verdicts(config: GateConfig, rows: list[dict]) -> list[tuple]:
+    tally = GateTally(config, today=TODAY)
+    return [(o.gate_verdict, o.gate_rules) for o in map(tally.add, table(rows).to_pylist())]
 
 
 def violation(rule: str, severity: str = "blocking", tool: str | None = None) -> dict:
@@ -89,6 +102,23 @@ class TestByHand:
         expected = by_rows(config, self.ROWS)
         for cuts in ([], [1], [2, 3], [1, 2, 3, 4]):
             assert by_tables(config, self.ROWS, cuts) == expected
+
+    def test_each_rows_verdict(self):
+        """The verdict each row stores (``gate_verdict``, ``gate_rules``), by hand: under the default gate a#0
+        passes and every other row fails (see ROWS); with case b waived for missing_write and case c quarantined,
+        b#0 is waived, b#1 still fails (its row_error is not waived) and c#0 is quarantined with the rule it would
+        fail."""
+        assert judged_by_tables(GateConfig(), self.ROWS)[1] == [
+            ("pass", []), ("fail", ["reference_mismatch"]), ("fail", ["missing_write"]), ("fail", ["row_error"]),
+            ("fail", ["reference_mismatch"])]
+        config = GateConfig(waivers=[{"case": "b", "rule": "missing_write", "owner": "qa", "reason": "known",
+                                      "expires": date(2027, 1, 1)}],
+                            quarantine=[{"case": "c", "owner": "qa", "reason": "flaky"}])
+        verdict, rows = judged_by_tables(config, self.ROWS, [2])
+        assert rows == [("pass", []), ("fail", ["reference_mismatch"]), ("waived", ["missing_write"]),
+                        ("fail", ["row_error"]), ("quarantined", ["reference_mismatch"])]
+        # the gate's own counts agree: two rows fail (a#1, b#1), one is waived, one quarantined
+        assert [verdict["counts"][k] for k in ("blocking_rows", "waived_rows", "quarantined_rows")] == [2, 1, 1]
 
 
 CASES = ["a", "b", "c", "é", "(none)"]
@@ -146,7 +176,11 @@ def runs(draw) -> tuple[GateConfig, list[dict], list[int]]:
 @given(runs())
 def test_tables_judge_as_rows_do(run):
     config, rows, cuts = run
-    assert by_tables(config, rows, cuts) == by_rows(config, rows)
+    verdict, per_row = judged_by_tables(config, rows, cuts)
+    assert verdict == by_rows(config, rows)
+    assert per_row == per_row_verdicts(config, rows)
+    # the stored verdicts count what the gate counts: its failing rows are the rows stored as fail
+    assert sum(v == "fail" for v, _ in per_row) == verdict["counts"]["blocking_rows"]
 
 
 def test_judge_finds_the_rows_the_errors_name():

@@ -97,12 +97,13 @@ def test_fail_on_exits_1_when_every_case_gets_worse(tmp_path):
     assert "f1 fell by 0.6667" in result.output
     assert comparison["changed_count"] == 6
     # Neither dataset has a gate.toml, so both runs were judged "match": a head row that calls the wrong id
-    # (f1 0) or adds a call (f1 2/3) breaks no rule but no longer matches its reference — "pass -> mismatch",
-    # and the pass rate falls from 1 to 0 (judged by blocking rules alone it would not have moved).
+    # (f1 0) or adds a call (f1 2/3) breaks no rule but no longer matches its reference — "pass -> fail" as
+    # reference_mismatch, and the pass rate falls from 1 to 0 (judged by blocking rules alone it would not have moved).
     assert comparison["row_outcome"] == {"base": "match", "head": "match"}
-    assert {(r["base_verdict"], r["head_verdict"]) for r in comparison["changed_rows"]} == {("pass", "mismatch")}
+    assert {(r["base_verdict"], r["head_verdict"], tuple(r["head_rules"])) for r in comparison["changed_rows"]} == {
+        ("pass", "fail", ("reference_mismatch",))}
     assert comparison["overall"]["pass_rate"]["delta"] == -1.0
-    assert "pass" in result.output and "mismatch" in result.output
+    assert "pass" in result.output and "fail (reference_mismatch)" in result.output
 
     # A run sharing two pairs with "b" (c0 right, c1 wrong) plus a case of its own (d0, blocking: no call):
     # deltas cover the 2 pairs only. By hand: f1 (1 + 0) / 2 - 1 = -0.5; the unpaired d0 row counts nowhere.

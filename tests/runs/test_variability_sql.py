@@ -105,5 +105,5 @@ def test_a_repeated_trial_is_named(tmp_path):
 
 def test_gate_without_its_columns_raises_as_before(tmp_path):
     rows = [{"case_id": "a", "trial": t, "f1": 1.0, "error_kind": None} for t in (0, 1)]
-    with pytest.raises(ValueError, match="needs a 'gate_pass' or 'blocking' column"):
+    with pytest.raises(ValueError, match="needs a 'gate_verdict', 'gate_pass' or 'blocking' column"):
         variability_of_parquet(_source(tmp_path, rows), outcome_from_spec("gate"))

@@ -70,13 +70,19 @@ class TestSchemas:
         assert ENVELOPE_SCHEMA.field("envelope_version").type == pa.int32()
 
     def test_versions(self):
-        assert (ROW_SCHEMA_VERSION, ENVELOPE_VERSION) == (6, 3)
+        assert (ROW_SCHEMA_VERSION, ENVELOPE_VERSION) == (7, 3)
 
     def test_match_mode_columns_close_the_row(self):
         """Row schema version 5: the case's match mode and whether the calls match under it; version 6 then
         whether some call matched by name only, its arguments not captured."""
-        assert [(f.name, f.type) for f in ROW_SCHEMA][-3:] == [("match_mode", pa.string()), ("calls_match", pa.bool_()),
-                                                              ("name_only", pa.bool_())]
+        assert [(f.name, f.type) for f in ROW_SCHEMA][-5:-2] == [("match_mode", pa.string()),
+                                                                ("calls_match", pa.bool_()), ("name_only", pa.bool_())]
+
+    def test_the_gate_verdict_closes_the_row(self):
+        """Row schema version 7: the release gate's verdict of the row and the rules behind it, set at
+        publication."""
+        assert [(f.name, f.type) for f in ROW_SCHEMA][-2:] == [("gate_verdict", pa.string()),
+                                                              ("gate_rules", pa.list_(pa.string()))]
 
     def test_row_schema_is_derived_from_the_row_model(self):
         assert ROW_SCHEMA.names == [f.name for f in dataclasses.fields(Row)]

@@ -1,5 +1,5 @@
 """One code path: ``check_tool_calls`` and ``tooleval run`` give identical rows on the bundled data — every column
-but ``run_id``, both redacted with the same key — whether the test hands over the run's published envelopes or
+but ``run_id`` and the gate's verdict (``gate_verdict``, ``gate_rules``: set by the run's gate at publication), both redacted with the same key — whether the test hands over the run's published envelopes or
 the raw recorded trace lines (which it then captures and redacts itself, as the run's generation and capture
 stages did)."""
 
@@ -14,7 +14,9 @@ from conftest import BUNDLED
 from tooleval.storage import ROW_COLUMNS, read_table
 from tooleval.testing import check_tool_calls
 
-COMPARED = [c for c in ROW_COLUMNS if c != "run_id"]
+COMPARED = [c for c in ROW_COLUMNS if c not in ("run_id", "gate_verdict", "gate_rules")]
+"""The scored row's columns: the run id, and the gate's verdict, which a run sets when it publishes (judged by the
+run's gate.toml, its waivers and quarantine), are the run's, not the trajectory's."""
 
 
 @pytest.fixture(scope="module")

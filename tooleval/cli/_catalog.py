@@ -119,6 +119,13 @@ def _print_groups(title: str, groups: dict[str, dict]) -> None:
     console.print(table)
 
 
+def _verdict_text(verdict: str | None, rules: list[str] | None) -> str:
+    """``fail (reference_mismatch)``: a changed row's verdict with the rules it fails, ``-`` when absent."""
+    if verdict is None:
+        return "-"
+    return f"{verdict} ({', '.join(rules)})" if rules else verdict
+
+
 @app.command()
 def compare(
     base: Annotated[str, typer.Argument(help="The base run id (e.g. last night's).")],
@@ -170,7 +177,8 @@ def compare(
         changed.add_column(column, no_wrap=True)
     for row in comparison["changed_rows"]:
         changed.add_row(str(row["case_id"]), str(row["trial"]), fmt(row["base_f1"]), fmt(row["head_f1"]),
-                        fmt(row["base_verdict"]), fmt(row["head_verdict"]))
+                        _verdict_text(row["base_verdict"], row.get("base_rules")),
+                        _verdict_text(row["head_verdict"], row.get("head_rules")))
     console.print(changed)
     for rule, keys in comparison["new_failing_rules"].items():
         total = comparison["new_failing_rules_count"][rule]

@@ -301,7 +301,7 @@ class GateTally:
             self._groups.setdefault(("family", family), _GroupTally()).add(o)
         return o
 
-    def add_table(self, table: "pa.Table") -> None:
+    def add_table(self, table: "pa.Table") -> "pa.Table":
         """Judge every row of an Arrow table of row columns, in order: the same figures as :meth:`add` of each row
         (``table.to_pylist()``), computed over the columns (:mod:`tooleval.rules._gate_table`); only the rows
         that may be listed, and those the columns cannot judge alone (a quarantined case, one an active waiver may
@@ -311,24 +311,44 @@ class GateTally:
             table: Columns of the row schema (those the gate reads: ``case_id``, ``trial``, ``slice``,
                 ``violations``, ``error_kind``, ``error_message``, the call lists, ``f1``, ``exact_match``, ``fp``,
                 ``fn``, ``tool_families``, ``match_mode``, ``calls_match``, ``name_only``); absent ones read as null.
+
+        Returns:
+            The verdict of each row, in the table's order: a table of ``gate_verdict`` (string: ``pass`` |
+            ``fail`` | ``waived`` | ``quarantined``, :attr:`RowOutcome.gate_verdict`) and ``gate_rules``
+            (``list<string>``, :attr:`RowOutcome.gate_rules`), with the table's number of rows.
         """
+        import pyarrow as pa
+
         from tooleval.rules._gate_table import rows_for_columns
 
+        verdicts: list[pa.Array] = []
+        rules: list[pa.Array] = []
         fast = rows_for_columns(table, self.config, self._active)
         edges = np.flatnonzero(np.diff(fast.astype(np.int8))) + 1
         for start, stop in zip([0, *edges.tolist()], [*edges.tolist(), table.num_rows]):
             segment = table.slice(start, stop - start)
             if stop > start and fast[start]:
-                self._fold(segment)
+                # judged by the columns alone: no waiver or quarantine names these rows, so a row with a blocking
+                # rule fails and any other passes
+                row_rules = self._fold(segment)
+                verdicts.append(_pass_or_fail(row_rules))
+                rules.append(row_rules)
             else:
-                for row in segment.to_pylist():
-                    self.add(row)
+                outcomes = [self.add(row) for row in segment.to_pylist()]
+                verdicts.append(pa.array([o.gate_verdict for o in outcomes], pa.string()))
+                rules.append(pa.array([o.gate_rules for o in outcomes], pa.list_(pa.string())))
+        return pa.table({"gate_verdict": pa.chunked_array(verdicts, pa.string()),
+                         "gate_rules": pa.chunked_array(rules, pa.list_(pa.string()))})
 
-    def _fold(self, table: "pa.Table") -> None:
-        """Add the rows of ``table``, every one judged by its columns alone (:func:`_gate_table.table_part`)."""
+    def _fold(self, table: "pa.Table") -> "pa.Array":
+        """Add the rows of ``table``, every one judged by its columns alone (:func:`_gate_table.table_part`);
+        return each row's blocking rules (``list<string>``, ``[]`` for a passing row)."""
+        import pyarrow as pa
+
         from tooleval.rules._gate_table import table_part
 
         part = table_part(table, self.config, self.listed, lambda v: _severity(v, self.config))
+        row_rules = part.row_rules if part.row_rules is not None else pa.array([], pa.list_(pa.string()))
         self._rows += part.rows
         self._scored += part.scored
         self._exact += part.exact
@@ -359,6 +379,7 @@ class GateTally:
                 raise AssertionError(f"row {o.case_id!r} #{o.trial}: judged failing by its columns, not by its row")
             failing.add(o, arrival=first + position)
         failing.count = first + part.failing_rows.size
+        return row_rules
 
     def verdict(self) -> GateVerdict:
         """The :class:`GateVerdict` of every row added so far."""
@@ -417,6 +438,15 @@ class GateTally:
             if index not in self._matched:
                 notes.append(f"waiver (case {w.case!r}, {_rule_label(w.rule)}) matched no violation")
         return notes
+
+
+def _pass_or_fail(row_rules: "pa.Array") -> "pa.Array":
+    """``fail`` for a row with blocking rules, ``pass`` for one without (rows no waiver or quarantine names)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    failing = pc.greater(pc.list_value_length(row_rules), 0)
+    return pc.if_else(failing, pa.scalar("fail", pa.string()), pa.scalar("pass", pa.string()))
 
 
 def evaluate_gate(rows: Iterable[dict[str, Any]], config: GateConfig, *, today: date,

@@ -70,6 +70,9 @@ class TablePart:
     listed_candidates: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     """Positions (in ``failing_rows``) of the failing rows that may be listed: the ``listed`` worst of the table
     (the others cannot be among the run's worst ``listed``), in row order."""
+    row_rules: pa.Array | None = None
+    """Each row's blocking rules, sorted and unique (``list<string>``, one entry per row of the table, ``[]`` for
+    a passing row): what :attr:`RowOutcome.rules <tooleval.rules.RowOutcome.rules>` would hold."""
 
 
 def rows_for_columns(table: pa.Table, config: GateConfig, active: list[Waiver]) -> np.ndarray:
@@ -129,6 +132,7 @@ def table_part(table: pa.Table, config: GateConfig, listed: int,
     failing = np.zeros(n, bool)
     failing[pair_rows] = True
     part.failing_rows = np.flatnonzero(failing)
+    part.row_rules = _row_rules(n, pair_rows, pair_rules, names)
 
     slices = _column(table, "slice", pa.string())
     labels = pc.if_else(pc.fill_null(pc.equal(slices, ""), True), NO_SLICE, slices)  # ``o.slice or NO_SLICE``
@@ -225,6 +229,17 @@ def _violations(table: pa.Table, config: GateConfig, errors: np.ndarray,
     rule_parts = [rules, *(np.full(a.size, r, np.int64) for a, r in zip(added_rows, added_rules))]
     kind_parts = [kinds, *(np.full(a.size, k, np.int8) for a, k in zip(added_rows, added_kinds))]
     return np.concatenate(order), np.concatenate(rule_parts), np.concatenate(kind_parts), names
+
+
+def _row_rules(n: int, pair_rows: np.ndarray, pair_rules: np.ndarray, names: list[str]) -> pa.Array:
+    """``list<string>`` of each row's rules, sorted by name as ``RowOutcome.rules`` is (the pairs come sorted by
+    row, then by rule code, which is not the names' order)."""
+    rank = np.empty(len(names), np.int64)
+    rank[np.argsort(np.array(names, dtype=object), kind="stable")] = np.arange(len(names))
+    order = np.lexsort((rank[pair_rules], pair_rows))
+    offsets = np.concatenate(([0], np.cumsum(np.bincount(pair_rows, minlength=n)))).astype(np.int32)
+    values = pa.array(names, pa.string()).take(pa.array(pair_rules[order], pa.int64()))
+    return pa.ListArray.from_arrays(pa.array(offsets, pa.int32()), values)
 
 
 def _kind(severity: str | None) -> int:

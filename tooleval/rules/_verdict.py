@@ -45,6 +45,24 @@ class RowOutcome:
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
+    @property
+    def gate_verdict(self) -> str:
+        """The row's verdict as the row column ``gate_verdict`` stores it (:data:`tooleval.storage.GATE_VERDICTS`):
+        ``quarantined`` for a row of a quarantined case (out of every total, whatever its rules), else ``fail``
+        when a blocking rule is left unwaived, ``waived`` when blocking rules fired and waivers cover them all,
+        else ``pass``."""
+        if self.quarantine is not None:
+            return "quarantined"
+        if self.rules:
+            return "fail"
+        return "waived" if self.waived_rules else "pass"
+
+    @property
+    def gate_rules(self) -> list[str]:
+        """The rules behind :attr:`gate_verdict` (row column ``gate_rules``): the unwaived blocking rules of a
+        failing or quarantined row, the waived ones of a waived row, ``[]`` for a pass."""
+        return list(self.waived_rules) if self.gate_verdict == "waived" else list(self.rules)
+
     def evidence(self) -> dict[str, Any]:
         """What to print for a failing row: its rules, violations and the missing / extra / wrong-argument call
         objects with parsed arguments (``{"name", "args"}``; a malformed call keeps ``args_raw``; a call whose

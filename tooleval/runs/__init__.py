@@ -52,6 +52,8 @@ _EXPORTS = {
     "recheck_run": "tooleval.runs.drift",
     "GATE_BATCH_ROWS": "tooleval.runs.gate",
     "GATE_COLUMNS": "tooleval.runs.gate",
+    "GATE_VERDICT_COLUMNS": "tooleval.runs.gate",
+    "with_gate_verdicts": "tooleval.runs.gate",
     "GateJudge": "tooleval.runs.gate",
     "gate_batches": "tooleval.runs.gate",
     "gate_config_for": "tooleval.runs.gate",

@@ -15,7 +15,7 @@ from typing import Any
 
 from tooleval.dataset import check_name
 from tooleval.errors import InputFileError
-from tooleval.storage import document_path
+from tooleval.storage import GATE_PASSES, document_path
 from tooleval.runs.bootstrap import cluster_mean_ci
 
 __all__ = ["METRICS", "FailOn", "parse_fail_on", "compare_runs", "failed_thresholds", "run_row_outcome"]
@@ -24,10 +24,15 @@ METRICS = {
     "f1": "f1",
     "ragas_f1": "ragas_tool_call_f1",
     "exact_match": "CAST(exact_match AS DOUBLE)",
-    "pass_rate": "CASE WHEN error_kind IS NOT NULL THEN NULL WHEN {fails} THEN CAST(0 AS DOUBLE) ELSE CAST(1 AS DOUBLE) END",
+    "pass_rate": "CASE WHEN error_kind IS NOT NULL THEN NULL WHEN gate_verdict = 'quarantined' THEN NULL "
+                 "WHEN gate_verdict IS NOT NULL THEN CAST(gate_verdict IN (" + ", ".join(f"'{v}'" for v in GATE_PASSES)
+                 + ") AS DOUBLE) "
+                 "WHEN {fails} THEN CAST(0 AS DOUBLE) ELSE CAST(1 AS DOUBLE) END",
 }
-"""Metric name -> SQL over one row (null when the row has no value: an error row has no F1 and no verdict).
-``{fails}`` is the run's row outcome (:data:`_FAILS`): each run's pass rate is judged as its own gate judged it."""
+"""Metric name -> SQL over one row (null when the row has no value: an error row has no F1, and neither it nor a
+quarantined row counts in a pass rate). ``pass_rate`` reads the row's ``gate_verdict``, the verdict its run's gate
+stored at publication (waivers and quarantine included: a waived row passes); rows published before that column
+existed are judged by ``{fails}``, their run's row outcome (:data:`_FAILS`) over their own columns."""
 
 _FAILS = {"match": "coalesce(blocking, false) OR NOT coalesce(calls_match, false)",
           "no_blocking": "coalesce(blocking, false)"}
@@ -44,18 +49,27 @@ SELECT coalesce(h.case_id, b.case_id) AS case_id, coalesce(h.trial, b.trial) AS 
        b.case_id IS NOT NULL AS in_base, h.case_id IS NOT NULL AS in_head,
        {columns},
        {verdicts},
-       list_distinct([v.rule FOR v IN coalesce(b.violations, []) IF v.severity = 'blocking']) AS base_rules,
-       list_distinct([v.rule FOR v IN coalesce(h.violations, []) IF v.severity = 'blocking']) AS head_rules
+       {rules}
 FROM b FULL OUTER JOIN h ON b.case_id = h.case_id AND b.trial = h.trial
 """
 
-_VERDICT = ("CASE WHEN {t}.case_id IS NULL THEN NULL WHEN {t}.error_kind IS NOT NULL THEN 'error' "
+_RULES = ("CASE WHEN {t}.gate_verdict IS NOT NULL THEN "
+          "(CASE WHEN {t}.gate_verdict = 'fail' THEN coalesce({t}.gate_rules, []) ELSE [] END) "
+          "ELSE list_sort(list_distinct([v.rule FOR v IN coalesce({t}.violations, []) IF v.severity = 'blocking'])) END "
+          "AS {side}_rules")
+"""The rules a row fails: the gate's unwaived rules of a ``fail`` row (none for ``pass``, ``waived`` and
+``quarantined``); for rows published before ``gate_verdict``, the blocking rules the scorer recorded."""
+
+_VERDICT = ("CASE WHEN {t}.case_id IS NULL THEN NULL WHEN {t}.gate_verdict IS NOT NULL THEN {t}.gate_verdict "
+            "WHEN {t}.error_kind IS NOT NULL THEN 'error' "
             "WHEN coalesce({t}.blocking, false) OR ({names_block} AND coalesce({t}.name_only, false)) "
             "THEN 'blocking' "
             "WHEN {match} AND NOT coalesce({t}.calls_match, false) THEN 'mismatch' ELSE 'pass' END AS {t}_verdict")
-"""A row's verdict: ``error``, ``blocking`` (a name-only row counts as blocking unless the run accepted names:
-``args_not_captured``), ``mismatch`` (its calls do not match the reference under its match mode, judged under the
-row outcome ``match``) or ``pass``."""
+"""A row's verdict: its ``gate_verdict`` (``pass``, ``fail``, ``waived``, ``quarantined``: the gate's, as its run
+stored it). Rows published before that column existed are judged over their own columns as before: ``error``,
+``blocking`` (a name-only row counts as blocking unless the run accepted names: ``args_not_captured``),
+``mismatch`` (its calls do not match the reference under its match mode, judged under the row outcome ``match``)
+or ``pass``."""
 
 _NAME_ONLY_FAILS = " OR coalesce(name_only, false)"
 """Added to a run's :data:`_FAILS` unless its gate accepted name-only rows (``accept_name_only``)."""
@@ -130,9 +144,11 @@ def compare_runs(out: str | Path, base: str, head: str) -> dict[str, Any]:
         run's row outcome (``match`` | ``no_blocking``: how its verdicts and pass rate are judged); ``overall`` / ``by_slice[name]`` / ``by_family[name]`` map each metric of
         :data:`METRICS` to ``{base, head, delta, ci95: [low, high], rows, cases}`` (floats unrounded);
         ``changed_rows`` (at most 1,000, ``changed_count`` counts all) lists ``{case_id, trial, base_f1,
-        head_f1, base_verdict, head_verdict}`` (verdict ``error`` | ``blocking`` | ``mismatch`` | ``pass``) for pairs whose F1 or verdict differ or that are in one run only;
-        ``new_failing_rules`` maps a blocking rule to the ``[case_id, trial]`` pairs it fails in HEAD but not in
-        BASE. Every list holds at most 1,000 entries (by key: ``only_base``, ``only_head``, each rule's pairs);
+        head_f1, base_verdict, head_verdict, base_rules, head_rules}`` for pairs whose F1 or verdict differ or
+        that are in one run only: the verdict is the row's ``gate_verdict`` (``pass`` | ``fail`` | ``waived`` |
+        ``quarantined``; a run published before that column: ``error`` | ``blocking`` | ``mismatch`` | ``pass``)
+        and the rules those it fails (a ``fail`` row's unwaived rules, else ``[]``);
+        ``new_failing_rules`` maps a rule to the ``[case_id, trial]`` pairs it fails in HEAD but not in BASE. Every list holds at most 1,000 entries (by key: ``only_base``, ``only_head``, each rule's pairs);
         ``only_base_count``, ``only_head_count`` and ``new_failing_rules_count`` (rule -> pairs) count them all.
 
     Raises:
@@ -160,7 +176,8 @@ def compare_runs(out: str | Path, base: str, head: str) -> dict[str, Any]:
                         for m, sql in METRICS.items() for t in ("b", "h"))
     verdicts = ", ".join(_VERDICT.format(t=t, match=str(outcomes[t] == "match").upper(),
                                          names_block=str(not names[t]).upper()) for t in ("b", "h"))
-    con.execute(_PAIRS.format(columns=columns, verdicts=verdicts), params)
+    rules = ", ".join(_RULES.format(t=t, side=side) for t, side in (("b", "base"), ("h", "head")))
+    con.execute(_PAIRS.format(columns=columns, verdicts=verdicts, rules=rules), params)
     keys = f"SELECT case_id, trial FROM pairs WHERE {{}} ORDER BY case_id, trial LIMIT {_CHANGED_LIMIT}"
     pairs = con.execute("SELECT count(*) FROM pairs WHERE in_base AND in_head").fetchone()[0]
     revisions = [con.execute("SELECT any_value(dataset_revision) FROM rows WHERE run_id = $r", {"r": run}).fetchone()[0]
@@ -184,11 +201,14 @@ def compare_runs(out: str | Path, base: str, head: str) -> dict[str, Any]:
     result["by_slice"] = {s: _group(con, "slice = $s", {"s": s}) for s in slices}
     families = [r[0] for r in con.execute("SELECT DISTINCT unnest(families) FROM pairs ORDER BY 1").fetchall()]
     result["by_family"] = {f: _group(con, "list_contains(families, $f)", {"f": f}) for f in families}
+    # the gate's verdict or the F1: a row failing for other rules is not listed (new_failing_rules names those)
     changed = ("FROM pairs WHERE NOT (in_base AND in_head) OR b_verdict IS DISTINCT FROM h_verdict "
                "OR b_f1 IS DISTINCT FROM h_f1")
     result["changed_count"] = con.execute(f"SELECT count(*) {changed}").fetchone()[0]
     cursor = con.execute(f"SELECT case_id, trial, b_f1 AS base_f1, h_f1 AS head_f1, b_verdict AS base_verdict, "
-                         f"h_verdict AS head_verdict {changed} ORDER BY case_id, trial LIMIT {_CHANGED_LIMIT}")
+                         f"h_verdict AS head_verdict, CASE WHEN in_base THEN base_rules END AS base_rules, "
+                         f"CASE WHEN in_head THEN head_rules END AS head_rules "
+                         f"{changed} ORDER BY case_id, trial LIMIT {_CHANGED_LIMIT}")
     names = [d[0] for d in cursor.description]
     result["changed_rows"] = [dict(zip(names, r)) for r in cursor.fetchall()]
     new_rules: dict[str, list] = {}
@@ -208,8 +228,8 @@ def compare_runs(out: str | Path, base: str, head: str) -> dict[str, Any]:
 
 def _qualify(sql: str, alias: str) -> str:
     """Prefix the row columns a metric's SQL reads with the join alias (``f1`` -> ``b.f1``)."""
-    return re.sub(r"\b(f1|ragas_tool_call_f1|exact_match|calls_match|error_kind|blocking|name_only)\b", rf"{alias}.\1",
-                  sql)
+    return re.sub(r"\b(f1|ragas_tool_call_f1|exact_match|calls_match|error_kind|blocking|name_only|gate_verdict)\b",
+                  rf"{alias}.\1", sql)
 
 
 def failed_thresholds(comparison: dict[str, Any], fail_on: list[FailOn]) -> list[str]:

@@ -20,8 +20,9 @@ from tooleval.models import Case
 from tooleval.rules import (ROW_OUTCOMES, GateConfig, GateTally, GateVerdict, evaluate_gate, load_gate_config,
                             write_junit)
 
-__all__ = ["GATE_BATCH_ROWS", "GATE_COLUMNS", "GateJudge", "gate_batches", "gate_config_for", "gate_config_source",
-           "gate_rows", "gate_scope", "judge_rows", "row_outcome_record", "run_gate", "unscored_rows", "write_junit"]
+__all__ = ["GATE_BATCH_ROWS", "GATE_COLUMNS", "GATE_VERDICT_COLUMNS", "GateJudge", "gate_batches", "gate_config_for",
+           "gate_config_source", "gate_rows", "gate_scope", "judge_rows", "row_outcome_record", "run_gate",
+           "unscored_rows", "with_gate_verdicts", "write_junit"]
 
 GATE_COLUMNS = ["case_id", "trial", "slice", "violations", "error_kind", "error_message", "missing_calls", "extra_calls", "wrong_args",
                 "f1", "exact_match", "fp", "fn", "tool_families", "blocking", "match_mode", "calls_match", "name_only"]
@@ -213,17 +214,43 @@ class GateJudge:
             self.tally.add(row)
             self.seen.add(row)
 
-    def add_table(self, table: Any) -> None:
+    def add_table(self, table: Any) -> Any:
         """Judge the rows of an Arrow table of :data:`GATE_COLUMNS` (those the rows have), in report order: the
-        same as :meth:`add` of its rows, over the columns (:meth:`tooleval.rules.GateTally.add_table`)."""
-        self.tally.add_table(table)
+        same as :meth:`add` of its rows, over the columns (:meth:`tooleval.rules.GateTally.add_table`).
+
+        Returns:
+            Each row's verdict, in the table's order: an Arrow table of ``gate_verdict`` and ``gate_rules``
+            (:meth:`tooleval.rules.GateTally.add_table`), what :func:`with_gate_verdicts` stores on the rows.
+        """
+        verdicts = self.tally.add_table(table)
         self.seen.add_table(table)
+        return verdicts
 
     def verdict(self) -> GateVerdict:
         """The verdict, after the rows and their :func:`unscored_rows` placeholders (as of today, UTC)."""
         for placeholder in self.seen.placeholders(self.scope):
             self.tally.add(placeholder)
         return self.tally.verdict()
+
+
+GATE_VERDICT_COLUMNS = ("gate_verdict", "gate_rules")
+"""The row columns that hold the gate's verdict of each row (set at publication, null in the scoring stage)."""
+
+
+def with_gate_verdicts(rows: Any, verdicts: Any) -> Any:
+    """``rows`` (an Arrow table of the row schema) with its :data:`GATE_VERDICT_COLUMNS` replaced by ``verdicts``
+    (:meth:`GateJudge.add_table` of the same rows, in the same order).
+
+    Raises:
+        ValueError: ``verdicts`` does not have one entry per row.
+    """
+    if verdicts.num_rows != rows.num_rows:
+        raise ValueError(f"{verdicts.num_rows} gate verdicts for {rows.num_rows} rows")
+    for name in GATE_VERDICT_COLUMNS:
+        index = rows.schema.get_field_index(name)
+        column = verdicts.column(name).cast(rows.schema.field(name).type)
+        rows = rows.set_column(index, rows.schema.field(name), column)
+    return rows
 
 
 def judge_rows(batches: Iterable[Any], scope: Mapping[str, str | None] | None,

@@ -35,6 +35,7 @@ from fractions import Fraction
 from typing import Any, Iterable
 
 from tooleval.runs.bootstrap import cluster_mean_cis
+from tooleval.storage import GATE_PASSES
 
 __all__ = ["Outcome", "outcome_from_spec", "pass_at_k", "pass_hat_k", "variability_summary", "variability_of_parquet",
            "VariabilityTally", "format_variability", "LISTED_CASES", "NO_SLICE"]
@@ -69,10 +70,13 @@ class Outcome:
         if row.get("error_kind") is not None:
             return None
         if self.kind == "gate":
+            stored = row.get("gate_verdict")  # the gate's own verdict, waivers and quarantine included
+            if stored is not None:
+                return None if stored == "quarantined" else stored in GATE_PASSES
             if row.get("gate_pass") is not None:
                 return bool(row["gate_pass"])
-            if "blocking" not in row and "gate_pass" not in row:
-                raise ValueError("outcome 'gate' needs a 'gate_pass' or 'blocking' column on every row "
+            if "blocking" not in row and "gate_pass" not in row and "gate_verdict" not in row:
+                raise ValueError("outcome 'gate' needs a 'gate_verdict', 'gate_pass' or 'blocking' column on every row "
                                  "(the rules stage writes them); choose another --outcome or score with rules.")
             if row.get("blocking") is None:
                 return None
@@ -92,8 +96,10 @@ def outcome_from_spec(spec: str, row_outcome: str = "match", accept_name_only: b
     """Parse an ``--outcome`` value.
 
     Args:
-        spec: ``gate`` (the gate's verdict: ``gate_pass`` when the row has it, else ``not blocking`` — and, under
-            the row outcome ``match``, ``exact_match``),
+        spec: ``gate`` (the gate's verdict: the row column ``gate_verdict`` when the row has it — ``pass`` and
+            ``waived`` pass, ``fail`` fails, ``quarantined`` has no outcome —, else ``gate_pass``, else ``not
+            blocking`` — and, under the row outcome ``match``, ``calls_match``: rows published before the gate's
+            verdict was stored),
             ``exact`` (``exact_match``), ``f1>=X`` with X in [0, 1] (``f1 >= X``), or ``recorded_reward``
             (pass when ``recorded_reward >= 1.0``: a benchmark's full reward, e.g. tau-bench's 1.0; partial
             rewards fail). Spaces around ``>=`` are allowed; case is ignored.
@@ -456,7 +462,7 @@ def _verdict_sql(outcome: "Outcome", names: set[str]) -> str | None:
         return f"({col('recorded_reward', 'DOUBLE')} >= 1.0)"
     error = f"{col('error_kind', 'VARCHAR')} IS NOT NULL"
     if outcome.kind == "gate":
-        if "blocking" not in names and "gate_pass" not in names:
+        if "blocking" not in names and "gate_pass" not in names and "gate_verdict" not in names:
             return None
         blocking = col("blocking")
         if not outcome.require_match:
@@ -465,7 +471,11 @@ def _verdict_sql(outcome: "Outcome", names: set[str]) -> str | None:
             judged = f"(NOT {blocking} AND coalesce({col('calls_match')}, {col('exact_match')}, false))"
         if outcome.name_only_fails:
             judged = f"(CASE WHEN coalesce({col('name_only')}, false) THEN false ELSE {judged} END)"
-        return (f"(CASE WHEN {error} THEN NULL WHEN {col('gate_pass')} IS NOT NULL THEN {col('gate_pass')} "
+        stored = col("gate_verdict", "VARCHAR")
+        passes = ", ".join(f"'{v}'" for v in GATE_PASSES)
+        return (f"(CASE WHEN {error} THEN NULL WHEN {stored} = 'quarantined' THEN NULL "
+                f"WHEN {stored} IS NOT NULL THEN {stored} IN ({passes}) "
+                f"WHEN {col('gate_pass')} IS NOT NULL THEN {col('gate_pass')} "
                 f"WHEN {blocking} IS NULL THEN NULL ELSE {judged} END)")
     if outcome.kind == "exact":
         return f"(CASE WHEN {error} THEN NULL ELSE {col('exact_match')} END)"
@@ -474,7 +484,7 @@ def _verdict_sql(outcome: "Outcome", names: set[str]) -> str | None:
 
 
 _OUTCOME_COLUMNS = ("case_id", "trial", "slice", "f1", "error_kind", "exact_match", "calls_match", "blocking",
-                    "gate_pass", "recorded_reward", "name_only")
+                    "gate_pass", "gate_verdict", "recorded_reward", "name_only")
 """The row columns the variability figures and every :class:`Outcome` read."""
 
 

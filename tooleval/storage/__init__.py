@@ -23,7 +23,8 @@ from tooleval.storage._paths import (OutFolderError, check_out_folder, check_sta
 from tooleval.storage._query import (PARTITION_TYPES, connect, read_table, scan_parquet_sql,
                                      scan_rows_sql, source_connection)
 from tooleval.storage._versions import CURRENT_VERSIONS, VERSION_COLUMNS, conform, read_versioned
-from tooleval.storage._row import ERROR_KINDS, ROW_COLUMNS, ErrorKind, Row, join_error, split_error
+from tooleval.storage._row import (ERROR_KINDS, GATE_PASSES, GATE_VERDICTS, ROW_COLUMNS, ErrorKind, Row, join_error,
+                                   split_error)
 from tooleval.storage._schema import (
     CALL_TYPE,
     ENVELOPE_SCHEMA,
@@ -45,6 +46,8 @@ __all__ = [
     "ROW_COLUMNS",
     "ERROR_KINDS",
     "ErrorKind",
+    "GATE_VERDICTS",
+    "GATE_PASSES",
     "split_error",
     "join_error",
     "MARKER",

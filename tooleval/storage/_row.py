@@ -21,10 +21,10 @@ import pyarrow as pa
 from tooleval.storage._types import (CALL_TYPE, COERCION_TYPE, SCHEMA_FINDING_TYPE, VIOLATION_TYPE,
                                      WRONG_ARGS_TYPE)
 
-__all__ = ["Row", "ROW_SCHEMA", "ROW_SCHEMA_VERSION", "ROW_COLUMNS", "ERROR_KINDS", "ErrorKind", "split_error",
-           "join_error"]
+__all__ = ["Row", "ROW_SCHEMA", "ROW_SCHEMA_VERSION", "ROW_COLUMNS", "ERROR_KINDS", "ErrorKind", "GATE_VERDICTS",
+           "GATE_PASSES", "split_error", "join_error"]
 
-ROW_SCHEMA_VERSION = 6
+ROW_SCHEMA_VERSION = 7
 """Version of :data:`ROW_SCHEMA`; bump on any change of a column's meaning or type (added columns too).
 
 History: 1 — the foundation columns; 2 — provenance (``provenance_status``, ``provenance_detail``,
@@ -33,7 +33,8 @@ checks (``schema_findings``, the mismatch category ``schema`` and the violation 
 row's error as ``error_kind`` (closed vocabulary) and ``error_message`` instead of one ``error`` text; 5 — trajectory
 match modes: ``match_mode`` (the case's mode) and ``calls_match`` (the calls match under it); 6 — ``name_only``
 (some observed call's arguments were not captured: matched by name only, never an ``exact_match``) and the
-advisory violation rule ``args_not_captured``. Readers refuse a newer version and read older ones through
+advisory violation rule ``args_not_captured``; 7 — the release gate's own verdict of the row, ``gate_verdict``
+(:data:`GATE_VERDICTS`) and ``gate_rules``, set when the run is published (the scoring stage leaves them null). Readers refuse a newer version and read older ones through
 :mod:`tooleval.storage._versions`."""
 
 ErrorKind = Literal["bad_trace", "generation_error", "scoring_error", "unknown_case", "missing_trace", "other",
@@ -60,6 +61,29 @@ them (:func:`split_error` reads a kind it does not know as ``other``)."""
 
 ERROR_KINDS: tuple[str, ...] = get_args(ErrorKind)
 """The closed set of ``error_kind`` values, in the order :data:`ErrorKind` lists them."""
+
+GateVerdictValue = Literal["pass", "fail", "waived", "quarantined"]
+"""The release gate's verdict of one row (column ``gate_verdict``), under the run's gate.toml as of the day the run
+was published (waivers are checked against that day):
+
+* ``pass``: no blocking rule fires (under ``row_outcome = "match"`` the calls also match the reference).
+* ``fail``: a blocking rule that no active waiver covers fires: a recorded violation with the gate's severity
+  (``[severity]``, ``[tool_schema] blocking_tools``, ``accept_name_only``), ``reference_mismatch`` under the row
+  outcome ``match``, or ``row_error`` for a row that could not be scored. The row is one of the gate's
+  ``blocking_rows``.
+* ``waived``: blocking rules fire, and active waivers cover every one of them: the gate passes the row.
+* ``quarantined``: the case is quarantined: the row is out of the gate's totals and of every pass rate, whatever
+  its rules.
+
+Not the row column ``blocking``, which says only that the scorer recorded a violation of severity ``blocking``
+(before gate.toml's ``[severity]``, waivers, quarantine and ``reference_mismatch``)."""
+
+GATE_VERDICTS: tuple[str, ...] = get_args(GateVerdictValue)
+"""The closed set of ``gate_verdict`` values."""
+
+GATE_PASSES: tuple[str, ...] = ("pass", "waived")
+"""The ``gate_verdict`` values of a row the gate lets pass (pass rates count these as passes; ``quarantined``
+rows count in no pass rate)."""
 
 
 def split_error(text: str | None) -> tuple[str | None, str | None]:
@@ -145,7 +169,9 @@ class Row:
     failure_owner: str | None = _column(pa.string(), "null | agent | adapter | executor | evaluation_platform")
     tool_schema_version: str | None = _column(pa.string(), "version of the tool schemas the trace was made with")
     violations: list | None = _column(pa.list_(VIOLATION_TYPE), "policy rules the row broke")
-    blocking: bool | None = _column(pa.bool_(), "some violation is blocking")
+    blocking: bool | None = _column(pa.bool_(), "some recorded violation has the scorer's severity blocking "
+                                    "(before gate.toml's [severity], waivers, quarantine and reference_mismatch): "
+                                    "not the gate's verdict, which is gate_verdict")
     coercions: list | None = _column(pa.list_(COERCION_TYPE), "argument coercions that declared rules applied")
     chosen_plan: int | None = _column(pa.int32(), "0: expected_calls; i > 0: accepted plan i - 1")
     reference_calls: list | None = _column(_CALLS, "the chosen plan's calls")
@@ -159,6 +185,12 @@ class Row:
     name_only: bool | None = _column(pa.bool_(), "some observed call's arguments were not captured (content "
                                      "capture off): matched by name only, so tp/fp/fn/f1 are name-level for it "
                                      "and exact_match is false; null when the row could not be scored")
+    gate_verdict: str | None = _column(pa.string(), "pass | fail | waived | quarantined: the release gate's verdict "
+                                       "of the row (GATE_VERDICTS), set when the run is published; null in the "
+                                       "scoring stage's rows and in rows published before row schema 7")
+    gate_rules: list | None = _column(pa.list_(pa.string()), "the blocking rules behind gate_verdict, sorted: for "
+                                      "fail those no waiver covers, for waived the waived ones, for quarantined "
+                                      "those it would fail; [] for pass; null where gate_verdict is null")
 
     def record(self) -> dict[str, Any]:
         """The row as a dict keyed by column name, in schema order (what ``pa.Table.from_pylist`` takes)."""

@@ -23,6 +23,10 @@ Migrations:
   that mode's verdict is, not a guess); an error row's ``exact_match``, hence its ``calls_match``, stays null.
 * rows 5 -> 6: no scorer before version 6 matched a call by name only (a call without arguments was read as
   ``{}``), so a scored row's ``name_only`` reads as false; an error row's (``f1`` null) stays null.
+* rows 6 -> 7: ``gate_verdict`` and ``gate_rules`` read as null: the gate's verdict of an older run's rows was
+  never stored (its waivers and quarantine are in its ``summary.json`` only), and a verdict rebuilt from the row's
+  own columns would miss them, so readers that need a verdict judge such rows as they did before (compare,
+  variability: ``blocking`` and the row outcome; ``tooleval gate --run-id`` judges them again).
 """
 
 from __future__ import annotations

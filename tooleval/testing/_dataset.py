@@ -36,7 +36,8 @@ class DatasetJudgement:
     traces: Path
     config: GateConfig
     rows: list[Row]
-    """One per (case, trial) the traces answer, sorted by case id and trial (as a run plans them)."""
+    """One per (case, trial) the traces answer, sorted by case id and trial (as a run plans them), each with the
+    gate's verdict in ``gate_verdict`` and ``gate_rules``, as ``tooleval run`` publishes it."""
     outcomes: list[RowOutcome]
     """The gate's outcome of each row, in :attr:`rows` order."""
     unscored: list[RowOutcome] = field(default_factory=list)
@@ -92,5 +93,7 @@ def judge_dataset(dataset: str | Path, traces: str | Path | None = None, gate: s
         row.dataset_revision = loaded.revision
         records.append(row.record())
     outcomes = [tally.add(record) for record in records]
+    for row, outcome in zip(rows, outcomes):  # the verdict a run publishes on the row (row column gate_verdict)
+        row.gate_verdict, row.gate_rules = outcome.gate_verdict, outcome.gate_rules
     unscored = [tally.add(placeholder) for placeholder in unscored_rows(records, gate_scope(loaded.cases), errors)]
     return DatasetJudgement(loaded, traces_path, config, rows, outcomes, unscored, tally.verdict(), errors)

@@ -3,10 +3,11 @@
 ``pytest --tooleval-dataset DIR [--tooleval-traces FILE] [--tooleval-gate FILE]`` adds, to whatever else pytest
 collects:
 
-* one item per (case, trial) of the recorded traces, named ``<case id>[<trial>]``, that passes or fails as the
-  release gate judges that row (its blocking rules, after ``[severity]``, waivers and quarantine); a row whose
-  blocking rules are all waived is **xfail** (the waiver's owner, expiry and reason), a quarantined case's rows
-  are **skipped** (the quarantine's owner and reason);
+* one item per (case, trial) of the recorded traces, named ``<case id>[<trial>]``, whose result is the row's
+  ``gate_verdict``, the column ``tooleval run`` publishes (the release gate's verdict: blocking rules after
+  ``[severity]``, waivers and quarantine): ``pass`` passes, ``fail`` fails with its rules and call diff,
+  ``waived`` is **xfail** (the waiver's owner, expiry and reason), ``quarantined`` is **skipped** (the
+  quarantine's owner and reason);
 * one item ``dataset-checks`` for what the gate checks over the whole run: no scored row, slice and family
   floors, ``min_rows``, cases without a scored row (no trace, an unreadable one), expired waivers.
 
@@ -94,12 +95,13 @@ class ToolevalRow(pytest.Item):
 
     def runtest(self) -> None:
         outcome = self.outcome
-        if outcome.quarantine is not None:
+        verdict = self.row.gate_verdict  # the row's one verdict, as a run stores it: pass, fail, waived, quarantined
+        if verdict == "quarantined":
             q = outcome.quarantine
             pytest.skip(f"quarantined by {q['owner']}: {q['reason']}")
-        if outcome.rules:
+        if verdict == "fail":
             raise RowFailure(self._evidence())
-        if outcome.waived_rules:
+        if verdict == "waived":
             pytest.xfail("; ".join(f"{', '.join(outcome.waived_rules)} waived by {w['owner']} until {w['expires']}: "
                                    f"{w['reason']}" for w in outcome.waivers))
 

@@ -20,7 +20,8 @@ import duckdb
 from tooleval.canonical import MISSING, value_at
 from tooleval.dataset import check_name
 from tooleval.errors import InputFileError
-from tooleval.storage import committed_files, connect, document_path, scan_parquet_sql, scan_rows_sql
+from tooleval.storage import (GATE_VERDICTS, committed_files, connect, document_path, scan_parquet_sql,
+                              scan_rows_sql)
 
 __all__ = ["ViewError", "RowFilter", "FACETS", "SORTS", "PAGE_SIZES", "Store", "mark_calls", "diff_table"]
 
@@ -44,6 +45,7 @@ FACETS: dict[str, tuple[str, bool]] = {
     "category": ("coalesce(mismatch_categories, [])", True),
     "owner": ("failure_owner", False),
     "blocking": ("CASE WHEN coalesce(blocking, false) THEN 'yes' ELSE 'no' END", False),
+    "verdict": ("gate_verdict", False),
 }
 """Filter name -> (SQL of the row's value, whether it is a list of values). A filter keeps the rows whose value
 is (or whose list holds) the chosen one; each page counts the rows of each value under the other filters."""
@@ -90,6 +92,9 @@ class RowFilter:
         values = {k: v for k, v in seen.items() if k in FACETS and v != ""}
         if "blocking" in values and values["blocking"] not in ("yes", "no"):
             raise ViewError(400, f"blocking={values['blocking']!r} is neither yes nor no.", "use blocking=yes or no.")
+        if "verdict" in values and values["verdict"] not in GATE_VERDICTS:
+            raise ViewError(400, f"verdict={values['verdict']!r} is not a gate verdict.",
+                            f"use verdict={' or '.join(GATE_VERDICTS)}.")
         bounds = {}
         for key in ("f1_min", "f1_max"):
             text = seen.get(key, "")
@@ -153,14 +158,16 @@ class RowFilter:
 
 _ROW_LIST = """
 SELECT case_id, trial, slice, f1, ragas_tool_call_f1, exact_match, calls_match, coalesce(blocking, false) AS blocking,
-       error_kind, failure_owner, coalesce(mismatch_categories, []) AS categories, {rules} AS rules, {tools} AS tools
+       gate_verdict, error_kind, failure_owner, coalesce(mismatch_categories, []) AS categories, {rules} AS rules, {tools} AS tools
 FROM {source} WHERE {where}
 ORDER BY {sort} {order} NULLS LAST, case_id, trial LIMIT {limit} OFFSET {offset}
 """
 
 _HEADLINE = """
 SELECT count(*) AS rows, count(*) FILTER (WHERE exact_match) AS exact,
-       count(*) FILTER (WHERE coalesce(blocking, false)) AS blocking, count(*) FILTER (WHERE error_kind IS NOT NULL)
+       count(*) FILTER (WHERE coalesce(blocking, false)) AS blocking,
+       count(*) FILTER (WHERE gate_verdict = 'fail') AS gate_fail, count(gate_verdict) AS gate_judged,
+       count(*) FILTER (WHERE error_kind IS NOT NULL)
        AS errors, avg(f1) FILTER (WHERE NOT coalesce(name_only, false)) AS mean_f1,
        avg(ragas_tool_call_f1) AS mean_ragas, sum(coalesce(len(expected_calls), 0)) AS expected_calls,
        sum(coalesce(len(observed_calls), 0)) AS observed_calls

@@ -74,6 +74,7 @@ _RUN = """{% extends "base" %}{% block title %}{{ run.run_id }}: tooleval view{%
 <tr><th>mean f1</th><td class="num">{{ fmt(head.mean_f1) }}</td></tr>
 <tr><th>mean ragas ToolCallF1</th><td class="num">{{ fmt(head.mean_ragas) }}</td></tr>
 <tr><th>blocking rows</th><td class="num">{{ head.blocking }}</td></tr>
+{% if head.gate_judged %}<tr><th>rows the gate fails (gate_verdict fail)</th><td class="num" id="gate-fail">{{ head.gate_fail }}</td></tr>{% endif %}
 <tr><th>rows with an error</th><td class="num">{{ head.errors }}</td></tr>
 <tr><th>gate</th><td id="gate" class="{{ gate }}">{{ gate or '-' }}</td></tr>
 <tr><th>drift</th><td class="{{ drift }}">{{ drift or '-' }}</td></tr>
@@ -95,12 +96,12 @@ _RUN = """{% extends "base" %}{% block title %}{{ run.run_id }}: tooleval view{%
 {% if filters.page < page.pages %}<a id="next" href="?{{ filters.query(page=filters.page + 1) }}">next</a>{% endif %}</p>
 <table id="rows"><tr>{% for label, key in (("case", "case"), ("trial", "trial"), ("slice", "slice"), ("f1", "f1"), ("ragas", "ragas")) %}
 <th><a href="?{{ filters.query(sort=key, order='desc' if filters.sort == key and filters.order == 'asc' else 'asc', page=1) }}">{{ label }}</a></th>{% endfor %}
-<th>exact</th><th>blocking</th><th>categories</th><th>rules</th><th>owner</th><th>error</th></tr>
+<th>exact</th><th>blocking</th><th>verdict</th><th>categories</th><th>rules</th><th>owner</th><th>error</th></tr>
 {% for r in page.rows %}<tr data-case="{{ r.case_id }}" data-trial="{{ r.trial }}">
 <td><a class="row-link" href="/runs/{{ run.run_id|urlencode }}/row?{{ {'case': r.case_id, 'trial': r.trial}|urlencode }}">{{ r.case_id }}</a></td>
 <td class="num">{{ r.trial }}</td><td>{{ r.slice or '' }}</td><td class="num">{{ fmt(r.f1) }}</td>
 <td class="num">{{ fmt(r.ragas_tool_call_f1) }}</td><td>{{ 'yes' if r.exact_match else 'no' }}</td>
-<td>{{ 'yes' if r.blocking else 'no' }}</td><td>{{ r.categories|join(', ') }}</td><td>{{ r.rules|join(', ') }}</td>
+<td>{{ 'yes' if r.blocking else 'no' }}</td><td class="verdict">{{ r.gate_verdict or '-' }}</td><td>{{ r.categories|join(', ') }}</td><td>{{ r.rules|join(', ') }}</td>
 <td>{{ r.failure_owner or '' }}</td><td>{{ r.error_kind or '' }}</td></tr>{% endfor %}</table>
 {% endblock %}"""
 
@@ -119,7 +120,8 @@ _ROW = """{% extends "base" %}{% import "calls" as m %}{% block title %}{{ row.c
 <table id="row-figures"><tr><th>slice</th><td>{{ row.slice or '-' }}</td><th>f1</th><td class="num" id="row-f1">{{ fmt(row.f1) }}</td>
 <th>ragas</th><td class="num">{{ fmt(row.ragas_tool_call_f1) }}</td><th>exact</th><td>{{ 'yes' if row.exact_match else 'no' }}</td>
 <th>match mode</th><td>{{ row.match_mode or '-' }}</td><th>calls match</th><td>{{ row.calls_match }}</td>
-<th>blocking</th><td>{{ 'yes' if row.blocking else 'no' }}</td></tr></table>
+<th>blocking</th><td>{{ 'yes' if row.blocking else 'no' }}</td>
+<th>gate verdict</th><td id="row-verdict">{{ row.gate_verdict or '-' }}{% if row.gate_rules %} ({{ row.gate_rules|join(', ') }}){% endif %}</td></tr></table>
 {% if row.error_kind %}<div class="error">{{ row.error_kind }}: {{ row.error_message }}</div>{% endif %}
 {% if redaction %}<p class="notice" id="redaction">Redacted: values of the fields {{ redaction|join(', ') }} were replaced
 before anything was stored; this page shows them as stored.</p>{% endif %}

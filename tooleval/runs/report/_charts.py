@@ -71,8 +71,8 @@ def case_outcomes(cells: list[dict]) -> dict[str, Any]:
     chart = alt.Chart(alt.Data(values=cells), title="Per-case outcomes across trials (weakest cases)").mark_rect(
         ).encode(x=alt.X("trial:O"), y=alt.Y("case_id:N", title="case", sort=None),
                  color=alt.Color("outcome:N", scale=alt.Scale(
-                     domain=["exact", "not exact", "blocking", "error"],
-                     range=["#4c9f38", "#f2c744", "#d62728", "#7f7f7f"])),
+                     domain=["exact", "not exact", "fails the gate", "waived", "quarantined", "error"],
+                     range=["#4c9f38", "#f2c744", "#d62728", "#9467bd", "#bcbd22", "#7f7f7f"])),
                  tooltip=["case_id:N", "trial:O", "outcome:N", "f1:Q"])
     return _spec(chart.properties(width=220))
 

@@ -72,7 +72,8 @@ WITH worst AS (
   SELECT case_id FROM {source} GROUP BY case_id ORDER BY avg(coalesce(f1, 0)), case_id LIMIT {limit}
 )
 SELECT r.case_id, r.trial, r.f1,
-       CASE WHEN r.error_kind IS NOT NULL THEN 'error' WHEN coalesce(r.blocking, false) THEN 'blocking'
+       CASE WHEN r.error_kind IS NOT NULL THEN 'error' WHEN r.gate_verdict IN ('waived', 'quarantined')
+            THEN r.gate_verdict WHEN coalesce(r.gate_verdict = 'fail', r.blocking, false) THEN 'fails the gate'
             WHEN r.exact_match THEN 'exact' ELSE 'not exact' END AS outcome
 FROM {source} AS r JOIN worst USING (case_id) ORDER BY r.case_id, r.trial
 """
@@ -163,8 +164,9 @@ def case_trials(con: duckdb.DuckDBPyConnection, source: str, limit: int = CASE_L
     """Outcome of each trial of the ``limit`` cases with the lowest mean F1 (an F1 of null counts as 0).
 
     Returns:
-        ``[{"case_id", "trial", "f1", "outcome"}]`` with outcome ``error`` | ``blocking`` | ``exact`` |
-        ``not exact``, cases in natural order (:func:`natural_key`), then trials.
+        ``[{"case_id", "trial", "f1", "outcome"}]`` with outcome ``error`` | ``fails the gate`` (the row's
+        ``gate_verdict`` is ``fail``; rows published before that column: ``blocking``) | ``waived`` |
+        ``quarantined`` | ``exact`` | ``not exact``, cases in natural order (:func:`natural_key`), then trials.
     """
     cells = _records(con, _CASES.format(source=source, limit=int(limit)))
     return sorted(cells, key=lambda c: (natural_key(c["case_id"]), c["trial"]))
