@@ -27,17 +27,18 @@ FORMATS = {
     "atif": "Harbor ATIF trajectories v1.0-v1.7 (file, JSON lines or job folder)",
     "otlp": "OpenTelemetry GenAI spans, OTLP JSON lines or document",
     "openinference": "OpenInference spans (Phoenix): OTLP JSON, span exports or Parquet",
+    "mlflow": "MLflow traces: SQLite store (mlflow.db) or ./mlruns file store",
 }
 """``tooleval import`` formats, one line each (shown by ``tooleval import --help``)."""
 
 _OPTIONS = {  # which format takes which option
     "tools": {"tau-bench"},
     "references": {"openai-chat", "openai-responses", "langchain", "anthropic", "gemini", "atif", "inspect",
-                   "otlp", "openinference"},
+                   "otlp", "openinference", "mlflow"},
     "results": {"bfcl"},
     "agent": {"openai-chat", "openai-responses", "langchain", "anthropic", "gemini", "atif", "inspect", "bfcl",
-              "otlp", "openinference"},
-    "case_attribute": {"otlp", "openinference"},
+              "otlp", "openinference", "mlflow"},
+    "case_attribute": {"otlp", "openinference", "mlflow"},
 }
 
 
@@ -126,13 +127,13 @@ def import_(
     revision: Annotated[Optional[str], typer.Option(help="Revision (default: from the source's digest).")] = None,
     tools: Annotated[Optional[Path], typer.Option(help="tau-bench: tool schemas (airline_tools.json).")] = None,
     references: Annotated[Optional[Path], typer.Option(
-        help="openai-chat, openai-responses, langchain, anthropic, gemini, atif, inspect, otlp, openinference: case "
-             "lines keyed by case_id.")] = None,
+        help="openai-chat, openai-responses, langchain, anthropic, gemini, atif, inspect, otlp, openinference, "
+             "mlflow: case lines keyed by case_id.")] = None,
     results: Annotated[Optional[list[Path]], typer.Option(
         help="bfcl: result files or folders (BFCL_v4_<category>_result.json); repeatable.")] = None,
     agent: Annotated[Optional[str], typer.Option(help="Agent name of the traces (default: from the file).")] = None,
     case_attribute: Annotated[Optional[str], typer.Option(
-        help="otlp, openinference: span attribute naming a trace's case (default: tooleval.case_id, "
+        help="otlp, openinference, mlflow: span (or MLflow trace tag) attribute naming a trace's case (default: tooleval.case_id, "
              "session.id, gen_ai.conversation.id, else the trace id).")] = None,
 ) -> None:
     if fmt not in FORMATS:

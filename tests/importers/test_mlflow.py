@@ -1,0 +1,151 @@
+"""mlflow importer on stores MLflow itself wrote (mlflow-skinny's tracing, openai autologging, log_feedback; see
+mlflow_producer.py): its SQLite store and its ./mlruns file store, imported, scored, and compared with what MLflow's
+own client reads back; and damaged stores refused with the file, the place and the fix, nothing written."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sqlite3
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from import_helpers import read_jsonl, score, write_lines
+from mlflow_producer import CALLS, produce
+from tooleval.cli import app
+from tooleval.errors import InputFileError
+from tooleval.importers import import_mlflow
+
+NO_MODEL = "no model span in the trace (no GenAI, OpenInference or MLflow model span)"
+
+
+@pytest.fixture(scope="module")
+def stores(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Path, dict]]:
+    """``sqlite`` and ``file``: (the store, MLflow's own reading of it)."""
+    out = {}
+    sqlite_dir = tmp_path_factory.mktemp("sqlite")
+    produce(f"sqlite:///{sqlite_dir / 'mlflow.db'}", sqlite_dir / "truth.json")
+    out["sqlite"] = (sqlite_dir / "mlflow.db", json.loads((sqlite_dir / "truth.json").read_text()))
+    file_dir = tmp_path_factory.mktemp("file")
+    produce(f"file://{file_dir / 'mlruns'}", file_dir / "truth.json")
+    out["file"] = (file_dir / "mlruns", json.loads((file_dir / "truth.json").read_text()))
+    return out
+
+
+def _refs(tmp_path: Path) -> Path:
+    """Each case expects the calls its model emitted (case-2's malformed text expected as the intended object)."""
+    expected = {"case-0": [{"name": "get_order", "args": {"order_id": "A-0"}}],
+                "case-1": [{"name": "get_order", "args": {"order_id": "A-1"}},
+                           {"name": "refund", "args": {"order_id": "A-1", "amount_cents": 251}}],
+                "case-2": [{"name": "get_order", "args": {"order_id": "A-2"}}],
+                "case-3": [{"name": "get_order", "args": {"order_id": "A-3"}}]}
+    return write_lines(tmp_path / "refs.jsonl", [{"case_id": c, "input": f"{c}: please help", "expected_calls": e}
+                                                 for c, e in expected.items()])
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "file"])
+def test_a_real_mlflow_store_is_imported_with_its_ids_and_feedback(tmp_path: Path, stores, kind: str) -> None:
+    store, truth = stores[kind]
+    report = import_mlflow(store, tmp_path / "out", references=_refs(tmp_path))
+    # five traces: four agent runs and one without a model call
+    assert (report.read, report.converted) == (5, 4)
+    assert report.skipped == {NO_MODEL: 1}
+    # 1 + 2 + 1 + 1 calls in the model's replies (CALLS)
+    assert report.calls == 5 and report.malformed_calls == 1
+    traces = {t["case_id"]: t for t in read_jsonl(tmp_path / "out" / "traces.jsonl.gz")}
+    assert sorted(traces) == ["case-0", "case-1", "case-2", "case-3"]
+    for case, trace in traces.items():
+        spans = truth[case]["spans"]
+        ids = trace["metadata"]["spans"]
+        assert ids["mlflow_trace_id"] == truth[case]["trace_id"]
+        assert ids["trace_id"] == truth[case]["trace_id"].removeprefix("tr-")  # MLflow's id is tr- + the OTel id
+        assert ids["root_span_id"] == next(s["span_id"] for s in spans if s["parent_id"] is None)
+        by_time = sorted(spans, key=lambda s: s["start_ns"])
+        assert ids["model_span_ids"] == [s["span_id"] for s in by_time if s["type"] == "CHAT_MODEL"]
+        assert ids["tool_span_ids"] == [s["span_id"] for s in by_time if s["type"] == "TOOL"]
+        emitted = [(c["function"]["name"], c["function"]["arguments"])
+                   for m in trace["messages"] if m["role"] == "assistant" for c in m.get("tool_calls", [])]
+        assert emitted == CALLS[case]
+    assert traces["case-0"]["metadata"]["spans"]["session_id"] == "s-0"
+    assert "session_id" not in traces["case-1"]["metadata"]["spans"]
+    # feedback: 1.0 as logged; the judge's "no" is 0.0; no feedback, no reward
+    assert traces["case-0"]["metadata"]["reward"] == 1.0
+    assert traces["case-1"]["metadata"]["reward"] == 0.0
+    assert [a["name"] for a in traces["case-1"]["metadata"]["spans"]["assessments"]] == ["tool_use_ok"]
+    assert "reward" not in traces["case-2"]["metadata"]
+    # the executor's side: what the TOOL spans received, in the order they ran
+    assert [(c["name"], json.loads(c["args"])) for c in traces["case-1"]["executor_calls"]] == [
+        ("get_order", {"order_id": "A-1"}), ("refund", {"order_id": "A-1", "amount_cents": 251})]
+    assert "executor_calls" not in traces["case-2"]  # no tool ran
+    assert "executor_calls" not in traces["case-3"]  # its TOOL span recorded no inputs: not captured
+    assert traces["case-0"]["response_id"] == "chatcmpl-case-0-b"
+    assert traces["case-0"]["agent"]["model"] == "scripted"  # the model the server answered as
+
+    rows = {r["case_id"]: r for r in score(tmp_path / "out")}
+    assert (rows["case-0"]["exact_match"], rows["case-1"]["exact_match"], rows["case-3"]["exact_match"]) == (
+        True, True, True)
+    assert rows["case-0"]["recorded_reward"] == 1.0 and rows["case-1"]["recorded_reward"] == 0.0
+    # case-2's text is not JSON: one malformed call, which matches nothing (fp 1, fn 1)
+    assert (rows["case-2"]["exact_match"], rows["case-2"]["fp"], rows["case-2"]["fn"]) == (False, 1, 1)
+    assert rows["case-3"]["recorded_reward"] is None
+
+
+def test_the_cli_prints_the_counts_and_exits_1_on_a_skip(tmp_path: Path, stores) -> None:
+    store, _ = stores["sqlite"]
+    result = CliRunner().invoke(app, ["import", "mlflow", str(store.parent), "--out", str(tmp_path / "out"),
+                                      "--references", str(_refs(tmp_path))])
+    assert result.exit_code == 1, result.output
+    assert "read 5, converted 4, skipped 1" in " ".join(result.output.split())
+
+
+def _refused(tmp_path: Path, src: Path) -> InputFileError:
+    with pytest.raises(InputFileError) as info:
+        import_mlflow(src, tmp_path / "out", references=_refs(tmp_path))
+    assert not (tmp_path / "out").exists()
+    return info.value
+
+
+def test_a_truncated_database_is_refused(tmp_path: Path, stores) -> None:
+    store, _ = stores["sqlite"]
+    cut = tmp_path / "mlflow.db"
+    cut.write_bytes(store.read_bytes()[: store.stat().st_size // 3])
+    error = _refused(tmp_path, cut)
+    assert error.path == str(cut) and "cannot be read" in error.problem and "integrity_check" in error.fix
+
+
+def test_a_file_that_is_not_a_database_or_not_mlflows_is_refused(tmp_path: Path) -> None:
+    text = tmp_path / "mlflow.db"
+    text.write_text("{}")
+    assert "not an SQLite database" in _refused(tmp_path, text).problem
+    other = tmp_path / "other.db"
+    sqlite3.connect(other).execute("CREATE TABLE runs (id TEXT)").connection.commit()
+    error = _refused(tmp_path, other)
+    assert "trace_info" in error.problem and "sqlite:///mlflow.db" in error.fix
+
+
+def test_an_unknown_trace_schema_version_is_refused(tmp_path: Path, stores) -> None:
+    store, truth = stores["sqlite"]
+    copy = tmp_path / "mlflow.db"
+    shutil.copy(store, copy)
+    with sqlite3.connect(copy) as db:
+        db.execute("UPDATE trace_request_metadata SET value = '9' WHERE key = 'mlflow.trace_schema.version' AND "
+                   "request_id = ?", (truth["case-1"]["trace_id"],))
+    error = _refused(tmp_path, copy)
+    assert f"trace {truth['case-1']['trace_id']}" in error.problem and "'9'" in error.problem
+
+
+def test_a_truncated_trace_file_in_the_file_store_is_refused(tmp_path: Path, stores) -> None:
+    store, truth = stores["file"]
+    copy = tmp_path / "mlruns"
+    shutil.copytree(store, copy)
+    data = next(copy.glob(f"*/traces/{truth['case-0']['trace_id']}/artifacts/traces.json"))
+    data.write_text(data.read_text()[:-40])
+    error = _refused(tmp_path, copy)
+    assert error.path == str(data) and "not a complete JSON document" in error.problem
+
+
+def test_a_folder_without_a_store_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "empty").mkdir()
+    assert "no mlflow.db" in _refused(tmp_path, tmp_path / "empty").problem
