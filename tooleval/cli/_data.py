@@ -12,6 +12,7 @@ from rich.table import Table
 from tooleval.errors import InputFileError
 
 from tooleval.cli._app import OutOption, app, console, err_console, fail, fmt, open_results
+from tooleval.cli._group import ToolevalGroup
 
 
 FORMATS = {
@@ -220,3 +221,55 @@ def sql(
     for record in records:
         table.add_row(*(fmt(v) for v in record))
     console.print(table)
+
+
+export_app = typer.Typer(cls=ToolevalGroup, add_completion=False, no_args_is_help=True,
+                         help="Write a published run's results in another tool's format.")
+app.add_typer(export_app, name="export")
+
+
+@export_app.command("otel")
+def export_otel_(
+    run_id: Annotated[str, typer.Option("--run-id", help="The run to export.")],
+    to: Annotated[Path, typer.Option("--to", help="The OTLP JSON-lines file to write.")],
+    out: OutOption = Path("results"),
+    config: Annotated[Optional[Path], typer.Option(help="Gate config for the verdicts (default: the dataset's "
+                                                         "gate.toml).")] = None,
+    dataset: Annotated[Optional[Path], typer.Option(help="Dataset folder (default: the run's).")] = None,
+) -> None:
+    """Write the run's verdicts as OpenTelemetry spans (OTLP JSON lines): one gen_ai.evaluation.result event per
+    row with its gate verdict, F1, failing rules and failure owner, attached to the source's own trace and span
+    when the row's trace was imported from spans (otlp, openinference, mlflow), else on a span of its own
+    (docs/importers.md "Verdicts back onto the spans").
+
+    Exit 0: written; 2: usage or input error (nothing written).
+    """
+    import os
+    import tempfile
+
+    from tooleval.runs.otel import export_otel
+    from tooleval.runs.published import open_run
+
+    try:
+        open_results(out)
+        run_ = open_run(out, run_id, dataset)
+        target = to.resolve()
+        if target.is_dir():
+            raise InputFileError(target, None, "--to names a folder.", "pass a file path, e.g. --to verdicts.jsonl.")
+        if not target.parent.is_dir():
+            raise InputFileError(target.parent, None, "the folder of --to does not exist.",
+                                 "create it first, or pass a path in an existing folder.")
+        # written beside the target and renamed at the end: an error leaves no half-written file
+        fd, partial = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as handle:
+                counts = export_otel(run_, handle, config=config)
+            os.replace(partial, target)
+        except BaseException:
+            os.unlink(partial)
+            raise
+    except InputFileError as exc:
+        fail(exc)
+    console.print(f"wrote {counts['rows']} gen_ai.evaluation.result events to {target} ({counts['attached']} on "
+                  f"the source's spans, {counts['own_spans']} on spans of their own; {counts['lines']} OTLP JSON "
+                  "line(s))", highlight=False)
