@@ -4,6 +4,7 @@ own client reads back; and damaged stores refused with the file, the place and t
 
 from __future__ import annotations
 
+import base64
 import json
 import shutil
 import sqlite3
@@ -119,6 +120,10 @@ def test_a_file_that_is_not_a_database_or_not_mlflows_is_refused(tmp_path: Path)
     text = tmp_path / "mlflow.db"
     text.write_text("{}")
     assert "not an SQLite database" in _refused(tmp_path, text).problem
+    result = CliRunner().invoke(app, ["import", "mlflow", str(text), "--out", str(tmp_path / "out")],
+                                env={"COLUMNS": "200"})
+    assert result.exit_code == 2 and f"{text}: not an SQLite database" in result.output
+    assert "Nothing was written" in result.output and not (tmp_path / "out").exists()
     other = tmp_path / "other.db"
     sqlite3.connect(other).execute("CREATE TABLE runs (id TEXT)").connection.commit()
     error = _refused(tmp_path, other)
@@ -149,3 +154,49 @@ def test_a_truncated_trace_file_in_the_file_store_is_refused(tmp_path: Path, sto
 def test_a_folder_without_a_store_is_refused(tmp_path: Path) -> None:
     (tmp_path / "empty").mkdir()
     assert "no mlflow.db" in _refused(tmp_path, tmp_path / "empty").problem
+
+
+def _v2_span(span: dict) -> dict:
+    """MLflow 2's span dict (``Span.to_dict`` before 3.0): ids as ``0x`` hex under ``context``."""
+    hexed = {k: base64.b64decode(span[k]).hex() if span.get(k) else None for k in ("trace_id", "span_id",
+                                                                                 "parent_span_id")}
+    return {"name": span["name"], "context": {"trace_id": "0x" + hexed["trace_id"], "span_id": "0x" + hexed["span_id"]},
+            "parent_id": "0x" + hexed["parent_span_id"] if hexed["parent_span_id"] else None,
+            "start_time": span["start_time_unix_nano"], "end_time": span["end_time_unix_nano"],
+            "status_code": "OK", "status_message": "", "attributes": span["attributes"], "events": []}
+
+
+def _v35_span(span: dict) -> dict:
+    """MLflow 3.5's span dict: the trace id as MLflow's ``tr-`` id, the span ids as hex."""
+    hexed = {k: base64.b64decode(span[k]).hex() if span.get(k) else "" for k in ("trace_id", "span_id",
+                                                                               "parent_span_id")}
+    return {**span, "trace_id": "tr-" + hexed["trace_id"], "span_id": hexed["span_id"],
+            "parent_span_id": hexed["parent_span_id"]}
+
+
+@pytest.mark.parametrize("shape", [_v2_span, _v35_span], ids=["mlflow-2", "mlflow-3.5"])
+def test_older_mlflow_span_shapes_read_as_the_current_one(tmp_path: Path, stores, shape) -> None:
+    """The file store's spans rewritten in the shapes older MLflow releases wrote, each checked first by MLflow's own
+    reader (``Span.from_dict`` reads them back to the same ids), then imported: the same traces as the original."""
+    from mlflow.entities import Span as MlflowSpan
+
+    store, _ = stores["file"]
+    copy = tmp_path / "mlruns"
+    shutil.copytree(store, copy)
+    for data in copy.glob("*/traces/*/artifacts/traces.json"):
+        document = json.loads(data.read_text())
+        for original, rewritten in zip(document["spans"], [shape(s) for s in document["spans"]]):
+            theirs, ours = MlflowSpan.from_dict(original), MlflowSpan.from_dict(rewritten)
+            assert (ours.span_id, ours.parent_id) == (theirs.span_id, theirs.parent_id)
+        document["spans"] = [shape(s) for s in document["spans"]]
+        data.write_text(json.dumps(document))
+    before = import_mlflow(store, tmp_path / "before", references=_refs(tmp_path))
+    after = import_mlflow(copy, tmp_path / "after", references=_refs(tmp_path))
+    assert (after.read, after.converted, after.skipped) == (before.read, before.converted, before.skipped) == (
+        5, 4, {NO_MODEL: 1})
+    old = {t["case_id"]: t for t in read_jsonl(tmp_path / "before" / "traces.jsonl.gz")}
+    new = {t["case_id"]: t for t in read_jsonl(tmp_path / "after" / "traces.jsonl.gz")}
+    for case in old:
+        for trace in (old[case], new[case]):
+            trace["metadata"].pop("source")
+        assert new[case] == old[case]

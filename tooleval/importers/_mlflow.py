@@ -201,7 +201,15 @@ def read_span(span: Span) -> ModelStep | ToolRun | None:
 
 
 def _strip_hex(value: Any) -> Any:
-    return value[2:] if isinstance(value, str) and value.startswith("0x") else value
+    """An MLflow id as the hex or base64 text :func:`_span` reads: MLflow 2 writes ``0x`` + hex, MLflow 3.5 the
+    trace id as MLflow's ``tr-`` + hex (or a v4 ``trace:/<location>/tr-...``), later releases base64."""
+    if not isinstance(value, str):
+        return value
+    if value.startswith("0x"):
+        return value[2:]
+    if "tr-" in value:  # base64 may hold "/" too: only MLflow's own trace ids are cut
+        return value.rsplit("/", 1)[-1].removeprefix("tr-")
+    return value
 
 
 def _mlflow_span(raw: Any, where: str) -> Span | BadRecord:
