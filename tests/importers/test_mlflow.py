@@ -200,3 +200,27 @@ def test_older_mlflow_span_shapes_read_as_the_current_one(tmp_path: Path, stores
         for trace in (old[case], new[case]):
             trace["metadata"].pop("source")
         assert new[case] == old[case]
+
+
+def test_a_base64_trace_id_that_begins_like_mlflow_2s_hex_is_read_whole(tmp_path: Path, stores) -> None:
+    """A trace id whose bytes begin d3 1x encodes in base64 as "0x...", the prefix of MLflow 2's hex ids (one
+    trace in 4,096): found by the 20,000-trace store of bench/make_big_mlflow_store.py."""
+    from mlflow.entities import Span as MlflowSpan
+
+    store, truth = stores["file"]
+    copy = tmp_path / "mlruns"
+    shutil.copytree(store, copy)
+    data = next(copy.glob(f"*/traces/{truth['case-0']['trace_id']}/artifacts/traces.json"))
+    document = json.loads(data.read_text())
+    hex_id = "d31b" + truth["case-0"]["trace_id"].removeprefix("tr-")[4:]
+    encoded = base64.b64encode(bytes.fromhex(hex_id)).decode()
+    assert encoded.startswith("0x")
+    for span in document["spans"]:
+        span["trace_id"] = encoded
+    read = MlflowSpan.from_dict(document["spans"][0])._span.context.trace_id  # MLflow's reading: the OTel id
+    assert f"{read:032x}" == hex_id
+    data.write_text(json.dumps(document))
+    report = import_mlflow(copy, tmp_path / "out", references=_refs(tmp_path))
+    assert (report.converted, report.skipped) == (4, {NO_MODEL: 1})
+    traces = {t["case_id"]: t for t in read_jsonl(tmp_path / "out" / "traces.jsonl.gz")}
+    assert traces["case-0"]["metadata"]["spans"]["trace_id"] == hex_id

@@ -200,14 +200,15 @@ def read_span(span: Span) -> ModelStep | ToolRun | None:
 # --------------------------------------------------------------------------------------------------- store reading
 
 
-def _strip_hex(value: Any) -> Any:
-    """An MLflow id as the hex or base64 text :func:`_span` reads: MLflow 2 writes ``0x`` + hex, MLflow 3.5 the
-    trace id as MLflow's ``tr-`` + hex (or a v4 ``trace:/<location>/tr-...``), later releases base64."""
-    if not isinstance(value, str):
-        return value
-    if value.startswith("0x"):
-        return value[2:]
-    if "tr-" in value:  # base64 may hold "/" too: only MLflow's own trace ids are cut
+def _without_0x(value: Any) -> Any:
+    """MLflow 2's ids: ``0x`` + hex."""
+    return value[2:] if isinstance(value, str) and value.startswith("0x") else value
+
+
+def _trace_id(value: Any) -> Any:
+    """MLflow 3's trace id in a span: base64 (the current releases), or MLflow's own ``tr-`` + hex (3.5), also as a
+    v4 ``trace:/<location>/tr-...``. Neither prefix can begin base64 text, which has no ``-`` or ``:``."""
+    if isinstance(value, str) and value.startswith(("tr-", "trace:/")):
         return value.rsplit("/", 1)[-1].removeprefix("tr-")
     return value
 
@@ -216,12 +217,14 @@ def _mlflow_span(raw: Any, where: str) -> Span | BadRecord:
     """One span as MLflow wrote it (3.x or 2.x shape) -> :class:`Span` with decoded attribute values."""
     if not isinstance(raw, dict):
         return BadRecord("an MLflow span is not a JSON object", where)
-    context = raw.get("context") if isinstance(raw.get("context"), dict) else {}
-    start = raw.get("start_time_unix_nano", raw.get("start_time"))
-    span = _span({"traceId": _strip_hex(raw.get("trace_id", context.get("trace_id"))),
-                  "spanId": _strip_hex(raw.get("span_id", context.get("span_id"))),
-                  "parentSpanId": _strip_hex(raw.get("parent_span_id", raw.get("parent_id"))),
-                  "name": raw.get("name"), "startTimeUnixNano": start}, None, where)
+    if isinstance(raw.get("context"), dict):  # MLflow 2
+        context = raw["context"]
+        ids = {"traceId": _without_0x(context.get("trace_id")), "spanId": _without_0x(context.get("span_id")),
+               "parentSpanId": _without_0x(raw.get("parent_id")), "startTimeUnixNano": raw.get("start_time")}
+    else:  # base64 ids can begin with "0x" too: only MLflow 2's are cut
+        ids = {"traceId": _trace_id(raw.get("trace_id")), "spanId": raw.get("span_id"),
+               "parentSpanId": raw.get("parent_span_id"), "startTimeUnixNano": raw.get("start_time_unix_nano")}
+    span = _span({**ids, "name": raw.get("name")}, None, where)
     if isinstance(span, Span):
         attributes = raw.get("attributes") if isinstance(raw.get("attributes"), dict) else {}
         span.attributes = {str(k): _decoded(v) for k, v in attributes.items()}
