@@ -224,3 +224,18 @@ def test_a_base64_trace_id_that_begins_like_mlflow_2s_hex_is_read_whole(tmp_path
     assert (report.converted, report.skipped) == (4, {NO_MODEL: 1})
     traces = {t["case_id"]: t for t in read_jsonl(tmp_path / "out" / "traces.jsonl.gz")}
     assert traces["case-0"]["metadata"]["spans"]["trace_id"] == hex_id
+
+
+def test_trial_and_reward_tags_are_read_as_numbers_and_the_feedback_wins(tmp_path: Path, stores) -> None:
+    store, truth = stores["file"]
+    copy = tmp_path / "mlruns"
+    shutil.copytree(store, copy)
+    for case, trial, reward in (("case-0", "3", "0.25"), ("case-2", "1", "0.5")):
+        tags = next(copy.glob(f"*/traces/{truth[case]['trace_id']}/tags"))
+        (tags / "tooleval.trial").write_text(trial)
+        (tags / "tooleval.reward").write_text(reward)
+    import_mlflow(copy, tmp_path / "out", references=_refs(tmp_path))
+    traces = {t["case_id"]: t for t in read_jsonl(tmp_path / "out" / "traces.jsonl.gz")}
+    assert (traces["case-0"]["trial"], traces["case-2"]["trial"]) == (3, 1)
+    # case-0's logged feedback (1.0) is the recorded reward, not its tag; case-2 has no feedback: its tag counts
+    assert (traces["case-0"]["metadata"]["reward"], traces["case-2"]["metadata"]["reward"]) == (1.0, 0.5)

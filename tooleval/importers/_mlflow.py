@@ -28,7 +28,8 @@ JSON that MLflow writes: MLflow 3's OTLP-like ``{"trace_id", "span_id", "parent_
   spans MLflow ingested from other instrumentations) is read as a GenAI span, else as an OpenInference span.
 
 **The trace's own fields** are laid on its root span, so that the span importers' rules hold (how a trace names
-its case: :mod:`~tooleval.importers._spans`): trace tags (``tooleval.case_id`` as a tag names the case), the
+its case: :mod:`~tooleval.importers._spans`): trace tags (``tooleval.case_id`` as a tag names the case,
+``tooleval.trial`` and ``tooleval.reward`` tags are read as numbers), the
 session (``mlflow.trace.session`` metadata or the ``session_id`` column) as ``session.id``, and the reward.
 **Reward**: the first valid feedback assessment (in creation order) whose value is a number, a boolean (1.0 /
 0.0) or MLflow's judges' ``yes`` / ``no`` (1.0 / 0.0) becomes ``metadata.reward`` (the row's
@@ -69,6 +70,7 @@ PROVENANCE_KEYS = (("mlflow_trace_id", "mlflow.traceRequestId"), ("experiment_id
 STORE_FIX = ("pass MLflow's SQLite store (the mlflow.db of `mlflow.set_tracking_uri('sqlite:///mlflow.db')` or "
              "`mlflow server --backend-store-uri sqlite:///mlflow.db`) or its file store (the ./mlruns folder).")
 _JUDGED = {"yes": 1.0, "no": 0.0}
+_NUMBER_TAGS = ("tooleval.trial", "tooleval.reward")
 
 
 # ---------------------------------------------------------------------------------------------------- span reading
@@ -251,6 +253,9 @@ def _reward(assessments: list[dict[str, Any]]) -> float | int | None:
 def _lay_on_root(spans: list[Span | BadRecord], trace: dict[str, Any]) -> None:
     """Put the trace's own fields on its root span(s) (the module docstring, "The trace's own fields")."""
     extra: dict[str, Any] = {k: v for k, v in trace["tags"].items() if not k.startswith("mlflow.")}
+    for key in _NUMBER_TAGS:  # tag values are text; a case id stays text ("007" is not 7)
+        if isinstance(extra.get(key), str):
+            extra[key] = _decoded(extra[key])
     session = trace["metadata"].get("mlflow.trace.session") or trace.get("session_id")
     if session:
         extra["session.id"] = session
