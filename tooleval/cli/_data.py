@@ -134,8 +134,8 @@ def import_(
         help="bfcl: result files or folders (BFCL_v4_<category>_result.json); repeatable.")] = None,
     agent: Annotated[Optional[str], typer.Option(help="Agent name of the traces (default: from the file).")] = None,
     case_attribute: Annotated[Optional[str], typer.Option(
-        help="otlp, openinference, mlflow: span (or MLflow trace tag) attribute naming a trace's case (default: tooleval.case_id, "
-             "session.id, gen_ai.conversation.id, else the trace id).")] = None,
+        help="otlp, openinference, mlflow: span (or MLflow trace tag) attribute naming a trace's case "
+             "(default: tooleval.case_id, session.id, gen_ai.conversation.id, else the trace id).")] = None,
 ) -> None:
     if fmt not in FORMATS:
         err_console.print(f"[bold red]error:[/] unknown format {fmt!r}; known: {', '.join(FORMATS)}.")

@@ -12,9 +12,10 @@ trace: its model spans are the model's steps, its tool spans what the executor r
    properties), then ``gen_ai.conversation.id``;
 3. else the trace id (32 hex digits): a ``--references`` file may key its cases by trace id.
 
-``tooleval.trial`` (an integer) sets the trial, ``tooleval.reward`` (a number) the row's ``recorded_reward``; by default the traces of one case are numbered 0, 1, ... in start
-time order. References come from ``--references`` (case lines keyed by ``case_id``) or from a
-``tooleval.expected_calls`` attribute (JSON text of ``[{"name", "args"}]``) on a span of the trace.
+``tooleval.trial`` (an integer) sets the trial, ``tooleval.reward`` (a number) the row's ``recorded_reward``; by
+default the traces of one case are numbered 0, 1, ... in start time order. References come from ``--references``
+(case lines keyed by ``case_id``) or from a ``tooleval.expected_calls`` attribute (JSON text of
+``[{"name", "args"}]``) on a span of the trace.
 
 **Provenance** kept in the trace: ``response_id`` (the last model step's ``gen_ai.response.id`` or OpenInference's
 response ``id``), ``request`` (the first model step's input messages: the join check compares them with the case
