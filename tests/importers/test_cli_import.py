@@ -17,7 +17,7 @@ from tooleval.cli import app
 
 runner = CliRunner()
 FORMATS = ["openai-chat", "openai-responses", "langchain", "anthropic", "gemini", "atif", "inspect", "tau-bench", "tau2", "bfcl",
-           "otlp", "openinference"]
+           "otlp", "openinference", "mlflow"]
 ORDER = {"name": "get_order", "args": {"order_id": "A-104"}}
 
 

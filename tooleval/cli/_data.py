@@ -12,6 +12,7 @@ from rich.table import Table
 from tooleval.errors import InputFileError
 
 from tooleval.cli._app import OutOption, app, console, err_console, fail, fmt, open_results
+from tooleval.cli._group import ToolevalGroup
 
 
 FORMATS = {
@@ -27,17 +28,18 @@ FORMATS = {
     "atif": "Harbor ATIF trajectories v1.0-v1.7 (file, JSON lines or job folder)",
     "otlp": "OpenTelemetry GenAI spans, OTLP JSON lines or document",
     "openinference": "OpenInference spans (Phoenix): OTLP JSON, span exports or Parquet",
+    "mlflow": "MLflow traces: SQLite store (mlflow.db) or ./mlruns file store",
 }
 """``tooleval import`` formats, one line each (shown by ``tooleval import --help``)."""
 
 _OPTIONS = {  # which format takes which option
     "tools": {"tau-bench"},
     "references": {"openai-chat", "openai-responses", "langchain", "anthropic", "gemini", "atif", "inspect",
-                   "otlp", "openinference"},
+                   "otlp", "openinference", "mlflow"},
     "results": {"bfcl"},
     "agent": {"openai-chat", "openai-responses", "langchain", "anthropic", "gemini", "atif", "inspect", "bfcl",
-              "otlp", "openinference"},
-    "case_attribute": {"otlp", "openinference"},
+              "otlp", "openinference", "mlflow"},
+    "case_attribute": {"otlp", "openinference", "mlflow"},
 }
 
 
@@ -126,14 +128,14 @@ def import_(
     revision: Annotated[Optional[str], typer.Option(help="Revision (default: from the source's digest).")] = None,
     tools: Annotated[Optional[Path], typer.Option(help="tau-bench: tool schemas (airline_tools.json).")] = None,
     references: Annotated[Optional[Path], typer.Option(
-        help="openai-chat, openai-responses, langchain, anthropic, gemini, atif, inspect, otlp, openinference: case "
-             "lines keyed by case_id.")] = None,
+        help="openai-chat, openai-responses, langchain, anthropic, gemini, atif, inspect, otlp, openinference, "
+             "mlflow: case lines keyed by case_id.")] = None,
     results: Annotated[Optional[list[Path]], typer.Option(
         help="bfcl: result files or folders (BFCL_v4_<category>_result.json); repeatable.")] = None,
     agent: Annotated[Optional[str], typer.Option(help="Agent name of the traces (default: from the file).")] = None,
     case_attribute: Annotated[Optional[str], typer.Option(
-        help="otlp, openinference: span attribute naming a trace's case (default: tooleval.case_id, "
-             "session.id, gen_ai.conversation.id, else the trace id).")] = None,
+        help="otlp, openinference, mlflow: span (or MLflow trace tag) attribute naming a trace's case "
+             "(default: tooleval.case_id, session.id, gen_ai.conversation.id, else the trace id).")] = None,
 ) -> None:
     if fmt not in FORMATS:
         err_console.print(f"[bold red]error:[/] unknown format {fmt!r}; known: {', '.join(FORMATS)}.")
@@ -219,3 +221,55 @@ def sql(
     for record in records:
         table.add_row(*(fmt(v) for v in record))
     console.print(table)
+
+
+export_app = typer.Typer(cls=ToolevalGroup, add_completion=False, no_args_is_help=True,
+                         help="Write a published run's results in another tool's format.")
+app.add_typer(export_app, name="export")
+
+
+@export_app.command("otel")
+def export_otel_(
+    run_id: Annotated[str, typer.Option("--run-id", help="The run to export.")],
+    to: Annotated[Path, typer.Option("--to", help="The OTLP JSON-lines file to write.")],
+    out: OutOption = Path("results"),
+    config: Annotated[Optional[Path], typer.Option(help="Gate config for the verdicts (default: the dataset's "
+                                                         "gate.toml).")] = None,
+    dataset: Annotated[Optional[Path], typer.Option(help="Dataset folder (default: the run's).")] = None,
+) -> None:
+    """Write the run's verdicts as OpenTelemetry spans (OTLP JSON lines): one gen_ai.evaluation.result event per
+    row with its gate verdict, F1, failing rules and failure owner, attached to the source's own trace and span
+    when the row's trace was imported from spans (otlp, openinference, mlflow), else on a span of its own
+    (docs/importers.md "Verdicts back onto the spans").
+
+    Exit 0: written; 2: usage or input error (nothing written).
+    """
+    import os
+    import tempfile
+
+    from tooleval.runs.otel import export_otel
+    from tooleval.runs.published import open_run
+
+    try:
+        open_results(out)
+        run_ = open_run(out, run_id, dataset)
+        target = to.resolve()
+        if target.is_dir():
+            raise InputFileError(target, None, "--to names a folder.", "pass a file path, e.g. --to verdicts.jsonl.")
+        if not target.parent.is_dir():
+            raise InputFileError(target.parent, None, "the folder of --to does not exist.",
+                                 "create it first, or pass a path in an existing folder.")
+        # written beside the target and renamed at the end: an error leaves no half-written file
+        fd, partial = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as handle:
+                counts = export_otel(run_, handle, config=config)
+            os.replace(partial, target)
+        except BaseException:
+            os.unlink(partial)
+            raise
+    except InputFileError as exc:
+        fail(exc)
+    console.print(f"wrote {counts['rows']} gen_ai.evaluation.result events to {target} ({counts['attached']} on "
+                  f"the source's spans, {counts['own_spans']} on spans of their own; {counts['lines']} OTLP JSON "
+                  "line(s))", highlight=False)

@@ -13,7 +13,7 @@ from tooleval.importers._langchain import import_langchain, langchain_message
 from tooleval.importers._openai_chat import import_openai_chat
 from tooleval.importers._openai_responses import import_openai_responses, responses_messages
 from tooleval.importers._stream import ImportReport, SkipLine
-from tooleval.importers._span_formats import import_openinference, import_otlp
+from tooleval.importers._span_formats import import_mlflow, import_openinference, import_otlp
 from tooleval.importers._tau2 import import_tau2
 from tooleval.importers._tau2_checks import ActionVerdict, compare_action_checks
 from tooleval.importers._tau_bench import import_tau_bench
@@ -30,6 +30,7 @@ __all__ = [
     "import_gemini",
     "import_inspect",
     "import_langchain",
+    "import_mlflow",
     "import_openai_chat",
     "import_openai_responses",
     "import_openinference",

@@ -12,14 +12,16 @@ trace: its model spans are the model's steps, its tool spans what the executor r
    properties), then ``gen_ai.conversation.id``;
 3. else the trace id (32 hex digits): a ``--references`` file may key its cases by trace id.
 
-``tooleval.trial`` (an integer) sets the trial; by default the traces of one case are numbered 0, 1, ... in start
-time order. References come from ``--references`` (case lines keyed by ``case_id``) or from a
-``tooleval.expected_calls`` attribute (JSON text of ``[{"name", "args"}]``) on a span of the trace.
+``tooleval.trial`` (an integer) sets the trial, ``tooleval.reward`` (a number) the row's ``recorded_reward``; by
+default the traces of one case are numbered 0, 1, ... in start time order. References come from ``--references``
+(case lines keyed by ``case_id``) or from a ``tooleval.expected_calls`` attribute (JSON text of
+``[{"name", "args"}]``) on a span of the trace.
 
 **Provenance** kept in the trace: ``response_id`` (the last model step's ``gen_ai.response.id`` or OpenInference's
 response ``id``), ``request`` (the first model step's input messages: the join check compares them with the case
 input), and ``metadata.spans``: ``trace_id``, ``root_span_id``, ``model_span_ids``, ``tool_span_ids``,
-``response_ids``.
+``response_ids``, ``session_id`` (``session.id`` or ``gen_ai.conversation.id``, when a span has one) and the
+format's own ids (``mlflow``: ``mlflow_trace_id``, ``experiment_id``).
 
 **Skipped with a reason and the place** (``file:line`` of the span or record): a record that is not JSON or not an
 ``ExportTraceServiceRequest``, a span without valid ids, a trace with a span whose parent is missing, a cycle of
@@ -31,7 +33,7 @@ from __future__ import annotations
 
 import json
 import pickle
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +53,22 @@ CASE_ATTRIBUTES = ("tooleval.case_id", "session.id", "gen_ai.conversation.id")
 SPAN_PATTERNS = ("*.jsonl", "*.jsonl.gz", "*.json", "*.json.gz", "*.parquet")
 
 SpanReader = Callable[[Span], ModelStep | ToolRun | None]
+SpanSource = Callable[[Path, Any], tuple[list[Path], Iterator[Span | BadRecord]]]
+"""``(src, digest) -> (files, spans)``: the files a source names and its spans, read lazily (the digest is fed with
+what is read). Raises :class:`InputFileError` for a source that cannot be read at all."""
+
+SESSION_ATTRIBUTES = ("session.id", "gen_ai.conversation.id")
+
+
+def _span_files(src: Path, digest: Any) -> tuple[list[Path], Iterator[Span | BadRecord]]:
+    files = source_files(Path(src), SPAN_PATTERNS)
+    return files, iter_spans(files, digest)
+
+
+def _number(value: Any) -> float | int | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return value
 
 
 class _SkipTrace(Exception):
@@ -78,8 +96,8 @@ def _name_only_calls(runs: list[ToolRun]) -> list[dict[str, Any]]:
     return [{"role": "assistant", "content": None, "tool_calls": calls}]
 
 
-def _convert(spans: list[Span], read_span: SpanReader, case_keys: tuple[str, ...], agent: str | None
-             ) -> tuple[Converted, str, int]:
+def _convert(spans: list[Span], read_span: SpanReader, case_keys: tuple[str, ...], agent: str | None,
+             provenance_keys: tuple[tuple[str, str], ...] = ()) -> tuple[Converted, str, int]:
     """One trace's spans -> ``(converted, case_id, start_ns)``; :class:`_SkipTrace` when it cannot be read."""
     ordered = _ordered(spans)
     root = ordered[0]
@@ -98,7 +116,7 @@ def _convert(spans: list[Span], read_span: SpanReader, case_keys: tuple[str, ...
         elif isinstance(item, ToolRun):
             runs.append(item)
     if not steps:
-        raise _SkipTrace("no model span in the trace (no GenAI or OpenInference LLM span)", root.where)
+        raise _SkipTrace("no model span in the trace (no GenAI, OpenInference or MLflow model span)", root.where)
     assembled = assemble(steps, runs)
     messages = assembled["messages"]
     from_tools = not any(m.get("role") == "assistant" for s in steps for m in s.output) and bool(runs)
@@ -109,6 +127,11 @@ def _convert(spans: list[Span], read_span: SpanReader, case_keys: tuple[str, ...
     trial = _attribute(ordered, ("tooleval.trial",))
     if trial is not None:
         fields["trial"] = trial
+    reward = _attribute(ordered, ("tooleval.reward",))
+    if reward is not None:
+        if _number(reward) is None:
+            raise _SkipTrace("tooleval.reward is not a number", root.where)
+        fields["reward"] = reward
     expected = _attribute(ordered, ("tooleval.expected_calls",))
     if expected is not None:
         try:
@@ -123,6 +146,10 @@ def _convert(spans: list[Span], read_span: SpanReader, case_keys: tuple[str, ...
                   "model_span_ids": [s.span_id for s in sorted(steps, key=lambda s: (s.start_ns, s.span_id))],
                   "tool_span_ids": [r.span_id for r in sorted(runs, key=lambda r: (r.start_ns, r.span_id))],
                   "response_ids": [s.response_id for s in steps if s.response_id]}
+    for name, key in (("session_id", SESSION_ATTRIBUTES), *((n, (k,)) for n, k in provenance_keys)):
+        value = _attribute(ordered, key)
+        if value is not None:
+            provenance[name] = value
     metadata: dict[str, Any] = {"spans": provenance}
     if from_tools:
         metadata["model_calls_from_tool_spans"] = True
@@ -134,7 +161,7 @@ _REFERENCE_SKIPS = ("no reference (no expected_calls and no --references)", "cas
                     "case fields differ from --references")
 
 
-def _fix(report: ImportReport) -> str:
+def _fix(report: ImportReport, shape_fix: str | None = None) -> str:
     """The fix line for an import that converted nothing, from what was skipped most: the shape of the file, the
     references, or the spans' content (a wrong shape is not cured by --references)."""
     reason = report.skipped.most_common(1)[0][0] if report.skipped else ""
@@ -142,7 +169,10 @@ def _fix(report: ImportReport) -> str:
         return ("pass --references with case lines keyed by the traces' case ids (the trace id when no span names "
                 "a case; docs/importers.md), or put tooleval.expected_calls on a span of each trace.")
     if reason.startswith("no model span"):
-        return "export the traces with their model spans (GenAI chat spans, OpenInference LLM spans)."
+        return ("export the traces with their model spans (GenAI chat spans, OpenInference LLM spans, MLflow "
+                "CHAT_MODEL or LLM spans).")
+    if shape_fix is not None:
+        return shape_fix
     return ("export OTLP JSON (one ExportTraceServiceRequest with resourceSpans a line, or one document), Phoenix "
             "spans (a JSON list or JSON lines of spans with context, span_kind and attributes, or the REST API's "
             "{\"data\": [...]}), or Phoenix's spans dataframe as Parquet.")
@@ -160,6 +190,9 @@ def import_spans(
     references: Path | None = None,
     agent: str | None = None,
     case_attribute: str | None = None,
+    source: SpanSource = _span_files,
+    provenance_keys: tuple[tuple[str, str], ...] = (),
+    shape_fix: str | None = None,
 ) -> ImportReport:
     """Import span files into one dataset folder (shapes and rules: this module's docstring).
 
@@ -174,6 +207,9 @@ def import_spans(
         references: Case lines keyed by ``case_id`` (docs/design.md "Cases").
         agent: Agent name; default: the resource's ``service.name``, else ``spans``.
         case_attribute: A span attribute naming the case, tried before :data:`CASE_ATTRIBUTES`.
+        source: Where the spans come from (default: span files, :func:`iter_spans`; ``mlflow``: its stores).
+        provenance_keys: ``(name, attribute)`` pairs copied into ``metadata.spans`` when a span has the attribute.
+        shape_fix: The fix line when nothing could be read for the source's shape (default: the file shapes).
 
     Returns:
         The counts: ``read`` = traces plus records that held no readable span; skips by reason with places.
@@ -187,12 +223,12 @@ def import_spans(
         check_revision(revision)
     report = ImportReport()
     digest = new_digest()
-    files = source_files(Path(src), SPAN_PATTERNS)
+    files, spans = source(Path(src), digest)
     known = _load_references(Path(references), report, digest) if references is not None else None
     case_keys = ((case_attribute,) if case_attribute else ()) + CASE_ATTRIBUTES
     spans_read = 0
     with SpanStore() as store, DatasetStage(Path(out)) as stage:
-        for item in iter_spans(files, digest):
+        for item in spans:
             if isinstance(item, BadRecord):
                 report.read += 1
                 report.skip(item.reason, item.where)
@@ -200,15 +236,15 @@ def import_spans(
             store.add(item)
             spans_read += 1
         store.stash_table()
-        for spans in store.traces():
+        for trace in store.traces():
             report.read += 1
             try:
-                converted, case_id, start = _convert(spans, read_span, case_keys, agent)
+                converted, case_id, start = _convert(trace, read_span, case_keys, agent, provenance_keys)
             except _SkipTrace as skip:
                 report.skip(skip.reason, skip.where)
                 continue
-            where = _ordered(spans)[0].where
-            store.stash(case_id, start, spans[0].trace_id, pickle.dumps((converted, where)))
+            where = _ordered(trace)[0].where
+            store.stash(case_id, start, trace[0].trace_id, pickle.dumps((converted, where)))
         writer = _Writer(stage, known, agent or "spans")
         for body in store.stashed():
             converted, where = pickle.loads(body)
@@ -222,7 +258,8 @@ def import_spans(
             writer.write_referenced_cases(stage)
         if not writer.case_count or not report.converted:
             reasons = "; ".join(f"{reason} ({n})" for reason, n in report.skipped.most_common(3)) or "no spans"
-            raise InputFileError(files[0], None, f"no case could be imported: {reasons}.", _fix(report))
+            raise InputFileError(files[0], None, f"no case could be imported: {reasons}.",
+                                 _fix(report, shape_fix))
         report.notes.append(f"{spans_read} spans read ({store.duplicates} exported twice, kept once); one trace "
                             "is one trajectory.")
         manifest = {
@@ -238,15 +275,16 @@ def import_spans(
     return report
 
 
-def span_importer(fmt: str, read_span: SpanReader, what: str) -> Callable[..., ImportReport]:
-    """The public ``import_<format>`` function of a span format (arguments: :func:`import_spans`)."""
+def span_importer(fmt: str, read_span: SpanReader, what: str, **kwargs: Any) -> Callable[..., ImportReport]:
+    """The public ``import_<format>`` function of a span format (arguments: :func:`import_spans`; ``kwargs``:
+    its ``source``, ``provenance_keys`` and ``shape_fix``)."""
 
     def importer(src: Path, out: Path, *, name: str | None = None, revision: str | None = None,
                  references: Path | None = None, agent: str | None = None,
                  case_attribute: str | None = None) -> ImportReport:
         return import_spans(src, out, fmt=fmt, read_span=read_span, name=name, revision=revision,
                             references=references, agent=agent, case_attribute=case_attribute,
-                            description=f"{what} imported by tooleval ({fmt}).")
+                            description=f"{what} imported by tooleval ({fmt}).", **kwargs)
 
     importer.__name__ = importer.__qualname__ = "import_" + fmt.replace("-", "_")
     importer.__doc__ = (f"Import {what} as a dataset folder (which spans form a case, how a trace names its "
