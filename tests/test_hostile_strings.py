@@ -123,3 +123,17 @@ def test_a_run_over_hostile_lines_publishes_every_row(tmp_path):
     assert "UTF-8" in errors[0]["message"]
     traces = pq.read_table(out / "traces/dataset_revision=r1/run_id=h1").to_pylist()
     assert "\\udbff" not in json.dumps(traces, default=str) and "redacted:" in json.dumps(traces, default=str)
+
+
+@pytest.mark.parametrize(("value", "fix"), [
+    ('"x\\udbff"', "a whole surrogate pair"), ("NaN", "write a finite JSON number")])
+def test_a_case_line_that_cannot_be_kept_names_the_fix_for_its_kind(tmp_path, value, fix):
+    from tooleval.dataset import load_dataset
+    from tooleval.errors import InputFileError
+
+    folder = write_dataset(tmp_path / "d", TINY_CASES, None)
+    with (folder / "cases.jsonl").open("a") as handle:
+        handle.write('{"case_id": "Z", "input": "hi", "expected_calls": [], "metadata": {"v": %s}}\n' % value)
+    with pytest.raises(InputFileError) as caught:
+        load_dataset(folder)
+    assert caught.value.line == 4 and fix in str(caught.value)  # a lone surrogate was told to write a number
