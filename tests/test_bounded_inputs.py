@@ -12,6 +12,7 @@ import os
 import resource
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -112,6 +113,23 @@ class TestSizeAndDepthCaps:
         result = self.run(dataset, tmp_path / "out")  # RecursionError traceback before
         _refused(result, "gate.toml", "nested", "flatten that value")
         assert not (tmp_path / "out").exists()
+
+    @pytest.mark.parametrize("shape", ["{key} = 1", "[{key}]\nz = 1", "x = {{{key} = 1}}", "[{key_quoted}]"])
+    def test_gate_toml_with_a_dotted_key_of_100_000_parts(self, dataset, tmp_path, shape):
+        key = ".".join(["a"] * 100_000)
+        (dataset / "gate.toml").write_text(shape.format(key=key, key_quoted=".".join(['"a"'] * 100_000)) + "\n")
+        started = time.monotonic()
+        result = self.run(dataset, tmp_path / "out")  # tomllib spent minutes on such a key before
+        _refused(result, "gate.toml", "more than 200 dotted parts", "flatten that key")
+        assert time.monotonic() - started < 60
+        assert not (tmp_path / "out").exists()
+
+    def test_gate_toml_text_with_many_dots_elsewhere_is_read(self):
+        from tooleval.rules import GateConfig
+
+        dots = "." * 300
+        config = GateConfig.from_toml(f'# a comment{dots}\n')  # only key-shaped text is measured
+        assert config == GateConfig.from_toml("")
 
     def test_gate_toml_past_the_cap(self, dataset, tmp_path):
         (dataset / "gate.toml").write_text("# padding\n" * 200)

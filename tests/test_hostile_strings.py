@@ -83,7 +83,8 @@ def test_a_case_whose_input_holds_a_lone_surrogate_secret_seeds_and_redacts():
 def _hostile_dataset(tmp_path):
     traces = [
         trace("A", 0, [tool_call("get_order", '{"id": "A"}'), tool_call("refund", '{"cents": 9800, "id": "A"}')]),
-        trace("A", 1, [tool_call("get_order", '{"id": "A", "email": "\\udbff"}')]),
+        # a redacted field under a key decoded from a lone-surrogate escape too: its recorded path stopped the run
+        trace("A", 1, [tool_call("get_order", '{"id": "A", "email": "\\udbff", "\\udbff": {"email": "a@b.c"}}')]),
         {"case_id": "B", "trial": 0, "agent": {"name": "a", "version": "1", "model": "m"}, "messages": [
             {"role": "user", "content": HOSTILE["lone high surrogate"]},
             {"role": "assistant", "content": "", "tool_calls": [tool_call("get_order", '{"id": "B"}')]},
@@ -92,6 +93,8 @@ def _hostile_dataset(tmp_path):
             {"role": "user", "content": HOSTILE["secret nested 900 deep"]},
             {"role": "tool", "tool_call_id": "c", "content": HOSTILE["JSON encoded twice"]}]},
         trace("C", 0, [], 1.0),
+        # a case id holding a lone surrogate names no case: its error row stopped the run
+        {**trace("A\udbff", 0, []), "case_id": "A\udbff"},
     ]
     folder = write_dataset(tmp_path / "hostile", TINY_CASES, traces)
     with (folder / "traces.jsonl").open("ab") as handle:  # CESU-8: a surrogate pair encoded as two 3-byte units
@@ -119,7 +122,30 @@ def test_a_run_over_hostile_lines_publishes_every_row(tmp_path):
                                                                            ("C", 0)}
     assert by_row[("A", 0)]["exact_match"] and by_row[("C", 0)]["exact_match"]
     errors = json.loads((out / "runs/h1/errors.json").read_text())
-    assert [(e["kind"], e["line"]) for e in errors] == [("unreadable_trace", 6)] and summary["errors"] == 1
-    assert "UTF-8" in errors[0]["message"]
-    traces = pq.read_table(out / "traces/dataset_revision=r1/run_id=h1").to_pylist()
-    assert "\\udbff" not in json.dumps(traces, default=str) and "redacted:" in json.dumps(traces, default=str)
+    assert sorted((e["kind"], e["line"], e["case_id"]) for e in errors) == [
+        ("unknown_case", 6, "A\\udbff"), ("unreadable_trace", 7, None)] and summary["errors"] == 2
+    assert "UTF-8" in next(e for e in errors if e["kind"] == "unreadable_trace")["message"]
+    envelopes = {(e["case_id"], e["trial"]): e for e in pq.read_table(
+        out / "traces/dataset_revision=r1/run_id=h1").to_pylist()}
+    assert envelopes[("A", 1)]["redacted_fields"] == ["\\udbff.email", "email"]  # the escape, as text
+    # no secret is left: the lone surrogate values and the e-mail address are tokens (only A 1's key holds one)
+    text = json.dumps(list(envelopes.values()), default=str)
+    assert "a@b.c" not in text and "redacted:" in text
+    assert "\\udbff" not in json.dumps([e for k, e in envelopes.items() if k != ("A", 1)], default=str)
+    arguments = json.loads(json.loads(envelopes[("A", 1)]["messages_json"])[1]["tool_calls"][0]["function"][
+        "arguments"])
+    assert arguments["email"].startswith("redacted:") and arguments["\udbff"]["email"].startswith("redacted:")
+
+
+@pytest.mark.parametrize(("value", "fix"), [
+    ('"x\\udbff"', "a whole surrogate pair"), ("NaN", "write a finite JSON number")])
+def test_a_case_line_that_cannot_be_kept_names_the_fix_for_its_kind(tmp_path, value, fix):
+    from tooleval.dataset import load_dataset
+    from tooleval.errors import InputFileError
+
+    folder = write_dataset(tmp_path / "d", TINY_CASES, None)
+    with (folder / "cases.jsonl").open("a") as handle:
+        handle.write('{"case_id": "Z", "input": "hi", "expected_calls": [], "metadata": {"v": %s}}\n' % value)
+    with pytest.raises(InputFileError) as caught:
+        load_dataset(folder)
+    assert caught.value.line == 4 and fix in str(caught.value)  # a lone surrogate was told to write a number

@@ -187,8 +187,10 @@ def test_ctrl_c_and_sigkill_at_the_client_end_the_warm_command(setup, tmp_path):
         if how == signal.SIGINT:  # passed on: the command stops as at a Ctrl-C in its own terminal
             assert client.returncode == 130, stdout + stderr
             assert "interrupted: nothing of this command was published." in stderr
-        else:  # the connection closed: the command interrupts itself
+        else:  # the connection closed: the command interrupts itself, printing nothing more, as a cold one
             assert client.returncode == -signal.SIGKILL
+            for needle in ("interrupted", "Traceback", "RuntimeError"):  # "interrupted: nothing …" before
+                assert needle not in stdout + stderr, stderr[-3000:]
         deadline = time.monotonic() + 60
         while _alive(command):
             assert time.monotonic() < deadline, f"the command (pid {command}) outlived its client"

@@ -34,7 +34,7 @@ __all__ = [
     "DuplicateKeyError", "repeated_keys", "repeated_key_at", "json_type_name",
     "json_value_problem", "text_holds_no_value_problem", "MAX_DEPTH", "MISSING", "dumps_text", "loads_text",
     "may_hold_wide_integer", "nesting_within", "kept_bytes", "holds_no_float", "ORJSON_CANONICAL", "orjson_canonical",
-    "key_path", "same_scalar",
+    "key_path", "same_scalar", "writable_text",
 ]
 
 MAX_DEPTH = 200
@@ -238,6 +238,23 @@ def strict_json_loads(text: str, *, unique_keys: bool = False) -> Any:
     """
     hook = reject_duplicate_keys if unique_keys else None
     return json.loads(text, parse_constant=_reject_constant, parse_float=_finite_float, object_pairs_hook=hook)
+
+
+def writable_text(text: str) -> str:
+    """``text`` as UTF-8 can hold it: unchanged, unless it holds a lone surrogate (decoded from a ``\\udXXX``
+    escape), which is written as that escape instead (``"A\\udbff"``, six characters for the one). For text
+    that is recorded about a line rather than scored from it (an error's case id, a redacted field's path): a
+    Parquet or JSON file cannot hold the lone surrogate itself.
+
+    Args:
+        text: Any ``str``.
+
+    Returns:
+        Text that ``str.encode("utf-8")`` accepts.
+    """
+    if text.isascii() or _is_lone_surrogate_free(text):
+        return text
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def _is_lone_surrogate_free(text: str) -> bool:

@@ -221,9 +221,11 @@ def _parse_new_case(path: Path, number: int, data: object, plain: bool = False) 
     not walked for them."""
     problem = None if plain else json_value_problem(data, max_depth=10**9)  # depth: the line reader's concern
     if problem is not None:
-        raise InputFileError(path, number, f"a case cannot hold this value: {problem}.",
-                             "write a finite JSON number (or a string) there; NaN, Infinity and 1e999 are "
-                             "not JSON numbers.")
+        # the fix names the kind of value the problem is about: a number, or text with a lone surrogate
+        fix = ("write the character itself there, or a whole surrogate pair (\\ud83d\\ude00); a lone "
+               "\\udXXX escape is not text" if "lone surrogate" in problem else
+               "write a finite JSON number (or a string) there; NaN, Infinity and 1e999 are not JSON numbers")
+        raise InputFileError(path, number, f"a case cannot hold this value: {problem}.", fix + ".")
     if isinstance(data, dict) and isinstance(data.get("case_id"), int):
         data["case_id"] = str(data["case_id"])
     try:

@@ -14,6 +14,7 @@ is why every constructor passes all of its arguments to ``super().__init__``.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 __all__ = [
     "ToolevalError",
@@ -65,6 +66,18 @@ class RunIdConflictError(InputFileError):
     """A run id already used for another dataset revision (run ids are unique across revisions)."""
 
 
+def _writable(text: Any) -> Any:
+    """Text as UTF-8 can hold it: a lone surrogate written as its escape (``A\\udbff``); other values as they
+    are. The same as :func:`tooleval.canonical.writable_text`, which this layer cannot import."""
+    if not isinstance(text, str) or text.isascii():
+        return text
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return text
+
+
 class RowError(ToolevalError):
     """A problem confined to one (case, trial) row or one trace line.
 
@@ -88,6 +101,9 @@ class RowError(ToolevalError):
         path: str | None = None,
         line: int | None = None,
     ) -> None:
+        # a trace line's case id may hold a lone surrogate (decoded from an escape; no case can): the error row
+        # that names it must still be writable to Parquet and JSON, or that one line stops the whole run
+        case_id, message, path = (_writable(text) for text in (case_id, message, path))
         super().__init__(kind, case_id, trial, message, path, line)
         self.kind = kind
         self.case_id = case_id

@@ -29,7 +29,7 @@ import orjson
 from pydantic import BaseModel, ConfigDict, field_validator
 
 from tooleval.canonical import (MAX_DEPTH, canonical_dumps, canonical_json, dumps_text, kept_bytes, nesting_within,
-                                strict_json_loads)
+                                strict_json_loads, writable_text)
 from tooleval.capture._credentials import credentials, header_credentials, may_hold_credential
 from tooleval.capture._call_state import MARKER_KEY, _Call
 from tooleval.capture._parts import PLAIN_JSON, PartMemo
@@ -285,7 +285,9 @@ class Redactor:
                 if child_path in _STRUCTURAL:
                     out[key] = child  # roles, tool names and ids are not data (references' names stay raw too)
                 elif str(key).lower() in fields or (paths and child_path.lower() in paths):
-                    call.fields.add(child_path)
+                    # a key decoded from a lone-surrogate escape keeps the escape in the recorded path (the envelope's
+                    # Parquet column cannot hold it, and one such key stopped the whole run)
+                    call.fields.add(writable_text(child_path))
                     out[key] = self.token(child)
                 else:
                     out[key] = self._transform(child, replacer, call, child_path)

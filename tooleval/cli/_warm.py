@@ -25,7 +25,7 @@ How:
   signal N).
 * Ctrl-C, SIGTERM, SIGHUP and SIGQUIT at the client are passed to the child, which handles them as a cold
   command does (exit 130, runs recorded ``Crashed``). A client killed by SIGKILL closes the connection; the child
-  sees it and interrupts itself the same way.
+  sees it and interrupts itself the same way, printing nothing more (as a cold command killed so prints nothing).
 * The runner ends after ``$TOOLEVAL_PREFECT_SERVER_IDLE_S`` seconds (default 300) without a command, like the
   Prefect server beside it, or as soon as it is idle once a runner of another key claims its results folder (one
   runner per folder: a claim file in the Prefect home); with that set to 0 no runner is started.
@@ -461,10 +461,20 @@ def _refresh_terminal_state() -> None:
 
 
 def _watch_client(conn: socket.socket) -> None:
-    """Interrupt this command, as Ctrl-C would, when its client is gone (killed: the connection closes)."""
+    """Interrupt this command, as Ctrl-C would, when its client is gone (killed: the connection closes), and
+    print nothing more: a cold command killed with SIGKILL prints nothing either, while this one, interrupted
+    anywhere (inside a DuckDB query: ``RuntimeError: Query interrupted``), would print its ending into the
+    terminal the dead client shared with it."""
     try:
         while conn.recv(1):
             pass
+    except OSError:
+        pass
+    try:
+        quiet = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(quiet, 1)
+        os.dup2(quiet, 2)
+        os.close(quiet)
     except OSError:
         pass
     os.kill(os.getpid(), signal.SIGINT)

@@ -198,6 +198,9 @@ class GateConfig(BaseModel):
         """
         from tooleval.canonical import MAX_DEPTH, nesting_within
 
+        if _dotted_key_too_long(text, MAX_DEPTH):
+            raise InputFileError(path, None, f"a key has more than {MAX_DEPTH} dotted parts (a.b.c…: tables "
+                                 "inside each other).", "flatten that key.")
         try:
             data = tomllib.loads(text)
         except tomllib.TOMLDecodeError as exc:
@@ -223,6 +226,24 @@ class GateConfig(BaseModel):
                 raise InputFileError(path, line, problem, fix) from None
             raise InputFileError(path, line, f"{where}: {err['msg']}.", "fix that value (see docs/rules.md).") \
                 from None
+
+
+_KEY_PIECES = re.compile(r"[^\n=\[\]{},]+")
+"""The stretches of TOML text between the characters that end a key (a line end, ``=``, brackets, braces,
+commas): a dotted key, or a table header's, lies within one."""
+_KEY_TEXT = re.compile(r"[\w\-.\"' \t]*")
+
+
+def _dotted_key_too_long(text: str, parts: int) -> bool:
+    """Whether a stretch of ``text`` that could be a dotted key (word characters, dashes, quotes, blanks and dots)
+    holds more than ``parts`` parts. tomllib takes time quadratic in a key's parts (100,000 parts: minutes), so
+    such a key is refused before parsing; a nesting that deep is refused after parsing anyway. Linear in the
+    text: no pattern here backtracks."""
+    for piece in _KEY_PIECES.finditer(text):
+        found = piece.group()
+        if found.count(".") >= parts and _KEY_TEXT.fullmatch(found):
+            return True
+    return False
 
 
 def _unknown_key(loc: tuple, line: int | None) -> tuple[str, str]:
