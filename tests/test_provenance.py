@@ -18,7 +18,7 @@ from tooleval.capture.envelope import digest_ok
 from tooleval.errors import InputFileError
 from tooleval.models import Call
 from tooleval.capture.provenance import first_divergent_boundary, join_check
-from tooleval.storage import ENVELOPE_SCHEMA, ROW_SCHEMA, read_versioned
+from tooleval.storage import ENVELOPE_SCHEMA, ENVELOPE_VERSION, ROW_SCHEMA, ROW_SCHEMA_VERSION, read_versioned
 
 A_INPUT = [{"role": "user", "content": "Find order A-104 and email its receipt."}]
 B_INPUT = [{"role": "user", "content": "Find order B-209 and email its receipt."}]
@@ -166,8 +166,9 @@ class TestVersions:
         for record in older:
             assert digest_ok(record) and not digest_ok(dict(record, dataset_revision="r2"))
 
-    @pytest.mark.parametrize("kind,column,name,current", [("traces", "envelope_version", "envelope", 3),
-                                                          ("rows", "row_schema_version", "rows", 6)])
+    @pytest.mark.parametrize("kind,column,name,current", [
+        ("traces", "envelope_version", "envelope", ENVELOPE_VERSION),
+        ("rows", "row_schema_version", "rows", ROW_SCHEMA_VERSION)])
     def test_newer_version_is_refused_by_name(self, tmp_path, kind, column, name, current):
         table = pq.read_table(GOLDEN / f"{name}_v{current}.parquet")
         index = table.schema.get_field_index(column)
