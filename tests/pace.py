@@ -10,6 +10,7 @@ left once it ended.
 
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 
@@ -20,8 +21,13 @@ short enough that a hang still ends the test."""
 
 def scaled(promise_s: float, measured_s: float, quiet_s: float) -> float:
     """``promise_s`` (seconds, as on the quiet machine) times how much slower than ``quiet_s`` the start-up
-    ``measured_s`` of this test run was (never less than the promise itself)."""
-    return promise_s * max(1.0, measured_s / quiet_s)
+    ``measured_s`` of this test run was, or times the machine's load per core now if that is larger (the load can
+    rise after the start-up was measured: a neighbour test starts a run), never less than the promise itself."""
+    try:
+        busy = os.getloadavg()[0] / (os.cpu_count() or 1)
+    except OSError:  # no load average on this platform
+        busy = 0.0
+    return promise_s * max(1.0, measured_s / quiet_s, busy)
 
 
 def session_processes(session: int) -> list[tuple[int, str]]:
