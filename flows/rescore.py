@@ -83,7 +83,7 @@ def rescore(
             for envelope in chunk:
                 envelope["run_id"] = None
                 unrowed.saw(envelope)
-            ref = write_stage_table(capture_dir, "capture", chunk, ENVELOPE_SCHEMA)
+            ref = write_stage_table(capture_dir, "capture", chunk, ENVELOPE_SCHEMA, arrow=True)
             del chunk
             envelope_refs.append(ref)
             rows = run_stage(score_shard, states["scoring"], ref, dataset_ref, source.redaction, code, ragas,

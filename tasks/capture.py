@@ -27,7 +27,7 @@ from tooleval.capture.envelope import generation_envelope
 from tooleval.capture.redaction import RedactionConfig
 from tooleval.dataset import load_dataset_trusted
 from tooleval.runs.plan import DatasetRef
-from tooleval.storage import ENVELOPE_SCHEMA, iter_parquet_batches
+from tooleval.storage import ENVELOPE_SCHEMA, iter_file_batches
 from tooleval.storage.stages import STAGE_ROW_GROUP, StageRef, write_stage_table
 from tasks._shared import cached_redactor
 
@@ -92,12 +92,12 @@ def capture_shard(
     captured_at = datetime.now(timezone.utc)
     # one batch at a time, so memory stays that of one batch; each payload as its UTF-8 bytes, which orjson reads
     # without a str between
-    batches = iter_parquet_batches(generation.path, STAGE_ROW_GROUP, binary=("payload_json",))
+    batches = iter_file_batches(generation.path, STAGE_ROW_GROUP, binary=("payload_json",))
     records = (record for batch in batches for record in batch)
     if replay is not None:
         records = _replayed(records, replay, redaction)
     envelopes = (_envelope(_referenced(record), captured_at, tool_schema_version) for record in records)
-    return write_stage_table(stage_dir, "capture", envelopes, ENVELOPE_SCHEMA, started=started)
+    return write_stage_table(stage_dir, "capture", envelopes, ENVELOPE_SCHEMA, started=started, arrow=True)
 
 
 def _envelope(record: dict[str, Any], captured_at: datetime, tool_schema_version: str | None) -> dict[str, Any]:

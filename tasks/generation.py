@@ -75,7 +75,7 @@ def generate_shard(
         # decodes it a first time; the line's digest makes capture's cache key follow its content
         records = ({"case_id": item.case_id, "trial": item.trial, "seed": item.seed, "payload_json": None,
                     "error": None, "line_digest": item.trace_digest or ""} for item in items)
-        return write_stage_table(stage_dir, "generation", records, GENERATION_SCHEMA, started=started)
+        return write_stage_table(stage_dir, "generation", records, GENERATION_SCHEMA, started=started, arrow=True)
     loaded = load_dataset_trusted(dataset.path, dataset.content_digest)
     redactor = cached_redactor(out, redaction, dataset)
 
@@ -93,4 +93,4 @@ def generate_shard(
     store = GenerationStore(local_state_dir(out, "generations"))
     records = openai_generate(agent, items, loaded.cases, loaded.tools, executor=_executor(executor),
                               store=store, transform=redact)
-    return write_stage_table(stage_dir, "generation", records, GENERATION_SCHEMA, started=started)
+    return write_stage_table(stage_dir, "generation", records, GENERATION_SCHEMA, started=started, arrow=True)

@@ -13,7 +13,7 @@ from prefect import task
 from prefect.cache_policies import INPUTS, TASK_SOURCE
 
 from tooleval.dataset import load_dataset_trusted
-from tooleval.storage import iter_parquet_batches, read_parquet_schema
+from tooleval.storage import iter_file_batches, read_file_schema
 from tooleval.runs.legacy import LegacyResult, legacy_score, merge_legacy
 from tooleval.runs.plan import DatasetRef
 from tooleval.capture.redaction import RedactionConfig
@@ -30,8 +30,8 @@ def _batches(files: list[str]) -> Iterator[list[dict]]:
     """The envelopes of ``files``, at most :data:`BATCH_ROWS` at a time (never every envelope's messages at once,
     which would not fit a worker's memory on a large run); a column a file lacks reads as null."""
     for path in files:
-        columns = [c for c in _COLUMNS if c in read_parquet_schema(path).names]
-        for batch in iter_parquet_batches(path, BATCH_ROWS, columns):
+        columns = [c for c in _COLUMNS if c in read_file_schema(path).names]
+        for batch in iter_file_batches(path, BATCH_ROWS, columns):
             yield [dict(dict.fromkeys(_COLUMNS), **record) for record in batch]
 
 

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import hashlib
 import time
-from typing import Iterator
+from typing import Any, Iterator
 
 import pyarrow as pa
+import pyarrow.ipc as ipc
 import pyarrow.parquet as pq
 
 from prefect import task
@@ -27,7 +28,7 @@ from tooleval.rules import KeywordConfirmation
 from tooleval.scoring.rows import ShardMemo, score_rows
 from tooleval.storage.stages import STAGE_ROW_GROUP, StageRef, iter_stage_batches, write_stage_table
 from tooleval.storage import ROW_SCHEMA
-from tooleval.storage import iter_row_group_batches, read_location_bytes
+from tooleval.storage import is_arrow_file, iter_arrow_batches, iter_row_group_batches, read_location_bytes
 
 
 def _read_checked(ref: StageRef) -> tuple[Iterator[list[dict]], bool]:
@@ -40,11 +41,19 @@ def _read_checked(ref: StageRef) -> tuple[Iterator[list[dict]], bool]:
         data = read_location_bytes(ref.path)
     except OSError:
         return iter_stage_batches(ref), False
-    file = pq.ParquetFile(pa.BufferReader(data))
-    if hashlib.sha256(data).hexdigest() != ref.digest:
-        return iter_row_group_batches(file, STAGE_ROW_GROUP), False  # every column: the digests are recomputed
-    columns = [name for name in file.schema_arrow.names if name not in _ONLY_DIGESTED]
-    return iter_row_group_batches(file, STAGE_ROW_GROUP, columns, binary=("messages_json",)), True
+    intact = hashlib.sha256(data).hexdigest() == ref.digest
+    if is_arrow_file(ref.path):
+        names = ipc.open_file(pa.BufferReader(data)).schema.names
+        read = iter_arrow_batches
+        file: Any = pa.BufferReader(data)
+    else:
+        file = pq.ParquetFile(pa.BufferReader(data))
+        names = file.schema_arrow.names
+        read = iter_row_group_batches
+    if not intact:
+        return read(file, STAGE_ROW_GROUP), False  # every column: the digests are recomputed
+    columns = [name for name in names if name not in _ONLY_DIGESTED]
+    return read(file, STAGE_ROW_GROUP, columns, binary=("messages_json",)), True
 
 
 _ONLY_DIGESTED = frozenset({"captured_at"})

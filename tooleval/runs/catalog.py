@@ -157,7 +157,7 @@ def collect_garbage(out: str | Path, keep: int | None = None) -> GcReport:
         tooleval.storage.OutFolderError: a symbolic link under ``<out>/.tooleval`` (deleting through it would
             delete files outside ``--out``).
     """
-    from tooleval.storage import check_state_folder, stages_unused
+    from tooleval.storage import ARROW_SUFFIX, check_state_folder, stages_unused
 
     if keep is not None and keep < 0:
         raise ValueError("--keep must be >= 0")
@@ -183,7 +183,8 @@ def collect_garbage(out: str | Path, keep: int | None = None) -> GcReport:
             report.kept_all_stage_files = report.run_in_progress = True
             return report
         removed: set[str] = set()
-        for path in sorted((out / ".tooleval" / "stages").glob("*/*.parquet")):
+        stages = out / ".tooleval" / "stages"
+        for path in sorted([*stages.glob("*/*.parquet"), *stages.glob(f"*/*{ARROW_SUFFIX}")]):
             if path.stem not in needed:
                 report.bytes_freed += path.stat().st_size
                 removed.add(str(path.resolve()))

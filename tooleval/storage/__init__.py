@@ -12,7 +12,9 @@ from tooleval.storage._partition import (
     write_partition,
 )
 from tooleval.storage._commit import MARKER, committed_files, document_path, read_document, read_marker, recover
-from tooleval.storage._fs import (as_location, is_remote, iter_parquet_batches, iter_row_group_batches, join,
+from tooleval.storage._fs import (ARROW_SUFFIX, as_location, is_arrow_file, is_remote, iter_arrow_batches,
+                                  iter_file_batches, iter_parquet_batches, iter_row_group_batches, join,
+                                  read_file_schema, read_table_file,
                                   location_exists, read_location_bytes, read_parquet, read_parquet_schema, tree_of)
 from tooleval.storage._machine import cache_root, check_remote, local_copy, local_state_dir
 from tooleval.storage._folder_locks import revision_commit, stages_in_use, stages_unused
@@ -102,6 +104,12 @@ __all__ = [
     "join",
     "tree_of",
     "iter_parquet_batches",
+    "iter_file_batches",
+    "iter_arrow_batches",
+    "is_arrow_file",
+    "ARROW_SUFFIX",
+    "read_file_schema",
+    "read_table_file",
     "iter_row_group_batches",
     "location_exists",
     "read_location_bytes",
