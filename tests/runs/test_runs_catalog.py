@@ -82,11 +82,11 @@ def test_gc_keeps_what_kept_runs_need_and_their_cache_stays_warm(three_runs, mon
     monkeypatch.setenv("TOOLEVAL_PREFECT_HOME", str(storage.parent))  # where this session's records are
     assert storage.name == "storage"
     stages = out / ".tooleval" / "stages"
-    before = {p.name for p in stages.glob("*/*.parquet")}
+    before = {p.name for p in stages.glob("*/*.*") if p.suffix in (".parquet", ".arrow")}  # rows, and the rest
     r3_needs = set(json.loads((out / "runs" / "r3" / "stages.json").read_text())["digests"])
     report = collect_garbage(out, keep=1)
     assert report.deleted_runs == ["r2", "r1"]
-    after = {p.stem for p in stages.glob("*/*.parquet")}
+    after = {p.stem for p in stages.glob("*/*.*") if p.suffix in (".parquet", ".arrow")}
     assert after == r3_needs
     # r2's trace of case C differs: its generation, capture and scoring shard files were freed.
     assert report.stage_files == len(before) - len(after) == 3 and report.bytes_freed > 0
