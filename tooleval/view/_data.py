@@ -178,13 +178,9 @@ SELECT count(*) AS rows, count(*) FILTER (WHERE exact_match) AS exact, count(*) 
 FROM {table}
 """
 
-_MEMORY_LIMIT = "192MB"
+_MEMORY_LIMIT = "128MB"
 """DuckDB's buffer pool: a run's index lives in a database file, so a large run is read from disk in blocks
 instead of being held; with Python, Starlette and Jinja this keeps the server under 400 MB."""
-
-
-def _rank(sort: str, order: str) -> str:
-    return f"r_{sort}_{order}"
 
 
 def _records(cursor: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
@@ -218,14 +214,17 @@ class _Index:
     table: str
     headline: dict[str, Any]
     facets: dict[str, list[tuple[Any, int]]]
+    ranked: set[tuple[str, str]] = field(default_factory=set)
+    """The (sort, order) pairs whose rank table ``<table>_<sort>_<order>`` exists: rank ``r`` (1..rows) and the
+    index row's ``rowid`` ``k``."""
 
 
 class Store:
     """Queries over one results folder (``--out``). Thread-safe: each query runs on its own cursor.
 
     The first page of a run builds the run's index (one read of its Parquet files: the narrow columns of
-    :data:`_INDEX`, one rank per sort and order, and where each (case, trial) is stored), in a DuckDB database
-    file in a temporary folder removed when the Store is. Pages then read the index, and a row page reads the one
+    :data:`_INDEX` and where each (case, trial) is stored; the first unfiltered page of each sort and order adds
+    that order's ranks), in a DuckDB database file in a temporary folder removed when the Store is. Pages then read the index, and a row page reads the one
     row file and trace file that hold the row. The index is keyed by the files the run's commit marker names, so
     a re-published run is indexed again; no page's answer is kept.
     """
@@ -320,11 +319,8 @@ class Store:
             self._built += 1
             table = f"run_{self._built}"
             cursor = self._cursor()
-            ranks = ", ".join(
-                f"row_number() OVER (ORDER BY {column} {order.upper()} NULLS LAST, case_id, trial)::INTEGER "
-                f"AS {_rank(name, order)}" for name, column in SORTS.items() for order in ("asc", "desc"))
-            self._run_query(run, f"CREATE TABLE {table} AS SELECT *, {ranks} FROM "
-                                 f"({_INDEX.format(source=source, rules=_RULES, tools=_TOOLS)})", cursor=cursor)
+            self._run_query(run, f"CREATE TABLE {table} AS {_INDEX.format(source=source, rules=_RULES, tools=_TOOLS)}",
+                            cursor=cursor)
             # where each row and each trace envelope is stored, so a row page reads one file of each
             for kind, kind_files in (("rows", run.rows_files), ("traces", run.traces_files)):
                 if kind_files:
@@ -333,11 +329,23 @@ class Store:
             headline = self._run_query(run, _HEADLINE.format(table=table), cursor=cursor)[0]
             facets = {name: self._facet(run, cursor, table, name, "true", {}) for name in FACETS}
             if known is not None:
-                for suffix in ("", "_rows", "_traces"):
+                for suffix in ("", "_rows", "_traces", *(f"_{s}_{o}" for s, o in known.ranked)):
                     cursor.execute(f"DROP TABLE IF EXISTS {known.table}{suffix}")
             index = _Index(files, table, headline, facets)
             self._indexes[run.run_id] = index
             return index
+
+    def _ranks(self, run: RunRef, index: _Index, sort: str, order: str) -> str:
+        """The name of the index's rank table of ``sort`` and ``order``, made on first use (one sort of the key
+        column and the row ids: about half a second per million rows)."""
+        table = f"{index.table}_{sort}_{order}"
+        with self._build_lock:
+            if (sort, order) not in index.ranked:
+                self._run_query(run, f"CREATE TABLE {table} AS SELECT row_number() OVER (ORDER BY {SORTS[sort]} "
+                                     f"{order.upper()} NULLS LAST, case_id, trial)::INTEGER AS r, rowid AS k "
+                                     f"FROM {index.table}")
+                index.ranked.add((sort, order))
+        return table
 
     def _facet(self, run: RunRef, cursor: duckdb.DuckDBPyConnection, source: str, name: str, where: str,
                params: dict[str, Any]) -> list[tuple[Any, int]]:
@@ -364,7 +372,6 @@ class Store:
         """
         index = self._index(run)
         cursor = self._cursor()
-        rank = _rank(filters.sort, filters.order)
         offset = (filters.page - 1) * filters.size
         where, params = filters.where()
         narrowed = where != "true"
@@ -374,13 +381,18 @@ class Store:
             self._run_query(run, f"CREATE OR REPLACE TEMP TABLE chosen AS SELECT * FROM {index.table} WHERE {where}",
                             params, cursor=cursor)
             total = self._run_query(run, "SELECT count(*) AS n FROM chosen", cursor=cursor)[0]["n"]
-            rows = self._run_query(run, f"SELECT {_LISTED} FROM chosen ORDER BY {rank} LIMIT {filters.size} "
+            rows = self._run_query(run, f"SELECT {_LISTED} FROM chosen ORDER BY {SORTS[filters.sort]} "
+                                        f"{filters.order.upper()} NULLS LAST, case_id, trial LIMIT {filters.size} "
                                         f"OFFSET {offset}", cursor=cursor)
         else:
-            # ranks number the whole run 1..N in each order, so a page is a range of ranks, not a sort
+            # the ranks number the whole run 1..N in this order, so a page is a range of ranks: no sort of the
+            # run per request, however deep the page
             total = index.headline["rows"]
-            rows = self._run_query(run, f"SELECT {_LISTED} FROM {index.table} WHERE {rank} > {offset} AND "
-                                        f"{rank} <= {offset + filters.size} ORDER BY {rank}", cursor=cursor)
+            ranks = self._ranks(run, index, filters.sort, filters.order)
+            rows = self._run_query(run, f"SELECT {', '.join('i.' + c for c in _LISTED.split(', '))} FROM "
+                                        f"{index.table} AS i JOIN (SELECT r, k FROM {ranks} WHERE r > {offset} AND "
+                                        f"r <= {offset + filters.size}) AS p ON i.rowid = p.k ORDER BY p.r",
+                                   cursor=cursor)
         pages = max(1, -(-total // filters.size))
         facets = {}
         for name in FACETS:
