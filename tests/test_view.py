@@ -286,3 +286,17 @@ def test_the_index_follows_the_committed_files(bundled_pair) -> None:
     shown = store.page(part, RowFilter.parse({"size": "200"}))["rows"]
     assert [(r["case_id"], r["trial"]) for r in shown] == sorted((r["case_id"], r["trial"]) for r in in_part)
     assert store.headline(store.run("base"))["rows"] == 200
+
+
+def test_a_damaged_trace_file_spoils_the_row_pages_not_the_rows_table(served, tmp_path) -> None:
+    out, _ = served
+    broken = tmp_path / "broken"
+    shutil.copytree(out, broken, ignore=shutil.ignore_patterns(".tooleval"))
+    for part in sorted((broken / "traces").glob("*/run_id=base/*.parquet")):
+        part.write_bytes(part.read_bytes()[: part.stat().st_size // 2])
+    row = parquet_rows(out, "base")[0]
+    with viewer(broken) as url:
+        status, body = get(url + "/runs/base")
+        assert status == 200 and re.search(r'<span id="total">(\d+)</span>', body).group(1) == "200"
+        status, body = get(f"{url}/runs/base/row?{urlencode({'case': row['case_id'], 'trial': row['trial']})}")
+        assert status == 422 and "cannot be read" in body and "Traceback" not in body

@@ -215,8 +215,9 @@ class _Index:
     headline: dict[str, Any]
     facets: dict[str, list[tuple[Any, int]]]
     ranked: set[tuple[str, str]] = field(default_factory=set)
-    """The (sort, order) pairs whose rank table ``<table>_<sort>_<order>`` exists: rank ``r`` (1..rows) and the
-    index row's ``rowid`` ``k``."""
+    """The tables made on first use, as name suffixes ``(a, b)`` of ``<table>_<a>_<b>``: each (sort, order) whose
+    rank table exists (rank ``r``, 1..rows, and the index row's ``rowid`` ``k``), and ``("traces", "")`` once
+    the places of the trace envelopes are known."""
 
 
 class Store:
@@ -321,15 +322,14 @@ class Store:
             cursor = self._cursor()
             self._run_query(run, f"CREATE TABLE {table} AS {_INDEX.format(source=source, rules=_RULES, tools=_TOOLS)}",
                             cursor=cursor)
-            # where each row and each trace envelope is stored, so a row page reads one file of each
-            for kind, kind_files in (("rows", run.rows_files), ("traces", run.traces_files)):
-                if kind_files:
-                    self._run_query(run, f"CREATE TABLE {table}_{kind} AS SELECT case_id, trial, filename AS file "
-                                         f"FROM {scan_parquet_sql(list(kind_files))}", cursor=cursor)
+            # where each row is stored, so a row page reads one row file (the traces' places are found by the
+            # first row page: a damaged trace file then spoils the row pages, not the rows table)
+            self._run_query(run, f"CREATE TABLE {table}_rows AS SELECT case_id, trial, filename AS file "
+                                 f"FROM {scan_parquet_sql(list(run.rows_files))}", cursor=cursor)
             headline = self._run_query(run, _HEADLINE.format(table=table), cursor=cursor)[0]
             facets = {name: self._facet(run, cursor, table, name, "true", {}) for name in FACETS}
             if known is not None:
-                for suffix in ("", "_rows", "_traces", *(f"_{s}_{o}" for s, o in known.ranked)):
+                for suffix in ("", "_rows", *(f"_{s}_{o}".rstrip("_") for s, o in known.ranked)):
                     cursor.execute(f"DROP TABLE IF EXISTS {known.table}{suffix}")
             index = _Index(files, table, headline, facets)
             self._indexes[run.run_id] = index
@@ -345,6 +345,16 @@ class Store:
                                      f"{order.upper()} NULLS LAST, case_id, trial)::INTEGER AS r, rowid AS k "
                                      f"FROM {index.table}")
                 index.ranked.add((sort, order))
+        return table
+
+    def _traces_places(self, run: RunRef, index: _Index) -> str:
+        """The name of the index's table of where each trace envelope is stored, made on first use."""
+        table = f"{index.table}_traces"
+        with self._build_lock:
+            if ("traces", "") not in index.ranked:
+                self._run_query(run, f"CREATE TABLE {table} AS SELECT case_id, trial, filename AS file "
+                                     f"FROM {scan_parquet_sql(list(run.traces_files))}")
+                index.ranked.add(("traces", ""))
         return table
 
     def _facet(self, run: RunRef, cursor: duckdb.DuckDBPyConnection, source: str, name: str, where: str,
@@ -431,7 +441,8 @@ class Store:
                             "open a row from the run's rows table.")
         envelope = None
         if run.traces_files:
-            for located in self._run_query(run, f"SELECT DISTINCT file FROM {index.table}_traces WHERE case_id = $c "
+            places = self._traces_places(run, index)
+            for located in self._run_query(run, f"SELECT DISTINCT file FROM {places} WHERE case_id = $c "
                                                 f"AND trial = $t", key, cursor=cursor):
                 envelopes = self._run_query(run, f"SELECT * FROM {scan_parquet_sql([located['file']])} WHERE "
                                                  f"case_id = $c AND trial = $t", key, cursor=cursor)
