@@ -4,6 +4,7 @@ Parquet files with pyarrow (or is a bundled figure), not from the viewer's queri
 
 from __future__ import annotations
 
+import dataclasses
 import html
 import json
 import os
@@ -243,3 +244,59 @@ def test_query_strings_round_trip() -> None:
                               "order": "desc", "page": "3"})
     assert RowFilter.parse(dict(p.split("=") for p in parsed.query().split("&"))) == parsed
     assert parsed.query(page=1) == "tool=book_reservation&category=wrong_args&f1_max=0.5&sort=f1&order=desc"
+
+
+def test_every_sort_and_order_pages_as_the_parquet_files_do(served) -> None:
+    """Unfiltered pages read the run's rank tables and filtered pages sort the matching rows: both give, for each
+    sort and order, the rows pyarrow's reading sorts the same way (nulls last, ties by case id then trial)."""
+    out, url = served
+    rows = parquet_rows(out, "base")
+    columns = {"case": "case_id", "trial": "trial", "f1": "f1", "ragas": "ragas_tool_call_f1", "slice": "slice"}
+    for sort, column in columns.items():
+        for order in ("asc", "desc"):
+            for filtered in (False, True):
+                chosen = [r for r in rows if not filtered or r["blocking"]]
+                present = sorted((r for r in chosen if r[column] is not None),
+                                 key=lambda r: (r["case_id"], r["trial"]))
+                present.sort(key=lambda r: r[column], reverse=order == "desc")  # stable: ties keep case, trial
+                ordered = present + sorted((r for r in chosen if r[column] is None),
+                                           key=lambda r: (r["case_id"], r["trial"]))
+                query = urlencode({"sort": sort, "order": order, "size": 25, "page": 3,
+                                   **({"blocking": "yes"} if filtered else {})})
+                status, body = get(f"{url}/runs/base?{query}")
+                assert status == 200
+                assert [(r[0], int(r[1])) for r in cells(body, "rows")] == [
+                    (r["case_id"], r["trial"]) for r in ordered[50:75]], query
+
+
+def test_the_index_follows_the_committed_files(bundled_pair) -> None:
+    """A run is indexed by the files its commit marker names: the same run named with fewer files (as after a
+    re-publication) is indexed again, and its figures are those of the files named."""
+    import pyarrow.parquet as pq
+
+    from tooleval.view import RowFilter, Store
+
+    store = Store(bundled_pair)
+    whole = store.run("base")
+    assert len(whole.rows_files) > 1  # else a part of the files is not a different set
+    assert store.headline(whole)["rows"] == 200
+    part = dataclasses.replace(whole, rows_files=whole.rows_files[:1])
+    in_part = pq.read_table(part.rows_files[0], columns=["case_id", "trial", "f1"]).to_pylist()
+    assert store.headline(part)["rows"] == len(in_part) < 200
+    shown = store.page(part, RowFilter.parse({"size": "200"}))["rows"]
+    assert [(r["case_id"], r["trial"]) for r in shown] == sorted((r["case_id"], r["trial"]) for r in in_part)
+    assert store.headline(store.run("base"))["rows"] == 200
+
+
+def test_a_damaged_trace_file_spoils_the_row_pages_not_the_rows_table(served, tmp_path) -> None:
+    out, _ = served
+    broken = tmp_path / "broken"
+    shutil.copytree(out, broken, ignore=shutil.ignore_patterns(".tooleval"))
+    for part in sorted((broken / "traces").glob("*/run_id=base/*.parquet")):
+        part.write_bytes(part.read_bytes()[: part.stat().st_size // 2])
+    row = parquet_rows(out, "base")[0]
+    with viewer(broken) as url:
+        status, body = get(url + "/runs/base")
+        assert status == 200 and re.search(r'<span id="total">(\d+)</span>', body).group(1) == "200"
+        status, body = get(f"{url}/runs/base/row?{urlencode({'case': row['case_id'], 'trial': row['trial']})}")
+        assert status == 422 and "cannot be read" in body and "Traceback" not in body

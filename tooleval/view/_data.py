@@ -20,7 +20,7 @@ import duckdb
 from tooleval.canonical import MISSING, value_at
 from tooleval.dataset import check_name
 from tooleval.errors import InputFileError
-from tooleval.storage import (GATE_VERDICTS, committed_files, connect, document_path, scan_parquet_sql,
+from tooleval.storage import (GATE_VERDICTS, committed_files, document_path, scan_parquet_sql,
                               scan_rows_sql)
 
 __all__ = ["ViewError", "RowFilter", "FACETS", "SORTS", "PAGE_SIZES", "Store", "mark_calls", "diff_table"]
@@ -39,16 +39,17 @@ _TOOLS = ("list_distinct(list_concat([c.name FOR c IN coalesce(expected_calls, [
 _RULES = "list_distinct([v.rule FOR v IN coalesce(violations, [])])"
 
 FACETS: dict[str, tuple[str, bool]] = {
-    "tool": (_TOOLS, True),
-    "rule": (_RULES, True),
+    "tool": ("tools", True),
+    "rule": ("rules", True),
     "slice": ("slice", False),
-    "category": ("coalesce(mismatch_categories, [])", True),
+    "category": ("categories", True),
     "owner": ("failure_owner", False),
-    "blocking": ("CASE WHEN coalesce(blocking, false) THEN 'yes' ELSE 'no' END", False),
+    "blocking": ("CASE WHEN blocking THEN 'yes' ELSE 'no' END", False),
     "verdict": ("gate_verdict", False),
 }
-"""Filter name -> (SQL of the row's value, whether it is a list of values). A filter keeps the rows whose value
-is (or whose list holds) the chosen one; each page counts the rows of each value under the other filters."""
+"""Filter name -> (SQL of the row's value over a run's index table, whether it is a list of values). A filter
+keeps the rows whose value is (or whose list holds) the chosen one; each page counts the rows of each value under
+the other filters."""
 
 SORTS = {"case": "case_id", "trial": "trial", "f1": "f1", "ragas": "ragas_tool_call_f1", "slice": "slice"}
 """``sort=`` name -> row column. Ties break by case id, then trial, so a page's rows are always the same."""
@@ -156,23 +157,30 @@ class RowFilter:
         return " AND ".join(parts), params
 
 
-_ROW_LIST = """
+_INDEX = """
 SELECT case_id, trial, slice, f1, ragas_tool_call_f1, exact_match, calls_match, coalesce(blocking, false) AS blocking,
-       gate_verdict, error_kind, failure_owner, coalesce(mismatch_categories, []) AS categories, {rules} AS rules, {tools} AS tools
-FROM {source} WHERE {where}
-ORDER BY {sort} {order} NULLS LAST, case_id, trial LIMIT {limit} OFFSET {offset}
-"""
-
-_HEADLINE = """
-SELECT count(*) AS rows, count(*) FILTER (WHERE exact_match) AS exact,
-       count(*) FILTER (WHERE coalesce(blocking, false)) AS blocking,
-       count(*) FILTER (WHERE gate_verdict = 'fail') AS gate_fail, count(gate_verdict) AS gate_judged,
-       count(*) FILTER (WHERE error_kind IS NOT NULL)
-       AS errors, avg(f1) FILTER (WHERE NOT coalesce(name_only, false)) AS mean_f1,
-       avg(ragas_tool_call_f1) AS mean_ragas, sum(coalesce(len(expected_calls), 0)) AS expected_calls,
-       sum(coalesce(len(observed_calls), 0)) AS observed_calls
+       gate_verdict, error_kind, failure_owner, coalesce(mismatch_categories, []) AS categories, {rules} AS rules,
+       {tools} AS tools, coalesce(name_only, false) AS name_only, coalesce(len(expected_calls), 0) AS n_expected,
+       coalesce(len(observed_calls), 0) AS n_observed
 FROM {source}
 """
+"""The narrow copy of a run's rows every rows page reads: the columns the table shows and filters on, and no call
+or trace text (which is most of the Parquet bytes)."""
+
+_LISTED = ("case_id, trial, slice, f1, ragas_tool_call_f1, exact_match, calls_match, blocking, gate_verdict, "
+           "error_kind, failure_owner, categories, rules, tools")
+
+_HEADLINE = """
+SELECT count(*) AS rows, count(*) FILTER (WHERE exact_match) AS exact, count(*) FILTER (WHERE blocking) AS blocking,
+       count(*) FILTER (WHERE gate_verdict = 'fail') AS gate_fail, count(gate_verdict) AS gate_judged,
+       count(*) FILTER (WHERE error_kind IS NOT NULL) AS errors, avg(f1) FILTER (WHERE NOT name_only) AS mean_f1,
+       avg(ragas_tool_call_f1) AS mean_ragas, sum(n_expected) AS expected_calls, sum(n_observed) AS observed_calls
+FROM {table}
+"""
+
+_MEMORY_LIMIT = "128MB"
+"""DuckDB's buffer pool: a run's index lives in a database file, so a large run is read from disk in blocks
+instead of being held; with Python, Starlette and Jinja this keeps the server under 400 MB."""
 
 
 def _records(cursor: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
@@ -182,31 +190,68 @@ def _records(cursor: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
 
 @dataclass(frozen=True)
 class RunRef:
-    """One published run: its id, revision, summary and the SQL of its committed rows."""
+    """One published run: its id, revision, summary and its committed files (rows and traces)."""
 
     run_id: str
     revision: str
     summary: dict[str, Any]
-    rows_source: str | None
-    """A :func:`tooleval.storage.scan_rows_sql` expression, or ``None`` when the run published no rows."""
-    traces_source: str | None
+    rows_files: tuple[str, ...]
+    """The committed row files (empty when the run published no rows)."""
+    traces_files: tuple[str, ...]
+
+    @property
+    def rows_source(self) -> str | None:
+        """A :func:`tooleval.storage.scan_rows_sql` expression over the rows, or ``None`` without rows."""
+        return scan_rows_sql(list(self.rows_files)) if self.rows_files else None
+
+
+@dataclass(frozen=True)
+class _Index:
+    """A run's rows table, built once per set of committed files: the table's name in the Store's database, the
+    headline and the unfiltered count of each facet value."""
+
+    files: tuple[tuple[str, ...], tuple[str, ...]]
+    table: str
+    headline: dict[str, Any]
+    facets: dict[str, list[tuple[Any, int]]]
+    ranked: set[tuple[str, str]] = field(default_factory=set)
+    """The tables made on first use, as name suffixes ``(a, b)`` of ``<table>_<a>_<b>``: each (sort, order) whose
+    rank table exists (rank ``r``, 1..rows, and the index row's ``rowid`` ``k``), and ``("traces", "")`` once
+    the places of the trace envelopes are known."""
 
 
 class Store:
-    """Queries over one results folder (``--out``). Thread-safe: each query runs on its own cursor."""
+    """Queries over one results folder (``--out``). Thread-safe: each query runs on its own cursor.
+
+    The first page of a run builds the run's index (one read of its Parquet files: the narrow columns of
+    :data:`_INDEX` and where each (case, trial) is stored; the first unfiltered page of each sort and order adds
+    that order's ranks), in a DuckDB database file in a temporary folder removed when the Store is. Pages then read the index, and a row page reads the one
+    row file and trace file that hold the row. The index is keyed by the files the run's commit marker names, so
+    a re-published run is indexed again; no page's answer is kept.
+    """
 
     def __init__(self, out: str | Path) -> None:
+        import tempfile
+        import weakref
+
         self.out = Path(out).resolve()
-        self._con = duckdb.connect()
+        folder = tempfile.mkdtemp(prefix="tooleval-view-")
+        self._con = duckdb.connect(str(Path(folder) / "index.duckdb"),
+                                   config={"memory_limit": _MEMORY_LIMIT, "preserve_insertion_order": "false"})
+        self._finalizer = weakref.finalize(self, _remove_index, self._con, folder)
         self._lock = threading.Lock()
+        self._build_lock = threading.Lock()
+        self._indexes: dict[str, _Index] = {}
+        self._built = 0
 
     def _cursor(self) -> duckdb.DuckDBPyConnection:
         with self._lock:
             return self._con.cursor()
 
-    def _run_query(self, run: RunRef, sql: str, params: dict | None = None) -> list[dict[str, Any]]:
+    def _run_query(self, run: RunRef, sql: str, params: dict | None = None,
+                   cursor: duckdb.DuckDBPyConnection | None = None) -> list[dict[str, Any]]:
         try:
-            return _records(self._cursor().execute(sql, params or {}))
+            return _records((cursor or self._cursor()).execute(sql, params or {}))
         except duckdb.Error as exc:
             raise ViewError(422, f"run {run.run_id!r}: its Parquet files cannot be read: {exc}".splitlines()[0],
                             f"re-publish the run (tooleval rescore --run-id {run.run_id}) or delete it "
@@ -251,8 +296,7 @@ class Store:
             traces = committed_files(self.out, "traces", revision, run_id)
         except InputFileError as exc:
             raise ViewError(422, f"run {run_id!r}: {exc.problem}", exc.fix) from None
-        return RunRef(run_id, revision, summary, scan_rows_sql(rows) if rows else None,
-                      scan_parquet_sql(traces) if traces else None)
+        return RunRef(run_id, revision, summary, tuple(map(str, rows)), tuple(map(str, traces)))
 
     def rows_source(self, run: RunRef) -> str:
         if run.rows_source is None:
@@ -260,9 +304,71 @@ class Store:
                             "open a run of the row-level path (tooleval run without --legacy-only).")
         return run.rows_source
 
+    def _index(self, run: RunRef) -> _Index:
+        """The run's index, built on first use (about 3 s per million rows on two cores) and again when the
+        run's committed files change.
+
+        Raises:
+            ViewError: 404 for a run without rows, 422 when its Parquet files cannot be read.
+        """
+        source = self.rows_source(run)
+        files = (run.rows_files, run.traces_files)
+        with self._build_lock:
+            known = self._indexes.get(run.run_id)
+            if known is not None and known.files == files:
+                return known
+            self._built += 1
+            table = f"run_{self._built}"
+            cursor = self._cursor()
+            self._run_query(run, f"CREATE TABLE {table} AS {_INDEX.format(source=source, rules=_RULES, tools=_TOOLS)}",
+                            cursor=cursor)
+            # where each row is stored, so a row page reads one row file (the traces' places are found by the
+            # first row page: a damaged trace file then spoils the row pages, not the rows table)
+            self._run_query(run, f"CREATE TABLE {table}_rows AS SELECT case_id, trial, filename AS file "
+                                 f"FROM {scan_parquet_sql(list(run.rows_files))}", cursor=cursor)
+            headline = self._run_query(run, _HEADLINE.format(table=table), cursor=cursor)[0]
+            facets = {name: self._facet(run, cursor, table, name, "true", {}) for name in FACETS}
+            if known is not None:
+                for suffix in ("", "_rows", *(f"_{s}_{o}".rstrip("_") for s, o in known.ranked)):
+                    cursor.execute(f"DROP TABLE IF EXISTS {known.table}{suffix}")
+            index = _Index(files, table, headline, facets)
+            self._indexes[run.run_id] = index
+            return index
+
+    def _ranks(self, run: RunRef, index: _Index, sort: str, order: str) -> str:
+        """The name of the index's rank table of ``sort`` and ``order``, made on first use (one sort of the key
+        column and the row ids: about half a second per million rows)."""
+        table = f"{index.table}_{sort}_{order}"
+        with self._build_lock:
+            if (sort, order) not in index.ranked:
+                self._run_query(run, f"CREATE TABLE {table} AS SELECT row_number() OVER (ORDER BY {SORTS[sort]} "
+                                     f"{order.upper()} NULLS LAST, case_id, trial)::INTEGER AS r, rowid AS k "
+                                     f"FROM {index.table}")
+                index.ranked.add((sort, order))
+        return table
+
+    def _traces_places(self, run: RunRef, index: _Index) -> str:
+        """The name of the index's table of where each trace envelope is stored, made on first use."""
+        table = f"{index.table}_traces"
+        with self._build_lock:
+            if ("traces", "") not in index.ranked:
+                self._run_query(run, f"CREATE TABLE {table} AS SELECT case_id, trial, filename AS file "
+                                     f"FROM {scan_parquet_sql(list(run.traces_files))}")
+                index.ranked.add(("traces", ""))
+        return table
+
+    def _facet(self, run: RunRef, cursor: duckdb.DuckDBPyConnection, source: str, name: str, where: str,
+               params: dict[str, Any]) -> list[tuple[Any, int]]:
+        sql, is_list = FACETS[name]
+        value = f"unnest({sql})" if is_list else f"({sql})"
+        counted = self._run_query(run, f"SELECT v, count(*) AS n FROM (SELECT {value} AS v FROM {source} "
+                                       f"WHERE {where}) WHERE v IS NOT NULL GROUP BY v ORDER BY n DESC, v "
+                                       f"LIMIT {_FACET_VALUES}", params, cursor=cursor)
+        return [(r["v"], r["n"]) for r in counted]
+
     def headline(self, run: RunRef) -> dict[str, Any]:
         """The run's figures, counted over its rows: rows, exact, blocking, errors, means and call counts."""
-        return self._run_query(run, _HEADLINE.format(source=self.rows_source(run)))[0]
+        return dict(self._index(run).headline)
 
     def page(self, run: RunRef, filters: RowFilter) -> dict[str, Any]:
         """One page of the run's rows under ``filters``, the count of all matching rows and, per facet, the
@@ -270,57 +376,91 @@ class Store:
 
         Returns:
             ``{rows: [...], total, pages, facets: {name: [(value, count)]}}``.
+
+        Raises:
+            ViewError: 404 for a run without rows, 422 when its Parquet files cannot be read.
         """
-        source = self.rows_source(run)
+        index = self._index(run)
+        cursor = self._cursor()
+        offset = (filters.page - 1) * filters.size
         where, params = filters.where()
-        total = self._run_query(run, f"SELECT count(*) AS n FROM {source} WHERE {where}", params)[0]["n"]
+        narrowed = where != "true"
+        if narrowed:
+            # the matching rows once, in a table of this cursor's own: the count, the page and every facet that
+            # is not chosen read it instead of the whole run
+            self._run_query(run, f"CREATE OR REPLACE TEMP TABLE chosen AS SELECT * FROM {index.table} WHERE {where}",
+                            params, cursor=cursor)
+            total = self._run_query(run, "SELECT count(*) AS n FROM chosen", cursor=cursor)[0]["n"]
+            rows = self._run_query(run, f"SELECT {_LISTED} FROM chosen ORDER BY {SORTS[filters.sort]} "
+                                        f"{filters.order.upper()} NULLS LAST, case_id, trial LIMIT {filters.size} "
+                                        f"OFFSET {offset}", cursor=cursor)
+        else:
+            # the ranks number the whole run 1..N in this order, so a page is a range of ranks: no sort of the
+            # run per request, however deep the page
+            total = index.headline["rows"]
+            ranks = self._ranks(run, index, filters.sort, filters.order)
+            rows = self._run_query(run, f"SELECT {', '.join('i.' + c for c in _LISTED.split(', '))} FROM "
+                                        f"{index.table} AS i JOIN (SELECT r, k FROM {ranks} WHERE r > {offset} AND "
+                                        f"r <= {offset + filters.size}) AS p ON i.rowid = p.k ORDER BY p.r",
+                                   cursor=cursor)
         pages = max(1, -(-total // filters.size))
-        rows = self._run_query(run, _ROW_LIST.format(
-            source=source, where=where, sort=SORTS[filters.sort], order=filters.order.upper(), limit=filters.size,
-            offset=(filters.page - 1) * filters.size, rules=_RULES, tools=_TOOLS), params)
         facets = {}
-        for name, (sql, is_list) in FACETS.items():
-            other, other_params = filters.where(leave_out=name)
-            value = f"unnest({sql})" if is_list else f"({sql})"
-            counted = self._run_query(run, f"SELECT v, count(*) AS n FROM (SELECT {value} AS v FROM {source} "
-                                           f"WHERE {other}) WHERE v IS NOT NULL GROUP BY v ORDER BY n DESC, v "
-                                           f"LIMIT {_FACET_VALUES}", other_params)
-            listed = [(r["v"], r["n"]) for r in counted]
+        for name in FACETS:
+            if not narrowed:
+                listed = list(index.facets[name])
+            elif name not in filters.values:
+                listed = self._facet(run, cursor, "chosen", name, "true", {})
+            else:
+                other, other_params = filters.where(leave_out=name)
+                listed = (list(index.facets[name]) if other == "true"
+                          else self._facet(run, cursor, index.table, name, other, other_params))
             chosen = filters.values.get(name)
             if chosen is not None and chosen not in {v for v, _ in listed}:
                 listed.append((chosen, 0))
             facets[name] = listed
+        if narrowed:
+            cursor.execute("DROP TABLE IF EXISTS chosen")
         return {"rows": rows, "total": total, "pages": pages, "facets": facets}
 
     def row(self, run: RunRef, case_id: str, trial: int) -> dict[str, Any]:
         """One row's record and its trace envelope (``None`` when the run kept none for it).
 
         Raises:
-            ViewError: 404 when the run has no row of ``(case_id, trial)``.
+            ViewError: 404 when the run has no row of ``(case_id, trial)``, 422 when its files cannot be read.
         """
-        source = self.rows_source(run)
-        found = self._run_query(run, f"SELECT * FROM {source} WHERE case_id = $c AND trial = $t",
-                                {"c": case_id, "t": trial})
+        index = self._index(run)
+        cursor = self._cursor()
+        key = {"c": case_id, "t": trial}
+        found = []
+        for located in self._run_query(run, f"SELECT DISTINCT file FROM {index.table}_rows WHERE case_id = $c AND "
+                                            f"trial = $t", key, cursor=cursor):
+            found += self._run_query(run, f"SELECT * FROM {scan_rows_sql([located['file']])} WHERE case_id = $c "
+                                          f"AND trial = $t", key, cursor=cursor)
         if not found:
             raise ViewError(404, f"run {run.run_id!r} has no row of case {case_id!r}, trial {trial}.",
                             "open a row from the run's rows table.")
         envelope = None
-        if run.traces_source is not None:
-            envelopes = self._run_query(run, f"SELECT * FROM {run.traces_source} WHERE case_id = $c AND trial = $t",
-                                        {"c": case_id, "t": trial})
-            envelope = envelopes[0] if envelopes else None
+        if run.traces_files:
+            places = self._traces_places(run, index)
+            for located in self._run_query(run, f"SELECT DISTINCT file FROM {places} WHERE case_id = $c "
+                                                f"AND trial = $t", key, cursor=cursor):
+                envelopes = self._run_query(run, f"SELECT * FROM {scan_parquet_sql([located['file']])} WHERE "
+                                                 f"case_id = $c AND trial = $t", key, cursor=cursor)
+                envelope = envelopes[0] if envelopes else envelope
         return {"row": found[0], "envelope": envelope}
 
     def other_runs(self, run: RunRef, case_id: str, trial: int) -> list[str]:
         """The other published runs that have a row of ``(case_id, trial)``, by run id."""
-        con = connect(self.out)
         try:
-            found = con.execute("SELECT DISTINCT run_id FROM rows WHERE case_id = $c AND trial = $t AND run_id <> $r "
-                                "ORDER BY run_id", {"c": case_id, "t": trial, "r": run.run_id}).fetchall()
-        except duckdb.Error:
+            # only the other runs' committed files, and of them only the key columns
+            files = [str(f) for f in committed_files(self.out, "rows") if f"/run_id={run.run_id}/" not in str(f)]
+            if not files:
+                return []
+            found = self._cursor().execute(
+                f"SELECT DISTINCT run_id FROM {scan_parquet_sql(files)} WHERE case_id = $c AND trial = $t "
+                f"ORDER BY run_id", {"c": case_id, "t": trial}).fetchall()
+        except (duckdb.Error, InputFileError):
             return []  # another run's unreadable file must not hide this row's page
-        finally:
-            con.close()
         return [r[0] for r in found]
 
     def compare(self, base: str, head: str) -> dict[str, Any]:
@@ -340,6 +480,16 @@ class Store:
         except duckdb.Error as exc:
             raise ViewError(422, f"runs {base!r} and {head!r} cannot be read: {exc}".splitlines()[0],
                             "re-publish or delete the run whose file is damaged.") from None
+
+
+def _remove_index(con: duckdb.DuckDBPyConnection, folder: str) -> None:
+    """Close a Store's database and remove its folder (the Store is gone, or the interpreter is exiting)."""
+    import shutil
+
+    try:
+        con.close()
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def _pass_rate(summary: dict[str, Any]) -> float | None:
