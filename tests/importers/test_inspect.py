@@ -142,3 +142,16 @@ def test_a_log_inspect_ai_wrote_is_imported_and_run_end_to_end(tmp_path: Path) -
             summary["tp"], summary["fp"], summary["fn"], summary["rows_with_malformed"]) == (
         samples, EPOCHS, expected_calls, calls, 2 * EPOCHS, 2 * EPOCHS, 2 * EPOCHS, EPOCHS)
     assert summary["mean_f1"] == pytest.approx((1.0 + 0.0 + 0.5) / 3)
+
+    # one Zstandard member damaged in the middle of its compressed bytes: that sample is skipped, the rest imported
+    damaged = tmp_path / "damaged.eval"
+    raw = bytearray(log.read_bytes())
+    info = zipfile.ZipFile(log).getinfo("samples/two_epoch_1.json")
+    name_length, extra_length = int.from_bytes(raw[info.header_offset + 26:info.header_offset + 28], "little"), \
+        int.from_bytes(raw[info.header_offset + 28:info.header_offset + 30], "little")
+    raw[info.header_offset + 30 + name_length + extra_length + info.compress_size // 2] ^= 0xFF
+    damaged.write_bytes(bytes(raw))
+    report = import_inspect(damaged, tmp_path / "damaged")
+    assert (report.read, report.converted) == (samples, samples - 1)
+    assert report.skipped == {"a sample cannot be read (BadZipFile)": 1}
+    assert report.examples["a sample cannot be read (BadZipFile)"] == ["damaged.eval:samples/two_epoch_1.json"]
