@@ -65,6 +65,9 @@ SLOW_TESTS = {
     # measurements in the benchmark's manner: the peak memory of fresh processes over large generated inputs
     "test_cli_import.py::test_streaming_peak_memory_does_not_grow_with_the_input": "peak memory of two imports",
     "test_cli_faults.py::test_gzip_bomb_of_1_gb_stays_small_in_memory": "peak memory over a 1 GiB gzip bomb",
+    # a real Inspect AI eval in a child process (inspect_ai's import alone takes seconds), then `tooleval run`
+    "test_inspect.py::test_a_log_inspect_ai_wrote_is_imported_and_run_end_to_end": "inspect_ai's eval() and "
+                                                                                    "`tooleval run`",
     # like test_pytest_plugin.py: pytest in a subprocess, here over a copy of the whole checkout
     "test_cli_faults.py::test_read_only_out_from_a_checkout_in_a_private_home": "a checkout copied and tested again",
 }

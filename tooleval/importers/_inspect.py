@@ -2,7 +2,9 @@
 
 An ``.eval`` log is a zip: ``header.json`` (the eval: task, model, run id), one ``samples/<id>_epoch_<n>.json``
 per sample and epoch, and summaries. Samples are read one zip member at a time, so a log of 200,000 samples is
-never held whole; ``header.json`` is read for the model name only.
+never held whole; ``header.json`` is read for the model name only. Inspect compresses its members with Zstandard
+(zip method 93), which Python's ``zipfile`` reads only from 3.14 on: before that a member is located by its local
+header and decompressed with ``zstandard``, its size and CRC-32 checked as ``zipfile`` checks them.
 
 **One sample (one epoch) is one trace**: case id = the sample ``id`` as text, trial = ``epoch - 1``. Its
 ``messages`` are Inspect's chat messages: an assistant message's ``tool_calls`` (``{"id", "function": name,
@@ -26,7 +28,9 @@ metadata.
 from __future__ import annotations
 
 import json
+import struct
 import zipfile
+import zlib
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +42,8 @@ from tooleval.importers._stream import DatasetStage, ImportReport, SkipLine, new
 __all__ = ["import_inspect"]
 
 _GRADES = {"C": 1.0, "P": 0.5, "I": 0.0, "N": 0.0}
+_ZSTD = 93  # the zip method id of Zstandard (APPNOTE 4.4.5), which Inspect writes every member with
+_LOCAL_HEADER = struct.Struct("<4s22xHH")  # signature, the fixed fields, then the name and extra field lengths
 
 
 def _text(content: Any) -> Any:
@@ -138,6 +144,35 @@ def _convert(sample: Any, header: dict[str, Any]) -> Converted:
     return Converted(messages, fields, metadata, {"executor_calls": _executor(sample.get("events"))})
 
 
+def _read(log: zipfile.ZipFile, member: str) -> bytes:
+    """The bytes of ``member``, Zstandard members too (see the module docstring).
+
+    Raises:
+        zipfile.BadZipFile: The member's compressed data, size or CRC-32 does not check out.
+    """
+    info = log.getinfo(member)
+    if info.compress_type != _ZSTD or hasattr(zipfile, "ZIP_ZSTANDARD"):  # Python 3.14's zipfile reads it itself
+        return log.read(member)
+    import zstandard
+
+    with open(log.filename, "rb") as raw:
+        raw.seek(info.header_offset)
+        signature, name_length, extra_length = _LOCAL_HEADER.unpack(raw.read(_LOCAL_HEADER.size).ljust(
+            _LOCAL_HEADER.size, b"\0"))
+        if signature != b"PK\x03\x04":
+            raise zipfile.BadZipFile(f"no local header for {member}")
+        raw.seek(name_length + extra_length, 1)
+        compressed = raw.read(info.compress_size)
+    try:
+        with zstandard.ZstdDecompressor().stream_reader(compressed, read_across_frames=True) as reader:
+            data = reader.read()
+    except zstandard.ZstdError as exc:
+        raise zipfile.BadZipFile(f"{member}: {exc}") from exc
+    if len(data) != info.file_size or zlib.crc32(data) != info.CRC:
+        raise zipfile.BadZipFile(f"bad size or CRC-32 for {member}")
+    return data
+
+
 def _open(path: Path) -> zipfile.ZipFile:
     try:
         return zipfile.ZipFile(path)
@@ -187,13 +222,13 @@ def import_inspect(
         for path in files:
             with _open(path) as log:
                 members = log.namelist()
-                header = json.loads(log.read("header.json")) if "header.json" in members else {}
+                header = json.loads(_read(log, "header.json")) if "header.json" in members else {}
                 for member in sorted(m for m in members if m.startswith("samples/") and m.endswith(".json")):
                     where = f"{path.name}:{member}"
                     report.read += 1
                     try:
                         try:
-                            data = log.read(member)
+                            data = _read(log, member)
                             sample = json.loads(data)
                         except (OSError, ValueError, zipfile.BadZipFile) as exc:
                             raise SkipLine(f"a sample cannot be read ({type(exc).__name__})") from exc
