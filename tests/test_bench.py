@@ -11,18 +11,18 @@ import time
 import pytest
 from typer.testing import CliRunner
 
-from tooleval.bench import BENCH_KEYS, run_bench
+from tooleval.bench import BENCH_KEYS, BenchRuns, run_bench
 from tooleval.cli import LocalPrefect
 from tooleval.bench._rss import TreeRss
-from tooleval.bench._run import time_warm
+from tooleval.bench._run import ReferenceRead, time_warm
 from tooleval.cli import app
 
 
 @pytest.mark.usefixtures("prefect_harness")
 def test_bench_measures_every_figure(tmp_path):
     lines: list[str] = []
-    result = run_bench(70, "bfcl", seed=1, workdir=tmp_path, workers=1, peer_rows=30, log=lines.append,
-                       prefect=LocalPrefect())
+    result = run_bench(70, "bfcl", seed=1, workdir=tmp_path, runs=BenchRuns(workers=1), peer_rows=30,
+                       log=lines.append, prefect=LocalPrefect())
     assert tuple(result) == BENCH_KEYS
     assert result["rows"] == 70 and result["profile"] == "bfcl"
     assert result["peer_rows"] == 30  # the peers were timed on the first 30 rows
@@ -190,9 +190,10 @@ def test_a_peers_reference_read_is_charged_to_the_corpus_rows_pro_rata(tmp_path)
         calls.append("load")
         now[0] += 50.0
 
-    assert time_warm(loop, tmp_path, 40, 7, "peer", clock=lambda: now[0], load=load, corpus_rows=1_000) == 4.5
+    assert time_warm(loop, tmp_path, 40, 7, "peer", clock=lambda: now[0],
+                     references=ReferenceRead(load, corpus_rows=1_000)) == 4.5
     assert calls == [7, 40, "load"]
-    assert time_warm(loop, tmp_path, 40, 7, "peer", clock=lambda: now[0], load=load) == 52.5
+    assert time_warm(loop, tmp_path, 40, 7, "peer", clock=lambda: now[0], references=ReferenceRead(load)) == 52.5
 
 
 def test_the_peers_read_their_references_once_per_dataset(tmp_path):
