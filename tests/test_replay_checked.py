@@ -143,7 +143,7 @@ def test_an_integer_beyond_64_bits_keeps_its_value_through_generation_and_captur
     shard = next(plan.index.shards())
     items, offsets = plan.shard_items(shard)
     generated = generate_shard.fn(plan.agent, items, plan.dataset, plan.redaction, plan.out,
-                                  str(dirs["generation"]), plan.executor, offsets=offsets, scope=gscope)
+                                  str(dirs["generation"]), plan.executor, scope=gscope)
     captured = capture_shard.fn(generated, plan.dataset.tool_schema_version, scorer_version(), str(dirs["capture"]),
                                 plan.redaction, gscope,
                                 replay=ReplayedLines(plan.agent, items, offsets, plan.dataset, str(plan.out)))
