@@ -13,6 +13,8 @@ import shutil
 import pyarrow.parquet as pq
 import pytest
 
+pytestmark = pytest.mark.slow  # Chromium
+
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 # Flags this machine needs: no sandbox as root, and no background networking (the network is closed).
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
