@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 
 from tests.support import chat_server as chat
 from tests.support.datasets import write_dataset
-from tests.support.runs import run_small
+from tests.support.runs import published_rows, run_small
 from tooleval.cli import app
 
 pytestmark = pytest.mark.slow  # the Prefect test harness's server
@@ -42,10 +42,6 @@ def _ok(case_id: str, delay_s: float = 0.0):
                            delay_s=delay_s)
 
 
-def _rows(out: Path, run_id: str) -> list[dict]:
-    folder = next((out / "rows").glob(f"*/run_id={run_id}"))
-    return sorted(pq.read_table(folder).to_pylist(), key=lambda r: (r["case_id"], r["trial"]))
-
 
 def _run_args(server, dataset, out, run_id, *extra):
     return ["run", "--agent", "openai", "--base-url", server.base_url, "--model", "scripted", "--dataset",
@@ -67,7 +63,7 @@ class TestLiveRuns:
                                                       "--outcome", "exact"), env={"COLUMNS": "200"})
             assert first.exit_code == 0, first.output
             assert server.count == 6  # 2 cases x 3 trials
-            rows = _rows(out, "live1")
+            rows = published_rows(out, "live1")
             assert len(rows) == 6 and {r["trial"] for r in rows} == {0, 1, 2}
             assert sorted(s.body["seed"] for s in server.requests if s.route == "question c1") == [0, 1, 2]
             assert all(r["f1"] == 1.0 and r["provenance_status"] == "ok" for r in rows)
@@ -148,6 +144,6 @@ def test_sigkill_midway_then_rerun_generates_only_the_missing_trials(tmp_path):
         assert clean.exit_code == 0, clean.output
     keep = ["case_id", "trial", "request_id", "response_id", "observed_calls", "tp", "fp", "fn", "f1",
             "ragas_tool_call_f1", "error_kind", "error_message"]
-    resumed = [{k: r[k] for k in keep} for r in _rows(out, "k1")]
-    uninterrupted = [{k: r[k] for k in keep} for r in _rows(tmp_path / "clean", "k1")]
+    resumed = [{k: r[k] for k in keep} for r in published_rows(out, "k1")]
+    uninterrupted = [{k: r[k] for k in keep} for r in published_rows(tmp_path / "clean", "k1")]
     assert resumed == uninterrupted and len(resumed) == 6

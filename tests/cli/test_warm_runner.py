@@ -21,12 +21,12 @@ import sys
 import time
 from pathlib import Path
 
-import duckdb
 import pytest
 
 from tests.support.datasets import TINY_CASES, TINY_TRACES, write_dataset
 from tests.support.paths import REPO
 from tests.support.pace import PATIENT_S
+from tests.support.runs import published_rows
 
 pytestmark = pytest.mark.slow  # `tooleval run` processes, their warm runner and Prefect server
 
@@ -124,12 +124,6 @@ def _parent(pid: int) -> int:
     return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
 
 
-def _rows(out: Path, run_id: str) -> list[tuple]:
-    con = duckdb.connect()
-    relation = con.sql(f"SELECT * EXCLUDE (run_id) FROM read_parquet('{out}/rows/**/*.parquet', "
-                       f"hive_partitioning = false) WHERE run_id = '{run_id}' ORDER BY case_id, trial")
-    return relation.fetchall()
-
 
 def _rates_out(text: str) -> str:
     """``text`` without what differs between two runs of one command on any machine: the rates, and whether the
@@ -157,8 +151,8 @@ def test_a_second_run_is_served_warm_alike_and_an_edit_means_cold(setup, tmp_pat
     assert code2 == code3 == code1, err2 + err3
     assert out2.replace("r2", "RUN") == out3.replace("r3", "RUN")
     assert _rates_out(err2) == _rates_out(err3)
-    assert _rows(out, "r2") == _rows(out, "r3")
-    assert len(_rows(out, "r2")) == len(TINY_TRACES)
+    assert published_rows(out, "r2", drop=["run_id"]) == published_rows(out, "r3", drop=["run_id"])
+    assert len(published_rows(out, "r2")) == len(TINY_TRACES)
 
     # an edited source file changes the runner's key: the next run imports the new code, cold
     canonical = src / "tooleval" / "canonical.py"

@@ -21,8 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from tooleval.storage import read_table
 from tests.support.pace import PATIENT_S
+from tests.support.runs import published_rows
 
 pytestmark = pytest.mark.slow  # a Dask scheduler, two workers and moto's S3 server
 
@@ -127,11 +127,6 @@ def _s3(env: dict[str, str]):
                              endpoint_url=env["AWS_ENDPOINT_URL"], skip_instance_cache=True)
 
 
-def _rows(out: Path | str) -> list[dict]:
-    table = read_table(out, "rows")
-    keep = [name for name in table.column_names if name not in TIME_COLUMNS]
-    return sorted(table.select(keep).to_pylist(), key=lambda row: (row["case_id"], row["trial"]))
-
 
 def test_dask_run_to_s3_with_a_killed_worker_equals_the_local_run_and_sql_reads_it(cluster, monkeypatch):
     env, base = cluster["env"], cluster["base"]
@@ -184,7 +179,7 @@ def test_dask_run_to_s3_with_a_killed_worker_equals_the_local_run_and_sql_reads_
     from s3fs import S3FileSystem
 
     S3FileSystem.clear_instance_cache()
-    expected, got = _rows(local_out), _rows(dask_out)
+    expected, got = published_rows(local_out, drop=TIME_COLUMNS), published_rows(dask_out, drop=TIME_COLUMNS)
     assert len(got) == ROWS == len({(r["case_id"], r["trial"]) for r in got})
     assert got == expected
 

@@ -9,18 +9,13 @@ import pyarrow.parquet as pq
 import pytest
 
 from tooleval.runs.spec import RunSpec
-from tests.support.runs import run_small
+from tests.support.runs import published_rows, run_small
 from tooleval.synth import write_synth
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("prefect_harness")]  # runs on a process pool of Prefect workers
 
 _NOT_COMPARED = {"run_id"}  # rows carry no time column; run_id differs by construction
 
-
-def _rows(out, run_id: str, revision: str) -> list[dict]:
-    table = pq.read_table(out / "rows" / f"dataset_revision={revision}" / f"run_id={run_id}")
-    rows = [{k: v for k, v in r.items() if k not in _NOT_COMPARED} for r in table.to_pylist()]
-    return sorted(rows, key=lambda r: (r["case_id"], r["trial"]))
 
 
 def test_rows_identical_with_one_worker_and_a_process_pool(tmp_path, monkeypatch):
@@ -58,7 +53,8 @@ def test_rows_identical_with_one_worker_and_a_process_pool(tmp_path, monkeypatch
     assert one.summary["timing"]["workers"] == 1 and two.summary["timing"]["workers"] == 2
     assert two.summary["timing"]["shards"] > 2
     revision = one.dataset_revision
-    first, second = _rows(out, "one", revision), _rows(tmp_path / "out2", "two", revision)
+    first = published_rows(out, "one", revision=revision, drop=_NOT_COMPARED)
+    second = published_rows(tmp_path / "out2", "two", revision=revision, drop=_NOT_COMPARED)
     assert len(first) == 700
     differing = sorted({k for a, b in zip(first, second) for k in a if a[k] != b[k]})
     assert differing == []
