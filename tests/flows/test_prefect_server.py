@@ -138,7 +138,8 @@ def test_deploy_and_run_the_nightly_evaluation_through_a_worker(server, tmp_path
     assert set(by_key) == {"tooleval-summary", "tooleval-worst-rows", "tooleval-report"}
     assert "| rows | 4 |" in by_key["tooleval-summary"]["data"]
     worst = json.loads(by_key["tooleval-worst-rows"]["data"])
-    # The tiny dataset's failing rows (conftest): A#1 (wrong amount) and B#0 (malformed call); A#0 and C#0 exact.
+    # The tiny dataset's failing rows (tests/support/datasets.py): A#1 (wrong amount) and B#0 (malformed
+    # call); A#0 and C#0 exact.
     assert sorted((r["case_id"], r["trial"]) for r in worst) == [("A", 1), ("B", 0)]
     report = out / "runs" / "deployed" / "report.html"
     assert by_key["tooleval-report"]["data"] == f"[report of run deployed]({report.resolve().as_uri()})"

@@ -1,4 +1,5 @@
-"""Helpers shared by the tests of ``tooleval.rules`` (a uniquely named module, not a second conftest.py)."""
+"""Helpers shared by the tests of ``tooleval.rules``: calls and messages written short, a dataset folder's traces
+scored by the rules, and the rules a row broke."""
 
 from __future__ import annotations
 
