@@ -46,7 +46,7 @@ for shard in plan.index.shards():
     with paused():
         a, ca = time.perf_counter(), time.process_time()
         g = generate_shard.fn(plan.agent, items, plan.dataset, plan.redaction, plan.out, dirs["generation"],
-                              plan.executor, offsets=offsets, scope=gscope)
+                              plan.executor, scope=gscope)
         b, cb = time.perf_counter(), time.process_time()
         replay = ReplayedLines(plan.agent, items, offsets, plan.dataset, plan.out) if plan.agent.kind == "replay" else None
         c = capture_shard.fn(g, plan.dataset.tool_schema_version, scorer_version(), dirs["capture"], plan.redaction,

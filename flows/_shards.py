@@ -141,10 +141,10 @@ def _run_shard(context: ShardContext, items: list[WorkItem], offsets: list[tuple
     states: dict[str, str] = {}
     timing: list[float] = []
     # quote(): Prefect would otherwise walk every work item twice per task run looking for futures (visit_collection
-    # cost ~15 % of a 20k-row run's wall time); the task still receives the plain lists and hashes them for its key
+    # cost ~15 % of a 20k-row run's wall time); the task still receives the plain list and hashes it for its key
     generated = _stage(generate_shard, "generation", states, timing, c.plan_agent, quote(items), c.dataset,
-                       c.redaction, c.out, c.dirs["generation"], c.executor, offsets=quote(offsets),
-                       scope=c.generation_scope, retry_errors=c.retry_errors)
+                       c.redaction, c.out, c.dirs["generation"], c.executor, scope=c.generation_scope,
+                       retry_errors=c.retry_errors)
     # each stage tells the flow's progress when it has finished the shard: the flow hears of the shard itself
     # only when every stage is done, so its bars would otherwise all show the same count
     note_stage(c.progress, "generation", scoring_scope, len(items))

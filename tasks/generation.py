@@ -34,8 +34,7 @@ def _executor(ref: ExecutorRef | None) -> ToolExecutor | None:
     return read_tool_results(ref.path)
 
 
-@task(name="generation", cache_policy=INPUTS - "agent" - "dataset" - "offsets" + TASK_SOURCE,
-      persist_result=True)
+@task(name="generation", cache_policy=INPUTS - "agent" - "dataset" + TASK_SOURCE, persist_result=True)
 def generate_shard(
     agent: AgentConfig,
     items: list[WorkItem],
@@ -44,7 +43,6 @@ def generate_shard(
     out: str,
     stage_dir: str,
     executor: ExecutorRef | None = None,
-    offsets: list[tuple[int, int, bool]] | None = None,
     scope: str = "",
 ) -> StageRef:
     """Generate one shard.
@@ -57,9 +55,6 @@ def generate_shard(
         out: Results folder (redaction key, live generation store).
         stage_dir: Folder for the generation stage file.
         executor: Recorded tool results for a live multi-step tool loop.
-        offsets: ``(byte offset, line number, checked)`` of each item's trace line (replay; ``checked``: the plan
-            found the line a valid recorded trace, so it is not validated again; not part of the cache key:
-            lines move when others are added).
         scope: :func:`tooleval.runs.shards.generation_scope` — the agent's config digest (live) and the
             dataset-wide inputs of this stage (tool schemas, the redactor's seeded values), so that a corpus that
             grows by a few cases keeps every other shard's key.

@@ -8,7 +8,7 @@ import re
 from datetime import date
 from pathlib import Path
 
-from conftest import REPO, SLOW_MODULES, SLOW_TESTS
+from tests.support.paths import REPO
 
 README = (REPO / "README.md").read_text(encoding="utf-8")
 TEST_COMMAND = "python3 -m venv .venv && .venv/bin/pip install -e '.[dev]' && .venv/bin/python -m pytest -n 2"
@@ -35,13 +35,46 @@ def test_ci_runs_the_readme_test_command():
     assert "python3 -m venv .venv && .venv/bin/pip install -e '.[dev]' && $TIMEOUT 2400 .venv/bin/python -m pytest -n 2\n" in ci
 
 
+HARNESS_REASON = "the Prefect test harness's server"
+"""The reason beside the slow mark of a test that is slow for the Prefect test harness alone: the README says so
+of them all in one sentence, and lists the others."""
+
+_MARK = re.compile(r"^(?P<indent>\s*)(?P<mark>pytestmark = .*pytest\.mark\.slow.*?|@pytest\.mark\.slow)(  # (?P<reason>.*))?$")
+
+
+def slow_marks(root: Path) -> tuple[dict[str, str], dict[str, str]]:
+    """The slow marks of the test files under ``root``, with the reason written beside each (on the mark's line or
+    the comment line above it): ``({module path: reason}, {module path::test: reason})``, paths relative to
+    ``root``."""
+    modules, tests = {}, {}
+    for path in sorted(root.rglob("test_*.py")):
+        lines = path.read_text(encoding="utf-8").splitlines()
+        name = path.relative_to(root).as_posix()
+        for number, line in enumerate(lines):
+            found = _MARK.match(line)
+            if found is None:
+                continue
+            reason = found["reason"] or lines[number - 1].strip().removeprefix("# ")
+            if found["mark"].startswith("pytestmark"):
+                modules[name] = reason
+            else:
+                following = next(text for text in lines[number + 1:] if re.match(r"\s*(async )?def ", text))
+                function = re.search(r"def (\w+)", following)[1]
+                tests[f"{name}::{function}"] = reason
+    return modules, tests
+
+
 def test_every_slow_module_and_test_is_listed():
-    tests = _section("Tests")
-    for module in SLOW_MODULES:
-        assert module in tests, module
-    for test in SLOW_TESTS:
-        assert test in " ".join(tests.split()), test
+    """Every module and single test marked slow for a process of its own (not for the Prefect test harness alone)
+    is named in the README's Tests section, by its path under tests/."""
+    tests = " ".join(_section("Tests").split())
+    modules, singles = slow_marks(REPO / "tests")
+    listed = {name: reason for name, reason in {**modules, **singles}.items() if reason != HARNESS_REASON}
+    assert len([name for name in listed if "::" not in name]) == 16 and len(listed) == 24
+    for name in listed:
+        assert f"`{name}`" in tests or f"`{name}::" in tests, name
     assert 'pytest -m "not slow"' in tests
+
 
 
 def test_every_link_to_docs_exists():

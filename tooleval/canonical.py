@@ -1,6 +1,6 @@
 """Canonical argument values (docs/design.md "Canonical argument values").
 
-Rules, each tested in ``tests/test_canonical.py``:
+Rules, each tested in ``tests/core/test_canonical.py``:
 
 * Argument text is parsed as JSON (RFC 8259: ``NaN``/``Infinity`` and numbers that overflow a float are not
   JSON and make the call malformed).

@@ -1,6 +1,6 @@
 """Duplicate-aware multiset matching of observed tool calls against reference calls.
 
-Semantics are docs/design.md "Scoring semantics" (decided; each rule has a test in ``tests/test_matching.py``):
+Semantics are docs/design.md "Scoring semantics" (decided; each rule has a test in ``tests/core/test_matching.py``):
 
 * A call's key is ``(name, canonical args)`` (:attr:`tooleval.models.Call.key`).
 * ``tp`` = size of the multiset intersection of expected and observed keys; ``fp = observed - tp``;
@@ -124,7 +124,7 @@ def optimal_pairs(costs: list[list[int]]) -> list[tuple[int, int]]:
     ``scipy.optimize.linear_sum_assignment`` returns them.
 
     A single row (or column) is assigned its first cheapest column (row) here, without an array or scipy: the
-    optimum, and scipy's own choice among equal costs (its first; ``tests/test_matching.py`` compares every
+    optimum, and scipy's own choice among equal costs (its first; ``tests/core/test_matching.py`` compares every
     shape and tie with scipy itself). Most rows pair one missing call with one extra call of its tool (97 % of the
     assignments on a bfcl corpus are 1 x 1). A larger matrix goes to scipy's compiled solver
     (:func:`_linear_sum_assignment`).
@@ -150,7 +150,7 @@ def _linear_sum_assignment() -> Callable:
     about 0.7 s per process (every worker pays it on its first shard), while the function is the whole of one
     compiled module, ``scipy/optimize/_lsap``, which loads in a millisecond on its own: that module is loaded
     alone unless ``scipy.optimize`` is already imported, or the module cannot be found or loaded (another scipy
-    layout), when the package is imported as usual. Both are the same compiled function (``tests/test_matching.py``
+    layout), when the package is imported as usual. Both are the same compiled function (``tests/core/test_matching.py``
     compares them)."""
     if not _SOLVER:
         solver = None

@@ -12,13 +12,12 @@ import time
 
 import pytest
 
-from conftest import load_chat_server
+from tests.support import chat_server as chat
 from tooleval.agents import GenerationStore, OpenAIAgentConfig, WorkItem, item_key, openai_generate
 from tooleval.dataset import case_digest
 from tooleval.models import Case, ToolSpec
 
 
-chat = load_chat_server()
 KEY_ENV = "TOOLEVAL_TEST_OPENAI_KEY"
 TOOLS = [ToolSpec(name="get_order", parameters={"type": "object", "properties": {"id": {"type": "string"}}})]
 CASES = {f"c{i}": Case(case_id=f"c{i}", input=f"question c{i}", expected_calls=[]) for i in range(5)}

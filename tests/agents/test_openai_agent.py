@@ -12,7 +12,7 @@ from datetime import datetime, timezone
 
 import pytest
 
-from conftest import load_chat_server
+from tests.support import chat_server as chat
 from tooleval.agents import (
     OpenAIAgentConfig,
     ToolExecutor,
@@ -28,7 +28,6 @@ from tooleval.models import Call, Case, RecordedTrace, ToolSpec, calls_from_mess
 from tooleval.versions import tooleval_version
 
 
-chat = load_chat_server()
 KEY_ENV = "TOOLEVAL_TEST_OPENAI_KEY"
 SECRET = "sk-test-secret-123"
 TOOLS = [

@@ -51,7 +51,7 @@ def produce(store_uri: str, truth: Path) -> Path:
 
 def _chat_server():
     spec = importlib.util.spec_from_file_location("tooleval_tests_chat_server_mlflow",
-                                                  _HERE.parent / "agents" / "chat_server.py")
+                                                  _HERE.parent / "support" / "chat_server.py")
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module  # dataclasses look their module up by name
     spec.loader.exec_module(module)

@@ -33,7 +33,7 @@ _HERE = Path(__file__).resolve().parent
 def _chat_server():
     name = "tooleval_tests_chat_server"
     if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, _HERE.parent / "agents" / "chat_server.py")
+        spec = importlib.util.spec_from_file_location(name, _HERE.parent / "support" / "chat_server.py")
         module = importlib.util.module_from_spec(spec)
         sys.modules[name] = module
         spec.loader.exec_module(module)

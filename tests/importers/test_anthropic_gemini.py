@@ -12,7 +12,7 @@ from anthropic.types import Message, TextBlock, ThinkingBlock, ToolUseBlock, Usa
 from google.genai import types as gt
 from typer.testing import CliRunner
 
-from import_helpers import read_jsonl, score, write_lines
+from tests.support.importers import read_jsonl, score, write_lines
 from tooleval.cli import app
 from tooleval.errors import InputFileError
 from tooleval.importers import import_anthropic, import_gemini

@@ -12,7 +12,7 @@ import pytest
 from phoenix.client.helpers.atif._validate import _validate_atif_trajectory
 from typer.testing import CliRunner
 
-from import_helpers import read_jsonl, score
+from tests.support.importers import read_jsonl, score
 from tooleval.cli import app
 from tooleval.errors import InputFileError
 from tooleval.importers import import_atif

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import SHARED_DATA
-from import_helpers import read_jsonl, score, write_lines
+from tests.support.paths import SHARED_DATA
+from tests.support.importers import read_jsonl, score, write_lines
 from tooleval.importers import import_bfcl
 from tooleval.importers._bfcl_answers import parse_call_string
 
@@ -490,6 +490,7 @@ def test_listed_values_of_a_redacted_field_pass_alike_with_redaction(tmp_path: P
     assert ("redacted:" in json.dumps(redacted.row.observed_calls)) is (api_key is not None)
 
 
+@pytest.mark.slow  # the Prefect test harness's server
 @pytest.mark.usefixtures("prefect_harness")
 def test_models_as_trials_are_covered_per_case_and_trial(tmp_path: Path) -> None:
     """Two models' result files of one category, their traces one traces file (model ``i`` as trial ``i``): the

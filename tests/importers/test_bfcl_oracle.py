@@ -24,8 +24,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import SHARED_DATA
-from bfcl_oracle.lines import generate, read_lines
+from tests.support.paths import SHARED_DATA
+from tests.importers.bfcl_oracle.lines import generate, read_lines
 
 BFCL = SHARED_DATA / "bfcl"
 ORACLE = ("bfcl-eval==2026.3.23", "mpmath==1.3.0", "filelock==3.20.0")
@@ -76,7 +76,7 @@ def judge(python: Path, lines: list[dict]) -> dict[int, dict]:
 def test_bfcls_checker_gives_the_hand_written_verdicts(oracle_python: Path) -> None:
     """The hand-written lines of test_bfcl.py (whose tooleval verdicts that module checks) get the same verdict
     from BFCL's checker: the expected verdicts there are BFCL's own."""
-    from test_bfcl import VERDICTS
+    from tests.importers.test_bfcl import VERDICTS
 
     lines = [{"key": i, "category": category, "id": qid, "kind": what, "result": result,
               "mode": "prompt" if what == "dotted function name" else "fc"}
@@ -88,7 +88,7 @@ def test_bfcls_checker_gives_the_hand_written_verdicts(oracle_python: Path) -> N
 def test_bfcls_runner_gives_the_hand_written_multi_turn_verdicts(oracle_python: Path) -> None:
     """The hand-written multi-turn lines of test_bfcl.py (calls in turns whose ground truth is empty, results that
     ended early) get the same verdict from BFCL's runner."""
-    from test_bfcl import MULTI_TURN_VERDICTS
+    from tests.importers.test_bfcl import MULTI_TURN_VERDICTS
 
     lines = [{"key": i, "category": "multi_turn_base", "id": qid, "kind": what, "result": result, "mode": "fc"}
              for i, (qid, result, _, what) in enumerate(MULTI_TURN_VERDICTS)]
@@ -99,6 +99,7 @@ def test_bfcls_runner_gives_the_hand_written_multi_turn_verdicts(oracle_python: 
     assert ended == ["multi_turn:force_terminated"] * 2
 
 
+@pytest.mark.slow  # the Prefect test harness's server
 @pytest.mark.skipif(os.environ.get("TOOLEVAL_BFCL_ORACLE_FULL") != "1",
                     reason="about 29,000 generated lines: set TOOLEVAL_BFCL_ORACLE_FULL=1")
 @pytest.mark.usefixtures("prefect_harness")
@@ -106,7 +107,7 @@ def test_agreement_with_bfcls_checker_on_lines_from_every_question(oracle_python
                                                                    capsys: pytest.CaptureFixture) -> None:
     """tooleval's verdict on a line is the default release gate's on the rows of a real ``tooleval run`` over
     the imported lines (:func:`bfcl_oracle.compare.tooleval_verdicts`)."""
-    from bfcl_oracle.compare import tooleval_verdicts
+    from tests.importers.bfcl_oracle.compare import tooleval_verdicts
 
     lines = generate(BFCL)
     assert len({line["id"] for line in lines}) == 3675

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from conftest import SHARED_DATA
-from import_helpers import write_lines
+from tests.support.paths import SHARED_DATA
+from tests.support.importers import write_lines
 from tooleval.cli import app
 
 runner = CliRunner()
@@ -80,6 +80,7 @@ def test_tau_bench_prints_its_counts(tmp_path: Path) -> None:
         in result.output
 
 
+@pytest.mark.slow  # the Prefect test harness's server
 @pytest.mark.usefixtures("prefect_harness")
 def test_an_imported_langchain_file_runs(tmp_path: Path) -> None:
     ai = {"type": "ai", "content": "", "tool_calls": [{"name": "get_order", "args": {"order_id": "A-104"}, "id": "1"}]}
@@ -121,6 +122,7 @@ def _peak_kb(tmp_path: Path, lines: int) -> tuple[int, int]:
     return tuple(json.loads(out.stdout))
 
 
+@pytest.mark.slow  # the peak memory of two imports in fresh processes
 def test_streaming_peak_memory_does_not_grow_with_the_input(tmp_path: Path) -> None:
     small = _peak_kb(tmp_path, 500)  # ~2 MB
     large = _peak_kb(tmp_path, 8000)  # ~34 MB: loading it whole would add well over 34 MB of Python objects

@@ -14,8 +14,8 @@ import pyarrow.parquet as pq
 import pytest
 from typer.testing import CliRunner
 
-from import_helpers import read_jsonl, score
-from inspect_producer import EPOCHS, EXPECTED, GARBLED, produce
+from tests.support.importers import read_jsonl, score
+from tests.importers.inspect_producer import EPOCHS, EXPECTED, GARBLED, produce
 from tooleval.cli import app
 from tooleval.errors import InputFileError
 from tooleval.importers import import_inspect
@@ -88,6 +88,7 @@ def test_a_bad_sample_is_skipped_and_a_truncated_log_refused(tmp_path: Path) -> 
     assert "cut.eval" in str(info.value) and not (tmp_path / "out2").exists()
 
 
+@pytest.mark.slow  # inspect_ai's eval() in a child process, then `tooleval run`
 def test_a_log_inspect_ai_wrote_is_imported_and_run_end_to_end(tmp_path: Path) -> None:
     log = produce(tmp_path / "logs", tmp_path / "truth.json")
     truth = json.loads((tmp_path / "truth.json").read_text())

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from conftest import handed_cases
-from import_helpers import read_jsonl, score, write_lines
+from tests.support.datasets import handed_cases
+from tests.support.importers import read_jsonl, score, write_lines
 from tooleval.importers import import_langchain
 
 H10 = next(case for case in handed_cases("import") if case["id"] == "H10")

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from import_helpers import read_jsonl, score, write_lines
-from mlflow_producer import CALLS, produce
+from tests.support.importers import read_jsonl, score, write_lines
+from tests.importers.mlflow_producer import CALLS, produce
 from tooleval.cli import app
 from tooleval.errors import InputFileError
 from tooleval.importers import import_mlflow

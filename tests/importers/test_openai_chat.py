@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import handed_cases
-from import_helpers import read_jsonl, score, write_lines
+from tests.support.datasets import handed_cases
+from tests.support.importers import read_jsonl, score, write_lines
 from tooleval.errors import InputFileError, UnsafeRevisionError
 from tooleval.importers import import_openai_chat
 

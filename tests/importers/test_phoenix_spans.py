@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from phoenix.client.helpers.atif import _convert_atif_trajectories_to_spans
 
-from import_helpers import read_jsonl, score
+from tests.support.importers import read_jsonl, score
 from tooleval.errors import InputFileError
 from tooleval.importers import import_openinference
 

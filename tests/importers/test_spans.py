@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from import_helpers import read_jsonl, score, write_lines
+from tests.support.importers import read_jsonl, score, write_lines
 from tooleval.cli import app
 from tooleval.errors import InputFileError
 from tooleval.importers import import_openinference, import_otlp

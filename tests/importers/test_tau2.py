@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import SHARED_DATA
-from import_helpers import read_jsonl, score
+from tests.support.paths import SHARED_DATA
+from tests.support.importers import read_jsonl, score
 from tooleval.errors import InputFileError
 from tooleval.importers import compare_action_checks, import_tau2
 

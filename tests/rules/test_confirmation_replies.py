@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import GOLDEN
+from tests.support.paths import GOLDEN
 from tooleval.rules import ConfirmationConfig, KeywordConfirmation
 from tooleval.rules._gate_config import GateConfig
 from tooleval.rules._replies import clauses

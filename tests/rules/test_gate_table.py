@@ -7,7 +7,7 @@ from __future__ import annotations
 from datetime import date
 
 import pyarrow as pa
-from conftest import examples
+from tests.support.profiles import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 

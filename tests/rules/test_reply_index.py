@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from conftest import examples
+from tests.support.profiles import examples
 from tooleval.rules import _replies
 from tooleval.rules._replies import DEFAULT_LISTS, _phrase_words, _WordIndex, read_reply, reply_reader
 

@@ -8,7 +8,7 @@ import random
 
 import pytest
 
-from rules_helpers import call, calls
+from tests.support.rules import call, calls
 from tooleval.models import Case, ToolSpec
 from tooleval.rules import ArgumentRules, match_with_rules, rule_diff_paths
 

@@ -11,7 +11,7 @@ import re
 
 import pytest
 
-from rules_helpers import EXAMPLES, REPO, read_traces
+from tests.support.rules import EXAMPLES, REPO, read_traces
 from tooleval.dataset import load_dataset
 from tooleval.models import RecordedTrace, calls_from_messages
 

@@ -7,7 +7,7 @@ from datetime import date, timedelta
 
 import pytest
 
-from rules_helpers import EXAMPLES, score_folder
+from tests.support.rules import EXAMPLES, score_folder
 from tooleval.errors import InputFileError
 from tooleval.rules import GateConfig, evaluate_gate, load_gate_config, load_policy
 

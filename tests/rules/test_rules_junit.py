@@ -9,7 +9,7 @@ from datetime import date
 import pytest
 from junitparser import Failure, JUnitXml, Skipped
 
-from rules_helpers import EXAMPLES, score_folder
+from tests.support.rules import EXAMPLES, score_folder
 from tooleval.rules import GateConfig, evaluate_gate, write_junit
 
 TODAY = date(2026, 6, 1)

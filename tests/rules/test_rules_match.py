@@ -6,8 +6,8 @@ from dataclasses import fields
 
 import pytest
 
-from conftest import handed_cases
-from rules_helpers import call, calls
+from tests.support.datasets import handed_cases
+from tests.support.rules import call, calls
 from tooleval.matching import MatchResult, match_calls
 from tooleval.models import Call, Case, calls_from_messages
 from tooleval.rules import ArgumentRules, RuleMatch, match_plans, match_with_rules

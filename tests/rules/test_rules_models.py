@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from conftest import write_dataset
+from tests.support.datasets import write_dataset
 from tooleval.dataset import load_dataset
 from tooleval.errors import InputFileError
 from tooleval.models import ArgumentRule, Case, ToolSpec

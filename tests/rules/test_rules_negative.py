@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from rules_helpers import EXAMPLES, rules_of, score_folder
+from tests.support.rules import EXAMPLES, rules_of, score_folder
 
 FOLDER = EXAMPLES / "refund-negative"
 WRONG = {

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from rules_helpers import call, calls, messages
+from tests.support.rules import call, calls, messages
 from tooleval.models import Case, ToolSpec, calls_from_messages
 from tooleval.rules import (
     RULE_NAMES,

@@ -13,7 +13,7 @@ from datetime import date
 
 import pytest
 
-from rules_helpers import EXAMPLES, rules_of, score_folder
+from tests.support.rules import EXAMPLES, rules_of, score_folder
 from tooleval.rules import evaluate_gate, load_gate_config
 
 FOLDER = EXAMPLES / "refund-trajectory"

@@ -17,8 +17,8 @@ from datetime import date
 
 import pytest
 
-from conftest import BUNDLED, SHARED_DATA
-from rules_helpers import score_folder
+from tests.support.paths import BUNDLED, SHARED_DATA
+from tests.support.rules import score_folder
 from tooleval.rules import evaluate_gate, load_gate_config, load_policy
 
 SOURCE = SHARED_DATA / "tau-bench" / "historical_trajectories" / "gpt-4o-airline.json"

@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
 
-from conftest import examples
+from tests.support.profiles import examples
 from tooleval.rules._schema import _surely_typed, _types
 
 TYPES = ["string", "object", "array", "boolean", "null", "number", "integer"]

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from conftest import examples
+from tests.support.profiles import examples
 from tooleval.canonical import key_path
 from tooleval.models import Call, ToolSpec
 from tooleval.rules import _schema

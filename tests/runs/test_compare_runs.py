@@ -10,7 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from tooleval.runs.spec import RunSpec
-from conftest import CHANGED_CASE, tool_call, trace, write_dataset
+from tests.support.datasets import CHANGED_CASE, tool_call, trace, write_dataset
 from tooleval.cli import app
 from tooleval.runs.compare import compare_runs, failed_thresholds, parse_fail_on
 
@@ -23,6 +23,7 @@ def _by_key(out, run_id):
 
 
 class TestBundledPair:
+    @pytest.mark.slow  # the Prefect test harness's server
     def test_exactly_the_changed_case_is_listed(self, bundled_pair):
         result = compare_runs(bundled_pair, "base", "head")
         assert result["pairs"] == 200 and result["only_base"] == [] and result["only_head"] == []
@@ -31,6 +32,7 @@ class TestBundledPair:
         assert (row["case_id"], row["trial"]) == CHANGED_CASE
         assert row["head_f1"] == 1.0
 
+    @pytest.mark.slow  # the Prefect test harness's server
     def test_deltas_to_4_decimals(self, bundled_pair):
         base, head = _by_key(bundled_pair, "base"), _by_key(bundled_pair, "head")
         changed = CHANGED_CASE
@@ -54,12 +56,14 @@ class TestBundledPair:
         # 49 of 50 cases did not move: resamples without case 2 give 0, so the interval touches 0.
         assert low == 0.0 and expected["f1"] <= high
 
+    @pytest.mark.slow  # the Prefect test harness's server
     def test_one_changed_case_is_noise_for_fail_on(self, bundled_pair):
         out = str(bundled_pair)
         worse = runner.invoke(app, ["compare", "head", "base", "--out", out, "--fail-on", "f1:0.001"])
         assert worse.exit_code == 0, worse.output  # worse by 0.0033 but its interval includes 0
         assert "2" in worse.output and "changed (1)" in worse.output
 
+    @pytest.mark.slow  # the Prefect test harness's server
     def test_json_output(self, bundled_pair):
         result = runner.invoke(app, ["compare", "base", "head", "--out", str(bundled_pair), "--json"])
         assert result.exit_code == 0, result.output
@@ -67,11 +71,13 @@ class TestBundledPair:
         assert [(r["case_id"], r["trial"]) for r in data["changed_rows"]] == [CHANGED_CASE]
         assert data["fail_on"] == {"conditions": [], "failed": []}
 
+    @pytest.mark.slow  # the Prefect test harness's server
     def test_unknown_run_exits_2(self, bundled_pair):
         result = runner.invoke(app, ["compare", "base", "nope", "--out", str(bundled_pair)])
         assert result.exit_code == 2 and "no run 'nope'" in result.output
 
 
+@pytest.mark.slow  # the Prefect test harness's server
 @pytest.mark.usefixtures("prefect_harness")
 def test_fail_on_exits_1_when_every_case_gets_worse(tmp_path):
     from flows.evaluate import evaluate
@@ -142,7 +148,7 @@ def test_failed_thresholds_needs_the_size_and_an_interval_below_zero():
 
 
 def test_a_run_published_before_row_outcomes_was_judged_by_its_rules(tmp_path):
-    from conftest import GOLDEN
+    from tests.support.paths import GOLDEN
     from tooleval.runs.compare import run_row_outcome
 
     (tmp_path / "runs" / "old").mkdir(parents=True)

@@ -11,7 +11,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from conftest import BUNDLED
+from tests.support.paths import BUNDLED
 from tooleval.capture.envelope import build_envelope
 from tooleval.capture.recorded import iter_trace_lines
 from tooleval.dataset import load_dataset

@@ -10,8 +10,11 @@ from __future__ import annotations
 import re
 import shutil
 
-import pyarrow.parquet as pq
 import pytest
+
+from tests.support.runs import published_rows
+
+pytestmark = pytest.mark.slow  # Chromium
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 # Flags this machine needs: no sandbox as root, and no background networking (the network is closed).
@@ -25,10 +28,6 @@ AXIS_LABELS = """Object.fromEntries([...document.querySelectorAll('.plot')].map(
     .filter(t => Number(getComputedStyle(t).opacity) > 0 && t.getAttribute('opacity') !== '0')
     .map(t => { const b = t.getBoundingClientRect(); return [t.textContent, b.left, b.top, b.right, b.bottom]; }))]))"""
 
-
-def _rows(out, run_id):
-    files = sorted((out / "rows").glob(f"*/run_id={run_id}/*.parquet"))
-    return [r for f in files for r in pq.read_table(f).to_pylist()]
 
 
 @pytest.fixture(scope="module")
@@ -107,7 +106,7 @@ class TestReportInChromium:
         import json
 
         _, state, _, _ = page_report
-        rows = _rows(bundled_pair, "base")
+        rows = published_rows(bundled_pair, "base")
         gate = json.loads((bundled_pair / "runs" / "base" / "summary.json").read_text())["gate"]
         # One meaning of failing: the gate's. The bundled gate.toml says row_outcome = "no_blocking", so a row fails
         # when a blocking rule fires: the 117 rows whose blocking column is set (not the 188 that are not an exact
@@ -162,7 +161,7 @@ class TestReportInChromium:
 
     def test_slice_and_family_verdicts_agree_with_the_gate(self, page_report, bundled_pair):
         _, state, _, _ = page_report
-        rows = _rows(bundled_pair, "base")
+        rows = published_rows(bundled_pair, "base")
         blocking = sum(1 for r in rows if r["blocking"])
         assert blocking == 117 and state["gate"] == "FAIL"
         for kind in ("slice", "family"):
@@ -186,7 +185,7 @@ class TestReportInChromium:
     def test_tool_filter_and_evidence_link(self, page_report, bundled_pair):
         _, state, _, _ = page_report
         shown = {tuple(r) for r in state["rows"]}
-        rows = [r for r in _rows(bundled_pair, "base") if (r["case_id"], r["trial"]) in shown]
+        rows = [r for r in published_rows(bundled_pair, "base") if (r["case_id"], r["trial"]) in shown]
         expected = sum(
             1 for r in rows if "book_reservation" in
             {c["name"] for key in ("missing_calls", "extra_calls", "wrong_args") for c in r[key] or []}
@@ -204,7 +203,7 @@ class TestReportInChromium:
     def test_report_holds_the_worst_n_rows_only(self, bundled_pair):
         from tooleval.runs.report import report_for_run
 
-        rows = _rows(bundled_pair, "base")
+        rows = published_rows(bundled_pair, "base")
         failing = sum(1 for r in rows if r["blocking"])  # row_outcome "no_blocking": the gate's failing rows
         html = report_for_run(bundled_pair, "base", limit=5)
         assert html.count("<tr data-case=") == 5

@@ -11,9 +11,11 @@ import pytest
 from typer.testing import CliRunner
 
 from tooleval.runs.spec import RunSpec
-from conftest import TINY_CASES, TINY_TRACES, trace, tool_call, write_dataset
+from tests.support.datasets import TINY_CASES, TINY_TRACES, trace, tool_call, write_dataset
 from tooleval.cli import app
 from tooleval.runs.catalog import collect_garbage, list_runs
+
+pytestmark = pytest.mark.slow  # the Prefect test harness's server
 
 runner = CliRunner()
 

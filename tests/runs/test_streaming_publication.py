@@ -13,7 +13,7 @@ from junitparser import Failure, JUnitXml, Skipped
 from tooleval.runs.spec import RunSpec
 from tooleval.synth import write_synth
 
-pytestmark = pytest.mark.usefixtures("prefect_harness")
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("prefect_harness")]  # the Prefect test harness's server
 
 ROWS = 20_000
 

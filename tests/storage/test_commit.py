@@ -29,7 +29,7 @@ from tooleval.storage import (
 )
 from tooleval.storage._pause import PAUSE_ENV, PAUSE_FILE_ENV
 
-from test_partition import _traces, staging_leftovers
+from tests.storage.test_partition import _traces, staging_leftovers
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -51,7 +51,7 @@ WRITER = """
 import sys
 from pathlib import Path
 sys.path.insert(0, {here!r})
-from test_commit import publish
+from tests.storage.test_commit import publish
 publish(Path(sys.argv[1]), sys.argv[2], int(sys.argv[3]))
 """
 
@@ -59,7 +59,7 @@ publish(Path(sys.argv[1]), sys.argv[2], int(sys.argv[3]))
 def start_writer(out: Path, point: str, tmp_path: Path, prefix: str = "new", n: int = 3) -> tuple[subprocess.Popen, Path]:
     flag = tmp_path / f"paused-{point}-{time.monotonic_ns()}"
     env = dict(os.environ, **{PAUSE_ENV: point, PAUSE_FILE_ENV: str(flag)})
-    process = subprocess.Popen([sys.executable, "-c", WRITER.format(here=str(Path(__file__).parent)), str(out), prefix, str(n)],
+    process = subprocess.Popen([sys.executable, "-c", WRITER.format(here=str(REPO)), str(out), prefix, str(n)],
                                env=env, cwd=REPO)
     deadline = time.monotonic() + 60
     while not flag.exists():

@@ -1,7 +1,7 @@
 """Results on an fsspec URL (issue 10): locations, and the readers honouring commit markers over a filesystem.
 
 fsspec's in-memory filesystem stands in for object storage here (the S3 path itself, through moto's server, is
-tests/test_cluster.py)."""
+tests/flows/test_cluster.py)."""
 
 from __future__ import annotations
 

@@ -24,7 +24,9 @@ from tooleval.storage._lease import read_lease
 from tooleval.storage._pause import PAUSE_ENV, PAUSE_FILE_ENV
 from tooleval.storage._remote_lease import RemoteLease
 
-from test_commit import NEW, OLD, REPO, kill9, publish, rows
+from tests.storage.test_commit import NEW, OLD, REPO, kill9, publish, rows
+
+pytestmark = pytest.mark.slow  # moto's S3 server
 
 AWS = {"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test", "AWS_DEFAULT_REGION": "us-east-1"}
 
@@ -61,7 +63,7 @@ def out(s3_endpoint, monkeypatch):
 WRITER = """
 import sys
 sys.path.insert(0, {here!r})
-from test_commit import publish
+from tests.storage.test_commit import publish
 publish(sys.argv[1], sys.argv[2], int(sys.argv[3]))
 """
 
@@ -77,7 +79,7 @@ def start_writer(out: str, point: str, tmp_path: Path, prefix: str = "new", n: i
     """A writer process publishing run x to ``out``, paused at ``point`` (it holds the lease meanwhile)."""
     flag = tmp_path / f"paused-{point}-{time.monotonic_ns()}"
     env = dict(os.environ, **{PAUSE_ENV: point, PAUSE_FILE_ENV: str(flag)})
-    process = subprocess.Popen([sys.executable, "-c", WRITER.format(here=str(Path(__file__).parent)), out, prefix,
+    process = subprocess.Popen([sys.executable, "-c", WRITER.format(here=str(REPO)), out, prefix,
                                 str(n)], env=env, cwd=REPO)
     deadline = time.monotonic() + 60
     while not flag.exists():
@@ -231,7 +233,7 @@ class TestInputsOnS3:
 
     @pytest.fixture
     def dataset_url(self, out, tmp_path, monkeypatch):
-        from conftest import TINY_CASES, TINY_TRACES, write_dataset
+        from tests.support.datasets import TINY_CASES, TINY_TRACES, write_dataset
 
         monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
         folder = write_dataset(tmp_path / "tiny", TINY_CASES, TINY_TRACES)

@@ -9,7 +9,7 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from conftest import BUNDLED
+from tests.support.paths import BUNDLED
 from tooleval.cli import app
 from tooleval.models import Case, calls_from_messages
 from tooleval.matching import match_calls

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from tooleval.testing import check_tool_calls
+from tooleval.testing import RedactionKey, check_tool_calls
 
 CALL = [{"name": "f", "args": {"a": 1}}]
 
@@ -71,19 +71,19 @@ class TestOptionsOfTheWrongKind:
 
     def test_one_field_name_given_alone_is_that_field(self):
         observed = [{"name": "f", "args": {"thought": "secret plan", "t": "x"}}]
-        alone = check_tool_calls(observed, observed, redaction_key=b"k" * 16, redaction_fields="thought")
-        listed = check_tool_calls(observed, observed, redaction_key=b"k" * 16, redaction_fields=["thought"])
-        letters = check_tool_calls(observed, observed, redaction_key=b"k" * 16, redaction_fields=list("thought"))
+        alone = check_tool_calls(observed, observed, redaction_key=RedactionKey(b"k" * 16, "thought"))
+        listed = check_tool_calls(observed, observed, redaction_key=RedactionKey(b"k" * 16, ["thought"]))
+        letters = check_tool_calls(observed, observed, redaction_key=RedactionKey(b"k" * 16, list("thought")))
         assert alone.row.record() == listed.row.record()
         assert alone.row.record() != letters.row.record()  # "t" redacted as a field of its own there
         assert "secret plan" not in str(alone.row.record()) and alone.passed
 
     @pytest.mark.parametrize("fields", [[1], [""], [None]])
     def test_a_field_that_is_not_a_name(self, fields):
-        with pytest.raises(TypeError, match="redaction_fields takes field names"):
-            check_tool_calls(CALL, CALL, redaction_key=b"k" * 16, redaction_fields=fields)
+        with pytest.raises(TypeError, match="RedactionKey.fields takes field names"):
+            check_tool_calls(CALL, CALL, redaction_key=RedactionKey(b"k" * 16, fields))
 
-    @pytest.mark.parametrize("ordered", ["yes", 1, "true"])
-    def test_ordered_must_be_a_bool(self, ordered):
-        with pytest.raises(TypeError, match="ordered must be True, False or None"):
-            check_tool_calls(CALL, CALL, mode="subset", ordered=ordered)
+    @pytest.mark.parametrize("key", [123, None, ["k"]])
+    def test_a_redaction_key_object_holding_no_text_or_bytes(self, key):
+        with pytest.raises(TypeError, match="redaction_key must be str or bytes"):
+            check_tool_calls(CALL, CALL, redaction_key=RedactionKey(key, ["thought"]))

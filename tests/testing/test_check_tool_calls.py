@@ -10,7 +10,7 @@ from pydantic import ValidationError
 
 from tooleval.models import Call, Case
 from tooleval.rules import MatchMode
-from tooleval.testing import ToolCallMismatch, assert_tool_calls, check_tool_calls
+from tooleval.testing import RedactionKey, ToolCallMismatch, assert_tool_calls, check_tool_calls
 
 pytest_plugins = ["pytester"]
 
@@ -129,9 +129,13 @@ class TestMatchModes:
             row = check_tool_calls(observed, EXPECTED).row
             assert row.match_mode == "unordered" and row.calls_match == row.exact_match, name
 
-    def test_ordered_as_a_flag_or_a_name(self):
-        assert check_tool_calls([B, A], EXPECTED, mode="superset", ordered=True).mode == "superset_ordered"
-        assert not check_tool_calls([B, A], EXPECTED, mode="superset", ordered=True).calls_match
+    def test_ordered_as_a_name_or_a_rule(self):
+        assert check_tool_calls([B, A], EXPECTED, mode="superset_ordered").mode == "superset_ordered"
+        assert not check_tool_calls([B, A], EXPECTED, mode="superset_ordered").calls_match
+        case = Case(case_id="c", input="", expected_calls=EXPECTED, match_mode="superset")
+        assert check_tool_calls([B, A], case, rules={"ordered": True}).mode == "superset_ordered"
+        assert not check_tool_calls([B, A], case, rules={"ordered": True}).calls_match
+        assert check_tool_calls([B, A], case).calls_match  # the case's own mode, unordered
         assert check_tool_calls([A, C, B], EXPECTED, mode="superset_ordered").calls_match  # extra in between
         assert not check_tool_calls([A, C, B], EXPECTED, mode="strict").calls_match
 
@@ -156,7 +160,7 @@ class TestMatchModes:
 
     def test_ordered_needs_subset_or_superset(self):
         with pytest.raises(ValueError, match="ordered: true applies to match_mode subset or superset, not 'strict'"):
-            check_tool_calls([A, B], EXPECTED, mode="strict", ordered=True)
+            check_tool_calls([A, B], EXPECTED, rules={"match_mode": "strict", "ordered": True})
         with pytest.raises(ValueError, match="ordered applies to the subset and superset modes"):
             MatchMode("unordered", ordered=True)
         with pytest.raises(ValidationError, match="ordered: true applies to match_mode subset or superset"):
@@ -263,9 +267,9 @@ class TestRedaction:
     def test_redaction_never_changes_the_verdict(self):
         for name, observed in TRAJECTORIES.items():
             for mode in MODES:
-                plain = check_tool_calls(observed, EXPECTED, mode=mode, redaction_fields=["order_id"])
-                keyed = check_tool_calls(observed, EXPECTED, mode=mode, redaction_key=b"k",
-                                         redaction_fields=["order_id"])
+                plain = check_tool_calls(observed, EXPECTED, mode=mode)
+                keyed = check_tool_calls(observed, EXPECTED, mode=mode,
+                                         redaction_key=RedactionKey(b"k", fields=["order_id"]))
                 assert (plain.passed, plain.row.f1, plain.calls_match) == (keyed.passed, keyed.row.f1,
                                                                            keyed.calls_match), (name, mode)
                 assert "ORD-1" not in json.dumps(keyed.row.observed_calls)

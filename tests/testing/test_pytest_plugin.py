@@ -16,7 +16,10 @@ import pytest
 
 import tooleval.testing._dataset  # noqa: F401  loaded here: pytester's in-process runs drop what they import,
 import tooleval.testing.pytest_plugin  # noqa: F401  and numpy cannot be imported twice in one process
-from conftest import BUNDLED, tool_call, trace, write_dataset
+from tests.support.datasets import tool_call, trace, write_dataset
+from tests.support.paths import BUNDLED
+
+pytestmark = pytest.mark.slow  # pytest in subprocesses, each scoring the bundled run
 
 pytest_plugins = ["pytester"]
 

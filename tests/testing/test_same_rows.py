@@ -10,9 +10,11 @@ import json
 
 import pytest
 
-from conftest import BUNDLED
+from tests.support.paths import BUNDLED
 from tooleval.storage import ROW_COLUMNS, read_table
 from tooleval.testing import check_tool_calls
+
+pytestmark = pytest.mark.slow  # the Prefect test harness's server
 
 COMPARED = [c for c in ROW_COLUMNS if c not in ("run_id", "gate_verdict", "gate_rules")]
 """The scored row's columns: the run id, and the gate's verdict, which a run sets when it publishes (judged by the

@@ -51,11 +51,13 @@ import tempfile
 import time
 from pathlib import Path
 from contextlib import AbstractContextManager
+from dataclasses import dataclass
 from typing import Any, Callable, Protocol
 
 from tooleval.bench._rss import TreeRss
 
-__all__ = ["BENCH_KEYS", "PEER_ROWS", "PEER_WARMUP_ROWS", "PrefectSession", "run_bench", "time_warm"]
+__all__ = ["BENCH_KEYS", "BenchRuns", "PEER_ROWS", "PEER_WARMUP_ROWS", "PrefectSession", "ReferenceRead",
+           "run_bench", "time_warm"]
 
 
 class PrefectSession(Protocol):
@@ -92,13 +94,13 @@ _FRESH_PEER = """
 import sys
 from pathlib import Path
 from tooleval.bench import _peers
-from tooleval.bench._run import time_warm
+from tooleval.bench._run import ReferenceRead, time_warm
 from tooleval.runs.children import exit_with_parent
 exit_with_parent()  # the benchmark killed with SIGKILL: its peer does not time on for nobody
 name, dataset, rows, warmup, what, corpus_rows = sys.argv[1:]
 log = lambda line: print(line, file=sys.stderr, flush=True)
 print(time_warm(getattr(_peers, name), Path(dataset), int(rows), int(warmup), what, log,
-                load=_peers.read_references, corpus_rows=int(corpus_rows)))
+                references=ReferenceRead(_peers.read_references, int(corpus_rows))))
 """
 
 
@@ -151,9 +153,30 @@ def _read_once(path: Path, lines: int) -> None:
         pass
 
 
+@dataclass(frozen=True)
+class ReferenceRead:
+    """A peer's one read of its references (``cases.jsonl``), which :func:`time_warm` times on its own and
+    charges to the timed rows pro rata, as a peer scoring the whole corpus pays it once."""
+
+    load: Callable[[Path], Any]
+    """The read (:func:`tooleval.bench._peers.read_references`): the loop does it once per corpus and keeps it."""
+    corpus_rows: int | None = None
+    """Rows of the whole corpus (``None``: the timed rows, which are then charged the whole read)."""
+
+
+@dataclass(frozen=True)
+class BenchRuns:
+    """The options of the benchmark's two runs, as ``tooleval run`` takes them."""
+
+    workers: int | None = None
+    """``--workers`` of the runs (default: the cores)."""
+    shard_size: int | None = None
+    """``--shard-size`` of the runs (default: tooleval's default)."""
+
+
 def time_warm(loop: Callable[..., int], dataset: Path, rows: int, warmup: int, what: str,
               log: Callable[[str], None] = lambda _: None, clock: Callable[[], float] = time.perf_counter,
-              load: Callable[[Path], Any] | None = None, corpus_rows: int | None = None) -> float:
+              references: ReferenceRead | None = None) -> float:
     """Seconds of ``loop(dataset, limit=rows)`` timed warm: in this process, after one untimed pass
     ``loop(dataset, limit=warmup)`` that pays the loop's imports and first-call set-up, and after the ``rows``
     lines it reads were read once (so they come from the page cache, as the runs' traces do after the floor read
@@ -168,13 +191,12 @@ def time_warm(loop: Callable[..., int], dataset: Path, rows: int, warmup: int, w
         what: The peer's name in the progress lines.
         log: Progress lines.
         clock: Seconds (monotonic); the tests pass a fake one.
-        load: The peer's read of its references (:func:`tooleval.bench._peers.read_references`), which the loop
-            does once per corpus and keeps: the warm-up pass reads them, the timed pass reuses them, and one read
-            timed on its own is charged to the timed rows pro rata, ``load_s * rows / corpus_rows``. Charged to
-            the timed rows whole, as before, it halved the ragas loop's rate on the first 20,000 rows of a
-            1,000,000-row bfcl corpus (142,858 cases: 13,955 rows/s, against 21,000-29,000 for the same rows
-            of a 200,000-row corpus). ``None``: the loop's own time only.
-        corpus_rows: Rows of the whole corpus (``None``: ``rows``).
+        references: The peer's read of its references, which the loop does once per corpus and keeps: the
+            warm-up pass reads them, the timed pass reuses them, and one read timed on its own is charged to the
+            timed rows pro rata, ``load_s * rows / corpus_rows``. Charged to the timed rows whole, it halved the
+            ragas loop's rate on the first 20,000 rows of a 1,000,000-row bfcl corpus (142,858 cases: 13,955
+            rows/s, against 21,000-29,000 for the same rows of a 200,000-row corpus). ``None``: the loop's own
+            time only.
 
     Raises:
         RuntimeError: the loop did not do the rows asked for (a rate over the wrong count would be wrong).
@@ -189,18 +211,18 @@ def time_warm(loop: Callable[..., int], dataset: Path, rows: int, warmup: int, w
     if done != rows:
         raise RuntimeError(f"{what} did {done:,} rows of the {rows:,} asked for")
     log(f"bench: {what} ({rows:,} rows, warm): {seconds:.1f} s")
-    if load is not None:
+    if references is not None:
         started = clock()
-        load(dataset)
+        references.load(dataset)
         load_s = clock() - started
-        share = rows / max(corpus_rows or rows, rows)
+        share = rows / max(references.corpus_rows or rows, rows)
         seconds += load_s * share
         log(f"bench: {what}: reading the references once, {load_s:.2f} s, charged {share:.3g} of it to these rows")
     return seconds
 
 
 def run_bench(rows: int, profile: str, *, seed: int = 0, workdir: str | Path | None = None,
-              workers: int | None = None, shard_size: int | None = None, peer_rows: int = PEER_ROWS,
+              runs: BenchRuns = BenchRuns(), peer_rows: int = PEER_ROWS,
               log: Callable[[str], None] = lambda _: None, prefect: "PrefectSession") -> dict[str, Any]:
     """Measure every figure of the module docstring on one synthetic corpus of ``rows`` rows.
 
@@ -209,8 +231,7 @@ def run_bench(rows: int, profile: str, *, seed: int = 0, workdir: str | Path | N
         profile: ``bfcl`` or ``tau``.
         seed: Corpus seed.
         workdir: Folder for the corpus and the two runs' results (default: a temporary folder, removed after).
-        workers: ``--workers`` of the runs (default: the cores).
-        shard_size: ``--shard-size`` of the runs (default: tooleval's default).
+        runs: ``--workers`` and ``--shard-size`` of the two runs (:class:`BenchRuns`).
         peer_rows: The peers (b, c) are timed on the corpus's first ``min(rows, peer_rows)`` rows (>= 1).
         log: Progress lines (one per measurement, then the ratios with the peers labelled warm).
         prefect: The Prefect the runs use, as ``tooleval run`` would (the command line's
@@ -236,7 +257,7 @@ def run_bench(rows: int, profile: str, *, seed: int = 0, workdir: str | Path | N
         warmup = min(sample, PEER_WARMUP_ROWS)
         with TreeRss() as rss:
             _, floor_s = _timed(lambda: floor(traces), log, "floor (read + decode)")
-            startup_s, (row_path, row_s), (_, run_s), runs_rss = _runs(data, root, workers, shard_size, rss, log, prefect)
+            startup_s, (row_path, row_s), (_, run_s), runs_rss = _runs(data, root, runs, rss, log, prefect)
             ragas_s = _time_warm_fresh("ragas_loop", data, sample, warmup, "ragas loop", log, corpus_rows=rows)
             agentic_s = _time_warm_fresh("agentic_evals_loop", data, sample, warmup, "agentic-evals evaluate_suite",
                                          log, corpus_rows=rows)
@@ -267,8 +288,8 @@ def _figure(value: float) -> float:
     return float(f"{value:.3g}")
 
 
-def _runs(data: Path, root: Path, workers: int | None, shard_size: int | None, rss: TreeRss,
-          log: Callable[[str], None], prefect: "PrefectSession"):
+def _runs(data: Path, root: Path, runs: BenchRuns, rss: TreeRss, log: Callable[[str], None],
+          prefect: "PrefectSession"):
     """Prefect's start-up, then runs (a) and (a') inside one window of ``rss`` (the start-up flow outside it)."""
     from prefect import flow
 
@@ -280,7 +301,8 @@ def _runs(data: Path, root: Path, workers: int | None, shard_size: int | None, r
 
     with (data / "traces.jsonl").open("rb") as handle:
         rows = sum(1 for _ in handle)
-    common = dict(dataset=str(data), workers=workers or os.cpu_count() or 1, shard_size=shard_size, progress=False)
+    common = dict(dataset=str(data), workers=runs.workers or os.cpu_count() or 1, shard_size=runs.shard_size,
+                  progress=False)
     # The runs go to tooleval's own Prefect server, as ``tooleval run``'s do. Under Prefect's in-process temporary
     # server the pool's workers were not given its address, and each worker started a temporary server of its own
     # (~220 MB each, started inside the run's plan).

@@ -53,13 +53,13 @@ def bench(
         err_console.print(f"[bold red]error:[/] unknown --profile {profile!r}; use {' or '.join(PROFILES)}.")
         raise typer.Exit(2)
     try:
-        from tooleval.bench import run_bench
+        from tooleval.bench import BenchRuns, run_bench
     except ImportError as exc:  # pragma: no cover - depends on the install
         err_console.print(f"[bold red]error:[/] {exc}; install the bench extra: pip install -e '.[bench]'")
         raise typer.Exit(2)
     from tooleval.cli._app import LocalPrefect
 
-    result = run_bench(rows, profile, seed=seed, workdir=workdir, workers=workers, shard_size=shard_size,
+    result = run_bench(rows, profile, seed=seed, workdir=workdir, runs=BenchRuns(workers, shard_size),
                        peer_rows=peer_rows, log=lambda line: err_console.print(line, highlight=False),
                        prefect=LocalPrefect())
     if json_:

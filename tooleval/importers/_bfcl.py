@@ -428,7 +428,7 @@ def import_bfcl(
     for category, path in categories.items():
         target = Path(out) if single else Path(out) / category
         dataset_name = name if single and name else (f"{name}-{category}" if name else category)
-        report.datasets.append(_write_category(root, path, category, target, dataset_name, revision,
+        report.datasets.append(_write_category(root, path, target, dataset_name, revision,
                                                by_category.get(category, []), agent, report))
     return report
 
@@ -437,7 +437,10 @@ _NAMED = 10
 """Results an import note names before it counts the rest."""
 
 
-def _write_category(root, path, category, out, name, revision, result_files, agent, report) -> Path:
+def _write_category(root, path, out, name, revision, result_files, agent, report) -> Path:
+    """Write the dataset of the category whose question file is ``path`` (its results ``result_files``) to
+    ``out`` and return the folder."""
+    category = _category(path)
     converter = _Category(root, category, report)
     digest = hashlib.sha256()
     answer_path = root / "possible_answer" / path.name

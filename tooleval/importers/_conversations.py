@@ -40,7 +40,7 @@ from tooleval.importers._stream import (
     source_files,
 )
 
-__all__ = ["CASE_FIELDS", "Converted", "conversation_importer", "import_conversations", "split_fields"]
+__all__ = ["CASE_FIELDS", "Converted", "ImportOptions", "conversation_importer", "import_conversations", "split_fields"]
 
 CASE_FIELDS = frozenset(Case.model_fields) - {"case_id"}
 TRACE_FIELDS = frozenset({"agent", "request_id", "response_id", "reward", "trace_metadata", "trial", "case_id"})
@@ -217,17 +217,31 @@ class _Writer:
             self.case_count += 1
 
 
+@dataclass(frozen=True)
+class ImportOptions:
+    """What the person importing says of the dataset an importer writes (``tooleval import``'s ``--name``,
+    ``--revision``, ``--references`` and ``--agent``), the same for every conversation and span format."""
+
+    name: str | None = None
+    """Dataset name; default: the folder name of the dataset written."""
+    revision: str | None = None
+    """Dataset revision; default ``"src-"`` + 12 hex digits of the SHA-256 of the bytes read (references
+    included)."""
+    references: Path | None = None
+    """Case lines keyed by ``case_id`` (docs/design.md "Cases"), instead of ``expected_calls`` on the records."""
+    agent: str | None = None
+    """Agent name of traces whose record names none; default: the format's (for conversations, the first source
+    file's stem)."""
+
+
 def import_conversations(
     src: Path,
     out: Path,
     *,
     fmt: str,
     convert: Callable[[Any], Converted],
-    name: str | None = None,
-    revision: str | None = None,
-    references: Path | None = None,
-    agent: str | None = None,
     description: str,
+    options: ImportOptions = ImportOptions(),
 ) -> ImportReport:
     """Stream a JSON-lines source of conversations into one dataset folder.
 
@@ -236,13 +250,8 @@ def import_conversations(
         out: The dataset folder to write (``dataset.json``, ``cases.jsonl``, ``traces.jsonl.gz``).
         fmt: The format's name (for ``dataset.json``'s ``source``).
         convert: The format's record converter; raises :class:`SkipLine` for a record it cannot convert.
-        name: Dataset name; default: the folder name of ``out``.
-        revision: Dataset revision; default ``"src-"`` + 12 hex digits of the SHA-256 of the bytes read
-            (references included).
-        references: Case lines keyed by ``case_id`` (docs/design.md "Cases"), instead of ``expected_calls`` on
-            the records.
-        agent: Agent name of traces whose record names none; default: the first source file's stem.
         description: ``dataset.json``'s description.
+        options: The dataset's name, revision, references and agent name (:class:`ImportOptions`).
 
     Returns:
         The counts. Skipped records are counted by reason; nothing is written when an error is raised.
@@ -252,13 +261,14 @@ def import_conversations(
         InputFileError: the source is missing or unreadable (a line that is not JSON is skipped, not an error),
             or no case at all could be imported (the message names the commonest skip reasons).
     """
+    name, revision, references = options.name, options.revision, options.references
     if revision is not None:
         check_revision(revision)
     report = ImportReport()
     digest = new_digest()
     files = source_files(Path(src))
     known = _load_references(Path(references), report, digest) if references is not None else None
-    agent_name = agent or files[0].name.split(".")[0]
+    agent_name = options.agent or files[0].name.split(".")[0]
     with DatasetStage(Path(out)) as stage:
         writer = _Writer(stage, known, agent_name)
         for line in iter_source_lines(files, digest):
@@ -312,14 +322,16 @@ def conversation_importer(fmt: str, convert: Callable[[Any], Converted], what: s
         references: Path | None = None,
         agent: str | None = None,
     ) -> ImportReport:
-        return import_conversations(src, out, fmt=fmt, convert=convert, name=name, revision=revision,
-                                    references=references, agent=agent,
-                                    description=f"{what} imported by tooleval ({fmt}).")
+        return import_conversations(src, out, fmt=fmt, convert=convert,
+                                    description=f"{what} imported by tooleval ({fmt}).",
+                                    options=ImportOptions(name, revision, references, agent))
 
     importer.__name__ = importer.__qualname__ = "import_" + fmt.replace("-", "_")
     importer.__doc__ = (
         f"Import JSON lines of {what} (record shapes: this module's docstring).\n\n"
-        "Args, returns and errors: :func:`tooleval.importers._conversations.import_conversations` (counts of records "
-        "read, converted and skipped with reasons, and of the calls written)."
+        "Args: ``src`` and ``out`` as :func:`tooleval.importers._conversations.import_conversations`, the others as "
+        "the fields of :class:`tooleval.importers._conversations.ImportOptions`. Returns and errors: "
+        ":func:`~tooleval.importers._conversations.import_conversations` (counts of records read, converted and "
+        "skipped with reasons, and of the calls written)."
     )
     return importer

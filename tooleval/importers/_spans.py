@@ -33,19 +33,20 @@ from __future__ import annotations
 
 import json
 import pickle
+from dataclasses import dataclass
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 from tooleval.errors import InputFileError
 from tooleval.importers._common import check_revision, json_bytes
-from tooleval.importers._conversations import Converted, _load_references, _Writer
+from tooleval.importers._conversations import Converted, ImportOptions, _load_references, _Writer
 from tooleval.importers._span_source import BadRecord, Span, iter_spans
 from tooleval.importers._span_store import SpanStore, check_tree
 from tooleval.importers._stream import DatasetStage, ImportReport, SkipLine, new_digest, source_files
 from tooleval.importers._trajectory import ABSENT, ModelStep, ToolRun, UnknownLayout, assemble, chat_call
 
-__all__ = ["import_spans", "CASE_ATTRIBUTES"]
+__all__ = ["import_spans", "CASE_ATTRIBUTES", "SpanFormat"]
 
 CASE_ATTRIBUTES = ("tooleval.case_id", "session.id", "gen_ai.conversation.id")
 """Span attributes that name a trace's case, in the order they are tried."""
@@ -178,38 +179,41 @@ def _fix(report: ImportReport, shape_fix: str | None = None) -> str:
             "{\"data\": [...]}), or Phoenix's spans dataframe as Parquet.")
 
 
+@dataclass(frozen=True)
+class SpanFormat:
+    """What one span format brings to :func:`import_spans`: how its spans are read and what its dataset says."""
+
+    fmt: str
+    """``otlp``, ``openinference`` or ``mlflow`` (for ``dataset.json``'s ``source``)."""
+    read_span: SpanReader
+    """The format's span reader."""
+    description: str
+    """``dataset.json``'s description."""
+    source: SpanSource = _span_files
+    """Where the spans come from (default: span files, :func:`iter_spans`; ``mlflow``: its stores)."""
+    provenance_keys: tuple[tuple[str, str], ...] = ()
+    """``(name, attribute)`` pairs copied into ``metadata.spans`` when a span has the attribute."""
+    shape_fix: str | None = None
+    """The fix line when nothing could be read for the source's shape (default: the file shapes)."""
+
+
 def import_spans(
     src: Path,
     out: Path,
     *,
-    fmt: str,
-    read_span: SpanReader,
-    description: str,
-    name: str | None = None,
-    revision: str | None = None,
-    references: Path | None = None,
-    agent: str | None = None,
+    span_format: SpanFormat,
+    options: ImportOptions = ImportOptions(),
     case_attribute: str | None = None,
-    source: SpanSource = _span_files,
-    provenance_keys: tuple[tuple[str, str], ...] = (),
-    shape_fix: str | None = None,
 ) -> ImportReport:
     """Import span files into one dataset folder (shapes and rules: this module's docstring).
 
     Args:
         src: A span file or a folder of them (``*.jsonl[.gz]``, ``*.json[.gz]``, ``*.parquet``; name order).
         out: The dataset folder to write (``dataset.json``, ``cases.jsonl``, ``traces.jsonl.gz``).
-        fmt: ``otlp`` or ``openinference`` (for ``dataset.json``'s ``source``).
-        read_span: The format's span reader.
-        description: ``dataset.json``'s description.
-        name: Dataset name; default: the folder name of ``out``.
-        revision: Dataset revision; default ``"src-"`` + 12 hex digits of the SHA-256 of the bytes read.
-        references: Case lines keyed by ``case_id`` (docs/design.md "Cases").
-        agent: Agent name; default: the resource's ``service.name``, else ``spans``.
+        span_format: The format: its reader, its source of spans and its dataset description.
+        options: The dataset's name, revision, references and agent name (:class:`ImportOptions`); the agent's
+            default is the resource's ``service.name``, else ``spans``.
         case_attribute: A span attribute naming the case, tried before :data:`CASE_ATTRIBUTES`.
-        source: Where the spans come from (default: span files, :func:`iter_spans`; ``mlflow``: its stores).
-        provenance_keys: ``(name, attribute)`` pairs copied into ``metadata.spans`` when a span has the attribute.
-        shape_fix: The fix line when nothing could be read for the source's shape (default: the file shapes).
 
     Returns:
         The counts: ``read`` = traces plus records that held no readable span; skips by reason with places.
@@ -219,11 +223,13 @@ def import_spans(
         InputFileError: The source is missing or unreadable, a single JSON document is truncated, or no case
             could be imported (nothing is written then).
     """
+    name, revision, references, agent = options.name, options.revision, options.references, options.agent
+    fmt, read_span, provenance_keys = span_format.fmt, span_format.read_span, span_format.provenance_keys
     if revision is not None:
         check_revision(revision)
     report = ImportReport()
     digest = new_digest()
-    files, spans = source(Path(src), digest)
+    files, spans = span_format.source(Path(src), digest)
     known = _load_references(Path(references), report, digest) if references is not None else None
     case_keys = ((case_attribute,) if case_attribute else ()) + CASE_ATTRIBUTES
     spans_read = 0
@@ -259,14 +265,14 @@ def import_spans(
         if not writer.case_count or not report.converted:
             reasons = "; ".join(f"{reason} ({n})" for reason, n in report.skipped.most_common(3)) or "no spans"
             raise InputFileError(files[0], None, f"no case could be imported: {reasons}.",
-                                 _fix(report, shape_fix))
+                                 _fix(report, span_format.shape_fix))
         report.notes.append(f"{spans_read} spans read ({store.duplicates} exported twice, kept once); one trace "
                             "is one trajectory.")
         manifest = {
             "name": name or Path(out).resolve().name,
             "revision": revision or "src-" + digest.hexdigest()[:12],
             "schema_version": 1,
-            "description": description,
+            "description": span_format.description,
             "license": None,
             "source": f"{fmt}: " + ", ".join(p.name for p in files),
         }
@@ -275,19 +281,24 @@ def import_spans(
     return report
 
 
-def span_importer(fmt: str, read_span: SpanReader, what: str, **kwargs: Any) -> Callable[..., ImportReport]:
-    """The public ``import_<format>`` function of a span format (arguments: :func:`import_spans`; ``kwargs``:
-    its ``source``, ``provenance_keys`` and ``shape_fix``)."""
+def span_importer(fmt: str, read_span: SpanReader, what: str, source: SpanSource = _span_files,
+                  provenance_keys: tuple[tuple[str, str], ...] = (),
+                  shape_fix: str | None = None) -> Callable[..., ImportReport]:
+    """The public ``import_<format>`` function of a span format (arguments: :func:`import_spans`; ``source``,
+    ``provenance_keys`` and ``shape_fix``: :class:`SpanFormat`'s)."""
+    span_format = SpanFormat(fmt, read_span, f"{what} imported by tooleval ({fmt}).", source, provenance_keys,
+                             shape_fix)
 
     def importer(src: Path, out: Path, *, name: str | None = None, revision: str | None = None,
                  references: Path | None = None, agent: str | None = None,
                  case_attribute: str | None = None) -> ImportReport:
-        return import_spans(src, out, fmt=fmt, read_span=read_span, name=name, revision=revision,
-                            references=references, agent=agent, case_attribute=case_attribute,
-                            description=f"{what} imported by tooleval ({fmt}).", **kwargs)
+        return import_spans(src, out, span_format=span_format,
+                            options=ImportOptions(name, revision, references, agent), case_attribute=case_attribute)
 
     importer.__name__ = importer.__qualname__ = "import_" + fmt.replace("-", "_")
     importer.__doc__ = (f"Import {what} as a dataset folder (which spans form a case, how a trace names its "
-                        "case, what is kept: :mod:`tooleval.importers._spans`).\n\nArgs, returns and errors: "
-                        ":func:`tooleval.importers._spans.import_spans`.")
+                        "case, what is kept: :mod:`tooleval.importers._spans`).\n\nArgs: ``src``, ``out`` and "
+                        "``case_attribute`` as :func:`tooleval.importers._spans.import_spans`, the others as the "
+                        "fields of :class:`tooleval.importers._conversations.ImportOptions`. Returns and errors: "
+                        ":func:`~tooleval.importers._spans.import_spans`.")
     return importer

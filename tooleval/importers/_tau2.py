@@ -320,9 +320,8 @@ def import_tau2(src: Path, out: Path, *, name: str | None = None, revision: str 
         groups[_check_results(path, data)].append((path, data, raw))
     planned = {key: _group_cases(key, members, report.notes) for key, members in sorted(groups.items())}
     for (domain, mode), members in sorted(groups.items()):
-        folder = domain if mode == "default" else f"{domain}-{mode}"
-        report.datasets.append(_write_group(Path(out) / folder, folder, domain, mode, members,
-                                            planned[domain, mode], name, revision, report))
+        report.datasets.append(_write_group(Path(out), (domain, mode), members, planned[domain, mode], name,
+                                            revision, report))
     for dataset in report.datasets:
         report.notes += _cross_check(dataset)
     return report
@@ -365,9 +364,13 @@ def _group_cases(key: tuple[str, str], members, notes: list[str]) -> dict[str, d
     return cases
 
 
-def _write_group(out, folder, domain, mode, members, cases, name, revision, report: ImportReport) -> Path:
+def _write_group(parent: Path, key: tuple[str, str], members, cases, name, revision, report: ImportReport) -> Path:
+    """Write the dataset of one (domain, mode) group to ``parent/<domain>`` (``parent/<domain>-<mode>`` for a
+    mode other than the default) and return its folder."""
+    domain, mode = key
+    folder = domain if mode == "default" else f"{domain}-{mode}"
     digest = hashlib.sha256()
-    with DatasetStage(out) as stage:
+    with DatasetStage(parent / folder) as stage:
         for path, data, raw in members:
             digest.update(path.name.encode() + b"\0" + raw)
             info = data["info"]

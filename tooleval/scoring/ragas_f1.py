@@ -1,7 +1,7 @@
 """tooleval's own implementation of ragas 0.4.3's ``ToolCallF1`` set-F1, for the row-level column at speed.
 
 The ragas column's contract (docs/design.md "ragas column") allows an equivalent implementation of ragas' set-F1
-for ``ragas_tool_call_f1`` only if tests prove it equal to ragas itself (``tests/test_ragas_f1.py``: every bundled
+for ``ragas_tool_call_f1`` only if tests prove it equal to ragas itself (``tests/scoring/test_ragas_f1.py``: every bundled
 row, every case of ``tests/golden``, 10,000 synthetic rows) and the legacy path, which still calls ragas on every row,
 re-proves it per row on every run (the drift check, :mod:`tooleval.runs.drift`: one differing row is drift).
 

@@ -10,7 +10,7 @@ ragas is called, not re-implemented. How a row is handed to ragas (docs/design.m
   ``{"__malformed__": <raw text>}``.
 
 ragas 0.4.3 compares *sets* (duplicates collapse), scores two empty lists 0.0 and rounds to 4 decimals; the
-characterization tests in ``tests/test_ragas_metric.py`` pin that behaviour.
+characterization tests in ``tests/scoring/test_ragas_metric.py`` pin that behaviour.
 """
 
 from __future__ import annotations

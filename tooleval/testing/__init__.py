@@ -17,12 +17,12 @@ Example (seed 004's refund runs: README "In your tests")::
                           mode="superset")
 """
 
-from tooleval.testing._check import (RULE_KEYS, ToolCallCheck, ToolCallMismatch, assert_tool_calls,
-                                     check_tool_calls)
+from tooleval.testing._check import (RULE_KEYS, RedactionKey, ToolCallCheck, ToolCallMismatch,
+                                     assert_tool_calls, check_tool_calls)
 from tooleval.testing._explain import explain, format_call
 
-for _public in (ToolCallCheck, ToolCallMismatch):  # pytest names the exception where users import it from
+for _public in (RedactionKey, ToolCallCheck, ToolCallMismatch):  # pytest names the exception where users import it from
     _public.__module__ = __name__
 
-__all__ = ["assert_tool_calls", "check_tool_calls", "ToolCallCheck", "ToolCallMismatch", "RULE_KEYS", "explain",
-           "format_call"]
+__all__ = ["assert_tool_calls", "check_tool_calls", "RedactionKey", "ToolCallCheck", "ToolCallMismatch", "RULE_KEYS",
+           "explain", "format_call"]

@@ -32,12 +32,26 @@ from tooleval.storage import Row
 from tooleval.testing._explain import explain
 from tooleval.testing._observed import is_envelope, observed_trace
 
-__all__ = ["ToolCallCheck", "ToolCallMismatch", "check_tool_calls", "assert_tool_calls", "RULE_KEYS"]
+__all__ = ["RedactionKey", "ToolCallCheck", "ToolCallMismatch", "check_tool_calls", "assert_tool_calls", "RULE_KEYS"]
 
 RULE_KEYS = frozenset(Case.model_fields) - {"case_id", "expected_calls"}
 """The case keys ``rules=`` accepts (docs/design.md "Cases", docs/rules.md "Case keys"): ``forbidden_tools``,
 ``allowed_tools``, ``no_repeated_calls``, ``sequence_rules``, ``argument_rules``, ``max_calls``,
 ``expected_outputs``, ``accepted_plans``, ``match_mode``, ``ordered``, ``input``..."""
+
+@dataclass(frozen=True)
+class RedactionKey:
+    """A redaction key with field names redacted besides the defaults (``tooleval run --redact-field``), for
+    :func:`check_tool_calls`' ``redaction_key`` when the default fields are not enough.
+
+    Example: ``check_tool_calls(messages, expected, redaction_key=RedactionKey(key, fields=["thought"]))``.
+    """
+
+    key: str | bytes
+    """``$TOOLEVAL_REDACTION_KEY``'s text, or the bytes of a results folder's ``redaction.key``; not empty."""
+    fields: Iterable[str] | str = ()
+    """Field names redacted besides the defaults; one name may be given alone, as a string."""
+
 
 class ToolCallMismatch(AssertionError):
     """Raised by :func:`assert_tool_calls`; its text is :meth:`ToolCallCheck.explain` and ``check`` the result."""
@@ -162,7 +176,8 @@ def _key_bytes(key: Any) -> bytes:
     elif isinstance(key, (bytes, bytearray, memoryview)):
         key = bytes(key)
     else:
-        raise TypeError(f"redaction_key must be str or bytes, not {type(key).__name__}")
+        raise TypeError(f"redaction_key must be str or bytes (or a RedactionKey holding them), not "
+                        f"{type(key).__name__}")
     if not key:
         raise ValueError("redaction_key is empty: tokens under an empty key can be recomputed by anyone; pass the "
                          "run's key (the text of $TOOLEVAL_REDACTION_KEY or the bytes of redaction.key)")
@@ -173,12 +188,11 @@ def _field_names(fields: Any) -> tuple[str, ...]:
     names = [fields] if isinstance(fields, str) else list(fields)  # one name given alone is that name
     wrong = [name for name in names if not isinstance(name, str) or not name]
     if wrong:
-        raise TypeError(f"redaction_fields takes field names (non-empty strings), not {wrong[0]!r}")
+        raise TypeError(f"RedactionKey.fields takes field names (non-empty strings), not {wrong[0]!r}")
     return tuple(sorted(set(names)))
 
 
-def _case(expected: Any, case_id: str, rules: dict[str, Any], mode: str | None, ordered: bool | None,
-          dataset: Dataset | None) -> Case:
+def _case(expected: Any, case_id: str, rules: dict[str, Any], mode: str | None, dataset: Dataset | None) -> Case:
     """The case to score against: ``expected`` (calls, a :class:`Case` or, with a dataset, a case id) with the rule
     keys and the mode laid over it."""
     if expected is None or isinstance(expected, str):
@@ -197,9 +211,7 @@ def _case(expected: Any, case_id: str, rules: dict[str, Any], mode: str | None, 
             {"name": c.name, "args": c.args} if isinstance(c, Call) else c for c in calls]}
     if mode is not None:
         chosen = MatchMode.from_label(mode)
-        rules = {**rules, "match_mode": chosen.name, "ordered": chosen.ordered if ordered is None else ordered}
-    elif ordered is not None:
-        rules = {**rules, "ordered": ordered}
+        rules = {**rules, "match_mode": chosen.name, "ordered": chosen.ordered}
     if isinstance(base, Case) and not rules:
         return base
     data = base.model_dump() if isinstance(base, Case) else base
@@ -243,13 +255,11 @@ def check_tool_calls(
     expected: Any = None,
     *,
     mode: str | None = None,
-    ordered: bool | None = None,
     tools: Any = None,
     rules: Mapping[str, Any] | None = None,
     policy: Any = None,
     dataset: str | Path | Dataset | None = None,
-    redaction_key: str | bytes | None = None,
-    redaction_fields: Iterable[str] = (),
+    redaction_key: str | bytes | RedactionKey | None = None,
 ) -> ToolCallCheck:
     """Score one trajectory against its reference, as ``tooleval run`` would, and return the verdict.
 
@@ -261,8 +271,8 @@ def check_tool_calls(
             :class:`~tooleval.models.Case`, or with ``dataset`` a case id; ``None`` with ``dataset`` takes the
             case that ``observed`` (a recorded trace or an envelope) names.
         mode: The match mode, overriding the case's: ``unordered`` (default), ``strict``, ``subset``,
-            ``superset``, or ``subset_ordered`` / ``superset_ordered`` (docs/rules.md "Match modes").
-        ordered: ``True`` for an ordered ``subset`` / ``superset`` (the same as the ``_ordered`` names).
+            ``superset``, or ``subset_ordered`` / ``superset_ordered`` (docs/rules.md "Match modes"). To make the
+            case's own ``subset`` or ``superset`` mode ordered without naming it, pass ``rules={"ordered": True}``.
         tools: Tool specs (tools.json entries as dicts or :class:`~tooleval.models.ToolSpec`, a list or a
             mapping by name): side effects, confirmation, argument rules, schemas. Default: the dataset's, or none.
         rules: Case keys laid over the reference (:data:`RULE_KEYS`: ``forbidden_tools``, ``allowed_tools``,
@@ -273,10 +283,8 @@ def check_tool_calls(
         dataset: A dataset folder (or a loaded :class:`~tooleval.dataset.Dataset`): its cases, tools and policy,
             and with a redaction key the redactor a run of it uses (seeded with every case).
         redaction_key: Redact the trajectory and the reference with this key (``$TOOLEVAL_REDACTION_KEY``'s text,
-            or the bytes of a results folder's ``redaction.key``; not empty); ``None``: no redaction. No key file
-            is written.
-        redaction_fields: Field names redacted besides the defaults (``tooleval run --redact-field``); one name
-            may be given alone, as a string.
+            or the bytes of a results folder's ``redaction.key``; not empty), or with a :class:`RedactionKey` that
+            also names fields to redact besides the defaults; ``None``: no redaction. No key file is written.
 
     Returns:
         A :class:`ToolCallCheck`; ``.row`` equals, column for column but ``run_id``, the row ``tooleval run``
@@ -284,17 +292,19 @@ def check_tool_calls(
         data). ``dataset_revision`` is the envelope's, else the dataset's revision, else null.
 
     Raises:
-        TypeError: ``observed`` is none of the accepted shapes; ``ordered`` is not a bool; ``redaction_key`` is
-            not ``str`` or ``bytes``; a redaction field is not a non-empty string.
+        TypeError: ``observed`` is none of the accepted shapes; the redaction key is not ``str`` or ``bytes``; a
+            redaction field is not a non-empty string.
         ValueError: an unreadable call or message; ``observed`` nesting deeper than 400 levels (or containing
             itself); a reference whose arguments are not JSON values (``NaN``, ``Infinity``, a lone surrogate),
             nest deeper than :data:`tooleval.canonical.MAX_DEPTH` or contain themselves; an invalid rule key, an
             unknown mode or case id; an empty ``redaction_key``.
     """
-    if ordered is not None and not isinstance(ordered, bool):
-        raise TypeError(f"ordered must be True, False or None, not {ordered!r}")
-    fields = _field_names(redaction_fields)
-    key = None if redaction_key is None else _key_bytes(redaction_key)
+    if redaction_key is None or isinstance(redaction_key, RedactionKey):
+        redaction = redaction_key
+    else:
+        redaction = RedactionKey(redaction_key)
+    key = None if redaction is None else _key_bytes(redaction.key)
+    fields = () if redaction is None else _field_names(redaction.fields)
     _check_expected(expected)
     problem = _nesting_problem(observed, _OBSERVED_DEPTH)
     if problem is not None:
@@ -307,7 +317,7 @@ def check_tool_calls(
     else:
         trace = observed_trace(observed)
         case_id = str(trace.get("case_id", expected if isinstance(expected, str) else "check"))
-    case = _case(expected, case_id, rule_keys, mode, ordered, loaded)
+    case = _case(expected, case_id, rule_keys, mode, loaded)
     redactor, inputs = None, None
     if key is not None and loaded is not None:
         redactor, inputs = _dataset_redaction(str(loaded.path), loaded.content_digest, key, fields)
@@ -351,8 +361,8 @@ def assert_tool_calls(observed: Any, expected: Any = None, **options: Any) -> To
     Args:
         observed: As :func:`check_tool_calls`.
         expected: As :func:`check_tool_calls`.
-        **options: :func:`check_tool_calls`' keyword arguments (``mode``, ``ordered``, ``tools``, ``rules``,
-            ``policy``, ``dataset``, ``redaction_key``, ``redaction_fields``).
+        **options: :func:`check_tool_calls`' keyword arguments (``mode``, ``tools``, ``rules``, ``policy``,
+            ``dataset``, ``redaction_key``).
 
     Returns:
         The :class:`ToolCallCheck` of a passing trajectory.

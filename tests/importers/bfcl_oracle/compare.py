@@ -11,7 +11,7 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-from import_helpers import read_jsonl, write_lines
+from tests.support.importers import read_jsonl, write_lines
 from tooleval.cli import app
 from tooleval.importers import import_bfcl
 from tooleval.rules import GateTally

@@ -1,0 +1,1 @@
+"""Tests of tooleval.agents: the replay and live agents, the tool executor, the generation store."""

@@ -1,0 +1,1 @@
+"""Tests of tooleval.capture: trace capture, bounded inputs, redaction."""

@@ -1,0 +1,1 @@
+"""Tests of tooleval.cli: the commands as a user types them, in-process and as real processes."""

@@ -1,0 +1,1 @@
+"""Tests of tooleval.importers, each on a real sample of its format."""

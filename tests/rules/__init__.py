@@ -1,0 +1,1 @@
+"""Tests of tooleval.rules: argument rules, match modes, policies, the gate."""

@@ -1,0 +1,1 @@
+"""Tests of tooleval.runs: plans, shards, aggregation, drift, the gate's verdicts, publication, reports."""

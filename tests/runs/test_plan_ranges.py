@@ -1,0 +1,130 @@
+"""The plan's reading of a traces file split into byte ranges (read by other processes, then joined) gives the same
+index as one pass over the file: same keys and line numbers, same errors in the same order (a duplicate key in a
+later range reported on its later line), same checked lines, offsets and line digests, same file digest."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tooleval.runs.spec import RunSpec
+from tooleval.capture.recorded import index_part, index_traces, join_trace_parts, trace_spans
+from tooleval.errors import InputFileError
+
+
+def _trace(case_id: str, trial: int, request: bool = False) -> dict:
+    line = {"case_id": case_id, "trial": trial, "agent": {"name": "a", "version": "1", "model": "m"},
+            "messages": [{"role": "assistant", "content": "x: y", "tool_calls": []}], "reward": 1.0}
+    if request:
+        line["request"] = {"messages": [{"role": "user", "content": "hi"}]}
+    return line
+
+
+LINE_KINDS = {
+    # each kind is one line's bytes, given a case id and a trial drawn from small sets (so keys repeat)
+    "trace": lambda c, t: json.dumps(_trace(c, t)).encode() + b"\n",
+    "crlf": lambda c, t: json.dumps(_trace(c, t)).encode() + b"\r\n",
+    "request": lambda c, t: json.dumps(_trace(c, t, request=True)).encode() + b"\n",
+    "blank": lambda c, t: b"\n",
+    "not_json": lambda c, t: b'{"case_id": "' + c.encode() + b'", \n',
+    "array": lambda c, t: b"[1, 2]\n",
+    "bad_trial": lambda c, t: json.dumps({**_trace(c, 0), "trial": 1.5}).encode() + b"\n",
+    "repeated_key": lambda c, t: b'{"case_id": "' + c.encode() + b'", "case_id": "Z", "trial": 0}\n',
+    "not_a_trace": lambda c, t: json.dumps({**_trace(c, t), "messages": "none"}).encode() + b"\n",
+    "nan": lambda c, t: json.dumps(_trace(c, t))[:-1].encode() + b', "extra": NaN}\n',
+}
+
+
+def _summary(index) -> dict:
+    return {"digest": index.digest, "keys": index.keys, "checked": index.checked,
+            "has_requests": index.has_requests, "offsets": list(index.offsets), "digests": bytes(index.line_digests),
+            "errors": [(e.kind, e.case_id, e.trial, e.message, e.path, e.line) for e in index.errors]}
+
+
+def _joined(path: Path, parts: int):
+    spans = trace_spans(path, parts)
+    assert spans[0][0] == 0 and spans[-1][1] == path.stat().st_size
+    assert all(a[1] == b[0] for a, b in zip(spans, spans[1:]))
+    return join_trace_parts(path, hashlib.sha256(path.read_bytes()).hexdigest(),
+                            [index_part(path, span) for span in spans]), len(spans)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(lines=st.lists(st.tuples(st.sampled_from(sorted(LINE_KINDS)), st.sampled_from(["A", "B", "C"]),
+                                st.integers(0, 2)), min_size=1, max_size=30),
+       parts=st.integers(2, 9), last_newline=st.booleans())
+def test_ranges_joined_equal_one_pass(tmp_path_factory, lines, parts, last_newline):
+    data = b"".join(LINE_KINDS[kind](case_id, trial) for kind, case_id, trial in lines)
+    if not last_newline:
+        data = data.rstrip(b"\r\n") or b"{}"  # a last line without its line end
+    path = tmp_path_factory.mktemp("t") / "traces.jsonl"
+    path.write_bytes(data)
+    joined, _ = _joined(path, parts)
+    assert _summary(joined) == _summary(index_traces(path))
+
+
+def test_a_key_repeated_in_a_later_range_is_reported_on_its_later_line(tmp_path):
+    # lines 1-4: A/0, B/0, (blank), A/0 again; four ranges put the two A/0 lines in different ranges
+    path = tmp_path / "traces.jsonl"
+    path.write_bytes(b"".join([LINE_KINDS["trace"]("A", 0), LINE_KINDS["trace"]("B", 0), b"\n",
+                               LINE_KINDS["trace"]("A", 0)]))
+    joined, ranges = _joined(path, 4)
+    assert ranges >= 3
+    assert joined.keys == {("A", 0): 1, ("B", 0): 2}
+    assert [(e.kind, e.line, e.message) for e in joined.errors] == [
+        ("bad_trace", 4, "duplicate (case_id, trial); the line 1 copy is used")]
+    assert joined.checked == {1, 2, 4}
+
+
+def test_a_too_long_line_in_a_later_range_is_named_by_its_line_in_the_file(tmp_path, monkeypatch):
+    monkeypatch.setenv("TOOLEVAL_MAX_LINE_BYTES", "1024")
+    path = tmp_path / "traces.jsonl"
+    short = LINE_KINDS["trace"]("A", 0)
+    assert len(short) < 1024
+    path.write_bytes(short * 5 + b'{"case_id": "B", "trial": 0, "pad": "' + b"x" * 1500 + b'"}\n' + short)
+    with pytest.raises(InputFileError) as serial:
+        index_traces(path)
+    spans = trace_spans(path, 4)
+    parts = [index_part(path, span) for span in spans]
+    assert any(part.failure is not None for part in parts[1:])  # found by a range that does not start the file
+    with pytest.raises(InputFileError) as joined:
+        join_trace_parts(path, "", parts)
+    assert serial.value.line == joined.value.line == 6
+    assert str(serial.value) == str(joined.value)
+
+
+def test_spans_never_split_a_line(tmp_path):
+    path = tmp_path / "traces.jsonl"
+    path.write_bytes(b"x" * 1000 + b"\n" + b"y\n")  # one long line: at most two ranges, cut after it
+    spans = trace_spans(path, 8)
+    assert spans == [(0, 1001), (1001, 1003)]
+
+
+def test_the_flow_plan_takes_the_dry_plans_index_of_an_unchanged_file(tmp_path, monkeypatch):
+    """``tooleval run`` plans once to check the inputs (``write_key=False``), then the flow plans in the same
+    process: the traces file is read once, unless it changed in between."""
+    import os
+
+    import tooleval.runs.plan as plan_module
+    from tests.support.datasets import TINY_CASES, TINY_TRACES, write_dataset
+
+    data = write_dataset(tmp_path / "d", TINY_CASES, TINY_TRACES)
+    reads: list[Path] = []
+    real = plan_module.index_traces
+    monkeypatch.setattr(plan_module, "index_traces", lambda path: reads.append(path) or real(path))
+    dry = plan_module.plan_run(RunSpec(dataset=data, out=tmp_path / "out", run_id="r1"), write_key=False)
+    wet = plan_module.plan_run(RunSpec(dataset=data, out=tmp_path / "out", run_id="r1"))
+    assert len(reads) == 1
+    assert wet.index.table.equals(dry.index.table) and wet.errors == dry.errors
+    # taken: the next plan reads the file again; so does a plan after the file changed
+    plan_module.plan_run(RunSpec(dataset=data, out=tmp_path / "out", run_id="r1"), write_key=False)
+    traces = data / "traces.jsonl"
+    stat = traces.stat()
+    os.utime(traces, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000_000))
+    plan_module.plan_run(RunSpec(dataset=data, out=tmp_path / "out", run_id="r1"))
+    assert len(reads) == 3

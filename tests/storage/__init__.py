@@ -1,0 +1,1 @@
+"""Tests of tooleval.storage: schemas, partitions, commit markers, queries, S3."""

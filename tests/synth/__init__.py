@@ -1,0 +1,1 @@
+"""Tests of tooleval.synth: the synthetic corpora."""

@@ -1,0 +1,1 @@
+"""Tests of tasks: the stage tasks' cache keys."""

@@ -1,0 +1,1 @@
+"""Tests of tooleval.view: the viewer over HTTP and in a browser."""
