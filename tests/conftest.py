@@ -13,6 +13,10 @@ from pathlib import Path
 _PREFECT_HOME = Path(tempfile.mkdtemp(prefix="tooleval-test-prefect-"))
 atexit.register(shutil.rmtree, _PREFECT_HOME, ignore_errors=True)  # the harness's database and results go too
 os.environ.setdefault("PREFECT_HOME", str(_PREFECT_HOME))
+USER_CACHE = Path(tempfile.mkdtemp(prefix="tooleval-test-cache-"))
+"""``XDG_CACHE_HOME`` for the commands of tests that run without any Prefect setting (as a new user would): the
+user's Prefect home, and its local server, then live here, never in the real user's cache."""
+atexit.register(shutil.rmtree, USER_CACHE, ignore_errors=True)
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
 os.environ.setdefault("PREFECT_SERVER_LOGGING_LEVEL", "CRITICAL")

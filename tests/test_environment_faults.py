@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import BUNDLED, REPO, TINY_CASES, TINY_TRACES, write_dataset
+from conftest import BUNDLED, REPO, TINY_CASES, TINY_TRACES, USER_CACHE, write_dataset
 from test_cli_faults import AS_UNPRIVILEGED
 
 pytestmark = pytest.mark.slow
@@ -28,7 +28,7 @@ pytestmark = pytest.mark.slow
 def _env(**extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PREFECT_", "TOOLEVAL_"))}
     env.update(COLUMNS="400", PREFECT_SERVER_ANALYTICS_ENABLED="false", TOOLEVAL_PREFECT_SERVER_IDLE_S="0",
-               PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS="120", **extra)
+               PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS="120", XDG_CACHE_HOME=str(USER_CACHE), **extra)
     return env
 
 
