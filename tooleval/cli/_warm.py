@@ -9,7 +9,7 @@ How:
 
 * A ``tooleval run`` that finds no runner runs in its own process as always and, when it ends with exit 0 or 1,
   starts a runner in the background (a new session, no terminal), passing it the list of modules the run
-  imported.
+  imported, less what only ragas imported (:class:`_ImportWatch`).
 * The runner binds a Unix socket in the abstract namespace, named by a digest of what can change what a command
   computes once its modules are imported (:func:`runner_key`): the interpreter (its real path, its prefix and
   version) and ``sys.path`` (an install changes its folders), tooleval's source files (paths, sizes, modification
