@@ -21,8 +21,8 @@ os.environ.setdefault("PREFECT_SERVER_LOGGING_LEVEL", "CRITICAL")
 # The commands tests start wait for their local server as long as the product does by default (300 s; the
 # setting's own tests set it themselves): a test may wait longer on a slow machine, never fail for it.
 os.environ.setdefault("PREFECT_TASKS_RUNNER_THREAD_POOL_MAX_WORKERS", "4")
-# Every `tooleval run` a test starts runs cold, in its own process: a warm runner per test's results folder would
-# outlive the test by its idle time. tests/cli/test_warm_runner.py turns it on for its own commands.
+# Every `tooleval run` a test starts runs cold, in its own process: a warm runner would outlive the test by its
+# idle time. tests/cli/test_warm_runner.py turns it on for its own commands.
 os.environ.setdefault("TOOLEVAL_WARM_RUNNER", "0")
 
 import pytest  # noqa: E402

@@ -12,7 +12,8 @@ callers meet the same error where the value is read.
 * ``TOOLEVAL_MAX_LINE_BYTES``: the longest JSON line read, an integer number of bytes in [1024, 2**31 - 1];
   default 64 MiB.
 * ``TOOLEVAL_PREFECT_HOME``: Prefect's home, a folder this user can write or a path where one can be created;
-  default ``<out>/.tooleval/prefect``.
+  default ``$PREFECT_HOME`` when set, else one per user, :func:`user_prefect_home` (the task results and cache
+  records of a run then stay in ``<out>/.tooleval/prefect/storage``).
 * ``TOOLEVAL_PREFECT_SERVER_IDLE_S``: seconds the local Prefect server waits for the next command after one ended
   normally, a number in [0, 86400] (0: it stops with each command); default 300. The warm runner of
   ``tooleval run`` (:mod:`tooleval.cli._warm`) waits as long.
@@ -43,7 +44,7 @@ __all__ = ["EnvironmentValueError", "LOCK_TTL_ENV", "MAX_LINE_ENV", "PREFECT_HOM
            "DEFAULT_SERVER_IDLE_S", "LOCK_TTL_RANGE", "MAX_LINE_RANGE", "SERVER_IDLE_RANGE", "lock_ttl_s",
            "max_line_bytes", "prefect_home", "make_prefect_home", "prefect_server_idle_s", "warm_runner_enabled",
            "check_environment", "STARTUP_TIMEOUT_ENV", "DEFAULT_SERVER_STARTUP_S", "SERVER_STARTUP_RANGE",
-           "prefect_server_startup_s", "PREFECT_ENV_HOME", "make_prefect_env_home"]
+           "prefect_server_startup_s", "PREFECT_ENV_HOME", "make_prefect_env_home", "user_prefect_home"]
 
 LOCK_TTL_ENV = "TOOLEVAL_LOCK_TTL_S"
 MAX_LINE_ENV = "TOOLEVAL_MAX_LINE_BYTES"
@@ -131,11 +132,11 @@ def _plain(number: float) -> str:
 _DEFAULTS = {
     LOCK_TTL_ENV: f"default {_plain(DEFAULT_LOCK_TTL_S)} seconds",
     MAX_LINE_ENV: f"default {DEFAULT_MAX_LINE_BYTES} bytes, 64 MiB",
-    PREFECT_HOME_ENV: "default <out>/.tooleval/prefect",
+    PREFECT_HOME_ENV: "default $PREFECT_HOME, else ~/.cache/tooleval/prefect",
     SERVER_IDLE_ENV: f"default {_plain(DEFAULT_SERVER_IDLE_S)} seconds",
     WARM_RUNNER_ENV: "default 1, on",
     STARTUP_TIMEOUT_ENV: f"default {_plain(DEFAULT_SERVER_STARTUP_S)} seconds",
-    PREFECT_ENV_HOME: "tooleval then puts Prefect's home under <out>/.tooleval/prefect",
+    PREFECT_ENV_HOME: "tooleval then puts Prefect's home in ~/.cache/tooleval/prefect",
     PAUSE_ENV: "no pause: the variable is for tests only",
 }
 
@@ -201,8 +202,16 @@ def max_line_bytes() -> int:
 _HOME_ACCEPTED = "a folder tooleval can write, or a path where one can be created"
 
 
+def user_prefect_home() -> Path:
+    """The Prefect home of this user's commands when none is configured: ``$XDG_CACHE_HOME/tooleval/prefect``, or
+    ``~/.cache/tooleval/prefect`` (absolute; not created here). One per user, not one per results folder: its
+    local server and warm runner serve every folder."""
+    return (Path(_value("XDG_CACHE_HOME") or Path.home() / ".cache") / "tooleval" / "prefect").absolute()
+
+
 def prefect_home() -> Path | None:
-    """``$TOOLEVAL_PREFECT_HOME`` as a path (``None`` when unset: Prefect's home is then under ``--out``), checked
+    """``$TOOLEVAL_PREFECT_HOME`` as a path (``None`` when unset: Prefect's home is then ``$PREFECT_HOME`` or
+    :func:`user_prefect_home`), checked
     without writing anything: an existing folder that this user can write, or a path whose nearest existing
     ancestor is such a folder.
 

@@ -19,7 +19,7 @@ import pytest
 from typer.testing import CliRunner
 
 from tests.support.datasets import TINY_CASES, TINY_TRACES, write_dataset
-from tests.support.paths import REPO
+from tests.support.paths import REPO, USER_CACHE
 from tooleval.capture.keys import KEY_ENV, KEY_FILE_ENV, MAX_KEY_BYTES, MIN_KEY_BYTES, environment_key, plan_key
 from tooleval.capture.redaction import load_key
 from tooleval.cli import app
@@ -32,7 +32,7 @@ GOOD_KEY = "0123456789abcdef0123456789abcdef"
 
 def _clean_env(**extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PREFECT_", "TOOLEVAL_"))}
-    env.update(COLUMNS="250", TOOLEVAL_PREFECT_SERVER_IDLE_S="0", **extra)
+    env.update(COLUMNS="250", TOOLEVAL_PREFECT_SERVER_IDLE_S="0", XDG_CACHE_HOME=str(USER_CACHE), **extra)
     return env
 
 

@@ -64,12 +64,39 @@ def test_prefect_environment_turns_the_client_telemetry_off(tmp_path, monkeypatc
     for key in [k for k in os.environ if k.startswith("PREFECT_")]:
         monkeypatch.delenv(key)
     monkeypatch.delenv("TOOLEVAL_PREFECT_HOME", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     applied = prefect_environment(tmp_path / "out")
     # Prefect prints its telemetry notice unless the client's own switch is set (the server setting is not read)
     assert applied["DO_NOT_TRACK"] == os.environ["DO_NOT_TRACK"] == "1"
     from prefect._internal.analytics.enabled import is_telemetry_enabled
 
     assert is_telemetry_enabled() is False
+
+
+def test_prefect_home_is_the_users_and_cached_results_stay_with_each_folder(tmp_path, monkeypatch):
+    from tooleval.cli._app import prefect_environment
+
+    for key in [k for k in os.environ if k.startswith("PREFECT_")]:
+        monkeypatch.delenv(key)
+    monkeypatch.delenv("TOOLEVAL_PREFECT_HOME", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.setenv("DO_NOT_TRACK", "1")  # set by the calls below: restored after the test
+    home = str(tmp_path / "cache" / "tooleval" / "prefect")
+    # one home (database, local server, warm runner) for every folder; each folder's task results in its own
+    for folder in ("a", "b"):
+        applied = prefect_environment(tmp_path / folder)
+        storage = str(tmp_path / folder / ".tooleval" / "prefect" / "storage")
+        assert (applied["PREFECT_HOME"], applied["PREFECT_LOCAL_STORAGE_PATH"]) == (home, storage)
+        assert (os.environ["PREFECT_HOME"], os.environ["PREFECT_LOCAL_STORAGE_PATH"]) == (home, storage)
+    # a home the user set: Prefect keeps its results in it, as before
+    monkeypatch.setenv("TOOLEVAL_PREFECT_HOME", str(tmp_path / "mine"))
+    applied = prefect_environment(tmp_path / "a")
+    assert applied["PREFECT_HOME"] == str(tmp_path / "mine") and "PREFECT_LOCAL_STORAGE_PATH" not in os.environ
+    # a storage folder the user exported wins
+    monkeypatch.delenv("TOOLEVAL_PREFECT_HOME")
+    monkeypatch.setenv("PREFECT_LOCAL_STORAGE_PATH", str(tmp_path / "exported"))
+    prefect_environment(tmp_path / "b")
+    assert os.environ["PREFECT_LOCAL_STORAGE_PATH"] == str(tmp_path / "exported")
 
 
 class TestTracesByName:

@@ -16,7 +16,7 @@ import subprocess
 import sys
 
 import pytest
-from tests.support.paths import BUNDLED, REPO
+from tests.support.paths import BUNDLED, REPO, USER_CACHE
 from tooleval.capture.keys import PlannedKey, persist_key, plan_key
 
 
@@ -37,7 +37,7 @@ def test_two_runs_started_together_on_a_new_out_both_publish(tmp_path):
     out = tmp_path / "results"
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PREFECT_", "TOOLEVAL_"))}
     env.update(COLUMNS="250", PREFECT_SERVER_ANALYTICS_ENABLED="false", TOOLEVAL_PREFECT_SERVER_IDLE_S="0",
-               PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS="120")
+               PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS="120", XDG_CACHE_HOME=str(USER_CACHE))
     runs = {run_id: subprocess.Popen([sys.executable, "-m", "tooleval.cli", "run", "--dataset", str(BUNDLED),
                                       "--out", str(out), "--run-id", run_id], env=env, cwd=REPO, text=True,
                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT)

@@ -21,7 +21,7 @@ import pytest
 
 from tests.support.datasets import TINY_CASES, TINY_TRACES, write_dataset
 from tests.cli.test_cli_faults import AS_UNPRIVILEGED
-from tests.support.paths import BUNDLED, REPO
+from tests.support.paths import BUNDLED, REPO, USER_CACHE
 
 pytestmark = pytest.mark.slow  # every command a real `tooleval` process, a full tmpfs among them
 
@@ -29,7 +29,7 @@ pytestmark = pytest.mark.slow  # every command a real `tooleval` process, a full
 def _env(**extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PREFECT_", "TOOLEVAL_"))}
     env.update(COLUMNS="400", PREFECT_SERVER_ANALYTICS_ENABLED="false", TOOLEVAL_PREFECT_SERVER_IDLE_S="0",
-               PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS="120", **extra)
+               PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS="120", XDG_CACHE_HOME=str(USER_CACHE), **extra)
     return env
 
 

@@ -199,3 +199,218 @@ def test_ctrl_c_and_sigkill_at_the_client_end_the_warm_command(setup, tmp_path):
         assert not _published(out, run_id)
     summary = json.loads((out / "runs" / "r1" / "summary.json").read_text())
     assert summary["run_id"] == "r1"  # the first run's publication is untouched
+
+
+# --- one runner per Prefect home, whatever the terminal, the folder or the way the program is called -----------
+
+VENV_BIN = Path(sys.executable).parent
+
+
+def _terminal(env: dict[str, str], src: Path, *, activated: bool, session: str) -> dict[str, str]:
+    """``env`` as a terminal has it: the copied code first on ``sys.path`` (the venv's ``tooleval`` program then
+    runs it); with ``activated``, what ``. .venv/bin/activate`` adds (the venv first on ``PATH``, ``VIRTUAL_ENV``,
+    the prompt); and the variables that differ between two terminals."""
+    base = {k: v for k, v in env.items() if k not in ("VIRTUAL_ENV", "VIRTUAL_ENV_PROMPT", "PS1")}
+    path = [p for p in base.get("PATH", "").split(os.pathsep) if p and Path(p) != VENV_BIN]
+    base.update(PYTHONPATH=str(src), PATH=os.pathsep.join(path), TERM_SESSION_ID=session, WINDOWID=session,
+                SHLVL=str(len(session)), SSH_CONNECTION=f"10.0.0.{len(session)} 5{len(session)} 10.0.0.9 22")
+    if activated:
+        base.update(PATH=os.pathsep.join([str(VENV_BIN), *path]), VIRTUAL_ENV=str(VENV_BIN.parent),
+                    VIRTUAL_ENV_PROMPT="(.venv) ", PS1="(.venv) \\u@\\h:\\w$ ")
+    return base
+
+
+def _program(program: str, cwd: Path, dataset: Path, out: Path, run_id: str, env: dict[str, str]):
+    """Run ``program run`` (a name looked up on ``env``'s ``PATH``, or a path) to its end from ``cwd``; returns
+    (exit code, stdout, stderr, the client's peak RSS in MB)."""
+    cwd.mkdir(parents=True, exist_ok=True)
+    peak = cwd / f"{run_id}.maxrss"
+    done = subprocess.run([sys.executable, "-c", MEASURED, str(peak), program, "run", "--dataset", str(dataset),
+                           "--out", str(out), "--run-id", run_id],
+                          cwd=cwd, env=env, capture_output=True, text=True, timeout=PATIENT_S)
+    return done.returncode, done.stdout, done.stderr, int(peak.read_text()) / 1024
+
+
+def test_an_activated_venv_and_the_programs_path_share_one_runner_across_terminals_and_folders(setup, tmp_path):
+    src, dataset, results, env = setup
+    env = {k: v for k, v in env.items() if k != "TOOLEVAL_PREFECT_HOME"}
+    env["XDG_CACHE_HOME"] = str(tmp_path / "cache")
+    home = tmp_path / "cache" / "tooleval" / "prefect"  # the user's, as no home is set
+    activated = _terminal(env, src, activated=True, session="first-terminal")
+    direct = _terminal(env, src, activated=False, session="second")
+    # `. .venv/bin/activate && tooleval run` in one terminal, cold: it leaves a runner
+    code1, _, err1, mb1 = _program("tooleval", tmp_path / "a", dataset, results / "a", "r1", activated)
+    assert code1 in (0, 1) and mb1 > COLD_RUN_MIN_MB, err1
+    runner = _bound_runner(tmp_path, set())
+    # `.venv/bin/tooleval run` in another terminal, another working folder and another results folder: served
+    code2, _, err2, mb2 = _program(str(VENV_BIN / "tooleval"), tmp_path / "b", dataset, results / "b", "r2", direct)
+    assert (code2, mb2 < WARM_CLIENT_MAX_MB) == (code1, True), (mb2, err2)
+    # and the first terminal again, into a third folder: the same runner, still the only one
+    code3, _, err3, mb3 = _program("tooleval", tmp_path / "a", dataset, results / "c", "r3", activated)
+    assert (code3, mb3 < WARM_CLIENT_MAX_MB) == (code1, True), (mb3, err3)
+    assert _runner_pids(tmp_path) == [runner]
+    assert json.loads((home / "warm-runner.json").read_text())["pid"] == runner
+    # every folder's rows, and its own task results and cache records; one Prefect database, in the home
+    for folder, run_id in (("a", "r1"), ("b", "r2"), ("c", "r3")):
+        assert len(_rows(results / folder, run_id)) == len(TINY_TRACES)
+        assert len(list((results / folder / ".tooleval" / "prefect" / "storage").iterdir())) > 0
+        assert not (results / folder / ".tooleval" / "prefect" / "prefect.db").exists()
+    assert (home / "prefect.db").exists()
+
+
+def _processes_naming(text: str) -> dict[int, tuple[int, str]]:
+    """pid -> (RSS in KB, command line) of every process whose command line contains ``text``."""
+    found = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            status = (entry / "status").read_text()
+        except OSError:
+            continue
+        rss = [int(line.split()[1]) for line in status.splitlines() if line.startswith("VmRSS:")]
+        if text in cmdline and rss and " Z " not in (entry / "stat").read_text():
+            found[int(entry.name)] = (rss[0], cmdline)
+    return found
+
+
+def test_five_results_folders_leave_one_server_and_one_runner_that_end_when_idle(setup, tmp_path):
+    src, dataset, results, env = setup
+    idle_s = 20
+    env = {k: v for k, v in env.items() if k != "TOOLEVAL_PREFECT_HOME"}
+    env.update(XDG_CACHE_HOME=str(tmp_path / "cache"), TOOLEVAL_PREFECT_SERVER_IDLE_S=str(idle_s))
+    codes = {_run(src, dataset, results / f"r{i}", f"r{i}", env)[0] for i in range(1, 6)}
+    assert codes <= {0, 1}
+    left = _processes_naming(str(tmp_path))
+    kinds = sorted("runner" if "tooleval.cli._warm" in cmdline else "server" if "_prefect_daemon" in cmdline
+                   else cmdline for _, cmdline in left.values())
+    assert kinds == ["runner", "server"], left
+    home = tmp_path / "cache" / "tooleval" / "prefect"  # one Prefect home for the user, not one per folder
+    assert all(str(home) in cmdline for _, cmdline in left.values())
+    total_mb = sum(rss for rss, _ in left.values()) / 1024
+    assert total_mb <= 700, left
+    deadline = time.monotonic() + idle_s + 60
+    while _processes_naming(str(tmp_path)):
+        assert time.monotonic() < deadline, f"still running {idle_s + 60} s after the last run: {left}"
+        time.sleep(0.5)
+
+
+# --- forking safely ---------------------------------------------------------------------------------------------
+
+RUNNER_WITH_A_THREAD = """
+import _thread, socket, sys, threading, time
+from tooleval.cli import _warm
+listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+listener.bind(_warm._address(sys.argv[1]))
+listener.listen(4)
+if sys.argv[2] == "threading":
+    threading.Thread(target=time.sleep, args=(120,), name="late-thread", daemon=True).start()
+else:  # a thread that Python's threading module does not list, as a compiled library's own
+    _thread.start_new_thread(time.sleep, (120,))
+print(_warm.other_threads(), flush=True)
+sys.exit(_warm._Loop(listener, sys.argv[1], 60.0).run())
+"""
+
+CLIENT = """
+import os, sys
+from tooleval.cli import _warm
+request = _warm.WarmRequest(argv=["tooleval", "run"], env=dict(os.environ), cwd=os.getcwd(), out="results",
+                            key=sys.argv[1])
+print(_warm.run_warm(request))
+"""
+
+
+@pytest.mark.parametrize("kind", ["threading", "native"])
+def test_a_fork_is_refused_while_another_thread_lives(tmp_path, kind):
+    key = f"test-{os.getpid()}-{kind}-{time.monotonic_ns()}"
+    env = {**os.environ, "PREFECT_HOME": str(tmp_path), "PYTHONPATH": str(REPO)}
+    with subprocess.Popen([sys.executable, "-c", RUNNER_WITH_A_THREAD, key, kind], env=env, cwd=tmp_path,
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as runner:
+        try:
+            threads = runner.stdout.readline().strip()
+            client = subprocess.run([sys.executable, "-c", CLIENT, key], env=env, cwd=tmp_path,
+                                    capture_output=True, text=True, timeout=PATIENT_S)
+            code = runner.wait(timeout=PATIENT_S)  # the runner ends: it may fork no more
+        finally:
+            if runner.poll() is None:
+                runner.kill()
+            _, stderr = runner.communicate()
+    # a native thread is named as its process is (the program's file name)
+    assert threads == ("late-thread" if kind == "threading" else Path(sys.executable).name[:15]), threads
+    assert client.stdout.strip() == "None", client.stderr  # no child: the command runs cold, in the client
+    assert (code, stderr) == (0, "")
+    log = (tmp_path / "warm-runner.log").read_text()
+    assert f"not forking: another thread is alive ({threads}); ending" in log
+
+
+def test_the_runner_imports_start_no_thread(tmp_path):
+    """What a run imports, imported as a runner does: no thread besides the main one (Python's or the kernel's),
+    so the runner forks at all; the same imports without the runner's settings start OpenBLAS' and jemalloc's."""
+    script = ("import os, sys\n"
+              "if sys.argv[1] == 'runner':\n"
+              "    from tooleval.cli._warm import _RUNNER_THREADS_OFF\n"
+              "    os.environ.update(_RUNNER_THREADS_OFF)\n"
+              "import numpy, scipy.optimize, pyarrow, pyarrow.parquet, duckdb, prefect, flows.evaluate\n"
+              "from tooleval.cli._warm import other_threads\n"
+              "print(len(os.listdir('/proc/self/task')), other_threads())\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENBLAS_", "OMP_", "JE_ARROW_"))}
+    env["PYTHONPATH"] = str(REPO)
+    found = {how: subprocess.run([sys.executable, "-c", script, how], env=env, cwd=tmp_path, capture_output=True,
+                                 text=True, timeout=PATIENT_S).stdout.strip() for how in ("runner", "plain")}
+    assert found["runner"] == "1"
+    assert int(found["plain"].split()[0]) > 1 and "jemalloc_bg_thd" in found["plain"]
+
+
+EXITING = """
+import atexit, sys
+from tooleval.cli._entry import end_without_teardown, exit_without_teardown
+end_without_teardown()
+
+
+class TornDown:
+    def __del__(self):
+        sys.stdout.write(" torn down")
+
+
+kept = TornDown()
+atexit.register(lambda: sys.stdout.write(" exit handler ran"))
+sys.stdout.write("working")  # still buffered when the process ends
+if sys.argv[1] == "fast":
+    exit_without_teardown(3)
+sys.exit(3)
+"""
+
+
+def test_a_command_ends_after_its_exit_handlers_without_the_teardown(tmp_path):
+    ends = {how: subprocess.run([sys.executable, "-c", EXITING, how], env={**os.environ, "PYTHONPATH": str(REPO)},
+                                capture_output=True, text=True, timeout=PATIENT_S) for how in ("fast", "normal")}
+    assert (ends["fast"].returncode, ends["fast"].stdout) == (3, "working exit handler ran")
+    assert (ends["normal"].returncode, ends["normal"].stdout) == (3, "working exit handler ran torn down")
+
+
+def test_the_runner_key_follows_what_can_change_a_result(tmp_path):
+    from tooleval.cli._warm import WarmRequest, runner_key
+
+    base = {"HOME": "/home/u", "PATH": "/usr/bin", "LANG": "C.UTF-8", "TOOLEVAL_REDACTION_KEY": "k" * 32}
+
+    def key(env: dict[str, str], cwd: Path = tmp_path, out: str = "results") -> str:
+        return runner_key(WarmRequest(argv=["tooleval", "run"], env=env, cwd=str(cwd), out=out))
+
+    first = key(base)
+    activated = {**base, "PATH": f"{VENV_BIN}:/usr/bin", "VIRTUAL_ENV": str(VENV_BIN.parent), "PS1": "(.venv) $ ",
+                 "VIRTUAL_ENV_PROMPT": "(.venv) ", "TERM_SESSION_ID": "2", "SSH_TTY": "/dev/pts/3", "SHLVL": "2",
+                 "TOOLEVAL_PREFECT_SERVER_IDLE_S": "60", "TOOLEVAL_REDACTION_KEY": "x" * 32}
+    # another terminal, an activated virtual environment, another working folder or results folder: one runner
+    assert key(activated) == key(base, tmp_path / "elsewhere", "other-results") == first
+    # what Prefect, the interpreter or the libraries read once at import, or another Prefect home: another runner
+    changed = [{**base, "PREFECT_API_URL": "http://127.0.0.1:4200/api"}, {**base, "PYTHONHASHSEED": "1"},
+               {**base, "LANG": "de_DE.UTF-8"}, {**base, "TZ": "Europe/Paris"}, {**base, "OMP_NUM_THREADS": "1"},
+               {**base, "TOOLEVAL_PREFECT_HOME": "/tmp/ph"}, {**base, "XDG_CACHE_HOME": "/tmp/cache"},
+               {**base, "HOME": "/home/v"}]
+    keys = {key(env) for env in changed}
+    assert first not in keys and len(keys) == len(changed)
+    # a relative home is the working folder's
+    relative = {**base, "TOOLEVAL_PREFECT_HOME": "ph"}
+    assert key(relative, tmp_path / "a") != key(relative, tmp_path / "b")
+    assert key(relative, tmp_path) == key({**base, "TOOLEVAL_PREFECT_HOME": str(tmp_path / "ph")}, tmp_path / "b")

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import atexit
+import shutil
+import tempfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
@@ -12,3 +15,7 @@ GOLDEN = REPO / "tests" / "golden"
 """Golden files: persisted shapes of every version, and a copy of the handed cases."""
 BUNDLED = REPO / "datasets" / "tau-bench-airline"
 """The bundled dataset."""
+USER_CACHE = Path(tempfile.mkdtemp(prefix="tooleval-test-cache-"))
+"""``XDG_CACHE_HOME`` for the commands of tests that run without any Prefect setting (as a new user would): the
+user's Prefect home, and its local server, then live here, never in the real user's cache. One per test process."""
+atexit.register(shutil.rmtree, USER_CACHE, ignore_errors=True)

@@ -37,8 +37,13 @@ def main() -> None:
     import sys
 
     from tooleval.cli import _warm
-    from tooleval.cli._entry import run_app
+    from tooleval.cli._entry import end_without_teardown, run_app
 
+    # called by the program itself (the console script, ``python -m``): nothing runs after it, so the process may
+    # end without the interpreter's teardown; registered first, so that it runs after every other exit handler
+    program = sys._getframe(1).f_globals.get("__name__") == "__main__"
+    if program:
+        end_without_teardown()
     # Ctrl-C must interrupt from the first instant, also when the process inherited SIGINT ignored (a background
     # job of a non-interactive shell, or a scheduler that starts it so): Python keeps an inherited SIG_IGN.
     if threading_main():
@@ -48,36 +53,25 @@ def main() -> None:
         code = _warm.run_warm(request)
         if code is not None:
             sys.exit(code)
+        _warm.watch_imports()
     code = run_app()
     if request is not None and code in (0, 1):
         _warm.start_runner(request)
-    # called by the program itself (the console script, ``python -m``): nothing runs after it
-    _exit(code, program=sys._getframe(1).f_globals.get("__name__") == "__main__")
+    _exit(code, program=program)
 
 
 def _exit(code: int, *, program: bool) -> None:
     """End the process with ``code`` once the exit handlers have run (Prefect drains its queues there), without
-    the interpreter's teardown: freeing every module and object of a run took 2 s on the quiet 2-core machine,
-    and more on a loaded one, between the command's last line and the prompt. A caller other than the program's
-    own entry (``program`` false: a test, a script calling :func:`main`) and a thread that is not a daemon get the
-    normal exit (``SystemExit``)."""
-    import atexit
-    import os
+    the interpreter's teardown (:func:`tooleval.cli._entry.exit_without_teardown`). A caller other than the
+    program's own entry (``program`` false: a test, a script calling :func:`main`) gets the normal exit
+    (``SystemExit``)."""
     import sys
-    import threading
 
-    if not program or any(t.is_alive() and not t.daemon for t in threading.enumerate()
-                          if t is not threading.main_thread()):
+    from tooleval.cli._entry import exit_without_teardown
+
+    if not program:
         sys.exit(code)
-    try:
-        atexit._run_exitfuncs()
-    finally:
-        for stream in (sys.stdout, sys.stderr):
-            try:
-                stream.flush()
-            except (OSError, ValueError):
-                pass
-        os._exit(code)
+    exit_without_teardown(code)
 
 
 def threading_main() -> bool:

@@ -89,10 +89,16 @@ def _bundled_dataset() -> Path:
 def prefect_environment(out: Path) -> dict[str, str]:
     """Set the Prefect environment for a command that runs flows, before Prefect is imported.
 
-    Prefect's home (its SQLite database and cached results) goes to ``$TOOLEVAL_PREFECT_HOME`` or, by default,
-    ``<out>/.tooleval/prefect`` (for ``--out s3://…``, a folder of this machine's cache:
-    :func:`tooleval.storage._machine.local_state_dir`), so a run never touches the user's ``~/.prefect``. Settings the user already
-    exported win. With ``PREFECT_API_URL`` set, runs go to that server instead of a temporary one.
+    Prefect's home (its SQLite database, the local server's files, the warm runner's claim) is
+    ``$TOOLEVAL_PREFECT_HOME``, else ``$PREFECT_HOME``, else one folder per user,
+    ``$XDG_CACHE_HOME/tooleval/prefect`` (or ``~/.cache/tooleval/prefect``): every results folder's commands share
+    one local server and one warm runner, so a script that runs many datasets into many folders leaves two
+    processes behind, not two per folder, and a run never touches the user's ``~/.prefect``. The task results and
+    cache records of a run stay with its results folder, in ``<out>/.tooleval/prefect/storage`` (for
+    ``--out s3://…``, a folder of this machine's cache: :func:`tooleval.storage.local_state_dir`), unless a home
+    is configured (they are then in its ``storage``, as Prefect puts them): they name the folder's stage files, and
+    a deleted folder takes its cache with it. Settings the user already exported win. With ``PREFECT_API_URL``
+    set, runs go to that server instead of the local one.
 
     Returns:
         The variables this call set.
@@ -105,7 +111,7 @@ def prefect_environment(out: Path) -> dict[str, str]:
         tooleval.storage.OutFolderError: a symbolic link under ``<out>/.tooleval`` (exit 2).
     """
     from tooleval.settings import (DEFAULT_SERVER_STARTUP_S, STARTUP_TIMEOUT_ENV, make_prefect_env_home,
-                                   make_prefect_home, prefect_server_startup_s)
+                                   make_prefect_home, prefect_server_startup_s, user_prefect_home)
     from tooleval.storage import check_state_folder, ensure_dir
     from tooleval.storage import local_state_dir
 
@@ -113,16 +119,22 @@ def prefect_environment(out: Path) -> dict[str, str]:
     local = location.resolve() if isinstance(location, Path) else location
     configured = make_prefect_home()  # $TOOLEVAL_PREFECT_HOME, checked and created
     prefect_server_startup_s()  # a value that is no number of seconds is refused before any server starts
-    if configured is None and os.environ.get("PREFECT_HOME"):
-        # the user's own home: the server's lock and state files go there, so it must exist before they do
-        os.environ["PREFECT_HOME"] = str(make_prefect_env_home())
+    users = os.environ.get("PREFECT_HOME") if os.environ.get("PREFECT_HOME") != _SET["home"] else None
+    if configured is None and isinstance(local, Path):
+        # <out>/.tooleval/prefect: no link on the way, nor anywhere under .tooleval
+        check_state_folder(local)
+        folder_state = str(ensure_dir(local, ".tooleval/prefect"))  # where local_state_dir puts it for a folder
+    elif configured is None:
+        folder_state = str(local_state_dir(local, "prefect"))
+    storage = None
     if configured is not None:
         home = str(configured)
-    elif isinstance(local, Path):  # <out>/.tooleval/prefect: no link on the way, nor anywhere under .tooleval
-        check_state_folder(local)
-        home = str(ensure_dir(local, ".tooleval/prefect"))  # where local_state_dir puts it for a folder
+    elif users:
+        # the user's own home: the server's lock and state files go there, so it must exist before they do
+        home = os.environ["PREFECT_HOME"] = str(make_prefect_env_home())
     else:
-        home = str(local_state_dir(local, "prefect"))
+        home = str(user_prefect_home())
+        storage = os.path.join(folder_state, "storage")
     wanted = {
         "PREFECT_HOME": home,
         "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
@@ -137,10 +149,25 @@ def prefect_environment(out: Path) -> dict[str, str]:
     Path(home).mkdir(parents=True, exist_ok=True)
     applied = {}
     for key, value in wanted.items():
-        if key not in os.environ or (key == "PREFECT_HOME" and configured is not None):
+        if key not in os.environ or (key == "PREFECT_HOME" and (configured is not None or not users)):
             os.environ[key] = value
             applied[key] = value
+    if STORAGE_ENV not in os.environ or os.environ[STORAGE_ENV] == _SET["storage"]:
+        # the results folder's own, set again for each folder a process runs into, unless the user exported one
+        if storage is None:
+            os.environ.pop(STORAGE_ENV, None)
+        else:
+            os.environ[STORAGE_ENV] = applied[STORAGE_ENV] = storage
+        _SET["storage"] = storage
+    if "PREFECT_HOME" in applied:
+        _SET["home"] = home
     return applied
+
+
+STORAGE_ENV = "PREFECT_LOCAL_STORAGE_PATH"
+"""Prefect's setting for the folder of task results and cache records."""
+_SET: dict[str, str | None] = {"home": None, "storage": None}
+"""What :func:`prefect_environment` itself set last (not the user): it may set those again for another folder."""
 
 
 @contextmanager
@@ -182,6 +209,12 @@ def prefect_session(out: Path, expected_task_runs: list[int] | None = None,
         for module in preload:
             importlib.import_module(module)
         updates: dict = {PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None}
+        if os.environ.get(STORAGE_ENV):
+            # Prefect read its settings when it was imported, perhaps for another results folder (a warm runner
+            # serves them all): this folder's results and cache records go to its own storage
+            from prefect.settings import PREFECT_LOCAL_STORAGE_PATH
+
+            updates[PREFECT_LOCAL_STORAGE_PATH] = Path(os.environ[STORAGE_ENV])
         if shared is not None and PREFECT_API_URL.value():  # set where only Prefect looks (prefect.toml, .env)
             server.end_server(linger=False)
         elif shared is not None:

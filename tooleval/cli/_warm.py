@@ -9,13 +9,17 @@ How:
 
 * A ``tooleval run`` that finds no runner runs in its own process as always and, when it ends with exit 0 or 1,
   starts a runner in the background (a new session, no terminal), passing it the list of modules the run
-  imported.
-* The runner binds a Unix socket in the abstract namespace, named by a digest of what its imports depend on
-  (:func:`runner_key`): the interpreter and ``sys.path``, tooleval's source files (paths, sizes, modification
-  times), the working folder, the results folder and the environment (terminal-only variables aside). A command
-  whose digest differs finds no runner: a changed environment or an edited source file never meets modules
-  imported under other conditions. It then sets the Prefect environment of the results folder
-  (:func:`tooleval.cli._app.prefect_environment`) and imports the modules.
+  imported, less what only ragas imported (:class:`_ImportWatch`).
+* The runner binds a Unix socket in the abstract namespace, named by a digest of what can change what a command
+  computes once its modules are imported (:func:`runner_key`): the interpreter (its real path, its prefix and
+  version) and ``sys.path`` (an install changes its folders), tooleval's source files (paths, sizes, modification
+  times), the Prefect home, and the environment variables read once at start-up or import (Prefect's settings,
+  Python's, the locale, the time zone, the numeric libraries'). Nothing else of the command's environment, its
+  working folder or its results folder: the child takes those from the command. So a command from an activated
+  virtual environment and the same one by the path of its program, or from another terminal, meet the same
+  runner, while an edited source file or another Prefect setting never meets modules imported under other
+  conditions. The runner then sets the Prefect environment (:func:`tooleval.cli._app.prefect_environment`) and
+  imports the modules.
 * A later ``tooleval run`` connects and sends its command line, environment and working folder, with its standard
   input, output and error as file descriptors (``SCM_RIGHTS``), so a terminal stays the same terminal. Each side
   checks that the other is a process of its own uid (``SO_PEERCRED``). The runner forks and reports the child's
@@ -27,10 +31,19 @@ How:
   command does (exit 130, runs recorded ``Crashed``). A client killed by SIGKILL closes the connection; the child
   sees it and interrupts itself the same way, printing nothing more (as a cold command killed so prints nothing).
 * The runner ends after ``$TOOLEVAL_PREFECT_SERVER_IDLE_S`` seconds (default 300) without a command, like the
-  Prefect server beside it, or as soon as it is idle once a runner of another key claims its results folder (one
-  runner per folder: a claim file in the Prefect home); with that set to 0 no runner is started.
-  ``TOOLEVAL_WARM_RUNNER=0`` turns the runner off. It needs Linux (abstract sockets) and Python's
-  ``socket.send_fds``; elsewhere every run is cold.
+  Prefect server beside it, or as soon as it is idle once a runner of another key claims its Prefect home (one
+  runner per home: a claim file there); with that set to 0 no runner is started. ``TOOLEVAL_WARM_RUNNER=0``
+  turns the runner off. It needs Linux (abstract sockets, ``/proc``) and Python's ``socket.send_fds``; elsewhere
+  every run is cold.
+* The runner forks only while it is the process's only thread, checked before every fork (Python's threads and
+  the kernel's list of the process's tasks, which also counts threads started by compiled libraries): a thread
+  that holds a lock at the fork leaves it held forever in the child. It is single-threaded by construction: one
+  loop waits for connections and for its children's exits (``pidfd``), and the numeric libraries it imports are
+  told not to start their thread pools (OpenBLAS, Arrow's jemalloc background thread; neither changes a
+  computed value, and a command's own subprocesses get the command's environment). When a thread is found
+  anyway, the command runs cold and the runner ends.
+* A child ends as a cold command does (every exit handler runs: Prefect drains its queues), then leaves without
+  the interpreter's teardown (:func:`tooleval.cli._entry.exit_without_teardown`).
 
 The runner holds no file of the results folder and no lease: those belong to each command's child, as they belong
 to a cold command's process.
@@ -41,6 +54,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import selectors
 import signal
 import socket
 import struct
@@ -51,15 +65,24 @@ from pathlib import Path
 
 __all__ = ["WarmRequest", "request_for", "run_warm", "runner_key", "start_runner", "serve"]
 
-_VOLATILE = frozenset({
-    # Variables a shell or terminal changes between two commands that no import reads: the child gets them all,
-    # and the consoles are rebuilt in the child from them.
-    "_", "PWD", "OLDPWD", "SHLVL", "COLUMNS", "LINES", "TERM", "COLORTERM", "NO_COLOR", "FORCE_COLOR",
-    "TERM_PROGRAM", "TERM_PROGRAM_VERSION", "TERM_SESSION_ID", "WINDOWID", "SSH_TTY", "TTY_COMPATIBLE",
-    "TTY_INTERACTIVE", "CLICOLOR", "CLICOLOR_FORCE",
-    # read when a run publishes, never at import (tests only: tooleval.storage._pause)
-    "TOOLEVAL_TEST_PUBLISH_PAUSE", "TOOLEVAL_TEST_PUBLISH_PAUSE_FILE",
-})
+_KEYED_PREFIXES = (
+    # read by Prefect when it is imported (its settings), by the interpreter at start-up, or by the locale and
+    # time functions and the numeric and columnar libraries when they load: a child cannot change them any more
+    "PREFECT_", "PYTHON", "LC_", "OMP_", "OPENBLAS_", "MKL_", "ARROW_", "PYARROW_", "JE_ARROW_", "DUCKDB_",
+    "NUMPY_", "PYDANTIC_",
+)
+_KEYED = frozenset({"LANG", "LANGUAGE", "TZ", "DO_NOT_TRACK", "MALLOC_ARENA_MAX"})
+"""Environment variables that are part of the runner's key, with those of :data:`_KEYED_PREFIXES`. Every other
+variable (``PATH``, ``VIRTUAL_ENV``, the prompt, the terminal's, ``TOOLEVAL_*``) is read by the command when it
+runs, in the child, which takes the command's whole environment: it never changes what a runner imported."""
+_HOME_VARIABLES = ("TOOLEVAL_PREFECT_HOME", "PREFECT_HOME", "XDG_CACHE_HOME", "HOME")
+"""The variables that choose the Prefect home (:func:`tooleval.cli._app.prefect_environment`): a runner serves
+one home, since Prefect reads it at import. Keyed as absolute paths (a relative value is the working folder's)."""
+_RUNNER_THREADS_OFF = {"OPENBLAS_NUM_THREADS": "1", "JE_ARROW_MALLOC_CONF": "background_thread:false"}
+"""Set in the runner before it imports anything: numpy's and scipy's OpenBLAS start a pool of threads at import,
+and pyarrow's jemalloc a background thread; either would make every fork unsafe. Nothing tooleval computes uses
+a threaded BLAS routine (means, sampling and an assignment solver), and Arrow allocates with mimalloc by default;
+a command's own subprocesses get the command's environment, not these."""
 _SOURCE_PACKAGES = ("tooleval", "flows", "tasks")
 _HEADER = struct.Struct("!I")
 _CONNECT_TIMEOUT_S = 2.0
@@ -110,7 +133,8 @@ def request_for(argv: list[str]) -> WarmRequest | None:
 
 
 def _supported() -> bool:
-    return sys.platform.startswith("linux") and hasattr(socket, "send_fds") and hasattr(os, "fork")
+    return (sys.platform.startswith("linux") and hasattr(socket, "send_fds") and hasattr(os, "fork")
+            and hasattr(os, "pidfd_open"))
 
 
 def _flag_before_command(words: list[str]) -> bool:
@@ -136,9 +160,11 @@ def _out_value(argv: list[str]) -> str:
 
 def runner_key(request: WarmRequest) -> str:
     """The digest naming the runner that may serve ``request``: sha256 (hex, 40 characters) over the interpreter
-    (``sys.executable``, its version, ``sys.path`` with each entry's modification time: an install changes its
-    folder's), tooleval's source files (relative path, size, modification time in ns), the working folder, the
-    results folder as given, and every environment variable but the terminal's (:data:`_VOLATILE`)."""
+    (the real path of ``sys.executable``, ``sys.prefix``, the version), ``sys.path`` (each entry made absolute
+    against the command's working folder, with its modification time: an install changes its folder's),
+    tooleval's source files (relative path, size, modification time in ns), the variables that choose the Prefect
+    home (:data:`_HOME_VARIABLES`, as absolute paths) and those read at start-up or import (:data:`_KEYED`,
+    :data:`_KEYED_PREFIXES`)."""
     digest = hashlib.sha256()
 
     def add(*parts: object) -> None:
@@ -146,14 +172,18 @@ def runner_key(request: WarmRequest) -> str:
             digest.update(str(part).encode("utf-8", "surrogatepass"))
             digest.update(b"\0")
 
-    add(sys.executable, sys.version, request.cwd, request.out)
+    add(os.path.realpath(sys.executable), sys.prefix, sys.version)
     for entry in sys.path:
+        folder = os.path.join(request.cwd, entry)  # an absolute entry stays itself
         try:
-            add(entry, os.stat(entry or ".").st_mtime_ns)
+            add(os.path.abspath(folder), os.stat(folder).st_mtime_ns)
         except OSError:
-            add(entry, "-")
+            add(os.path.abspath(folder), "-")
+    for name in _HOME_VARIABLES:
+        value = request.env.get(name)
+        add(name, os.path.abspath(os.path.join(request.cwd, os.path.expanduser(value))) if value else "-")
     for name in sorted(request.env):
-        if name not in _VOLATILE:
+        if name in _KEYED or name.startswith(_KEYED_PREFIXES):
             add(name, request.env[name])
     for root in _source_roots():
         for folder, dirs, files in os.walk(root):
@@ -262,7 +292,8 @@ def start_runner(request: WarmRequest) -> None:
         if prefect_server_idle_s() <= 0:
             return
         home = os.environ.get("PREFECT_HOME")
-        modules = [name for name in list(sys.modules) if _preloadable(name)]
+        modules = [name for name in list(sys.modules)
+                   if _preloadable(name) and name not in _WATCH.dependencies]
         with tempfile.NamedTemporaryFile("w", suffix=".json", prefix="warm-runner-", dir=home or None,
                                          delete=False) as handle:
             json.dump({"modules": modules, "out": request.out}, handle)
@@ -280,9 +311,47 @@ def start_runner(request: WarmRequest) -> None:
 
 
 _NOT_PRELOADED = frozenset({"ragas", "_pytest", "pytest", "py", "pluggy"})
-"""Top-level packages a runner does not import: ragas starts a thread at import (its analytics batcher), and a
-process with a second thread cannot be forked safely (a lock held by that thread stays held in the child); a run
-with cached stages does not import ragas, and a child that scores imports it itself. The rest is test machinery."""
+"""Top-level packages a runner does not import, nor what they alone import (:class:`_ImportWatch`): ragas starts a
+thread at import (its analytics batcher), and a process with a second thread cannot be forked safely (a lock held
+by that thread stays held in the child); a run with cached stages does not import ragas, and a child that scores
+imports it itself. The rest is test machinery."""
+
+
+class _ImportWatch:
+    """A finder first on ``sys.meta_path`` that finds nothing and notes the packages first imported by code of a
+    package that a runner does not import (:data:`_NOT_PRELOADED`): ragas' dependencies (LLM clients and
+    frameworks; 5,000 of the 7,600 modules of a first run on the bundled data, and ~140 MB of a runner's memory),
+    which a rerun with cached stages never imports and a child that scores imports with ragas itself."""
+
+    def __init__(self) -> None:
+        self.dependencies: set[str] = set()
+
+    def find_spec(self, name: str, path=None, target=None) -> None:
+        root = name.partition(".")[0]
+        # a new module of a package the command imported for itself (``pyarrow.dataset``) is kept: a rerun is
+        # likely to need it too
+        new_package = root == name or root in self.dependencies or root not in sys.modules
+        if new_package and any(r in sys.modules for r in _NOT_PRELOADED) and self._under_excluded():
+            self.dependencies.add(name)
+        return None
+
+    @staticmethod
+    def _under_excluded() -> bool:
+        import traceback
+
+        return any(str(frame.f_globals.get("__name__", "")).split(".")[0] in _NOT_PRELOADED
+                   for frame, _ in traceback.walk_stack(None))
+
+
+_WATCH = _ImportWatch()
+
+
+def watch_imports() -> None:
+    """Note, from now on, which modules the command imports for the packages a runner leaves out
+    (:class:`_ImportWatch`), so that :func:`start_runner` leaves them out too. Called by a command that runs cold
+    before it imports anything heavy."""
+    if _WATCH not in sys.meta_path:
+        sys.meta_path.insert(0, _WATCH)
 
 
 def _preloadable(name: str) -> bool:
@@ -293,12 +362,13 @@ def _preloadable(name: str) -> bool:
 # --- the runner -------------------------------------------------------------------------------------------------
 
 def serve(key: str, preload_file: str) -> int:
-    """The runner's main loop (started by :func:`start_runner`): bind, import, then fork a
-    child per command until idle for ``$TOOLEVAL_PREFECT_SERVER_IDLE_S`` seconds. Returns the process's exit
-    code (0; also when another runner of the same key already holds the address)."""
+    """The runner's main loop (started by :func:`start_runner`): bind, import, then fork a child per command until
+    idle for ``$TOOLEVAL_PREFECT_SERVER_IDLE_S`` seconds. Returns the process's exit code (0; also when another
+    runner of the same key already holds the address, or when the runner cannot fork safely)."""
     import gc
     import importlib
-    import threading
+
+    from tooleval.cli._entry import end_without_teardown
 
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
@@ -310,6 +380,9 @@ def serve(key: str, preload_file: str) -> int:
     with open(preload_file, encoding="utf-8") as handle:
         preload = json.load(handle)
     _remove(preload_file)
+    end_without_teardown()  # before any import registers an exit handler: a child runs it after all of theirs
+    for name, value in _RUNNER_THREADS_OFF.items():
+        os.environ[name] = value
     from tooleval.cli._app import prefect_environment
     from tooleval.settings import prefect_server_idle_s
 
@@ -320,51 +393,144 @@ def serve(key: str, preload_file: str) -> int:
             importlib.import_module(name)
         except BaseException:  # noqa: BLE001 - a module that cannot be imported here is imported by the child
             continue
-    if threading.active_count() > 1:  # an import started a thread: forking would copy a half-held lock
-        _log(f"not serving: an import started a thread ({', '.join(t.name for t in threading.enumerate())})")
+    others = other_threads()
+    if others:  # an import started a thread: forking would copy a half-held lock
+        _log(f"not serving: an import started a thread ({others})")
+        return 0
+    try:
+        os.close(os.pidfd_open(os.getpid()))
+    except OSError:  # a kernel older than 5.3: the loop could not wait for its children and its listener at once
+        _log("not serving: this kernel has no pidfd_open")
         return 0
     _log(f"serving {key} with {len(sys.modules)} modules imported, idle time {idle_s:g} s")
-    _claim_home(preload["out"], key)
+    _claim_home(key)
     gc.collect()
     gc.freeze()  # the imported objects stay out of the children's collections (and their pages shared)
-    active = [0]
-    lock = threading.Lock()
-    last_end = [time.monotonic()]
-    listener.settimeout(1.0)
-    while True:
+    return _Loop(listener, key, idle_s).run()
+
+
+def other_threads() -> str:
+    """The threads of this process other than the calling one, in words (empty when there are none): Python's
+    own (``threading``) and, on Linux, every task the kernel lists for the process, which also counts the threads
+    that compiled libraries start (a BLAS pool, an allocator's background thread)."""
+    import threading
+
+    found = [t.name for t in threading.enumerate() if t is not threading.current_thread()]
+    try:
+        tasks = os.listdir("/proc/self/task")
+    except OSError:  # no /proc: Python's list is all there is to go by
+        tasks = [str(os.getpid())]
+    if len(tasks) > 1 + len(found):
+        names = []
+        for task in tasks:
+            if task != str(threading.get_native_id()):
+                try:
+                    with open(f"/proc/self/task/{task}/comm", encoding="utf-8", errors="replace") as handle:
+                        names.append(handle.read().strip())
+                except OSError:
+                    names.append(task)
+        found = names
+    return ", ".join(found)
+
+
+class _Loop:
+    """The runner's one thread: waits for a command on the listener and for the exit of each child (a pidfd per
+    child, readable once it ended), forks a child per command, and reports each child's exit to its client."""
+
+    def __init__(self, listener: socket.socket, key: str, idle_s: float) -> None:
+        self.listener, self.key, self.idle_s = listener, key, idle_s
+        self.selector = selectors.DefaultSelector()
+        self.listener.setblocking(False)
+        self.selector.register(self.listener, selectors.EVENT_READ)
+        self.children: dict[int, tuple[int, socket.socket]] = {}  # pidfd -> (pid, the client's connection)
+        self.last_end = time.monotonic()
+        self.closing = False  # no more forks: a thread appeared; ends once its children did
+
+    def run(self) -> int:
+        while True:
+            for selected, _ in self.selector.select(timeout=1.0):
+                if selected.fileobj is self.listener:
+                    self._accept()
+                else:
+                    self._reap(selected.fd)
+            if not self.children:
+                if self.closing:
+                    return 0
+                if time.monotonic() - self.last_end >= self.idle_s:
+                    _log(f"idle for {self.idle_s:g} s: ending")
+                    return 0
+                if not _holds_home(self.key):
+                    _log("a runner of another key serves this Prefect home now: ending")
+                    return 0
+
+    def _accept(self) -> None:
         try:
-            conn, _ = listener.accept()
-        except socket.timeout:
-            with lock:
-                if active[0] == 0 and time.monotonic() - last_end[0] >= idle_s:
-                    _log(f"idle for {idle_s:g} s: ending")
-                    return 0
-                if active[0] == 0 and not _holds_home(preload["out"], key):
-                    _log("a runner of another key serves this results folder now: ending")
-                    return 0
-            continue
+            conn, _ = self.listener.accept()
+        except (BlockingIOError, InterruptedError):
+            return
         try:
             received = _receive(conn)
         except (OSError, ValueError):
             conn.close()
-            continue
+            return
         if received is None:
             conn.close()
-            continue
+            return
         request, fds = received
-        with lock:
-            active[0] += 1
+        others = other_threads()
+        if others:  # the client sees the connection close without a pid and runs the command itself, cold
+            _log(f"not forking: another thread is alive ({others}); ending")
+            for fd in fds:
+                os.close(fd)
+            conn.close()
+            self._close_listener()
+            return
         pid = os.fork()
         if pid == 0:
-            listener.close()
+            self._become_child()
             _child(conn, request, fds)  # never returns
         for fd in fds:
             os.close(fd)
-        threading.Thread(target=_report_exit, args=(conn, pid, active, lock, last_end), daemon=True).start()
+        try:
+            conn.sendall(f"pid {pid}\n".encode())
+        except OSError:
+            pass
+        pidfd = os.pidfd_open(pid)
+        self.children[pidfd] = (pid, conn)
+        self.selector.register(pidfd, selectors.EVENT_READ)
+
+    def _become_child(self) -> None:
+        """In a new child: close what belongs to the runner (its listener, its selector, the other commands'
+        connections and pidfds)."""
+        self.selector.close()
+        self.listener.close()
+        for pidfd, (_, conn) in self.children.items():
+            conn.close()
+            os.close(pidfd)
+
+    def _reap(self, pidfd: int) -> None:
+        pid, conn = self.children.pop(pidfd)
+        self.selector.unregister(pidfd)
+        os.close(pidfd)
+        _, status = os.waitpid(pid, 0)
+        code = os.waitstatus_to_exitcode(status)
+        try:
+            conn.sendall(f"exit {code if code >= 0 else 128 - code}\n".encode())
+        except OSError:
+            pass
+        conn.close()
+        self.last_end = time.monotonic()
+
+    def _close_listener(self) -> None:
+        """Stop serving: the address is free at once for a runner started by the next cold command."""
+        self.closing = True
+        self.selector.unregister(self.listener)
+        self.listener.close()
 
 
 def _receive(conn: socket.socket) -> tuple[dict, list[int]] | None:
     """One request: the peer's uid checked, the header with the three descriptors, then the payload."""
+    conn.setblocking(True)
     conn.settimeout(10.0)
     if _peer_uid(conn) != os.getuid():
         return None
@@ -390,27 +556,12 @@ def _peer_uid(sock: socket.socket) -> int:
     return struct.unpack("3i", credentials)[1]
 
 
-def _report_exit(conn: socket.socket, pid: int, active: list[int], lock, last_end: list[float]) -> None:
-    try:
-        conn.sendall(f"pid {pid}\n".encode())
-    except OSError:
-        pass
-    _, status = os.waitpid(pid, 0)
-    code = os.waitstatus_to_exitcode(status)
-    try:
-        conn.sendall(f"exit {code if code >= 0 else 128 - code}\n".encode())
-    except OSError:
-        pass
-    conn.close()
-    with lock:
-        active[0] -= 1
-        last_end[0] = time.monotonic()
-
-
 def _child(conn: socket.socket, request: dict, fds: list[int]) -> None:
-    """In the forked child: become the client's command and run it; exits the process with its code."""
-    import atexit
+    """In the forked child: become the client's command and run it; ends the process with its code, as a cold
+    command ends (:func:`tooleval.cli._entry.exit_without_teardown`)."""
     import threading
+
+    from tooleval.cli._entry import exit_without_teardown
 
     code = 1
     try:
@@ -438,13 +589,7 @@ def _child(conn: socket.socket, request: dict, fds: list[int]) -> None:
 
         traceback.print_exc()
         code = 1
-    finally:
-        try:
-            atexit._run_exitfuncs()  # what a cold process runs at exit (Prefect drains its event queues)
-            sys.stdout.flush()
-            sys.stderr.flush()
-        finally:
-            os._exit(code)
+    exit_without_teardown(code)
 
 
 def _refresh_terminal_state() -> None:
@@ -482,34 +627,30 @@ def _watch_client(conn: socket.socket) -> None:
     os._exit(130)
 
 
-def _claim_path(out: str) -> str | None:
-    """``<Prefect home>/warm-runner-<digest of the results folder>.json``: the key of the runner that serves the
-    folder. One runner per folder: a runner whose key no command of the folder matches any more (an edited file, a
-    changed variable) would only hold memory until its idle time, so a newer runner's claim ends it as soon as it
-    has no command running. Named by the folder, since several folders may share one Prefect home."""
+def _claim_path() -> str | None:
+    """``<Prefect home>/warm-runner.json``: the key of the runner that serves the home. One runner per home: a
+    runner whose key no command matches any more (an edited file, another setting) would only hold memory until
+    its idle time, so a newer runner's claim ends it as soon as it has no command running."""
     home = os.environ.get("PREFECT_HOME")
-    if not home:
-        return None
-    folder = hashlib.sha256(os.path.abspath(out).encode("utf-8", "surrogatepass")).hexdigest()[:16]
-    return os.path.join(home, f"warm-runner-{folder}.json")
+    return os.path.join(home, "warm-runner.json") if home else None
 
 
-def _claim_home(out: str, key: str) -> None:
-    path = _claim_path(out)
+def _claim_home(key: str) -> None:
+    path = _claim_path()
     if path:
         try:
             temporary = f"{path}.{os.getpid()}"
             with open(temporary, "w", encoding="utf-8") as handle:
-                json.dump({"key": key, "pid": os.getpid(), "out": os.path.abspath(out)}, handle)
+                json.dump({"key": key, "pid": os.getpid()}, handle)
             os.replace(temporary, path)
         except OSError:
             pass
 
 
-def _holds_home(out: str, key: str) -> bool:
-    """Whether this runner's claim is still the folder's (an unreadable claim counts as held: end only on proof)."""
+def _holds_home(key: str) -> bool:
+    """Whether this runner's claim is still the home's (an unreadable claim counts as held: end only on proof)."""
     try:
-        with open(_claim_path(out) or "", encoding="utf-8") as handle:
+        with open(_claim_path() or "", encoding="utf-8") as handle:
             return json.load(handle).get("key") == key
     except (OSError, ValueError, AttributeError):
         return True

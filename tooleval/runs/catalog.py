@@ -57,8 +57,8 @@ class GcReport:
 
 
 def prefect_home(out: Path) -> Path:
-    """Prefect's home for runs into ``out``: ``$TOOLEVAL_PREFECT_HOME`` or ``<out>/.tooleval/prefect`` (as the CLI
-    sets it)."""
+    """The folder whose ``storage`` holds the Prefect task results and cache records of runs into ``out``:
+    ``$TOOLEVAL_PREFECT_HOME``, or ``<out>/.tooleval/prefect`` (as the CLI sets them)."""
     from tooleval.settings import prefect_home as configured
 
     return configured() or Path(out).resolve() / ".tooleval" / "prefect"
