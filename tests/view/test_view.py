@@ -313,3 +313,20 @@ def test_a_damaged_trace_file_spoils_the_row_pages_not_the_rows_table(served, tm
         assert status == 200 and re.search(r'<span id="total">(\d+)</span>', body).group(1) == "200"
         status, body = get(f"{url}/runs/base/row?{urlencode({'case': row['case_id'], 'trial': row['trial']})}")
         assert status == 422 and "cannot be read" in body and "Traceback" not in body
+
+
+def test_the_runs_pass_rate_counts_only_scored_rows():
+    """A run of 2 scored rows, both failing, and one case in scope without a trace: the gate lists 3 failing
+    entries (the placeholder of the missing case among them) and the pass rate is 0/2 = 0.0, never
+    1 - 3/2 = -0.5 (what the runs page showed for such a run). With 4 scored rows, 3 failing entries of which one
+    is an unscored placeholder and one an error row: 1 failing scored row, so 1 - 1/4 = 0.75."""
+    from tooleval.view._data import _pass_rate
+
+    def summary(scored: int, failing: int, by_rule: dict[str, int]) -> dict:
+        return {"gate": {"failing_rows_count": failing,
+                         "counts": {"scored_rows": scored, "failures_by_rule": by_rule}}}
+
+    assert _pass_rate(summary(2, 3, {"reference_mismatch": 2, "unscored": 1})) == 0.0
+    assert _pass_rate(summary(4, 3, {"reference_mismatch": 1, "unscored": 1, "row_error": 1})) == 0.75
+    assert _pass_rate(summary(0, 1, {"unscored": 1})) is None  # nothing scored: no rate
+    assert _pass_rate({}) is None  # no gate

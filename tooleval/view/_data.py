@@ -493,13 +493,20 @@ def _remove_index(con: duckdb.DuckDBPyConnection, folder: str) -> None:
 
 
 def _pass_rate(summary: dict[str, Any]) -> float | None:
-    """The share of scored rows that pass the gate (``1 - failing / scored``), or ``None`` without a gate."""
+    """The share of scored rows that pass the gate, or ``None`` without a gate: ``1 - failing / scored``, where
+    ``failing`` counts only scored rows. The gate's failing list also holds a placeholder for each case in scope
+    without a row (rule ``unscored``) and each row that carries an error (rule ``row_error``); neither is a scored
+    row, so counting them would give a rate below 0 (``tooleval compare`` leaves error rows out of a pass rate too).
+    """
     gate = summary.get("gate") or {}
-    scored = gate.get("scored_rows", summary.get("scored_rows"))
+    counts = gate.get("counts") or {}
+    scored = counts.get("scored_rows", gate.get("scored_rows", summary.get("scored_rows")))
     failing = gate.get("failing_rows_count")
     if not scored or failing is None:
         return None
-    return 1 - failing / scored
+    by_rule = counts.get("failures_by_rule") or {}
+    failing_scored = failing - by_rule.get("unscored", 0) - by_rule.get("row_error", 0)
+    return min(1.0, max(0.0, 1 - failing_scored / scored))
 
 
 def _calls(values: list[dict] | None) -> list[dict]:
