@@ -88,6 +88,29 @@ def test_a_bad_sample_is_skipped_and_a_truncated_log_refused(tmp_path: Path) -> 
     assert "cut.eval" in str(info.value) and not (tmp_path / "out2").exists()
 
 
+def test_a_sample_that_ended_with_an_error_fails_with_it(tmp_path: Path) -> None:
+    """Inspect keeps a sample whose model call raised, with the messages it had so far (here only the user's) and
+    an ``error``. Scored as it stands it would be an answer without calls (f1 0, the agent's fault); it is a
+    generation error instead, counted in the import's notes."""
+    crashed = {"id": "3", "epoch": 1, "uuid": "u-3", "input": "Where is A-104?",
+               "metadata": {"expected_calls": [ORDER]},
+               "messages": [{"role": "user", "content": "Where is A-104?", "source": "input"}],
+               "error": {"message": "ConnectionError: the model API refused the connection\nsecond line",
+                         "traceback": "Traceback (most recent call last): ..."}}
+    src = _log(tmp_path / "orders.eval", [_sample(1, 1, "A-104", "C"), crashed])
+    report = import_inspect(src, tmp_path / "out")
+    assert (report.read, report.converted) == (2, 2)
+    assert report.notes == ["1 samples ended with an Inspect error (orders.eval:samples/3_epoch_1.json); their "
+                            "rows fail with it (generation_error), never scored as answers without calls."]
+    traces = {t["case_id"]: t for t in read_jsonl(tmp_path / "out" / "traces.jsonl.gz")}
+    assert traces["3"]["error"] == "Inspect sample error: ConnectionError: the model API refused the connection"
+    assert "error" not in traces["1"]
+    rows = {r["case_id"]: r for r in score(tmp_path / "out")}
+    assert rows["3"]["error_kind"] == "generation_error" and rows["3"]["f1"] is None
+    assert "refused the connection" in rows["3"]["error_message"]
+    assert (rows["1"]["error_kind"], rows["1"]["exact_match"]) == (None, True)
+
+
 @pytest.mark.slow  # inspect_ai's eval() in a child process, then `tooleval run`
 def test_a_log_inspect_ai_wrote_is_imported_and_run_end_to_end(tmp_path: Path) -> None:
     log = produce(tmp_path / "logs", tmp_path / "truth.json")

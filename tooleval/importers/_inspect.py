@@ -23,6 +23,11 @@ kept in ``metadata.scores``. ``metadata.inspect`` keeps the task, run id, eval i
 ``uuid``. References come from ``--references`` (case lines keyed by sample id) or an ``expected_calls`` key in
 the sample's ``metadata`` (the dataset's own); Inspect's ``target`` is text, not calls, and is kept in the trace's
 metadata.
+
+**A sample that ended with an error** (Inspect's sample ``error``: the model call failed, a limit was hit as an
+error, the solver raised) becomes a trace carrying that error's first line as its ``error``: its row fails as a
+``generation_error`` instead of being scored as an answer without calls, and the import's notes count and name such
+samples.
 """
 
 from __future__ import annotations
@@ -141,7 +146,21 @@ def _convert(sample: Any, header: dict[str, Any]) -> Converted:
         metadata["scores"] = sample["scores"]
     if sample.get("target") is not None:
         metadata["target"] = sample["target"]
-    return Converted(messages, fields, metadata, {"executor_calls": _executor(sample.get("events"))})
+    trace_fields: dict[str, Any] = {"executor_calls": _executor(sample.get("events"))}
+    error = _sample_error(sample.get("error"))
+    if error is not None:  # the sample never finished: its row fails with that error, never scored as "no calls"
+        trace_fields["error"] = error
+    return Converted(messages, fields, metadata, trace_fields)
+
+
+def _sample_error(error: Any) -> str | None:
+    """The text of an Inspect sample's ``error`` (an object with a ``message``, or text), or ``None`` when the
+    sample ran to its end. Only the message's first line is kept: the traceback stays in the log."""
+    if not error:
+        return None
+    message = error.get("message") if isinstance(error, dict) else error
+    text = str(message or "error").strip().splitlines()
+    return f"Inspect sample error: {text[0] if text else 'error'}"
 
 
 def _read(log: zipfile.ZipFile, member: str) -> bytes:
@@ -219,6 +238,7 @@ def import_inspect(
     known = _load_references(Path(references), report, digest) if references is not None else None
     with DatasetStage(Path(out)) as stage:
         writer = _Writer(stage, known, agent or "inspect")
+        errored: list[str] = []
         for path in files:
             with _open(path) as log:
                 members = log.namelist()
@@ -241,6 +261,12 @@ def import_inspect(
                         report.skip(skip.reason, where)
                         continue
                     report.converted += 1
+                    if "error" in converted.trace_fields:
+                        errored.append(where)
+        if errored:
+            named = ", ".join(errored[:5]) + (f" and {len(errored) - 5} more" if len(errored) > 5 else "")
+            report.notes.append(f"{len(errored)} samples ended with an Inspect error ({named}); their rows fail "
+                                "with it (generation_error), never scored as answers without calls.")
         if known is not None:
             writer.write_referenced_cases(stage)
         if not writer.case_count or not report.converted:
