@@ -94,3 +94,16 @@ def test_no_example_waiver_has_expired():
     dates = [(name, d) for name, text in texts.items() for d in re.findall(r"expires = (\d{4}-\d\d-\d\d)", text)]
     assert dates, "the README or docs/ show a waiver"
     assert [(name, d) for name, d in dates if date.fromisoformat(d) < date.today()] == []
+
+
+def test_design_md_states_the_versions_the_code_writes():
+    """docs/design.md is where a reader learns the persisted shapes: the versions it states must be the ones the
+    code writes today (a stale "summary version 3" misled a newcomer adding a summary key)."""
+    from tooleval.runs.documents import SUMMARY_VERSION
+    from tooleval.storage import ENVELOPE_VERSION, ROW_SCHEMA_VERSION
+
+    design = (REPO / "docs" / "design.md").read_text(encoding="utf-8")
+    stated = {name: [int(v) for v in re.findall(rf"{name} version (\d+)", design)]
+              for name in ("row schema", "envelope", "summary")}
+    assert stated == {"row schema": [ROW_SCHEMA_VERSION], "envelope": [ENVELOPE_VERSION],
+                      "summary": [SUMMARY_VERSION]}
