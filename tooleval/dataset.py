@@ -20,7 +20,7 @@ from pydantic import ValidationError
 
 from tooleval.canonical import (MAX_DEPTH, canonical_text, json_value_problem, may_hold_wide_integer,
                                 nesting_within)
-from tooleval.errors import InputFileError, UnsafeRevisionError
+from tooleval.errors import InputFileError, UnsafeRevisionError, json_problem
 from tooleval.models import PLAIN_VALUES, REVISION_PATTERN, Case, DatasetManifest, ToolSpec
 from tooleval.capture.recorded import (TraceLine, decode_line, fast_object, iter_json_lines, load_unique_json,
                                       parse_json_line)
@@ -153,7 +153,7 @@ def _read_json_text(path: Path) -> tuple[object, str]:
     try:
         value = load_unique_json(path, text)
     except json.JSONDecodeError as exc:
-        raise InputFileError(path, exc.lineno, f"not valid JSON ({exc.msg}, column {exc.colno}).",
+        raise InputFileError(path, exc.lineno, f"not valid JSON ({json_problem(exc)}).",
                              "repair the JSON.") from None
     except RecursionError:
         raise InputFileError(path, _deep_line(text), "nested too deeply to read (arrays/objects inside each "

@@ -23,7 +23,23 @@ __all__ = [
     "RevisionConflictError",
     "RunIdConflictError",
     "RowError",
+    "json_problem",
 ]
+
+
+def json_problem(exc: Exception, *, column: bool = True) -> str:
+    """What a JSON reader's error says, as a phrase to put after "not valid JSON": Python's
+    ``json.JSONDecodeError`` ``"Unterminated string starting at: line 1 column 18 (char 17)"`` becomes
+    ``"Unterminated string starting at column 18"``, ``"Expecting value: ..."`` becomes ``"Expecting value at column
+    1"``. The line is left out: the caller names the file's line itself. ``column=False``: no place at all
+    (``"Unterminated string"``), for a reason that counts like lines together. Any other error: its text up to a
+    colon."""
+    msg, number = getattr(exc, "msg", None), getattr(exc, "colno", None)
+    if not isinstance(msg, str) or not isinstance(number, int):
+        return str(exc).split(":")[0] or type(exc).__name__
+    if not column:
+        return msg.removesuffix(" at").removesuffix(" starting")
+    return f"{msg} column {number}" if msg.endswith(" at") else f"{msg} at column {number}"
 
 
 class ToolevalError(Exception):

@@ -237,8 +237,8 @@ class TestTraceLinesThatAreNotObjects:
         ('"hello"', "a JSON string, not an object"),
         ("null", "a JSON null, not an object"),
         ("42", "a JSON number, not an object"),
-        ('{"case_id": "A", "tri', "not valid JSON (Unterminated string starting at, column 18)"),
-        ("{'case_id': 'A'}", "not valid JSON (Expecting property name enclosed in double quotes, column 2)"),
+        ('{"case_id": "A", "tri', "not valid JSON (Unterminated string starting at column 18)"),
+        ("{'case_id': 'A'}", "not valid JSON (Expecting property name enclosed in double quotes at column 2)"),
         (b'{"case_id": "\xe9"}', "not UTF-8 text (byte 14 of the line: b'\\xe9')"),
     ])
     def test_an_entry_naming_the_file_and_line(self, tmp_path, line, problem):

@@ -239,8 +239,8 @@ class TestNoLinkUnderTheWorkingState:
 
 class TestLedgerFiles:
     @pytest.mark.parametrize(("content", "line", "problem"), [
-        (b"not json{", 1, "not valid JSON (Expecting value, column 1)."),
-        (b'{\n "content_digest": "abc"\n', 3, "not valid JSON (Expecting ',' delimiter, column 1)."),
+        (b"not json{", 1, "not valid JSON (Expecting value at column 1)."),
+        (b'{\n "content_digest": "abc"\n', 3, "not valid JSON (Expecting ',' delimiter at column 1)."),
         (b"[1]", 1, "not a JSON object (a JSON array)."),
         (b"\xff", None, "not a JSON object in UTF-8 text."),
     ])

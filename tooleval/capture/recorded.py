@@ -51,7 +51,7 @@ from tooleval import settings
 from tooleval.canonical import (MAX_DEPTH, DuplicateKeyError, json_type_name, json_value_problem,
                                 may_hold_wide_integer, nesting_within, reject_duplicate_keys, repeated_key_at,
                                 repeated_keys, text_holds_no_value_problem)
-from tooleval.errors import InputFileError, RowError
+from tooleval.errors import InputFileError, RowError, json_problem
 from tooleval.models import TRIAL_MAX, RecordedTrace
 
 __all__ = [
@@ -116,7 +116,7 @@ def parse_json_line(path: Path, number: int, text: str, *, unique_keys: bool = F
         return load_unique_json(path, text, number) if unique_keys else json.loads(text)
     except json.JSONDecodeError as exc:
         raise InputFileError(
-            path, number, f"not valid JSON ({exc.msg}, column {exc.colno}).", "repair or remove that line."
+            path, number, f"not valid JSON ({json_problem(exc)}).", "repair or remove that line."
         ) from None
     except RecursionError:
         raise InputFileError(path, number, "nested too deeply to read (JSON arrays/objects inside each other "
@@ -340,8 +340,7 @@ def _read_trace_line(number: int, text: str) -> TraceLine:
                 data[name] = json.loads(found.group(1))
         return TraceLine(number, data, "nested too deep for a JSON reader (Python's recursion limit)")
     except ValueError as exc:  # json.JSONDecodeError: truncated, or not JSON at all
-        where = f", column {exc.colno}" if isinstance(exc, json.JSONDecodeError) else ""
-        return TraceLine(number, {}, f"not valid JSON ({getattr(exc, 'msg', exc)}{where})", kind=UNREADABLE)
+        return TraceLine(number, {}, f"not valid JSON ({json_problem(exc)})", kind=UNREADABLE)
     if not isinstance(data, dict):
         return TraceLine(number, {}, f"a JSON {json_type_name(data)}, not an object", kind=UNREADABLE)
     anywhere, top = repeated_keys(text) if repeats else ([], [])

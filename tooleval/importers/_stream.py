@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from tooleval.canonical import strict_json_loads
-from tooleval.errors import InputFileError
+from tooleval.errors import InputFileError, json_problem
 
 __all__ = [
     "DatasetStage",
@@ -158,7 +158,7 @@ def _parse_line(path: Path, number: int, data: bytes) -> SourceLine:
     try:
         return SourceLine(path, number, strict_json_loads(text))
     except (ValueError, RecursionError) as exc:
-        return SourceLine(path, number, error=f"not valid JSON ({str(exc).split(':')[0]})")
+        return SourceLine(path, number, error=f"not valid JSON ({json_problem(exc, column=False)})")
 
 
 def new_digest() -> Any:

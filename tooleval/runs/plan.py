@@ -29,7 +29,8 @@ from tooleval.canonical import canonical_json, json_type_name
 from tooleval.agents import OpenAIAgentConfig, ReplayAgentConfig, WorkItem
 from tooleval.dataset import (case_digests, case_slices, check_name, find_traces_file, load_dataset,
                               load_dataset_cached, tool_schema_version, traces_in_dataset)
-from tooleval.errors import InputFileError, RevisionConflictError, RowError, RunIdConflictError
+from tooleval.errors import (InputFileError, RevisionConflictError, RowError, RunIdConflictError,
+                             json_problem)
 from tooleval.capture.recorded import (TraceIndex, TracePart, file_digest, index_traces, join_trace_parts,
                                       replay_keys, trace_spans)
 from tooleval.capture.keys import PlannedKey, persist_key, plan_key
@@ -179,7 +180,7 @@ def _ledger_value(path: Path | str, data: bytes, key: str, fix: str) -> object:
     try:
         value = json.loads(data)
     except json.JSONDecodeError as exc:
-        raise InputFileError(path, exc.lineno, f"not valid JSON ({exc.msg}, column {exc.colno}).", fix) from None
+        raise InputFileError(path, exc.lineno, f"not valid JSON ({json_problem(exc)}).", fix) from None
     except (UnicodeDecodeError, RecursionError):
         raise InputFileError(path, None, "not a JSON object in UTF-8 text.", fix) from None
     if not isinstance(value, dict):
