@@ -24,7 +24,6 @@ from tooleval.runs.plan import DatasetRef
 from tooleval.capture.redaction import RedactionConfig
 from tasks._shared import cached_case_inputs, cached_redactor
 from tooleval.rules import ToolTable, load_policy
-from tooleval.rules import KeywordConfirmation
 from tooleval.scoring.rows import ShardMemo, score_rows
 from tooleval.storage.stages import STAGE_ROW_GROUP, StageRef, iter_stage_batches, write_stage_table
 from tooleval.storage import ROW_SCHEMA
@@ -98,13 +97,12 @@ def score_shard(
     redactor = cached_redactor(out, redaction, dataset)
     tools = ToolTable(loaded.tools)
     policy = load_policy(loaded.path)
-    memo = ShardMemo()  # what the shard's rows of one case share, kept across its batches
-    detector = KeywordConfirmation(policy.confirmation)
+    memo = ShardMemo()  # what the shard's rows of one case share, and the confirmation verdicts, across batches
 
     def inputs() -> dict[str, list[str]]:  # the whole dataset's input map: only for a request not its case's own
         return cached_case_inputs(out, redaction, dataset)
 
     rows = (row.record() for batch in batches  # one batch at a time: a worker never holds a whole shard's rows
             for row in score_rows(loaded.cases, batch, redactor=redactor, inputs=inputs, tools=tools,
-                                  policy=policy, digests_verified=intact, memo=memo, confirmation=detector))
+                                  policy=policy, digests_verified=intact, memo=memo))
     return write_stage_table(stage_dir, "scoring", rows, ROW_SCHEMA, started=started)

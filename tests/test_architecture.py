@@ -152,15 +152,6 @@ MAX_PARAMETERS = 8
 ``cls`` none); a typer command apart, whose parameters are the command line's options. More than this and the
 options belong in a small frozen model that travels as one."""
 
-OVER_THE_LIMIT_FOR_NOW = {
-    # The row path is being rewritten (capture, scoring and rules take typed columns instead of dicts); that
-    # rewrite owns these two signatures and brings them under the limit, so they are left alone here.
-    "tooleval/scoring/rows.py::score_rows",
-    "tooleval/rules/_policy.py::check_policies",
-}
-"""``path::function`` of the only functions allowed more than :data:`MAX_PARAMETERS` parameters for now."""
-
-
 def parameter_count(function: ast.FunctionDef | ast.AsyncFunctionDef) -> int:
     """The parameters a call may pass: positional-only, positional, keyword-only, ``*args`` and ``**kwargs``, less
     a method's ``self`` or ``cls``."""
@@ -192,8 +183,7 @@ def functions_over_the_limit(paths: list[Path], root: Path) -> dict[str, int]:
 
 def test_no_function_takes_more_than_eight_parameters() -> None:
     over = functions_over_the_limit(_source_files(), ROOT)
-    assert set(over) - OVER_THE_LIMIT_FOR_NOW == set(), over
-    assert set(over) == OVER_THE_LIMIT_FOR_NOW  # one brought under the limit leaves the allow-list with it
+    assert over == {}
 
 
 def test_the_parameter_count_sees_every_kind_of_parameter(tmp_path: Path) -> None:

@@ -113,7 +113,6 @@ def check_policies(
     *,
     policy: PolicyConfig | None = None,
     confirmation: ConfirmationDetector | None = None,
-    plans: list[list[Call]] | None = None,
     rules: ArgumentRules | None | _Resolve = _RESOLVE,
 ) -> list[Violation]:
     """Every policy violation of one (case, trial) row.
@@ -128,7 +127,6 @@ def check_policies(
             come from it).
         policy: The dataset's ``[policy]``; defaults when ``None``.
         confirmation: Confirmation detector; the keyword detector of ``policy.confirmation`` when ``None``.
-        plans: The reference plans when they differ from :attr:`Case.plans` (redacted references).
         rules: ``ArgumentRules.for_case(case, tools)`` when the caller already has it (``None``: the case has no
             argument rules); resolved here when left out.
 
@@ -162,7 +160,7 @@ def check_policies(
         return call_identity(call, rules, coerce_arguments(call.args, tool_rules, rules.schemas.get(call.name))[0])
 
     forbidden = set(case.forbidden_tools or [])
-    no_reference_write = not any(is_write(c.name) for plan in (case.plans if plans is None else plans) for c in plan)
+    no_reference_write = not any(is_write(c.name) for plan in case.plans for c in plan)
     for s in steps:
         if s.call.name in forbidden:
             add("forbidden_tool", s.call.name, f"{describe_call(s)}: the case forbids {s.call.name}")

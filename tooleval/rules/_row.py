@@ -109,7 +109,6 @@ def evaluate_row(
     *,
     policy: PolicyConfig | None = None,
     confirmation: ConfirmationDetector | None = None,
-    plans: list[list[Call]] | None = None,
     rules: ArgumentRules | None = None,
 ) -> RowRules:
     """Match, choose the plan and check the policies of one (case, trial).
@@ -121,8 +120,6 @@ def evaluate_row(
         observed: The envelope's calls (``tooleval.capture.envelope.envelope_calls``), i.e. the calls of ``messages``.
         policy: The dataset's ``[policy]`` (:func:`tooleval.rules.load_policy`).
         confirmation: A custom confirmation detector.
-        plans: The reference plans to score against, when they differ from :attr:`Case.plans` (the scoring stage
-            passes them redacted with the traces' key, plan 0 first).
         rules: :func:`case_rules` of this very ``case`` and ``tools``, when the caller keeps them across the rows
             of a case (they hold per-path lookups worth keeping); resolved here when ``None``.
 
@@ -132,12 +129,12 @@ def evaluate_row(
     """
     tools = case_tools(case, tools)
     rules = ArgumentRules.for_case(case, tools) if rules is None else rules
-    plans = case.plans if plans is None else plans
+    plans = case.plans  # the scoring stage passes the case with its references redacted as its traces were
     written = written_arguments(messages) if rules is not None and rules.written_numbers else None
     mode = MatchMode.of_case(case)
     match, chosen = match_plans(plans, observed, rules, mode, written)
     violations = check_policies(case, tools, messages, observed, match, policy=policy, confirmation=confirmation,
-                                plans=plans, rules=rules)
+                                rules=rules)
     findings = schema_findings(observed, tools) if tools else None
     violations += schema_violations(findings or [], observed)
     violations += name_only_violations(observed)

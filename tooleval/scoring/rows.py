@@ -187,10 +187,12 @@ class _CaseEntry:
 class ShardMemo:
     """What :func:`score_rows` derives from a case alone (its redacted references, resolved argument rules,
     reference records and ragas set, its input's key), kept across the batches of one shard: a shard is scored a
-    batch at a time, and the trials of a case fall in different batches. Valid for one (cases, redactor, tools)
+    batch at a time, and the trials of a case fall in different batches. Valid for one (cases, redactor, tools, policy)
     only: make one per shard (or per :func:`score_rows` call)."""
 
     def __init__(self) -> None:
+        self.confirmation: KeywordConfirmation | None = None
+        """The policy's confirmation detector (it caches its verdict per reply text), made by the first batch."""
         self.cases: dict[str, _CaseEntry] = {}
         self.calls: dict[tuple[str, str], Call] = {}
         """Observed well-formed calls by (name, canonical argument text): the trials of a case, and the cases of a
@@ -262,7 +264,6 @@ def score_rows(
     policy: PolicyConfig | None = None,
     digests_verified: bool = False,
     memo: ShardMemo | None = None,
-    confirmation: KeywordConfirmation | None = None,
 ) -> list[Row]:
     """Score a shard of envelopes.
 
@@ -282,9 +283,7 @@ def score_rows(
             digest of its content and is not recomputed (hashing every message again would cost as much as
             capture did). ``False``: every digest is recomputed for the join check.
         memo: A :class:`ShardMemo` kept across the calls that score one shard's batches (same ``cases``,
-            ``redactor`` and ``tools``); a fresh one when ``None``.
-        confirmation: The policy's :class:`~tooleval.rules._confirmation.KeywordConfirmation`, when the caller
-            keeps it across batches (its verdicts per reply text are cached); built here when ``None``.
+            ``redactor``, ``tools`` and ``policy``); a fresh one when ``None``.
 
     Returns:
         One :class:`tooleval.storage.Row` per envelope, in input order, with ``run_id`` ``None``. An envelope
@@ -303,8 +302,10 @@ def score_rows(
         full = None  # a given map is read as it is (it may not be the dataset's own)
     rows: list[Row] = []
     tools = tools or {}
-    detector = confirmation or KeywordConfirmation((policy or PolicyConfig()).confirmation)
     memo = memo or ShardMemo()
+    if memo.confirmation is None:  # its verdicts per reply text are kept with the memo, across batches
+        memo.confirmation = KeywordConfirmation((policy or PolicyConfig()).confirmation)
+    detector = memo.confirmation
     known = memo.cases  # case id -> what its rows share (references redacted with the base secrets)
     for envelope in envelopes:
         metadata = _metadata(envelope)
@@ -331,8 +332,8 @@ def score_rows(
         observed = memo.observed_calls(envelope, digests_verified)
         messages = loads_text(envelope["messages_json"]) if envelope.get("messages_json") else None
         try:
-            rules = evaluate_row(case, tools, messages, observed, policy=policy, plans=plans,
-                                 rules=entry.rules, confirmation=detector)
+            rules = evaluate_row(case, tools, messages, observed, policy=policy, rules=entry.rules,
+                                 confirmation=detector)
         except ValueError as exc:  # the stored calls are not the messages' calls: the envelope is inconsistent
             row.error_kind, row.error_message = "scoring_error", str(exc)
             _provenance(row, envelope, row_inputs, observed, digests_verified)
