@@ -46,6 +46,7 @@ SLOW_MODULES = {
     "test_scale_flow.py": "runs on a process pool of Prefect workers",
     "test_cluster.py": "a Dask scheduler, two workers and moto's S3 server",
     "test_s3.py": "moto's S3 server",
+    "test_lease_race.py": "moto's S3 server and writer processes racing for a lease",
     "test_bench.py": "the benchmark",
     "test_report_page.py": "Chromium",
     "test_view_page.py": "Chromium over the viewer's pages",
