@@ -16,6 +16,7 @@ back to a protocol without conditions (:mod:`tooleval.storage._remote_lease`), w
 from __future__ import annotations
 
 import logging
+import os
 import threading
 from typing import Any
 
@@ -46,7 +47,12 @@ def _client(fs: Any) -> Any:
     region = client_kwargs.get("region_name")
     key, secret, token = getattr(fs, "key", None), getattr(fs, "secret", None), getattr(fs, "token", None)
     profile = (getattr(fs, "kwargs", None) or {}).get("profile")
-    cache_key = (endpoint, region, key, secret, token, profile)
+    # what botocore reads from the environment belongs to the key as well: a client made before the environment
+    # changed (another endpoint or credentials) must not be reused
+    environment = tuple(os.environ.get(name) for name in (
+        "AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN",
+        "AWS_DEFAULT_REGION", "AWS_REGION", "AWS_PROFILE"))
+    cache_key = (endpoint, region, key, secret, token, profile, environment)
     with _CLIENTS_LOCK:
         client = _CLIENTS.get(cache_key)
         if client is None:
