@@ -36,7 +36,8 @@ from tooleval.storage._lease import holder_alive
 from tooleval.storage._paths import OutFolderError
 from tooleval.storage._schema import SCHEMAS
 
-__all__ = ["MARKER", "PUBLICATIONS", "read_marker", "write_marker", "committed_files", "document_path",
+__all__ = ["MARKER", "PUBLICATIONS", "read_marker", "write_marker", "commit_marker", "read_marker_version",
+           "MarkerChangedError", "committed_files", "document_path",
            "read_document", "run_partition_folders", "sweep", "recover", "unmarked_files"]
 
 logger = logging.getLogger(__name__)
@@ -80,7 +81,78 @@ def read_marker(out: str | Path | Tree, run_id: str) -> dict | None:
 def write_marker(out: str | Path | Tree, run_id: str, marker: dict) -> None:
     """Commit: write the whole marker in one write (readers see the previous marker or this one): a temporary
     file and ``os.replace`` in a folder, one PUT on object storage."""
-    _tree(out).write_bytes(f"runs/{run_id}/{MARKER}", (json.dumps(marker, indent=2) + "\n").encode())
+    _tree(out).write_bytes(f"runs/{run_id}/{MARKER}", _marker_bytes(marker))
+
+
+def _marker_bytes(marker: dict) -> bytes:
+    return (json.dumps(marker, indent=2) + "\n").encode()
+
+
+class MarkerChangedError(InputFileError):
+    """Another writer committed the run between this writer's read of the marker and its commit (exit 2)."""
+
+
+def read_marker_version(store: Any, run_id: str) -> tuple[dict | None, str | None]:
+    """The run's commit marker and its ETag through a
+    :class:`~tooleval.storage._conditional.ConditionalStore`: ``(None, None)`` when there is none.
+
+    Raises:
+        InputFileError: the marker is not one this tooleval reads (as :func:`read_marker`).
+        OSError: the store cannot be read.
+    """
+    found = store.get(f"runs/{run_id}/{MARKER}")
+    if found is None:
+        return None, None
+    return read_marker(_Fixed(store.tree, f"runs/{run_id}/{MARKER}", found[0]), run_id), found[1]
+
+
+class _Fixed:
+    """A tree whose one file is bytes already read (so the marker and its ETag are the same version)."""
+
+    def __init__(self, tree: Tree, relpath: str, data: bytes) -> None:
+        self.tree, self.relpath, self.data = tree, relpath, data
+
+    def location(self, relpath: str) -> Any:
+        return self.tree.location(relpath)
+
+    def read_bytes(self, relpath: str) -> bytes:
+        return self.data
+
+    def write_bytes(self, relpath: str, data: bytes) -> None:
+        raise NotImplementedError
+
+    def walk_files(self, relpath: str) -> list[str]:
+        raise NotImplementedError
+
+
+def commit_marker(tree: Tree, run_id: str, marker: dict, store: Any = None, expected: str | None = None) -> str | None:
+    """Commit ``marker``: without ``store``, as :func:`write_marker`; with a
+    :class:`~tooleval.storage._conditional.ConditionalStore`, one PUT that succeeds only if the marker is still
+    the version read (``If-Match: expected``), or still absent when ``expected`` is None (``If-None-Match: *``).
+
+    Returns:
+        The new marker's ETag (None without ``store``, or where the store turned out not to honour conditions).
+
+    Raises:
+        MarkerChangedError: another writer committed the run since ``expected`` was read; nothing was written.
+        OSError / OutFolderError: the store refused the write.
+    """
+    if store is None:
+        write_marker(tree, run_id, marker)
+        return None
+    from tooleval.storage._conditional import ConditionsUnsupported, PreconditionFailed, mark_unsupported
+
+    relpath = f"runs/{run_id}/{MARKER}"
+    try:
+        return store.put(relpath, _marker_bytes(marker), if_match=expected, create=expected is None)
+    except PreconditionFailed:
+        raise MarkerChangedError(tree.location(relpath), None, f"run {run_id!r} was committed by another writer "
+                                 "while this one was publishing; nothing of this publication was committed.",
+                                 "rerun with a fresh --run-id, or rerun once the other writer is done.") from None
+    except ConditionsUnsupported as exc:
+        mark_unsupported(store, str(exc))
+        write_marker(tree, run_id, marker)
+        return None
 
 
 def run_partition_folders(out: str | Path | Tree, run_id: str) -> list[str]:
@@ -181,10 +253,14 @@ def _pause(point: str) -> None:
     pause_point(point)
 
 
-def sweep(out: str | Path | Tree, run_id: str, marker: dict) -> None:
+def sweep(out: str | Path | Tree, run_id: str, marker: dict, store: Any = None, etag: str | None = None) -> None:
     """Finish a committed publication: copy each document to its usual name, delete the run's files that the
     marker does not name (older publications, an interrupted one), mark the marker clean. Idempotent; the
-    caller holds the run's lease."""
+    caller holds the run's lease.
+
+    With ``store`` (a :class:`~tooleval.storage._conditional.ConditionalStore`) and ``etag`` (the marker's, as
+    committed or read), the marker is marked clean only if it is still that version: a sweep never rewrites a
+    marker that another writer committed meanwhile."""
     tree = _tree(out)
     first = True
     for logical, physical in sorted(marker.get("documents", {}).items()):
@@ -216,7 +292,14 @@ def sweep(out: str | Path | Tree, run_id: str, marker: dict) -> None:
             tree.delete(entry)
     tree.remove_empty_folders(publications)
     if marker.get("state") != "clean":
-        write_marker(tree, run_id, dict(marker, state="clean"))
+        if store is None or etag is None:
+            write_marker(tree, run_id, dict(marker, state="clean"))
+            return
+        try:
+            commit_marker(tree, run_id, dict(marker, state="clean"), store, etag)
+        except MarkerChangedError:
+            logger.warning("run %r was committed again while its previous publication was being tidied; the "
+                           "newer publication tidies it", run_id)
 
 
 def discard(out: str | Path | Tree, run_id: str) -> None:
@@ -253,6 +336,13 @@ def _runs(tree: Tree) -> list[str]:
     return found
 
 
+def marker_store(lease: Any) -> Any:
+    """The :class:`~tooleval.storage._conditional.ConditionalStore` through which the holder of ``lease`` writes
+    the run's marker: the lease's own when it was taken with conditional writes, else None (a folder, or a
+    store without them)."""
+    return getattr(lease, "_store", None) if getattr(lease, "conditional", False) else None
+
+
 def recover(out: str | Path) -> list[str]:
     """Finish or discard interrupted publications under ``out`` and clean a stale ``.staging``; skip runs a
     live writer holds. Called at the start of every command that reads or writes results.
@@ -276,11 +366,12 @@ def recover(out: str | Path) -> list[str]:
             if lease.try_acquire() is not None:
                 continue
             try:
-                marker = read_marker(tree, run_id)
+                store = marker_store(lease)
+                marker, etag = read_marker_version(store, run_id) if store else (read_marker(tree, run_id), None)
                 if marker is None:
                     discard(tree, run_id)
                 else:
-                    sweep(tree, run_id, marker)
+                    sweep(tree, run_id, marker, store, etag)
                 recovered.append(run_id)
                 logger.warning("recovered an interrupted publication of run %r under %s", run_id, out)
             finally:

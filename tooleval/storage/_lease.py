@@ -14,8 +14,10 @@ A lease is a small JSON object at ``<out>/.tooleval/locks/<run>.json``::
 
 In a local folder every change is a read, a decision and one whole-object write done while holding a guard
 (``fcntl.flock`` on ``locks/.guard``): a true compare-and-swap. On object storage (``--out s3://…``) there is no
-such guard; :class:`tooleval.storage._remote_lease.RemoteLease` writes and then reads back to verify, which
-narrows the race between two writers to a window but does not close it (its docstring says exactly when).
+such guard; :class:`tooleval.storage._remote_lease.RemoteLease` uses the store's conditional writes (S3's
+``If-None-Match`` / ``If-Match``), another compare-and-swap, and where a store has none falls back to writing and
+reading back, which narrows the race between two writers to a window but does not close it (its docstring says
+exactly when).
 :func:`lease_for` picks the kind for a results location.
 """
 

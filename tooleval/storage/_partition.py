@@ -32,7 +32,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from tooleval.errors import InputFileError
-from tooleval.storage._commit import PUBLICATIONS, new_marker, read_marker, sweep, write_marker
+from tooleval.storage._commit import (PUBLICATIONS, commit_marker, marker_store, new_marker, read_marker,
+                                      read_marker_version, sweep)
 from tooleval.storage._fs import Location, as_location, join, tree_of
 from tooleval.storage._hold import hold_run
 from tooleval.storage._lease import LeaseHeldError
@@ -339,11 +340,15 @@ class Publication:
             return
         try:
             pause_point("written")
+            store = marker_store(self._holder)
+            # the marker is read with its ETag before the lease is checked, so that the conditional commit below
+            # fails if any other writer committed after this check (one that took the lease over meanwhile)
+            previous, expected = (read_marker_version(store, self.run_id) if store is not None
+                                  else (read_marker(self.out, self.run_id), None))
             self._check_still_held()
-            previous = read_marker(self.out, self.run_id)
             marker = new_marker(self.out, self.run_id, self.id, self.revision, previous, self._partitions,
                                 self._documents)
-            write_marker(self.out, self.run_id, marker)
+            etag = commit_marker(self.tree, self.run_id, marker, store, expected)
         except BaseException:
             logger.error("publication of run %r under %s failed before its commit; discarded", self.run_id, self.out)
             self._discard()
@@ -351,7 +356,7 @@ class Publication:
             raise
         try:
             pause_point("committed")
-            sweep(self.out, self.run_id, marker)
+            sweep(self.out, self.run_id, marker, store, etag)
         except (OSError, InputFileError) as exc:  # committed: the next command finishes it (recover)
             logger.warning("run %r is committed but not yet tidied (%s); the next command finishes it",
                            self.run_id, exc)
@@ -362,7 +367,9 @@ class Publication:
 
     def _check_still_held(self) -> None:
         """On object storage, refuse to commit when the lease was taken over meanwhile (this writer was presumed
-        dead); the check narrows, not closes, the race described in :mod:`tooleval.storage._remote_lease`."""
+        dead). With conditional writes the check renews the lease (a compare-and-swap) and the marker's own
+        conditional write closes what is left of the race; without them it narrows, not closes, the race
+        described in :mod:`tooleval.storage._remote_lease`."""
         if self.remote and self._holder is not None and not self._holder.held():
             raise LeaseHeldError(self._holder.path, None, f"the lease of run {self.run_id!r} was taken over by "
                                  "another writer while this one was publishing; nothing was committed.",

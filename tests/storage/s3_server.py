@@ -1,0 +1,63 @@
+"""moto's S3 server on 127.0.0.1 for the lease and commit-marker tests, optionally posing as a store without
+conditional writes.
+
+moto's server checks a PUT's ``If-None-Match`` / ``If-Match`` and then stores the object in two steps, without a
+lock between them, while it serves requests on several threads; S3 and MinIO do both atomically. Serialising the
+writes (PUT, POST, DELETE) gives moto the same atomicity, which the race tests rely on; reads stay concurrent.
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+from typing import Any, Callable, Iterator
+
+from contextlib import contextmanager
+
+__all__ = ["moto_s3"]
+
+
+def _serialised(app: Callable, reject_conditions: bool) -> Callable:
+    lock = threading.Lock()
+
+    def wsgi(environ: dict, start_response: Callable) -> Any:
+        method = environ.get("REQUEST_METHOD", "GET")
+        conditional = "HTTP_IF_MATCH" in environ or "HTTP_IF_NONE_MATCH" in environ
+        if reject_conditions and conditional and method in ("PUT", "DELETE"):
+            # what an S3-compatible store without conditional writes answers
+            body = (b'<?xml version="1.0" encoding="UTF-8"?><Error><Code>NotImplemented</Code><Message>A header '
+                    b'you provided implies functionality that is not implemented</Message></Error>')
+            start_response("501 Not Implemented", [("Content-Type", "application/xml"),
+                                                   ("Content-Length", str(len(body)))])
+            return [body]
+        if method in ("PUT", "POST", "DELETE"):
+            with lock:
+                return list(app(environ, start_response))  # the whole answer made while holding the lock
+        return app(environ, start_response)
+
+    return wsgi
+
+
+@contextmanager
+def moto_s3(reject_conditions: bool = False) -> Iterator[str]:
+    """Serve moto's S3 on a free port of 127.0.0.1 in this process (threads) for the block; yields its URL.
+
+    Args:
+        reject_conditions: Answer ``501 NotImplemented`` to every conditional PUT or DELETE, as a store
+            without conditional writes does.
+    """
+    from moto.moto_server.werkzeug_app import DomainDispatcherApplication, MotoRequestHandler, create_backend_app
+    from werkzeug.serving import make_server
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    app = _serialised(DomainDispatcherApplication(create_backend_app), reject_conditions)
+    server = make_server("127.0.0.1", port, app, threaded=True, request_handler=MotoRequestHandler)
+    thread = threading.Thread(target=server.serve_forever, name="moto-s3", daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.shutdown()
+        thread.join(timeout=10)
