@@ -70,8 +70,11 @@ def test_no_secret_under_out_or_in_printed_lines(tmp_path, data):
     dataset = _write(root / "dataset", cases, traces, tools)
     out = root / "results"
     env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
+    # the user's Prefect home (its database and its run records) lives in the user's cache folder: this one
+    cache = root / "cache"
     env.update(COLUMNS="250", PREFECT_SERVER_ANALYTICS_ENABLED="false",
-               PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS="90")
+               PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS="90", TOOLEVAL_PREFECT_SERVER_IDLE_S="0",
+               XDG_CACHE_HOME=str(cache))
     printed = _tooleval("run", "--dataset", str(dataset), "--out", str(out), "--run-id", "s1", env=env)
     printed += _tooleval("gate", "--run-id", "s1", "--out", str(out), env=env)
     printed += _tooleval("drift", "--run-id", "s1", "--out", str(out), env=env)
@@ -80,9 +83,10 @@ def test_no_secret_under_out_or_in_printed_lines(tmp_path, data):
     printed += _tooleval("sql", "--out", str(out), "--format", "jsonl", "select * from rows", env=env)
     printed += _tooleval("sql", "--out", str(out), "--format", "jsonl", "select * from traces", env=env)
     assert leaked(printed, secrets) == []
-    files = [p for p in out.rglob("*") if p.is_file() and p.name != "redaction.key"]
-    assert any(".tooleval" in p.parts and p.suffix == ".db" for p in files)  # Prefect's database is scanned
-    found = {str(p.relative_to(out)): leaked(p.read_bytes().decode("utf-8", "replace"), secrets) for p in files}
+    files = [p for p in [*out.rglob("*"), *cache.rglob("*")] if p.is_file() and p.name != "redaction.key"]
+    assert any(p.suffix == ".db" for p in files)  # Prefect's database is scanned
+    assert any(".tooleval" in p.relative_to(root).parts for p in files)  # and the run's cached task results
+    found = {str(p.relative_to(root)): leaked(p.read_bytes().decode("utf-8", "replace"), secrets) for p in files}
     assert {path: hits for path, hits in found.items() if hits} == {}
     assert KEPT in "".join(p.read_bytes().decode("utf-8", "replace") for p in files if p.suffix == ".parquet")
 
