@@ -103,15 +103,24 @@ def test_an_rss_window_counts_descendants_and_only_its_own_samples():
 
 def test_the_sampling_thread_walks_the_tree_only_every_rescan_seconds():
     # walking the tree reads every process on the machine; the thread's samples between two walks read the RSS of
-    # the processes the last walk found, so a child started since counts from the next walk on
+    # the processes the last walk found, so a child started since counts from the next walk on. Measured in a fresh
+    # process, whose tree is itself and that child alone: the test process's own tree holds what earlier tests left
+    # running (a local Prefect server's memory moves by tens of MB while it settles).
     holder = "import sys; held = b'x' * (80 * 2**20); print('ready', flush=True); sys.stdin.read()"
-    with TreeRss(interval=3600, rescan=3600) as rss:
-        before = rss.sample()
-        with subprocess.Popen([sys.executable, "-c", holder], stdin=subprocess.PIPE, stdout=subprocess.PIPE) as child:
-            assert child.stdout.readline() == b"ready\n"
-            between_walks = rss.sample(walk=False)
-            walked = rss.sample()
-            after_walk = rss.sample(walk=False)
+    measure = f"""
+import json, subprocess, sys
+from tooleval.bench._rss import TreeRss
+with TreeRss(interval=3600, rescan=3600) as rss:
+    before = rss.sample()
+    with subprocess.Popen([sys.executable, "-c", {holder!r}], stdin=subprocess.PIPE, stdout=subprocess.PIPE) as child:
+        assert child.stdout.readline() == b"ready\\n"
+        between_walks = rss.sample(walk=False)
+        walked = rss.sample()
+        after_walk = rss.sample(walk=False)
+print(json.dumps([before, between_walks, walked, after_walk]))
+"""
+    done = subprocess.run([sys.executable, "-c", measure], capture_output=True, text=True, timeout=120, check=True)
+    before, between_walks, walked, after_walk = json.loads(done.stdout)
     assert between_walks - before < 40  # the child is not known yet
     assert walked - before > 60 and after_walk - before > 60  # its 80 MB count once the tree is walked
 
