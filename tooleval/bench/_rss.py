@@ -131,6 +131,9 @@ class TreeRss:
             self._stop.wait(self._interval)
 
     def __enter__(self) -> "TreeRss":
+        # walk once here, so that the thread's samples read the processes of a known walk from their first one on
+        # (a thread that starts late would otherwise walk whenever it happens to run first)
+        self.sample()
         self._thread.start()
         return self
 
