@@ -118,11 +118,12 @@ class _Fixed:
     def read_bytes(self, relpath: str) -> bytes:
         return self.data
 
+    # the view only hands the marker's bytes to the marker reader: nothing writes or lists through it
     def write_bytes(self, relpath: str, data: bytes) -> None:
-        raise NotImplementedError
+        raise TypeError(f"{relpath}: a one-file read-only view of the commit marker is never written")
 
     def walk_files(self, relpath: str) -> list[str]:
-        raise NotImplementedError
+        raise TypeError(f"{relpath}: a one-file read-only view of the commit marker lists no files")
 
 
 def commit_marker(tree: Tree, run_id: str, marker: dict, store: Any = None, expected: str | None = None) -> str | None:
