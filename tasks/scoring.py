@@ -24,41 +24,51 @@ from tooleval.runs.plan import DatasetRef
 from tooleval.capture.redaction import RedactionConfig
 from tasks._shared import cached_case_inputs, cached_redactor
 from tooleval.rules import ToolTable, load_policy
-from tooleval.scoring.rows import ShardMemo, score_rows
-from tooleval.storage.stages import STAGE_ROW_GROUP, StageRef, iter_stage_batches, write_stage_table
+from tooleval.scoring import ScoringSources, ShardMemo, score_table
+from tooleval.storage.stages import STAGE_ROW_GROUP, StageRef, iter_stage_batches, write_stage_tables
 from tooleval.storage import ROW_SCHEMA
-from tooleval.storage import is_arrow_file, iter_arrow_batches, iter_row_group_batches, read_location_bytes
-
-
-def _read_checked(ref: StageRef) -> tuple[Iterator[list[dict]], bool]:
-    """The envelope stage file's rows, :data:`tooleval.storage.stages.STAGE_ROW_GROUP` at a time, and whether its
-    bytes are the ones capture wrote (sha256 equal to the ref's digest, which names the file): then every stored
-    trace digest is the one capture computed from that content, and scoring does not compute it a second time. A
-    file that cannot be read locally as bytes is read as usual and its digests are recomputed. Only the file's
-    (compressed) bytes and one batch of rows are held at once, whatever the shard's size."""
-    try:
-        data = read_location_bytes(ref.path)
-    except OSError:
-        return iter_stage_batches(ref), False
-    intact = hashlib.sha256(data).hexdigest() == ref.digest
-    if is_arrow_file(ref.path):
-        names = ipc.open_file(pa.BufferReader(data)).schema.names
-        read = iter_arrow_batches
-        file: Any = pa.BufferReader(data)
-    else:
-        file = pq.ParquetFile(pa.BufferReader(data))
-        names = file.schema_arrow.names
-        read = iter_row_group_batches
-    if not intact:
-        return read(file, STAGE_ROW_GROUP), False  # every column: the digests are recomputed
-    columns = [name for name in names if name not in _ONLY_DIGESTED]
-    return read(file, STAGE_ROW_GROUP, columns, binary=("messages_json",)), True
+from tooleval.storage import is_arrow_file, read_location_bytes
 
 
 _ONLY_DIGESTED = frozenset({"captured_at"})
 """Envelope columns that scoring never reads when the digests are verified: the capture time (left out of the
-digest as well), which costs a timezone-aware ``datetime`` per row. The messages of a verified file come as UTF-8
-bytes, which orjson reads as they are."""
+digest as well). The messages of a verified file come as UTF-8 bytes, which orjson reads as they are."""
+
+
+def _read_checked(ref: StageRef) -> tuple[Iterator[pa.Table], bool]:
+    """The envelope stage file's record batches (as capture wrote them: at most
+    :data:`tooleval.storage.stages.STAGE_ROW_GROUP` rows each) as tables, and whether its bytes are the ones capture
+    wrote (sha256 equal to the ref's digest, which names the file): then every stored trace digest is the one
+    capture computed from that content, and scoring does not compute it a second time. A file that cannot be read
+    locally as bytes is read as usual and its digests are recomputed. Only the file's (compressed) bytes and one
+    batch are held at once, whatever the shard's size."""
+    try:
+        data = read_location_bytes(ref.path)
+    except OSError:
+        return (pa.Table.from_pylist(batch) for batch in iter_stage_batches(ref)), False
+    intact = hashlib.sha256(data).hexdigest() == ref.digest
+    if is_arrow_file(ref.path):
+        reader = ipc.open_file(pa.BufferReader(data))
+        names = reader.schema.names
+        batches: Iterator[Any] = (reader.get_batch(i) for i in range(reader.num_record_batches))
+    else:
+        file = pq.ParquetFile(pa.BufferReader(data))
+        names = file.schema_arrow.names
+        batches = (batch for group in range(file.num_row_groups)
+                   for batch in file.iter_batches(batch_size=STAGE_ROW_GROUP, row_groups=[group]))
+    if not intact:
+        return (pa.Table.from_batches([batch]) for batch in batches), False
+    kept = [name for name in names if name not in _ONLY_DIGESTED]
+    return (_as_bytes(pa.Table.from_batches([batch]).select(kept), "messages_json") for batch in batches), True
+
+
+def _as_bytes(table: pa.Table, name: str) -> pa.Table:
+    """``table`` with its string column ``name`` as binary: the messages then reach orjson as UTF-8 bytes, never
+    decoded into a ``str`` first (a tau trace is ~16 KB)."""
+    if name not in table.schema.names:
+        return table
+    index = table.schema.get_field_index(name)
+    return table.set_column(index, name, table.column(name).cast(pa.binary()))
 
 
 @task(name="scoring", cache_policy=INPUTS - "dataset" + TASK_SOURCE, persist_result=True)
@@ -97,12 +107,12 @@ def score_shard(
     redactor = cached_redactor(out, redaction, dataset)
     tools = ToolTable(loaded.tools)
     policy = load_policy(loaded.path)
-    memo = ShardMemo()  # what the shard's rows of one case share, and the confirmation verdicts, across batches
+    memo = ShardMemo()  # what the shard's cases and calls share, and the confirmation verdicts, across batches
 
     def inputs() -> dict[str, list[str]]:  # the whole dataset's input map: only for a request not its case's own
         return cached_case_inputs(out, redaction, dataset)
 
-    rows = (row.record() for batch in batches  # one batch at a time: a worker never holds a whole shard's rows
-            for row in score_rows(loaded.cases, batch, redactor=redactor, inputs=inputs, tools=tools,
-                                  policy=policy, digests_verified=intact, memo=memo))
-    return write_stage_table(stage_dir, "scoring", rows, ROW_SCHEMA, started=started)
+    sources = ScoringSources(loaded.cases, redactor=redactor, inputs=inputs, tools=tools, policy=policy,
+                             digests_verified=intact, memo=memo)
+    tables = (score_table(batch, sources) for batch in batches)  # one batch at a time: a worker never holds a shard
+    return write_stage_tables(stage_dir, "scoring", tables, ROW_SCHEMA, started=started)

@@ -37,7 +37,7 @@ def test_an_intact_stage_file_is_scored_alike_without_recomputing(tmp_path):
     loaded, ref = _captured(tmp_path)
     batches, intact = _read_checked(ref)
     assert intact
-    envelopes = [envelope for batch in batches for envelope in batch]
+    envelopes = [envelope for batch in batches for envelope in batch.to_pylist()]
     trusted = score_envelopes(loaded.cases, envelopes, digests_verified=True)
     recomputed = score_envelopes(loaded.cases, envelopes)
     assert trusted == recomputed
@@ -50,7 +50,7 @@ def test_a_verified_file_hands_over_its_messages_as_bytes_and_scores_alike(tmp_p
     # capture time is left unread; the rows are those of the plain reading, column for column
     loaded, ref = _captured(tmp_path)
     batches, intact = _read_checked(ref)
-    envelopes = [envelope for batch in batches for envelope in batch]
+    envelopes = [envelope for batch in batches for envelope in batch.to_pylist()]
     plain = [envelope for batch in iter_stage_batches(ref) for envelope in batch]
     assert intact and len(envelopes) == 200
     assert all(type(e["messages_json"]) is bytes and "captured_at" not in e for e in envelopes)
@@ -76,7 +76,7 @@ def test_a_stage_file_changed_after_capture_recomputes_and_names_the_row(tmp_pat
     pq.write_table(table.from_pylist(envelopes, schema=table.schema), ref.path)
     changed, intact = _read_checked(ref)
     assert not intact
-    rows = score_envelopes(loaded.cases, [e for batch in changed for e in batch], digests_verified=intact)
+    rows = score_envelopes(loaded.cases, [e for batch in changed for e in batch.to_pylist()], digests_verified=intact)
     flagged = [i for i, row in enumerate(rows) if row["provenance_detail"] == MISMATCH]
     assert flagged == [3]
 

@@ -104,6 +104,7 @@ def test_a_wrong_own_value_is_drift_naming_that_row(monkeypatch):
     calls ragas, and the per-row drift check catch it and name the row with both values."""
     from datetime import datetime, timezone
 
+    import tooleval.scoring._table as table_module
     import tooleval.scoring.rows as rows_module
     from tooleval.capture.envelope import build_envelope
     from tooleval.capture.recorded import iter_trace_lines
@@ -117,15 +118,14 @@ def test_a_wrong_own_value_is_drift_naming_that_row(monkeypatch):
     envelopes = [build_envelope(RecordedTrace.model_validate(line.data), dataset.revision, at)
                  for line in iter_trace_lines(BUNDLED / "traces.jsonl.gz")]
     target = next(e for e in envelopes if (e["case_id"], e["trial"]) == ("3", 0))
-    target_observed = _ragas_form([Call.from_record(r) for r in target["model_calls"]])
-    right = ragas_set_f1_of_sets
-    target_set = ragas_call_set(target_observed)
+    index = envelopes.index(target)
+    right = table_module._Counts._ragas
 
-    def wrong_on_one_row(reference, actual):  # the row path reads the F1 from the two call sets
-        value = right(reference, actual)
-        return round(1.0 - value, 4) if actual == target_set else value
+    def wrong_on_one_row(*args):  # the row path computes the batch's ragas column at once
+        values = right(*args)
+        return [round(1.0 - value, 4) if i == index else value for i, value in enumerate(values)]
 
-    monkeypatch.setattr(rows_module, "ragas_set_f1_of_sets", wrong_on_one_row)
+    monkeypatch.setattr(table_module._Counts, "_ragas", staticmethod(wrong_on_one_row))
     rows = rows_module.score_envelopes(dataset.cases, envelopes)
     legacy = legacy_score(envelopes, dataset.cases, "scorer-x")
     report = check_drift(legacy, rows)

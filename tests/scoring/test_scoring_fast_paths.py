@@ -16,10 +16,11 @@ from tooleval.canonical import diff_paths
 from tooleval.capture.envelope import build_envelope, envelope_calls
 from tooleval.capture.recorded import iter_trace_lines
 from tooleval.dataset import load_dataset
-from tooleval.models import Call, RecordedTrace
+from tooleval.models import ArgumentRule, Call, RecordedTrace, with_rules
 from tooleval.rules import ToolTable, load_policy
 from tooleval.matching import _call_diff_paths
 from tooleval.scoring.ragas_f1 import ragas_call_set, ragas_set_f1, ragas_set_f1_of_sets
+from tooleval.scoring import CallRegistry
 from tooleval.scoring.rows import ShardMemo, case_inputs, score_envelopes, score_rows
 
 AT = datetime(2026, 1, 1, tzinfo=timezone.utc)
@@ -44,26 +45,39 @@ def _options(loaded):
 
 @settings(max_examples=300, deadline=None)
 @given(st.lists(st.tuples(st.sampled_from(["get", "put"]), _ARGS), min_size=1, max_size=6))
-def test_observed_calls_read_once_are_the_envelope_s_calls(calls):
-    # repeated (name, arguments) pairs come from the memo: the same calls as reading each record anew
+def test_calls_read_once_per_shard_are_the_envelope_s_calls(calls):
+    # repeated (name, arguments) pairs come from the shard's registry: the same calls as reading each record anew
     records = [Call.from_raw(name, args).to_record() for name, args in calls]
     records += [{"name": "put", "args_json": None, "args_raw": "{oops", "parse_error": "not JSON"},
                 {"name": "get", "args_json": None, "args_raw": None, "parse_error": None}]
-    memo = ShardMemo()
-    first = memo.observed_calls({"model_calls": records}, True)
-    again = memo.observed_calls({"model_calls": records}, True)
+    registry = CallRegistry()
+
+    def read() -> list[int]:
+        return [registry.canonical(r["name"], r["args_json"]) if r["parse_error"] is None and r["args_json"]
+                else registry.add(Call.from_record(r)) for r in records]
+
+    first, again = read(), read()
     plain = envelope_calls({"model_calls": records}, written_here=True)
-    assert first == plain and again == plain
-    assert [c.key for c in again] == [c.key for c in plain]
-    assert [c.to_record() for c in again] == records
+    assert first == again
+    assert [registry.calls[i] for i in again] == plain
+    assert [registry.calls[i].key for i in again] == [c.key for c in plain]
+    assert [registry.records[i] for i in again] == records
+    assert len(registry.calls) == len({c.key for c in plain})
 
 
-def test_a_call_of_another_tool_with_the_same_arguments_is_not_taken_from_the_memo():
-    memo = ShardMemo()
+def test_a_call_of_another_tool_with_the_same_arguments_is_another_call():
+    registry = CallRegistry()
     text = Call.from_raw("get", {"id": 1}).args_json
-    a, b = memo.observed_calls({"model_calls": [{"name": "get", "args_json": text},
-                                                {"name": "put", "args_json": text}]}, True)
-    assert (a.name, b.name) == ("get", "put")
+    a, b = registry.canonical("get", text), registry.canonical("put", text)
+    assert a != b and (registry.calls[a].name, registry.calls[b].name) == ("get", "put")
+
+
+def test_a_reference_call_s_own_rules_do_not_reach_an_observed_call_of_its_key():
+    registry = CallRegistry()
+    ruled = with_rules(Call.from_raw("get", {"id": 1}), {"id": ArgumentRule(tolerance=1)})
+    first = registry.reference(ruled)
+    assert registry.canonical("get", ruled.args_json) == first
+    assert registry.calls[first].argument_rules is None
 
 
 @settings(max_examples=500, deadline=None)

@@ -36,8 +36,8 @@ from tooleval.rules._junit import write_junit
 from tooleval.rules._match import Coercion, RuleMatch, match_plans, match_with_rules
 from tooleval.rules._modes import MODE_LABELS, UNORDERED, MatchMode
 from tooleval.rules._policy import RULE_NAMES, PolicyConfig, Violation, check_policies
-from tooleval.rules._schema import FINDING_KINDS, SCHEMA_RULE, SchemaFinding, schema_findings
-from tooleval.rules._row import RowRules, case_rules, evaluate_row, tool_families
+from tooleval.rules._schema import FINDING_KINDS, SCHEMA_RULE, SchemaFinding, schema_findings, schema_violations
+from tooleval.rules._row import RowRules, case_rules, case_tools, evaluate_row, tool_families
 from tooleval.rules._tools import ToolTable
 from tooleval.rules._trajectory import Step, trajectory
 from tooleval.rules._verdict import GateVerdict, RowOutcome, SliceResult, worst_key
@@ -50,6 +50,7 @@ __all__ = [
     "ANY_KEY",
     "parse_pattern",
     "case_rules",
+    "case_tools",
     "worst_key",
     "Coercion",
     "RuleMatch",
@@ -71,6 +72,7 @@ __all__ = [
     "SCHEMA_RULE",
     "SchemaFinding",
     "schema_findings",
+    "schema_violations",
     "ToolSchemaGate",
     "RowRules",
     "evaluate_row",

@@ -1,10 +1,12 @@
 """Scoring: one row per (case, trial) from a trace envelope and its case (docs/design.md "Stages").
 
-:func:`score_envelopes` is the whole stage as a plain function: the Prefect task in ``tasks/scoring.py`` only
-reads the envelopes, calls it and writes the rows. The ragas column comes from tooleval's own
-implementation of ragas 0.4.3's set-F1 (:mod:`tooleval.scoring.ragas_f1`, proven equal to ragas by tests and
-re-proven per row on every run by the legacy path and the drift check). Each row also carries its provenance (join
-check, first divergent boundary, failure owner: :mod:`tooleval.capture.provenance`).
+The stage scores a batch of envelopes as columns (:func:`tooleval.scoring._table.score_table`); this module holds
+what it derives from a case alone — the references redacted as the case's traces were, the case inputs the join
+check reads, what a shard's batches share (:class:`ShardMemo`) — and :func:`score_rows`, the same scoring for
+envelopes given as record dicts. The ragas column is tooleval's own implementation of ragas 0.4.3's set-F1
+(:mod:`tooleval.scoring.ragas_f1`, proven equal to ragas by tests and re-proven per row on every run by the legacy
+path and the drift check). Each row also carries its provenance (join check, first divergent boundary, failure
+owner: :mod:`tooleval.capture.provenance`).
 """
 
 from __future__ import annotations
@@ -14,33 +16,15 @@ from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
 from tooleval.canonical import loads_text
-from tooleval.capture.envelope import boundary_calls, digest_ok, envelope_calls
-from tooleval.models import ArgumentRule, Call, Case, ToolSpec, with_rules
-from tooleval.capture.provenance import failure_owner, first_divergent_boundary, input_key, join_check
-from tooleval.scoring.ragas_f1 import ragas_call_set, ragas_set_f1_of_sets
-from tooleval.scoring.ragas_metric import ragas_args, ragas_version
+from tooleval.capture.provenance import input_key
 from tooleval.capture.redaction import MARKER_KEY, Redactor
-from tooleval.rules import MatchMode, PolicyConfig, evaluate_row
-from tooleval.rules import KeywordConfirmation
-from tooleval.rules import case_rules
-from tooleval.rules import ANY_ITEM, ANY_KEY, parse_pattern
-from tooleval.storage import ROW_SCHEMA_VERSION, Row
-from tooleval.versions import scorer_version
+from tooleval.models import ArgumentRule, Call, Case, ToolSpec, with_rules
+from tooleval.rules import ANY_ITEM, ANY_KEY, UNORDERED, KeywordConfirmation, MatchMode, PolicyConfig, case_rules, \
+    parse_pattern
+from tooleval.storage import Row
 
-__all__ = ["score_envelopes", "score_rows", "ShardMemo", "row_skeleton", "reference_calls", "case_inputs", "redacted_case",
+__all__ = ["score_envelopes", "score_rows", "ShardMemo", "reference_calls", "case_inputs", "redacted_case",
            "redacted_rules", "trace_reference_secrets"]
-
-
-def _metadata(envelope: dict[str, Any]) -> Any:
-    """The envelope's decoded ``metadata_json`` (``{}`` when it has none)."""
-    return loads_text(envelope.get("metadata_json") or "{}")
-
-
-def _recorded_reward(metadata: Any) -> float | None:
-    reward = metadata.get("reward") if isinstance(metadata, dict) else None
-    if isinstance(reward, bool) or not isinstance(reward, (int, float)):
-        return None
-    return float(reward)
 
 
 def reference_calls(calls: list[Call], redactor: Redactor | None, extra: dict[str, str] | None = None) -> list[Call]:
@@ -124,134 +108,71 @@ def case_inputs(cases: dict[str, Case], redactor: Redactor | None) -> dict[str, 
     return dict(inputs)
 
 
-def row_skeleton(case: Case, envelope: dict[str, Any], expected: list[Call] | None = None,
-                 metadata: Any = None, expected_records: list[dict] | None = None) -> Row:
-    """The identifying and descriptive columns of a row (the envelope's error, if any, split into kind and
-    message); the metric columns stay null. ``metadata``: the envelope's decoded ``metadata_json``, when the
-    caller has it; ``expected_records``: ``expected``'s records (:meth:`Call.to_record`), when the caller keeps
-    them across the rows of a case."""
-    expected = case.expected_calls if expected is None else expected
-    row = Row(
-        dataset_revision=envelope["dataset_revision"],
-        case_id=case.case_id,
-        trial=envelope["trial"],
-        slice=case.slice,
-        row_schema_version=ROW_SCHEMA_VERSION,
-        scorer_version=scorer_version(),
-        ragas_version=ragas_version(),
-        agent_name=envelope.get("agent_name"),
-        agent_version=envelope.get("agent_version"),
-        expected_calls=[call.to_record() for call in expected] if expected_records is None else expected_records,
-        observed_calls=envelope.get("model_calls") or None,  # what could be read; null when nothing
-        recorded_reward=_recorded_reward(_metadata(envelope) if metadata is None else metadata),
-        request_id=envelope.get("request_id"),
-        response_id=envelope.get("response_id"),
-        trace_digest=envelope.get("trace_digest"),
-        tool_schema_version=envelope.get("tool_schema_version"),
-        match_mode=MatchMode.of_case(case).label,  # known even when the row cannot be scored
-    )
-    row.set_error(envelope.get("error"))
-    return row
-
-
-class _Owners:
-    """The case-input map :func:`tooleval.capture.provenance.join_check` reads for one row, without the whole
-    dataset's map on the common path: a request whose :func:`input_key` is the row's own case input's is owned
-    by the row's case, which is all the check asks then; any other key is looked up in the whole map (``full``,
-    built on first need). Equal to the whole map for the check, since the row's case is among the owners of its
-    own input's key and the check only asks whether it is."""
-
-    __slots__ = ("key", "case_id", "full")
-
-    def __init__(self, key: str, case_id: str, full: Callable[[], Mapping[str, list[str]]]) -> None:
-        self.key, self.case_id, self.full = key, case_id, full
-
-    def get(self, key: str, default: Any = None) -> Any:
-        if key == self.key:
-            return [self.case_id]
-        return self.full().get(key, default)
-
-
 @dataclass
 class _CaseEntry:
-    """What scoring derives from one case alone (its references redacted with the base secrets only), kept for
-    the case's other rows."""
+    """What scoring derives from one case alone (its references redacted with the base secrets only, or with a
+    trace's own secrets too: ``extra``), kept for the case's other rows."""
 
     case: Case
     rules: Any
+    expected: list[Call]
     expected_records: list[dict]
-    ragas_reference: frozenset
+    expected_ids: tuple[int, ...]
+    """The expected calls' ids in the shard's :class:`~tooleval.scoring._table.CallRegistry`."""
+    ragas_ids: frozenset
+    """The ragas keys of the expected calls, as the registry numbers them (ragas compares sets)."""
     input_key: str
+    mode: MatchMode
+    plain: bool
+    """One plan, no argument rules, the plain unordered mode, references redacted with the base secrets: the
+    row's counts are the batch's multiset counts, and no rule-aware matching is needed."""
+    extra: bool
 
 
 class ShardMemo:
     """What :func:`score_rows` derives from a case alone (its redacted references, resolved argument rules,
-    reference records and ragas set, its input's key), kept across the batches of one shard: a shard is scored a
-    batch at a time, and the trials of a case fall in different batches. Valid for one (cases, redactor, tools, policy)
-    only: make one per shard (or per :func:`score_rows` call)."""
+    reference records and ragas set, its input's key) and every distinct call (:attr:`registry`), kept across the
+    batches of one shard: a shard is scored a batch at a time, and the trials of a case fall in different batches.
+    Valid for one (cases, redactor, tools, policy) only: make one per shard (or per :func:`score_rows` call)."""
 
     def __init__(self) -> None:
+        from tooleval.scoring._table import CallRegistry
+
         self.confirmation: KeywordConfirmation | None = None
         """The policy's confirmation detector (it caches its verdict per reply text), made by the first batch."""
         self.cases: dict[str, _CaseEntry] = {}
-        self.calls: dict[tuple[str, str], Call] = {}
-        """Observed well-formed calls by (name, canonical argument text): the trials of a case, and the cases of a
-        tool, repeat their calls (tau: each call eleven times in a shard), and a call (frozen) is read once."""
+        self.registry = CallRegistry()
+        """The shard's distinct calls (observed and referenced), each read and keyed once."""
 
-    def observed_calls(self, envelope: dict[str, Any], verified: bool) -> list[Call]:
-        """:func:`tooleval.capture.envelope.envelope_calls` of ``envelope`` (``written_here=verified``), each
-        well-formed call of a verified envelope read once per shard (:attr:`calls`)."""
-        if not verified:
-            return envelope_calls(envelope)
-        calls = []
-        for record in envelope.get("model_calls") or []:
-            text = record.get("args_json")
-            if record.get("parse_error") is not None or text is None:
-                calls.append(Call.from_record(record))
-                continue
-            key = (record["name"], text)
-            call = self.calls.get(key)
-            if call is None:
-                call = self.calls[key] = Call.from_canonical(*key)
-            calls.append(call)
-        return calls
+    def entry(self, case: Case, redactor: Redactor | None, tools: Mapping[str, ToolSpec],
+              extra: dict[str, str] | None = None) -> _CaseEntry:
+        """``case``'s entry: kept per case, unless the trace carries its own secrets into the references
+        (``extra``), which makes an entry for that row alone."""
+        if not extra:
+            found = self.cases.get(case.case_id)
+            if found is None:
+                found = self.cases[case.case_id] = _case_entry(case, redactor, tools, self.registry)
+            return found
+        return _case_entry(case, redactor, tools, self.registry, extra)
 
 
-def _case_entry(case: Case, redactor: Redactor | None, tools: Mapping[str, ToolSpec],
+def _case_entry(case: Case, redactor: Redactor | None, tools: Mapping[str, ToolSpec], registry: Any,
                 extra: dict[str, str] | None = None) -> _CaseEntry:
     case = redacted_case(case, redactor, extra)
     expected = case.plans[0]
-    return _CaseEntry(case, case_rules(case, tools) if not extra else None,
-                      [call.to_record() for call in expected],
-                      ragas_call_set([{"name": c.name, "args": ragas_args(c)} for c in expected]),
-                      input_key(case.input) or "")
-
-
-def _provenance(row: Row, envelope: dict, inputs: Mapping[str, list[str]], observed: list[Call],
-                verified: bool = False) -> None:
-    request = envelope.get("request_messages_json")
-    status, detail = join_check(
-        row.case_id,
-        None if request is None else loads_text(request),
-        envelope.get("request_id"),
-        envelope.get("response_id"),
-        envelope.get("trace_digest") is not None if verified else digest_ok(envelope),
-        inputs,
-    )
-    adapter, executor = boundary_calls(envelope)
-    boundary = first_divergent_boundary(observed, adapter, executor)
-    row.provenance_status = status
-    row.provenance_detail = detail
-    row.first_divergent_boundary = boundary
-    # a name-only row is never an exact match, yet calls matched by name are no failure of the agent's
-    matched = row.exact_match if not row.name_only else (row.fp == 0 and row.fn == 0)
-    row.failure_owner = failure_owner(status, boundary, matched)
+    rules = case_rules(case, tools) if not extra else None
+    ids = tuple(registry.reference(call) for call in expected)
+    mode = MatchMode.of_case(case)
+    plain = not extra and rules is None and len(case.plans) == 1 and mode == UNORDERED
+    return _CaseEntry(case, rules, list(expected), [call.to_record() for call in expected], ids,
+                      frozenset(registry.ragas[i] for i in ids), input_key(case.input) or "", mode, plain,
+                      bool(extra))
 
 
 def score_envelopes(cases: dict[str, Case], envelopes: list[dict[str, Any]], **options: Any) -> list[dict[str, Any]]:
     """:func:`score_rows` as record dicts keyed by column name (:meth:`tooleval.storage.Row.record`), in input
     order; ``options`` are :func:`score_rows`' keyword arguments."""
-    return [row.record() for row in score_rows(cases, envelopes, **options)]
+    return _table_of(cases, envelopes, **options).to_pylist()
 
 
 def score_rows(
@@ -265,12 +186,14 @@ def score_rows(
     digests_verified: bool = False,
     memo: ShardMemo | None = None,
 ) -> list[Row]:
-    """Score a shard of envelopes.
+    """Score envelopes given as record dicts: :func:`tooleval.scoring._table.score_table` of them, one
+    :class:`tooleval.storage.Row` per envelope.
 
     Args:
         cases: The dataset's cases by ``case_id``; every envelope's case must be present (the flow routes
             traces of unknown cases to ``errors.json`` before scoring).
-        envelopes: Envelope records (see :mod:`tooleval.capture.envelope`).
+        envelopes: Envelope records (see :mod:`tooleval.capture.envelope`), keyed by
+            :data:`tooleval.storage.ENVELOPE_SCHEMA`'s column names (a missing column is null).
         redactor: When the traces were redacted, the same redactor: reference calls and case inputs are
             redacted alike so that matching and the join check see comparable values.
         inputs: Precomputed :func:`case_inputs`, or a function returning them (called only for a row whose
@@ -280,8 +203,7 @@ def score_rows(
         policy: The dataset's ``[policy]`` from its gate.toml (:func:`tooleval.rules.load_policy`).
         digests_verified: The envelopes are exactly what :func:`tooleval.capture.envelope.build_envelope` wrote
             (their capture stage file's sha256 was checked against its ref), so each stored ``trace_digest`` is the
-            digest of its content and is not recomputed (hashing every message again would cost as much as
-            capture did). ``False``: every digest is recomputed for the join check.
+            digest of its content and is not recomputed. ``False``: every digest is recomputed for the join check.
         memo: A :class:`ShardMemo` kept across the calls that score one shard's batches (same ``cases``,
             ``redactor``, ``tools`` and ``policy``); a fresh one when ``None``.
 
@@ -289,60 +211,18 @@ def score_rows(
         One :class:`tooleval.storage.Row` per envelope, in input order, with ``run_id`` ``None``. An envelope
         carrying an ``error`` yields a row with that error (``error_kind``, ``error_message``) and null metrics.
     """
-    if inputs is None or callable(inputs):
-        lazy = inputs
-        whole: list[Mapping[str, list[str]]] = []
+    table = _table_of(cases, envelopes, redactor=redactor, inputs=inputs, tools=tools, policy=policy,
+                      digests_verified=digests_verified, memo=memo)
+    return [Row(**record) for record in table.to_pylist()]
 
-        def full() -> Mapping[str, list[str]]:
-            if not whole:
-                whole.append(case_inputs(cases, redactor) if lazy is None else lazy())
-            return whole[0]
-    else:
-        given = inputs
-        full = None  # a given map is read as it is (it may not be the dataset's own)
-    rows: list[Row] = []
-    tools = tools or {}
-    memo = memo or ShardMemo()
-    if memo.confirmation is None:  # its verdicts per reply text are kept with the memo, across batches
-        memo.confirmation = KeywordConfirmation((policy or PolicyConfig()).confirmation)
-    detector = memo.confirmation
-    known = memo.cases  # case id -> what its rows share (references redacted with the base secrets)
-    for envelope in envelopes:
-        metadata = _metadata(envelope)
-        case_id = envelope["case_id"]
-        extra = trace_reference_secrets(redactor, cases[case_id], envelope, metadata)
-        if extra:
-            entry = _case_entry(cases[case_id], redactor, tools, extra)
-        else:
-            entry = known.get(case_id)
-            if entry is None:
-                entry = known[case_id] = _case_entry(cases[case_id], redactor, tools)
-        case = entry.case
-        plans = case.plans
-        expected = plans[0]
-        row = row_skeleton(case, envelope, expected, metadata, entry.expected_records)
-        if full is not None:
-            row_inputs: Mapping[str, list[str]] = _Owners(entry.input_key, case.case_id, full)
-        else:
-            row_inputs = given if not extra else {**given, entry.input_key: [case.case_id]}
-        rows.append(row)
-        if row.error_kind is not None:
-            _provenance(row, envelope, row_inputs, [], digests_verified)
-            continue
-        observed = memo.observed_calls(envelope, digests_verified)
-        messages = loads_text(envelope["messages_json"]) if envelope.get("messages_json") else None
-        try:
-            rules = evaluate_row(case, tools, messages, observed, policy=policy, rules=entry.rules,
-                                 confirmation=detector)
-        except ValueError as exc:  # the stored calls are not the messages' calls: the envelope is inconsistent
-            row.error_kind, row.error_message = "scoring_error", str(exc)
-            _provenance(row, envelope, row_inputs, observed, digests_verified)
-            continue
-        row.observed_calls = [call.to_record() for call in observed]
-        rules.apply(row)
-        _provenance(row, envelope, row_inputs, observed, digests_verified)
-        row.ragas_tool_call_f1 = ragas_set_f1_of_sets(
-            entry.ragas_reference,
-            ragas_call_set([{"name": c.name, "args": ragas_args(c)} for c in observed]),
-        )
-    return rows
+
+def _table_of(cases: dict[str, Case], envelopes: list[dict[str, Any]], **options: Any) -> Any:
+    import pyarrow as pa
+
+    from tooleval.scoring._table import ScoringSources, score_table
+    from tooleval.storage import ENVELOPE_SCHEMA
+
+    present = {key for envelope in envelopes for key in envelope}
+    schema = pa.schema([item for item in ENVELOPE_SCHEMA if item.name in present])
+    table = pa.Table.from_pylist(envelopes, schema=schema)
+    return score_table(table, ScoringSources(cases, **options))

@@ -30,7 +30,7 @@ from tooleval.storage._fs import (ARROW_SUFFIX, RemoteTree, as_location, is_remo
                                   location_exists, read_table_file)
 from tooleval.storage._paths import _os_error, ensure_dir
 
-__all__ = ["StageRef", "GENERATION_SCHEMA", "STAGE_ROW_GROUP", "STAGE_GROUP_TEXT", "write_stage_table", "read_stage_table",
+__all__ = ["StageRef", "GENERATION_SCHEMA", "STAGE_ROW_GROUP", "STAGE_GROUP_TEXT", "write_stage_table", "write_stage_tables", "read_stage_table",
            "iter_stage_batches", "stage_dir"]
 
 GENERATION_SCHEMA = pa.schema(
@@ -118,9 +118,19 @@ def write_stage_table(
     Raises:
         tooleval.storage.OutFolderError: the file cannot be written (no space left, a read-only folder).
     """
+    return write_stage_tables(directory, stage, _tables(rows, schema), schema, started=started, arrow=arrow)
+
+
+def write_stage_tables(
+    directory: str | Path, stage: str, tables: Iterable[pa.Table], schema: pa.Schema, *,
+    started: float | None = None, arrow: bool = False,
+) -> StageRef:
+    """:func:`write_stage_table` of rows that come as Arrow tables of ``schema`` (each one row group, or record
+    batch, of the file; ``tables`` may be a generator, consumed once, in order): a stage that computes its rows
+    as columns writes them without a dict per row."""
     suffix = ARROW_SUFFIX if arrow else ".parquet"
     if is_remote(str(directory)):
-        return _put_stage_table(str(directory), stage, rows, schema, started, suffix)
+        return _put_stage_table(str(directory), stage, tables, schema, started, suffix)
     directory = Path(directory)
     try:
         directory.mkdir(parents=True, exist_ok=True)
@@ -129,7 +139,7 @@ def write_stage_table(
     except OSError as exc:  # a full disk or a read-only folder: the run stops with the cause, not a traceback
         raise _os_error(directory, exc) from None
     try:
-        count = _write_rows(tmp_name, rows, schema, arrow)
+        count = _write_tables(tmp_name, tables, schema, arrow)
         with open(tmp_name, "rb") as written:
             digest = hashlib.file_digest(written, "sha256").hexdigest()
         final = directory / f"{digest}{suffix}"
@@ -143,27 +153,36 @@ def write_stage_table(
     return StageRef(stage=stage, path=str(final), digest=digest, rows=count, elapsed_s=elapsed)
 
 
-def _write_rows(path: str | Path, rows: Iterable[dict[str, Any]], schema: pa.Schema, arrow: bool = False) -> int:
-    """Write ``rows`` to a zstd Parquet file at ``path`` in row groups (:func:`_row_groups`), or to an Arrow IPC
-    file with LZ4 buffers, one record batch per group (``arrow``); the row count."""
+def _tables(rows: Iterable[dict[str, Any]], schema: pa.Schema) -> Iterator[pa.Table]:
+    """``rows`` (dicts) as tables of ``schema``, one per group of :func:`_row_groups`."""
+    for chunk in _row_groups(rows, _text_columns(schema)):
+        yield pa.Table.from_pylist(chunk, schema=schema)
+
+
+def _write_tables(path: str | Path, tables: Iterable[pa.Table], schema: pa.Schema, arrow: bool = False) -> int:
+    """Write ``tables`` to a zstd Parquet file at ``path``, one row group each, or to an Arrow IPC file with LZ4
+    buffers, one record batch each (``arrow``); the row count."""
     count = 0
     if arrow:
         import pyarrow.ipc as ipc
 
         options = ipc.IpcWriteOptions(compression="lz4")
         with pa.OSFile(str(path), "wb") as sink, ipc.new_file(sink, schema, options=options) as writer:
-            for chunk in _row_groups(rows, _text_columns(schema)):
-                writer.write_batch(pa.RecordBatch.from_pylist(chunk, schema=schema))
-                count += len(chunk)
+            for table in tables:
+                if table.num_rows:
+                    writer.write_table(table.cast(schema) if table.schema != schema else table)
+                    count += table.num_rows
         return count
     # a generation payload is one trace's text, never repeated in a file: a dictionary of them is never used, yet
     # the reader decodes it (reading a 16 KB-a-row file took 6x longer with it); other columns keep theirs (a
     # case's messages recur across its trials, and short texts repeat)
     dictionary = [field.name for field in schema if field.name not in _UNIQUE_TEXT]
     with pq.ParquetWriter(path, schema, compression="zstd", use_dictionary=dictionary) as writer:
-        for chunk in _row_groups(rows, _text_columns(schema)):
-            writer.write_table(pa.Table.from_pylist(chunk, schema=schema), row_group_size=len(chunk))
-            count += len(chunk)
+        for table in tables:
+            if table.num_rows:
+                writer.write_table(table.cast(schema) if table.schema != schema else table,
+                                   row_group_size=table.num_rows)
+                count += table.num_rows
     return count
 
 
@@ -196,12 +215,12 @@ def _row_groups(rows: Iterable[dict[str, Any]], text_columns: tuple[str, ...]) -
         yield chunk
 
 
-def _put_stage_table(url: str, stage: str, rows: Iterable[dict[str, Any]], schema: pa.Schema,
+def _put_stage_table(url: str, stage: str, tables: Iterable[pa.Table], schema: pa.Schema,
                      started: float | None, suffix: str) -> StageRef:
-    """Write ``rows`` to a local temporary file, hash it, and upload it in one PUT as ``<url>/<sha256><suffix>``."""
+    """Write ``tables`` to a local temporary file, hash it, and upload it in one PUT as ``<url>/<sha256><suffix>``."""
     with tempfile.TemporaryDirectory(prefix="tooleval-stage-") as folder:
         local = Path(folder) / f"stage{suffix}"
-        count = _write_rows(local, rows, schema, suffix == ARROW_SUFFIX)
+        count = _write_tables(local, tables, schema, suffix == ARROW_SUFFIX)
         data = local.read_bytes()
     digest = hashlib.sha256(data).hexdigest()
     RemoteTree(url).write_bytes(f"{digest}{suffix}", data)

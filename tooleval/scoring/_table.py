@@ -1,0 +1,471 @@
+"""Scoring a batch of envelopes as columns: one Arrow table of rows from one Arrow table of envelopes.
+
+The envelope columns a row repeats (its key, agent, ids, digest, versions) are taken over as columns. Each distinct
+call of a shard is read once and given an integer id (:class:`CallRegistry`), each case's references once
+(:class:`tooleval.scoring.rows.ShardMemo`), and the counts every row carries — tp, fp, fn, precision, recall, f1,
+exact match, duplicate and malformed calls, the mismatch categories and the ragas set-F1 column — are computed
+over the whole batch at once with numpy on those ids. Python runs per row only for what needs a value: the
+evidence of a row whose calls do not all match (which calls are missing or extra, the wrong-argument pairing), the
+policy rules over its trajectory, its schema findings and its provenance; and per row for the few rows whose case
+needs the rule-aware matcher (argument rules, accepted plans, a match mode other than plain unordered), whose
+observed calls were matched by name only, or whose trace carries its own secrets into the references.
+
+The rows are the ones :func:`tooleval.scoring.rows.score_rows` defines column for column: that function is this
+one applied to envelope dicts.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping
+
+import numpy as np
+import pyarrow as pa
+
+from tooleval.canonical import loads_text
+from tooleval.capture.envelope import boundary_calls, digest_ok, envelope_calls
+from tooleval.capture.provenance import failure_owner, first_divergent_boundary, join_check
+from tooleval.capture.redaction import MARKER_KEY, Redactor
+from tooleval.matching import MatchResult, match_calls_evidence
+from tooleval.models import Call, Case, ToolSpec
+from tooleval.rules import (KeywordConfirmation, PolicyConfig, case_tools, check_policies, evaluate_row,
+                            schema_findings, schema_violations, tool_families)
+from tooleval.scoring.ragas_f1 import _hashable
+from tooleval.scoring.ragas_metric import ragas_args, ragas_version
+from tooleval.storage import ROW_SCHEMA, ROW_SCHEMA_VERSION, split_error
+from tooleval.versions import scorer_version
+
+__all__ = ["CallRegistry", "ScoringSources", "score_table"]
+
+_CATEGORIES = ("missing", "extra", "wrong_args", "duplicate", "malformed")
+"""The mismatch categories in the order a row lists them (:func:`tooleval.matching.match_evidence`)."""
+
+_TAKEN = ("dataset_revision", "case_id", "trial", "agent_name", "agent_version", "request_id", "response_id",
+          "trace_digest", "tool_schema_version")
+"""Row columns that are the envelope's own column of the same name."""
+
+
+class CallRegistry:
+    """The distinct calls of a shard, each with an integer id: its :class:`~tooleval.models.Call`, its row record
+    and the id of what ragas compares of it (``(name, arguments)`` as ragas hashes them). The trials of a case, and
+    the cases of a tool, repeat their calls (a tau shard holds each call about eleven times): each is read, keyed
+    and recorded once."""
+
+    def __init__(self) -> None:
+        self.ids: dict[tuple[str, str], int] = {}
+        self.calls: list[Call] = []
+        self.records: list[dict[str, Any]] = []
+        self.ragas: list[int] = []
+        self.not_captured: list[bool] = []
+        self.malformed: list[bool] = []
+        self._ragas_ids: dict[Any, int] = {}
+        self._canonical: dict[tuple[str, str], int] = {}
+
+    def add(self, call: Call) -> int:
+        """The id of ``call`` (by its key: equal keys are the same call for every column a row carries)."""
+        key = call.key
+        found = self.ids.get(key)
+        if found is not None:
+            return found
+        found = self.ids[key] = len(self.calls)
+        self.calls.append(call)
+        self.records.append(call.to_record())
+        self.not_captured.append(not call.args_captured)
+        self.malformed.append(call.malformed)
+        ragas_key = (call.name, _hashable(ragas_args(call)))
+        self.ragas.append(self._ragas_ids.setdefault(ragas_key, len(self._ragas_ids)))
+        return found
+
+    def reference(self, call: Call) -> int:
+        """The id of a reference call's key. A reference call may carry its own argument rules, which an observed
+        call of the same key must not take over: the registry keeps the call without them."""
+        if call.argument_rules is not None and call.key not in self.ids:
+            call = call.model_copy(update={"argument_rules": None})
+        return self.add(call)
+
+    def canonical(self, name: str, args_json: str) -> int:
+        """The id of a well-formed call from canonical argument text this package wrote (a verified envelope's
+        ``args_json``): read once per distinct text."""
+        found = self._canonical.get((name, args_json))
+        if found is None:
+            found = self._canonical[(name, args_json)] = self.add(Call.from_canonical(name, args_json))
+        return found
+
+
+@dataclass
+class ScoringSources:
+    """What every batch of one shard is scored against.
+
+    Attributes:
+        cases: The dataset's cases by id; every envelope's case must be present.
+        redactor: The redactor the traces went through (references are redacted alike); ``None``: off.
+        inputs: :func:`tooleval.scoring.rows.case_inputs` (a mapping, or a function returning it, called only for a
+            row whose recorded request is not its own case's input); ``None``: computed when first needed.
+        tools: The dataset's tool specs by name.
+        policy: The dataset's ``[policy]``; ``None``: the defaults.
+        digests_verified: The envelopes are exactly what capture wrote (their stage file's sha256 was checked), so
+            stored digests and canonical argument texts are trusted rather than recomputed.
+        memo: What the shard's batches share (:class:`tooleval.scoring.rows.ShardMemo`).
+    """
+
+    cases: Mapping[str, Case]
+    redactor: Redactor | None = None
+    inputs: Mapping[str, list[str]] | Callable[[], Mapping[str, list[str]]] | None = None
+    tools: Mapping[str, ToolSpec] = field(default_factory=dict)
+    policy: PolicyConfig | None = None
+    digests_verified: bool = False
+    memo: Any = None
+
+    def __post_init__(self) -> None:
+        from tooleval.scoring.rows import ShardMemo, case_inputs
+
+        self.memo = self.memo or ShardMemo()
+        if self.memo.confirmation is None:  # its verdicts per reply text are kept with the memo, across batches
+            self.memo.confirmation = KeywordConfirmation((self.policy or PolicyConfig()).confirmation)
+        self.tools = self.tools or {}
+        if self.inputs is None or callable(self.inputs):
+            lazy, whole = self.inputs, []
+
+            def full() -> Mapping[str, list[str]]:
+                if not whole:
+                    whole.append(case_inputs(self.cases, self.redactor) if lazy is None else lazy())
+                return whole[0]
+
+            self.full_inputs, self.given_inputs = full, None
+        else:
+            self.full_inputs, self.given_inputs = None, self.inputs  # a given map is read as it is
+
+
+def _metadata(text: str | None) -> Any:
+    """The envelope's decoded ``metadata_json`` where a row reads something of it (the recorded reward, the
+    redaction's marker), else ``{}``: most traces' metadata hold neither, and a text that names neither key, even
+    escaped, cannot hold them."""
+    if not text or ("reward" not in text and MARKER_KEY not in text and "\\" not in text):
+        return {}
+    return loads_text(text)
+
+
+def _reward(metadata: Any) -> float | None:
+    reward = metadata.get("reward") if isinstance(metadata, dict) else None
+    if isinstance(reward, bool) or not isinstance(reward, (int, float)):
+        return None
+    return float(reward)
+
+
+class _Columns:
+    """The row columns being filled, one list per column that is not taken over from the envelopes."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+        self.values: dict[str, list] = {}
+
+    def __getitem__(self, name: str) -> list:
+        column = self.values.get(name)
+        if column is None:
+            column = self.values[name] = [None] * self.n
+        return column
+
+
+def score_table(envelopes: pa.Table, sources: ScoringSources) -> pa.Table:
+    """Score a batch of envelopes.
+
+    Args:
+        envelopes: Envelope columns (:data:`tooleval.storage.ENVELOPE_SCHEMA`; ``captured_at`` may be left out),
+            one row per (case, trial), every case in ``sources.cases``.
+        sources: What the shard is scored against.
+
+    Returns:
+        A table of :data:`tooleval.storage.ROW_SCHEMA`, one row per envelope in input order, ``run_id`` null. An
+        envelope carrying an ``error`` gives a row with that error (``error_kind``, ``error_message``) and null
+        metrics; one whose stored calls are not its messages' calls gives a ``scoring_error`` row.
+    """
+    from tooleval.scoring.rows import trace_reference_secrets
+
+    n = envelopes.num_rows
+    names = set(envelopes.schema.names)
+
+    def column(name: str) -> list:
+        return envelopes.column(name).to_pylist() if name in names else [None] * n
+
+    memo, redactor = sources.memo, sources.redactor
+    registry: CallRegistry = memo.registry
+    case_ids, errors, metadata_texts = column("case_id"), column("error"), column("metadata_json")
+    out = _Columns(n)
+    entries = [None] * n
+    metadata: list[Any] = [None] * n
+    for i in range(n):  # each row's case entry: its references redacted as its trace was
+        meta = metadata[i] = _metadata(metadata_texts[i])
+        case = sources.cases[case_ids[i]]
+        extra = trace_reference_secrets(redactor, case, {"metadata_json": metadata_texts[i]}, meta) \
+            if redactor is not None and metadata_texts[i] else {}
+        entries[i] = memo.entry(case, redactor, sources.tools, extra)
+        out["recorded_reward"][i] = _reward(meta)
+    observed_ids = _observed_ids(envelopes, errors, sources.digests_verified, registry)
+    counts = _Counts(entries, observed_ids, errors, registry)
+    envelope_of = _EnvelopeRows(envelopes, column)
+    for i in range(n):
+        _score_row(i, entries[i], out, counts, observed_ids[i], envelope_of, sources)
+    return _table(envelopes, out, entries, counts, names)
+
+
+def _observed_ids(envelopes: pa.Table, errors: list, verified: bool, registry: CallRegistry) -> list:
+    """Each row's observed calls as registry ids (``None`` for a row with an error): from the envelope's
+    ``model_calls`` (a verified envelope's canonical texts are read once per distinct call), or, unverified, as
+    :func:`tooleval.capture.envelope.envelope_calls` reads them."""
+    records = envelopes.column("model_calls").to_pylist() if "model_calls" in envelopes.schema.names \
+        else [None] * envelopes.num_rows
+    out: list = []
+    for error, calls in zip(errors, records):
+        if error is not None:
+            out.append(None)
+        elif not verified:
+            out.append([registry.add(call) for call in envelope_calls({"model_calls": calls})])
+        else:
+            ids = []
+            for record in calls or ():
+                text = record.get("args_json")
+                if record.get("parse_error") is not None or text is None:
+                    ids.append(registry.add(Call.from_record(record)))
+                else:
+                    ids.append(registry.canonical(record["name"], text))
+            out.append(ids)
+    return out
+
+
+class _Counts:
+    """The counts of every row of a batch at once: for each row, the multiset intersection of its expected and
+    observed call ids (``tp``), ``fp``, ``fn``, ``duplicate_calls``, ``malformed_calls`` and the ragas set-F1,
+    from integer codes ``row * ids + id`` (numpy ``unique`` and ``intersect1d``)."""
+
+    def __init__(self, entries: list, observed: list, errors: list, registry: CallRegistry) -> None:
+        n = len(entries)
+        self.scored = np.array([e is None for e in errors], dtype=bool)
+        width = max(len(registry.calls), 1)
+        expected = [entry.expected_ids if scored else () for entry, scored in zip(entries, self.scored)]
+        seen = [ids if ids is not None else () for ids in observed]
+        self.n_expected = np.fromiter((len(e) for e in expected), np.int64, n)
+        self.n_observed = np.fromiter((len(o) for o in seen), np.int64, n)
+        e_codes = np.repeat(np.arange(n, dtype=np.int64), self.n_expected) * width + \
+            np.fromiter((k for e in expected for k in e), np.int64, int(self.n_expected.sum()))
+        o_ids = np.fromiter((k for o in seen for k in o), np.int64, int(self.n_observed.sum()))
+        o_rows = np.repeat(np.arange(n, dtype=np.int64), self.n_observed)
+        o_codes = o_rows * width + o_ids
+        e_keys, e_counts = np.unique(e_codes, return_counts=True)
+        o_keys, o_counts = np.unique(o_codes, return_counts=True)
+        _, e_at, o_at = np.intersect1d(e_keys, o_keys, assume_unique=True, return_indices=True)
+        matched = np.minimum(e_counts[e_at], o_counts[o_at])
+        self.tp = np.bincount(o_keys[o_at] // width, weights=matched, minlength=n).astype(np.int64)
+        # duplicates: Σ max(0, observed(k) − max(expected(k), 1)) over keys whose arguments were captured
+        expected_of = np.zeros(len(o_keys), np.int64)
+        expected_of[o_at] = e_counts[e_at]
+        extra_copies = np.maximum(0, o_counts - np.maximum(expected_of, 1))
+        captured = ~np.asarray(registry.not_captured, dtype=bool)[o_keys % width] if len(o_keys) else \
+            np.zeros(0, bool)
+        self.duplicates = np.bincount(o_keys // width, weights=extra_copies * captured, minlength=n).astype(np.int64)
+        malformed = np.asarray(registry.malformed, dtype=bool)[o_ids] if len(o_ids) else np.zeros(0, bool)
+        self.malformed = np.bincount(o_rows[malformed], minlength=n).astype(np.int64)
+        no_args = np.asarray(registry.not_captured, dtype=bool)[o_ids] if len(o_ids) else np.zeros(0, bool)
+        self.name_only = np.bincount(o_rows[no_args], minlength=n) > 0
+        self.ragas = self._ragas(entries, o_rows, o_ids, registry, n)
+
+    @staticmethod
+    def _ragas(entries: list, o_rows: np.ndarray, o_ids: np.ndarray, registry: CallRegistry, n: int) -> list:
+        """ragas 0.4.3's set-F1 of each row: its observed calls' ragas keys as a set against its reference's."""
+        width = max(len(registry._ragas_ids), 1)
+        refs = [entry.ragas_ids for entry in entries]
+        n_ref = np.fromiter((len(r) for r in refs), np.int64, n)
+        r_codes = np.repeat(np.arange(n, dtype=np.int64), n_ref) * width + \
+            np.fromiter((k for r in refs for k in r), np.int64, int(n_ref.sum()))
+        ragas_ids = np.asarray(registry.ragas, dtype=np.int64)[o_ids] if len(o_ids) else np.zeros(0, np.int64)
+        a_codes = np.unique(o_rows * width + ragas_ids)
+        n_actual = np.bincount(a_codes // width, minlength=n)
+        common = np.intersect1d(np.unique(r_codes), a_codes, assume_unique=True)
+        tp = np.bincount(common // width, minlength=n)
+        out = []
+        for t, a, r in zip(tp.tolist(), n_actual.tolist(), n_ref.tolist()):
+            # ragas' own arithmetic, in its order, so that the float is the same bit for bit
+            precision = t / a if a > 0 else 0.0
+            recall = t / r if r > 0 else 0.0
+            f1 = 2 * precision * recall / (precision + recall) if precision + recall > 0 else 0.0
+            out.append(round(f1, 4))
+        return out
+
+
+class _EnvelopeRows:
+    """One envelope as the dict the per-row helpers read (provenance, the rule-aware path), built on demand from
+    the batch's columns: most rows need only a few of its values."""
+
+    def __init__(self, envelopes: pa.Table, column: Callable[[str], list]) -> None:
+        self.names = envelopes.schema.names
+        self.column = column
+        self.cache: dict[str, list] = {}
+
+    def value(self, name: str, i: int) -> Any:
+        values = self.cache.get(name)
+        if values is None:
+            values = self.cache[name] = self.column(name)
+        return values[i]
+
+    def record(self, i: int) -> dict[str, Any]:
+        return {name: self.value(name, i) for name in self.names}
+
+
+def _score_row(i: int, entry: Any, out: _Columns, counts: _Counts, ids: list | None, envelope: _EnvelopeRows,
+               sources: ScoringSources) -> None:
+    """Fill row ``i``'s columns that need Python: its error, or its evidence, rules and provenance."""
+    case = entry.case
+    out["slice"][i] = case.slice
+    out["expected_calls"][i] = entry.expected_records
+    out["match_mode"][i] = entry.mode.label
+    error = envelope.value("error", i)
+    inputs = _row_inputs(entry, sources)
+    if error is not None:
+        out["error_kind"][i], out["error_message"][i] = split_error(error)
+        out["observed_calls"][i] = envelope.value("model_calls", i) or None
+        _provenance(i, out, envelope, inputs, [], sources.digests_verified)
+        return
+    registry = sources.memo.registry
+    observed = [registry.calls[k] for k in ids]
+    out["observed_calls"][i] = [registry.records[k] for k in ids]
+    text = envelope.value("messages_json", i)
+    messages = loads_text(text) if text else None
+    tools = case_tools(case, sources.tools)
+    try:
+        if entry.plain and not counts.name_only[i]:
+            match = _plain_match(i, entry, observed, counts)
+            violations = check_policies(case, tools, messages, observed, match, policy=sources.policy,
+                                        confirmation=sources.memo.confirmation, rules=None)
+            findings = schema_findings(observed, tools) if tools else None
+            violations += schema_violations(findings or [], observed)
+            families = tool_families([*entry.expected, *observed], tools)
+            _match_columns(i, out, match, findings)
+            out["violations"][i] = [v.to_record() for v in violations]
+            out["blocking"][i] = any(v.severity == "blocking" for v in violations)
+            out["coercions"][i] = []
+            out["chosen_plan"][i] = 0
+            out["reference_calls"][i] = entry.expected_records
+            out["tool_families"][i] = families
+            out["calls_match"][i] = match.fp == 0 and match.fn == 0
+            out["name_only"][i] = False
+        else:
+            rules = evaluate_row(case, sources.tools, messages, observed, policy=sources.policy, rules=entry.rules,
+                                 confirmation=sources.memo.confirmation)
+            for name, value in rules.columns().items():
+                out[name][i] = value
+    except ValueError as exc:  # the stored calls are not the messages' calls: the envelope is inconsistent
+        for name in _RULE_COLUMNS:
+            out[name][i] = None
+        out["observed_calls"][i] = envelope.value("model_calls", i) or None
+        out["error_kind"][i], out["error_message"][i] = "scoring_error", str(exc)
+        _provenance(i, out, envelope, inputs, observed, sources.digests_verified)
+        return
+    out["ragas_tool_call_f1"][i] = counts.ragas[i]
+    _provenance(i, out, envelope, inputs, observed, sources.digests_verified)
+
+
+_RULE_COLUMNS = ("missing_calls", "extra_calls", "wrong_args", "duplicate_calls", "malformed_calls", "tp", "fp", "fn",
+                 "precision", "recall", "f1", "exact_match", "mismatch_categories", "violations", "blocking",
+                 "coercions", "chosen_plan", "reference_calls", "tool_families", "schema_findings", "calls_match",
+                 "name_only")
+"""The columns the rules set on a scored row (null again when scoring the row failed)."""
+
+
+def _plain_match(i: int, entry: Any, observed: list[Call], counts: _Counts) -> MatchResult:
+    """The row's match when its case has one plan, no argument rules and the plain unordered mode, and every
+    observed call's arguments were captured: the batch's counts, and the evidence of a row whose calls do not all
+    match as :func:`tooleval.matching.match_calls_evidence` gives it."""
+    tp = int(counts.tp[i])
+    expected = entry.expected
+    if tp != len(expected) or tp != len(observed):
+        return MatchResult(**match_calls_evidence(expected, observed))
+    n = len(observed)
+    duplicates, malformed = int(counts.duplicates[i]), int(counts.malformed[i])
+    flags = [name for name, present in zip(_CATEGORIES, (False, False, False, duplicates > 0, malformed > 0))
+             if present]
+    return MatchResult(tp=tp, fp=0, fn=0, precision=1.0 if n else None, recall=1.0 if n else None, f1=1.0,
+                       exact_match=True, duplicate_calls=duplicates, malformed_calls=malformed,
+                       mismatch_categories=flags)
+
+
+def _match_columns(i: int, out: _Columns, m: MatchResult, findings: list | None) -> None:
+    out["missing_calls"][i] = [c.to_record() for c in m.missing_calls]
+    out["extra_calls"][i] = [c.to_record() for c in m.extra_calls]
+    out["wrong_args"][i] = [pair.to_record() for pair in m.wrong_args]
+    out["duplicate_calls"][i] = m.duplicate_calls
+    out["malformed_calls"][i] = m.malformed_calls
+    out["tp"][i], out["fp"][i], out["fn"][i] = m.tp, m.fp, m.fn
+    out["precision"][i], out["recall"][i], out["f1"][i] = m.precision, m.recall, m.f1
+    out["exact_match"][i] = m.exact_match
+    out["mismatch_categories"][i] = list(m.mismatch_categories) + (["schema"] if findings else [])
+    out["schema_findings"][i] = None if findings is None else [f.to_record() for f in findings]
+
+
+class _Owners:
+    """The case-input map the join check reads for one row, without the whole dataset's map on the common path: a
+    request whose input key is the row's own case input's is owned by the row's case, which is all the check asks
+    then; any other key is looked up in the whole map (built on first need)."""
+
+    __slots__ = ("key", "case_id", "full")
+
+    def __init__(self, key: str, case_id: str, full: Callable[[], Mapping[str, list[str]]]) -> None:
+        self.key, self.case_id, self.full = key, case_id, full
+
+    def get(self, key: str, default: Any = None) -> Any:
+        if key == self.key:
+            return [self.case_id]
+        return self.full().get(key, default)
+
+
+def _row_inputs(entry: Any, sources: ScoringSources) -> Mapping[str, list[str]]:
+    if sources.full_inputs is not None:
+        return _Owners(entry.input_key, entry.case.case_id, sources.full_inputs)
+    given = sources.given_inputs
+    return given if not entry.extra else {**given, entry.input_key: [entry.case.case_id]}
+
+
+def _provenance(i: int, out: _Columns, envelope: _EnvelopeRows, inputs: Mapping[str, list[str]],
+                observed: list[Call], verified: bool) -> None:
+    """The row's join check, first divergent boundary and failure owner
+    (:mod:`tooleval.capture.provenance`)."""
+    request = envelope.value("request_messages_json", i)
+    if verified:
+        intact = envelope.value("trace_digest", i) is not None
+    else:
+        intact = digest_ok(envelope.record(i))
+    status, detail = join_check(out_case_id(envelope, i), None if request is None else loads_text(request),
+                                envelope.value("request_id", i), envelope.value("response_id", i), intact, inputs)
+    adapter_records, executor_records = envelope.value("adapter_calls", i), envelope.value("executor_calls", i)
+    boundary = None
+    if adapter_records is not None or executor_records is not None:
+        adapter, executor = boundary_calls({"adapter_calls": adapter_records, "executor_calls": executor_records})
+        boundary = first_divergent_boundary(observed, adapter, executor)
+    out["provenance_status"][i] = status
+    out["provenance_detail"][i] = detail
+    out["first_divergent_boundary"][i] = boundary
+    exact, name_only_row = out["exact_match"][i], out["name_only"][i]
+    # a name-only row is never an exact match, yet calls matched by name are no failure of the agent's
+    matched = exact if not name_only_row else (out["fp"][i] == 0 and out["fn"][i] == 0)
+    out["failure_owner"][i] = failure_owner(status, boundary, matched)
+
+
+def out_case_id(envelope: _EnvelopeRows, i: int) -> str:
+    return envelope.value("case_id", i)
+
+
+def _table(envelopes: pa.Table, out: _Columns, entries: list, counts: _Counts, names: set) -> pa.Table:
+    """The rows as a table of :data:`ROW_SCHEMA`: the envelope's own columns taken over, constants repeated, the
+    rest from ``out``."""
+    n = envelopes.num_rows
+    constants = {"row_schema_version": ROW_SCHEMA_VERSION, "scorer_version": scorer_version(),
+                 "ragas_version": ragas_version()}
+    arrays = []
+    for item in ROW_SCHEMA:
+        if item.name in _TAKEN and item.name in names:
+            arrays.append(envelopes.column(item.name).cast(item.type))
+        elif item.name in constants:
+            arrays.append(pa.array([constants[item.name]] * n, item.type))
+        elif item.name in out.values:
+            arrays.append(pa.array(out.values[item.name], item.type))
+        else:
+            arrays.append(pa.nulls(n, item.type))
+    return pa.Table.from_arrays(arrays, schema=ROW_SCHEMA)
