@@ -110,6 +110,7 @@ def evaluate_row(
     policy: PolicyConfig | None = None,
     confirmation: ConfirmationDetector | None = None,
     rules: ArgumentRules | None = None,
+    match: RuleMatch | None = None,
 ) -> RowRules:
     """Match, choose the plan and check the policies of one (case, trial).
 
@@ -122,6 +123,9 @@ def evaluate_row(
         confirmation: A custom confirmation detector.
         rules: :func:`case_rules` of this very ``case`` and ``tools``, when the caller keeps them across the rows
             of a case (they hold per-path lookups worth keeping); resolved here when ``None``.
+        match: The row's match against ``case.plans[0]`` when the caller computed it already (a case with one plan,
+            no argument rules and the plain unordered mode, whose rows a scorer matches a whole batch at once);
+            ``None``: matched here over every plan (:func:`match_plans`).
 
     Raises:
         ValueError: when ``observed`` is not the call sequence of ``messages``, or a tool's ``parameters`` is not a
@@ -132,7 +136,10 @@ def evaluate_row(
     plans = case.plans  # the scoring stage passes the case with its references redacted as its traces were
     written = written_arguments(messages) if rules is not None and rules.written_numbers else None
     mode = MatchMode.of_case(case)
-    match, chosen = match_plans(plans, observed, rules, mode, written)
+    if match is None:
+        match, chosen = match_plans(plans, observed, rules, mode, written)
+    else:
+        chosen = match.chosen_plan
     violations = check_policies(case, tools, messages, observed, match, policy=policy, confirmation=confirmation,
                                 rules=rules)
     findings = schema_findings(observed, tools) if tools else None

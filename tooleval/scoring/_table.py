@@ -26,10 +26,9 @@ from tooleval.canonical import loads_text
 from tooleval.capture.envelope import boundary_calls, digest_ok, envelope_calls
 from tooleval.capture.provenance import failure_owner, first_divergent_boundary, join_check
 from tooleval.capture.redaction import MARKER_KEY, Redactor
-from tooleval.matching import MatchResult, match_calls_evidence
+from tooleval.matching import match_calls_evidence
 from tooleval.models import Call, Case, ToolSpec
-from tooleval.rules import (KeywordConfirmation, PolicyConfig, case_tools, check_policies, evaluate_row,
-                            schema_findings, schema_violations, tool_families)
+from tooleval.rules import KeywordConfirmation, PolicyConfig, RuleMatch, evaluate_row
 from tooleval.scoring.ragas_f1 import _hashable
 from tooleval.scoring.ragas_metric import ragas_args, ragas_version
 from tooleval.storage import ROW_SCHEMA, ROW_SCHEMA_VERSION, split_error
@@ -152,17 +151,16 @@ def _reward(metadata: Any) -> float | None:
     return float(reward)
 
 
-class _Columns:
-    """The row columns being filled, one list per column that is not taken over from the envelopes."""
+class _Columns(dict):
+    """The row columns being filled: column name -> one value per row (a list made on first use), for the columns
+    that are not taken over from the envelopes."""
 
     def __init__(self, n: int) -> None:
+        super().__init__()
         self.n = n
-        self.values: dict[str, list] = {}
 
-    def __getitem__(self, name: str) -> list:
-        column = self.values.get(name)
-        if column is None:
-            column = self.values[name] = [None] * self.n
+    def __missing__(self, name: str) -> list:
+        column = self[name] = [None] * self.n
         return column
 
 
@@ -329,29 +327,12 @@ def _score_row(i: int, entry: Any, out: _Columns, counts: _Counts, ids: list | N
     out["observed_calls"][i] = [registry.records[k] for k in ids]
     text = envelope.value("messages_json", i)
     messages = loads_text(text) if text else None
-    tools = case_tools(case, sources.tools)
     try:
-        if entry.plain and not counts.name_only[i]:
-            match = _plain_match(i, entry, observed, counts)
-            violations = check_policies(case, tools, messages, observed, match, policy=sources.policy,
-                                        confirmation=sources.memo.confirmation, rules=None)
-            findings = schema_findings(observed, tools) if tools else None
-            violations += schema_violations(findings or [], observed)
-            families = tool_families([*entry.expected, *observed], tools)
-            _match_columns(i, out, match, findings)
-            out["violations"][i] = [v.to_record() for v in violations]
-            out["blocking"][i] = any(v.severity == "blocking" for v in violations)
-            out["coercions"][i] = []
-            out["chosen_plan"][i] = 0
-            out["reference_calls"][i] = entry.expected_records
-            out["tool_families"][i] = families
-            out["calls_match"][i] = match.fp == 0 and match.fn == 0
-            out["name_only"][i] = False
-        else:
-            rules = evaluate_row(case, sources.tools, messages, observed, policy=sources.policy, rules=entry.rules,
-                                 confirmation=sources.memo.confirmation)
-            for name, value in rules.columns().items():
-                out[name][i] = value
+        match = _plain_match(i, entry, observed, counts) if entry.plain and not counts.name_only[i] else None
+        rules = evaluate_row(case, sources.tools, messages, observed, policy=sources.policy, rules=entry.rules,
+                             confirmation=sources.memo.confirmation, match=match)
+        for name, value in rules.columns().items():
+            out[name][i] = value
     except ValueError as exc:  # the stored calls are not the messages' calls: the envelope is inconsistent
         for name in _RULE_COLUMNS:
             out[name][i] = None
@@ -370,34 +351,21 @@ _RULE_COLUMNS = ("missing_calls", "extra_calls", "wrong_args", "duplicate_calls"
 """The columns the rules set on a scored row (null again when scoring the row failed)."""
 
 
-def _plain_match(i: int, entry: Any, observed: list[Call], counts: _Counts) -> MatchResult:
+def _plain_match(i: int, entry: Any, observed: list[Call], counts: _Counts) -> RuleMatch:
     """The row's match when its case has one plan, no argument rules and the plain unordered mode, and every
-    observed call's arguments were captured: the batch's counts, and the evidence of a row whose calls do not all
-    match as :func:`tooleval.matching.match_calls_evidence` gives it."""
+    observed call's arguments were captured: from the batch's counts when every call matched, else the evidence
+    as :func:`tooleval.matching.match_calls_evidence` gives it (what the rule-aware matcher returns for such a
+    case, field for field)."""
     tp = int(counts.tp[i])
-    expected = entry.expected
-    if tp != len(expected) or tp != len(observed):
-        return MatchResult(**match_calls_evidence(expected, observed))
+    if tp != len(entry.expected) or tp != len(observed):
+        return RuleMatch(**match_calls_evidence(entry.expected, observed), calls_match=False)
     n = len(observed)
     duplicates, malformed = int(counts.duplicates[i]), int(counts.malformed[i])
     flags = [name for name, present in zip(_CATEGORIES, (False, False, False, duplicates > 0, malformed > 0))
              if present]
-    return MatchResult(tp=tp, fp=0, fn=0, precision=1.0 if n else None, recall=1.0 if n else None, f1=1.0,
-                       exact_match=True, duplicate_calls=duplicates, malformed_calls=malformed,
-                       mismatch_categories=flags)
-
-
-def _match_columns(i: int, out: _Columns, m: MatchResult, findings: list | None) -> None:
-    out["missing_calls"][i] = [c.to_record() for c in m.missing_calls]
-    out["extra_calls"][i] = [c.to_record() for c in m.extra_calls]
-    out["wrong_args"][i] = [pair.to_record() for pair in m.wrong_args]
-    out["duplicate_calls"][i] = m.duplicate_calls
-    out["malformed_calls"][i] = m.malformed_calls
-    out["tp"][i], out["fp"][i], out["fn"][i] = m.tp, m.fp, m.fn
-    out["precision"][i], out["recall"][i], out["f1"][i] = m.precision, m.recall, m.f1
-    out["exact_match"][i] = m.exact_match
-    out["mismatch_categories"][i] = list(m.mismatch_categories) + (["schema"] if findings else [])
-    out["schema_findings"][i] = None if findings is None else [f.to_record() for f in findings]
+    return RuleMatch(tp=tp, fp=0, fn=0, precision=1.0 if n else None, recall=1.0 if n else None, f1=1.0,
+                     exact_match=True, duplicate_calls=duplicates, malformed_calls=malformed,
+                     mismatch_categories=flags, calls_match=True)
 
 
 class _Owners:
@@ -464,8 +432,8 @@ def _table(envelopes: pa.Table, out: _Columns, entries: list, counts: _Counts, n
             arrays.append(envelopes.column(item.name).cast(item.type))
         elif item.name in constants:
             arrays.append(pa.array([constants[item.name]] * n, item.type))
-        elif item.name in out.values:
-            arrays.append(pa.array(out.values[item.name], item.type))
+        elif item.name in out:
+            arrays.append(pa.array(out[item.name], item.type))
         else:
             arrays.append(pa.nulls(n, item.type))
     return pa.Table.from_arrays(arrays, schema=ROW_SCHEMA)
