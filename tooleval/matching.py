@@ -39,7 +39,8 @@ import numpy as np
 from tooleval.canonical import diff_paths
 from tooleval.models import NOT_CAPTURED_KEY, Call
 
-__all__ = ["WrongArgs", "MatchResult", "match_calls", "match_calls_evidence", "match_evidence", "f1_score", "duplicate_count", "optimal_pairs"]
+__all__ = ["WrongArgs", "MatchResult", "match_calls", "match_calls_evidence", "match_evidence", "f1_score", "duplicate_count",
+           "optimal_pairs", "pair_wrong_args"]
 
 
 @dataclass(frozen=True)
@@ -198,7 +199,11 @@ def _call_diff_paths(expected: Call, observed: Call) -> list[str]:
     return list(paths)
 
 
-def _pair_wrong_args(missing: list[Call], extra: list[Call]) -> list[WrongArgs]:
+def pair_wrong_args(missing: list[Call], extra: list[Call]) -> list[WrongArgs]:
+    """The wrong-argument pairs of a row: its unmatched expected calls (``missing``, in order) and unmatched
+    observed calls (``extra``, in order) of the same tool paired by an optimal assignment over the number of
+    differing argument paths (:func:`optimal_pairs`); malformed calls and calls without captured arguments take no
+    part. Pairs in the order of their missing call, then their extra call."""
     by_name_expected: dict[str, list[int]] = defaultdict(list)
     by_name_observed: dict[str, list[int]] = defaultdict(list)
     for i, call in enumerate(missing):
@@ -250,7 +255,7 @@ def match_calls_evidence(expected: list[Call], observed: list[Call]) -> dict:
         extra = _remove_matched(observed, matched)
         by_name, missing, extra = _match_names(missing, extra)
         tp += by_name
-        wrong = _pair_wrong_args(missing, extra)
+        wrong = pair_wrong_args(missing, extra)
     duplicates = duplicate_count(expected_counts, observed_counts)
     return match_evidence(expected, observed, tp, missing, extra, wrong, duplicates)
 

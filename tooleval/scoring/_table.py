@@ -26,7 +26,7 @@ from tooleval.canonical import loads_text
 from tooleval.capture.envelope import boundary_calls, digest_ok, envelope_calls
 from tooleval.capture.provenance import failure_owner, first_divergent_boundary, join_check
 from tooleval.capture.redaction import MARKER_KEY, Redactor
-from tooleval.matching import match_calls_evidence
+from tooleval.matching import match_evidence, pair_wrong_args
 from tooleval.models import Call, Case, ToolSpec
 from tooleval.rules import KeywordConfirmation, PolicyConfig, RuleMatch, evaluate_row
 from tooleval.scoring.ragas_f1 import _hashable
@@ -35,9 +35,6 @@ from tooleval.storage import ROW_SCHEMA, ROW_SCHEMA_VERSION, split_error
 from tooleval.versions import scorer_version
 
 __all__ = ["CallRegistry", "ScoringSources", "score_table"]
-
-_CATEGORIES = ("missing", "extra", "wrong_args", "duplicate", "malformed")
-"""The mismatch categories in the order a row lists them (:func:`tooleval.matching.match_evidence`)."""
 
 _TAKEN = ("dataset_revision", "case_id", "trial", "agent_name", "agent_version", "request_id", "response_id",
           "trace_digest", "tool_schema_version")
@@ -253,6 +250,16 @@ class _Counts:
         _, e_at, o_at = np.intersect1d(e_keys, o_keys, assume_unique=True, return_indices=True)
         matched = np.minimum(e_counts[e_at], o_counts[o_at])
         self.tp = np.bincount(o_keys[o_at] // width, weights=matched, minlength=n).astype(np.int64)
+        # which occurrences the matching leaves over: of each key, a row's first min(expected, observed)
+        # occurrences match, in their order, and the rest are missing (expected) or extra (observed)
+        e_matched = np.zeros(len(e_keys), np.int64)
+        e_matched[e_at] = matched
+        o_matched = np.zeros(len(o_keys), np.int64)
+        o_matched[o_at] = matched
+        self.missing = (_ranks(e_codes) >= e_matched[np.searchsorted(e_keys, e_codes)]).tolist()
+        self.extra = (_ranks(o_codes) >= o_matched[np.searchsorted(o_keys, o_codes)]).tolist()
+        self.e_start = np.concatenate(([0], np.cumsum(self.n_expected))).tolist()
+        self.o_start = np.concatenate(([0], np.cumsum(self.n_observed))).tolist()
         # duplicates: Σ max(0, observed(k) − max(expected(k), 1)) over keys whose arguments were captured
         expected_of = np.zeros(len(o_keys), np.int64)
         expected_of[o_at] = e_counts[e_at]
@@ -353,19 +360,36 @@ _RULE_COLUMNS = ("missing_calls", "extra_calls", "wrong_args", "duplicate_calls"
 
 def _plain_match(i: int, entry: Any, observed: list[Call], counts: _Counts) -> RuleMatch:
     """The row's match when its case has one plan, no argument rules and the plain unordered mode, and every
-    observed call's arguments were captured: from the batch's counts when every call matched, else the evidence
-    as :func:`tooleval.matching.match_calls_evidence` gives it (what the rule-aware matcher returns for such a
-    case, field for field)."""
+    observed call's arguments were captured: the batch's counts and leftover calls, with the wrong-argument
+    pairing of the leftovers (what :func:`tooleval.matching.match_calls_evidence` gives for the row, field for
+    field, and the rule-aware matcher for such a case)."""
+    expected = entry.expected
     tp = int(counts.tp[i])
-    if tp != len(entry.expected) or tp != len(observed):
-        return RuleMatch(**match_calls_evidence(entry.expected, observed), calls_match=False)
-    n = len(observed)
-    duplicates, malformed = int(counts.duplicates[i]), int(counts.malformed[i])
-    flags = [name for name, present in zip(_CATEGORIES, (False, False, False, duplicates > 0, malformed > 0))
-             if present]
-    return RuleMatch(tp=tp, fp=0, fn=0, precision=1.0 if n else None, recall=1.0 if n else None, f1=1.0,
-                     exact_match=True, duplicate_calls=duplicates, malformed_calls=malformed,
-                     mismatch_categories=flags, calls_match=True)
+    duplicates = int(counts.duplicates[i])
+    if tp == len(expected) and tp == len(observed):
+        missing, extra, wrong = [], [], []
+    else:
+        e0, o0 = counts.e_start[i], counts.o_start[i]
+        left = counts.missing
+        missing = [call for k, call in enumerate(expected) if left[e0 + k]]
+        left = counts.extra
+        extra = [call for k, call in enumerate(observed) if left[o0 + k]]
+        wrong = pair_wrong_args(missing, extra)
+    evidence = match_evidence(expected, observed, tp, missing, extra, wrong, duplicates)
+    return RuleMatch(**evidence, calls_match=evidence["fp"] == 0 and evidence["fn"] == 0)
+
+
+def _ranks(codes: np.ndarray) -> np.ndarray:
+    """Each element's occurrence number among the equal elements before it (0 for the first), in order."""
+    if len(codes) == 0:
+        return np.zeros(0, np.int64)
+    order = np.argsort(codes, kind="stable")
+    ordered = codes[order]
+    starts = np.flatnonzero(np.r_[True, ordered[1:] != ordered[:-1]])
+    group_start = np.repeat(starts, np.diff(np.r_[starts, len(codes)]))
+    ranks = np.empty(len(codes), np.int64)
+    ranks[order] = np.arange(len(codes)) - group_start
+    return ranks
 
 
 class _Owners:
