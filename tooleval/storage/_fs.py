@@ -25,8 +25,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 __all__ = ["Location", "is_remote", "as_location", "Tree", "LocalTree", "RemoteTree", "tree_of", "filesystem",
-           "read_parquet", "read_parquet_schema", "read_location_bytes", "location_exists", "join", "ARROW_SUFFIX",
-           "is_arrow_file", "iter_arrow_batches", "iter_file_batches", "read_table_file", "read_file_schema"]
+           "read_parquet", "read_parquet_schema", "read_location_bytes", "location_digest", "location_exists", "join",
+           "ARROW_SUFFIX", "is_arrow_file", "iter_arrow_batches", "iter_file_batches", "read_table_file", "read_file_schema"]
 
 Location = Path | str
 """A local folder (:class:`~pathlib.Path`) or a remote URL (``str``, no trailing ``/``)."""
@@ -463,6 +463,23 @@ def read_location_bytes(location: str | Path) -> bytes:
     """
     fs, path = filesystem(location)
     return Path(path).read_bytes() if fs is None else fs.cat_file(path)
+
+
+def location_digest(location: str | Path) -> str:
+    """sha256 (64 hex) of the bytes of the file at a local path or URL, read in 1 MiB blocks: a file on object
+    storage is streamed through its fsspec filesystem, never held whole nor copied to disk.
+
+    Raises:
+        FileNotFoundError / OSError: nothing there, or unreadable.
+    """
+    import hashlib
+
+    fs, path = filesystem(location)
+    digest = hashlib.sha256()
+    with (open(path, "rb") if fs is None else fs.open(path, "rb")) as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 def location_exists(location: str | Path) -> bool:

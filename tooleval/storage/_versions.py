@@ -35,9 +35,9 @@ from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from tooleval.errors import InputFileError
+from tooleval.storage._fs import read_parquet, read_parquet_schema
 from tooleval.storage._row import split_error
 from tooleval.storage._schema import ENVELOPE_VERSION, ROW_SCHEMA_VERSION, SCHEMAS
 
@@ -103,7 +103,8 @@ def read_versioned(path: str | Path, kind: str, columns: list[str] | None = None
     """Read one Parquet file of envelopes (``kind="traces"``) or rows (``"rows"``) as the current schema.
 
     Args:
-        path: The Parquet file.
+        path: The Parquet file: a local path, or a URL (``s3://…``) read through its fsspec filesystem, only the
+            column chunks of ``columns`` fetched.
         kind: ``traces`` or ``rows``.
         columns: Only these columns of the current schema (in this order; absent ones as nulls); ``None``: all.
             Readers that need a few columns of every row of a run read only those, since a
@@ -128,7 +129,7 @@ def _read_versioned(path: str | Path, kind: str, columns: list[str] | None) -> p
     current = CURRENT_VERSIONS[kind]
     schema = SCHEMAS[kind]
     if columns is not None:
-        present = set(pq.read_schema(path).names)
+        present = set(read_parquet_schema(path).names)
         wanted = [c for c in dict.fromkeys([*columns, column]) if c in present]
         if kind == "rows" and "error" in present and {"error_kind", "error_message"} & set(columns):
             wanted.append("error")  # an older file's error text, split by conform()
@@ -136,10 +137,10 @@ def _read_versioned(path: str | Path, kind: str, columns: list[str] | None) -> p
             wanted.append("exact_match")  # an older file's verdict under the unordered rule, read by conform()
         if "name_only" in columns and "name_only" not in present and "f1" in present - set(wanted):
             wanted.append("f1")  # whether an older file's row was scored, read by conform()
-        table = pq.read_table(path, columns=wanted)
+        table = read_parquet(path, columns=wanted)
         schema = pa.schema([schema.field(name) for name in columns])
     else:
-        table = pq.read_table(path)
+        table = read_parquet(path)
     if column not in table.column_names:
         raise InputFileError(path, None, f"no {column} column: not a tooleval {kind} file.",
                              "point tooleval at a results folder it wrote.")
