@@ -18,6 +18,7 @@ from __future__ import annotations
 import io
 import os
 import re
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator, Protocol
 
@@ -25,7 +26,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 __all__ = ["Location", "is_remote", "as_location", "Tree", "LocalTree", "RemoteTree", "tree_of", "filesystem",
-           "read_parquet", "read_parquet_schema", "read_location_bytes", "location_digest", "location_exists", "join",
+           "read_parquet", "read_parquet_schema", "open_parquet", "read_location_bytes", "location_digest", "location_exists", "join",
            "ARROW_SUFFIX", "is_arrow_file", "iter_arrow_batches", "iter_file_batches", "read_table_file", "read_file_schema"]
 
 Location = Path | str
@@ -326,6 +327,20 @@ def iter_parquet_batches(location: str | Path, batch_size: int, columns: list[st
     fs, path = filesystem(location)
     with (open(path, "rb") if fs is None else fs.open(path, "rb")) as handle:
         yield from iter_row_group_batches(pq.ParquetFile(handle), batch_size, columns, binary)
+
+
+@contextmanager
+def open_parquet(location: str | Path) -> Iterator[pq.ParquetFile]:
+    """The Parquet file at a local path or URL, open for the block: its schema and the column chunks a reader
+    asks for come through one handle, so that a file on object storage is fetched once (a footer read, then a
+    table read through separate opens, fetches it twice), one file at a time.
+
+    Raises:
+        FileNotFoundError: nothing there.
+    """
+    fs, path = filesystem(location)
+    with (open(path, "rb") if fs is None else fs.open(path, "rb")) as handle:
+        yield pq.ParquetFile(handle)
 
 
 def iter_row_group_batches(file: pq.ParquetFile, batch_size: int, columns: list[str] | None = None,
