@@ -24,7 +24,7 @@ def drift_check(run_id: str = LATEST, out: str = "results", dataset: str | None 
 
     Args:
         run_id: The run, or ``latest`` (the newest run with rows under ``out``).
-        out: Results folder.
+        out: Results folder, or an fsspec URL (``s3://bucket/prefix``).
         dataset: Dataset folder (default: the one the run recorded).
 
     Returns:

@@ -25,7 +25,8 @@ def legacy(run_id: str, out: str = "results", dataset: str | None = None) -> Leg
 
     Args:
         run_id: An existing run under ``out``.
-        out: Results folder.
+        out: Results folder, or an fsspec URL (``s3://bucket/prefix``; each envelope file is read through it,
+            record batch by record batch, and the scalar is published there behind the run's commit marker).
         dataset: Dataset folder; default: the one recorded in the run's summary.
 
     Returns:

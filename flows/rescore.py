@@ -45,7 +45,8 @@ def rescore(
 
     Args:
         run_id: The run whose envelopes are rescored, or ``latest`` (the newest run with rows).
-        out: Results folder.
+        out: Results folder, or an fsspec URL (``s3://bucket/prefix``): the envelopes are read from it one part
+            file at a time, and the new run is published there behind its commit marker.
         to_run_id: The new run's id (default: a fresh one, so a nightly deployment publishes a new run each
             night).
         case: Only this case id.
@@ -108,8 +109,7 @@ class _Unrowed:
     remembered."""
 
     def __init__(self, source, subset: bool) -> None:
-        path = source.out / "runs" / source.run_id / "errors.json"
-        self._errors = [] if subset or not path.is_file() else json.loads(path.read_text())
+        self._errors = [] if subset else source.errors()  # the committed errors.json, in a folder or a bucket
         self._named = {(e.get("case_id"), e.get("trial")) for e in self._errors}
         self._seen: set = set()
 

@@ -119,8 +119,10 @@ class TestRunOption:
         assert "AWS_ACCESS_KEY_ID" in result.output
         assert list(tmp_path.iterdir()) == []
 
-    def test_other_commands_refuse_an_object_storage_out_and_write_no_local_folder(self, tmp_path, monkeypatch):
+    @pytest.mark.parametrize("command", [["runs"], ["gc"], ["view"]])
+    def test_the_folder_only_commands_refuse_an_object_storage_out_and_write_no_local_folder(self, tmp_path,
+                                                                                            monkeypatch, command):
         monkeypatch.chdir(tmp_path)
-        result = runner.invoke(app, ["gate", "--run-id", "r1", "--out", "s3://bucket/nightly"], env=WIDE)
-        assert result.exit_code == 2 and "only `tooleval run` and `tooleval sql` work on object storage" in result.output
+        result = runner.invoke(app, [*command, "--out", "s3://bucket/nightly"], env=WIDE)
+        assert result.exit_code == 2 and "works on a local results folder only so far" in result.output
         assert list(tmp_path.iterdir()) == []

@@ -52,8 +52,15 @@ def moto_s3(reject_conditions: bool = False) -> Iterator[str]:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
+    class QuietHandler(MotoRequestHandler):
+        """No request line logged: in a test that runs commands in its own process, werkzeug's log records reach
+        whatever handler the command installed (Prefect's console, on a stream the test runner may have closed)."""
+
+        def log_request(self, code: Any = "-", size: Any = "-") -> None:
+            return None
+
     app = _serialised(DomainDispatcherApplication(create_backend_app), reject_conditions)
-    server = make_server("127.0.0.1", port, app, threaded=True, request_handler=MotoRequestHandler)
+    server = make_server("127.0.0.1", port, app, threaded=True, request_handler=QuietHandler)
     thread = threading.Thread(target=server.serve_forever, name="moto-s3", daemon=True)
     thread.start()
     try:

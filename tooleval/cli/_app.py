@@ -76,6 +76,10 @@ def _main(
         fail(exc)
 
 OutOption = Annotated[Path, typer.Option("--out", help="Results folder.")]
+UrlOutOption = Annotated[Path, typer.Option("--out", help="Results folder, or an fsspec URL (s3://bucket/prefix; "
+                                            "gs://… with gcsfs installed).")]
+"""``--out`` of the commands that work on object storage too (typed ``Path``: :func:`results_location` turns
+typer's ``s3:/b/p`` back into the URL)."""
 
 
 BUNDLED_DATASET = Path(__file__).resolve().parents[2] / "datasets" / "tau-bench-airline"
@@ -366,35 +370,50 @@ def results_location(out: Path | str) -> Path | str:
     return as_location(text) if _URL_AS_PATH.match(text) else Path(out)
 
 
-def open_results(out: Path, *, remote: bool = False) -> None:
+def open_results(out: Path, *, remote: bool = False, writes: bool = True) -> Path | str:
     """What every command that reads or writes results does first: finish or discard a publication that an
     earlier, killed command left half-done, and remove stale staging (:func:`tooleval.storage.recover`).
 
     Args:
         out: ``--out`` (see :func:`results_location`).
-        remote: The command works on object storage too (``tooleval run``): a URL is recovered through its
-            fsspec filesystem instead of refused.
+        remote: The command works on object storage too: a URL is checked (its bucket and credentials,
+            :func:`tooleval.storage.check_remote`) and used through its fsspec filesystem instead of refused.
+        writes: The command may publish into the results. A command that only reads (``compare``, ``export``)
+            leaves a URL's interrupted publications alone: it reads what the commit markers name, which an
+            interrupted publication never changes, and needs no write permission on the bucket (as ``sql``). A
+            local folder is recovered either way, as it always was.
+
+    Returns:
+        The results location: a ``Path`` for a folder (``file://`` URLs too), the URL text for object storage.
 
     Raises:
         InputFileError: ``out`` is a URL (``s3://…``, seen as ``s3:/…`` once made a path) and the command does
-            not work there: only ``tooleval run`` and ``tooleval sql`` do so far; the other commands would write a
-            local folder named ``s3:``.
+            not work there (``runs`` and ``gc``, ``view``: they would write a local folder named ``s3:``); or the
+            URL's bucket cannot be reached (``OutFolderError``).
     """
     from tooleval.storage import recover
 
     location = results_location(out)
     if isinstance(location, str):
         if not remote:
-            raise InputFileError(None, None, f"--out {location}: this command reads and writes a results folder; "
-                                 "only `tooleval run` and `tooleval sql` work on object storage so far.",
+            raise InputFileError(None, None, f"--out {location}: this command works on a local results folder "
+                                 "only so far (run, sql, gate, drift, report, rescore, handoff, legacy, compare and "
+                                 "export work on object storage).",
                                  "run it on a local copy of the results (e.g. `aws s3 sync URL DIR`), or query the "
                                  "URL with `tooleval sql --out URL` (for file://, pass the path itself).")
         from tooleval.storage import check_remote
 
         check_remote(location)
-        recover(location)
+        if writes:
+            recover(location)
     elif location.is_dir():
         recover(location)
+    return location
+
+
+def input_location(value: Path | None) -> Path | str | None:
+    """A ``--dataset`` option as a path or an fsspec URL (:func:`results_location`), ``None`` when not given."""
+    return None if value is None else results_location(value)
 
 
 def fail(exc: InputFileError, *, published: bool = True) -> None:

@@ -1,4 +1,10 @@
-"""Commands over the runs of a results folder: ``report``, ``runs`` (list, ``--delete``), ``gc`` and ``compare``."""
+"""Commands over the runs of a results folder: ``report``, ``runs`` (list, ``--delete``), ``gc`` and ``compare``.
+
+``report`` and ``compare`` also take an fsspec URL as ``--out`` (``s3://bucket/prefix``): they read the runs through
+their commit markers, DuckDB over the committed Parquet files through the URL's filesystem; ``report`` publishes
+``report.html`` into the results behind the run's commit marker, as in a folder. ``runs`` and ``gc`` work on a local
+folder only.
+"""
 
 from __future__ import annotations
 
@@ -12,26 +18,28 @@ from rich.table import Table
 
 from tooleval.errors import InputFileError
 
-from tooleval.cli._app import OutOption, app, console, err_console, fail, fmt, open_results
+from tooleval.cli._app import OutOption, UrlOutOption, app, console, err_console, fail, fmt, open_results
 
 
 @app.command()
 def report(
     run_id: Annotated[str, typer.Option("--run-id", help="An existing run.")],
-    out: OutOption = Path("results"),
+    out: UrlOutOption = Path("results"),
 ) -> None:
-    """Write runs/RUN/report.html again from the run's published files (every run writes it already)."""
+    """Write runs/RUN/report.html again from the run's published files (every run writes it already); on object
+    storage it is published into the results behind the run's commit marker, as in a folder."""
     from tooleval.runs.report import report_for_run
-    from tooleval.storage import Publication
+    from tooleval.storage import Publication, join
 
     try:
-        open_results(out)
-        html = report_for_run(out, run_id)
-        with Publication(out) as publication:
+        location = open_results(out, remote=True)
+        location = location.absolute() if isinstance(location, Path) else location
+        html = report_for_run(location, run_id)
+        with Publication(location) as publication:
             publication.add_text(f"runs/{run_id}/report.html", html)
     except InputFileError as exc:
         fail(exc)
-    console.print(f"written: {out.absolute() / 'runs' / run_id / 'report.html'}")
+    console.print(f"written: {join(location, f'runs/{run_id}/report.html')}")
 
 
 @app.command()
@@ -130,7 +138,7 @@ def _verdict_text(verdict: str | None, rules: list[str] | None) -> str:
 def compare(
     base: Annotated[str, typer.Argument(help="The base run id (e.g. last night's).")],
     head: Annotated[str, typer.Argument(help="The run compared with it.")],
-    out: OutOption = Path("results"),
+    out: UrlOutOption = Path("results"),
     json_: Annotated[bool, typer.Option("--json", help="Print the comparison as JSON.")] = False,
     fail_on: Annotated[Optional[str], typer.Option(
         "--fail-on", metavar="METRIC:DELTA",
@@ -150,8 +158,7 @@ def compare(
         err_console.print(f"[bold red]error:[/] {exc}")
         raise typer.Exit(2)
     try:
-        open_results(out)
-        comparison = compare_runs(out, base, head)
+        comparison = compare_runs(open_results(out, remote=True, writes=False), base, head)
     except InputFileError as exc:
         fail(exc)
     failures = failed_thresholds(comparison, conditions)

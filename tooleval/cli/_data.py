@@ -11,7 +11,8 @@ from rich.table import Table
 
 from tooleval.errors import InputFileError
 
-from tooleval.cli._app import OutOption, app, console, err_console, fail, fmt, open_results
+from tooleval.cli._app import (OutOption, UrlOutOption, app, console, err_console, fail, fmt, input_location,
+                               open_results)
 from tooleval.cli._group import ToolevalGroup
 
 
@@ -232,10 +233,10 @@ app.add_typer(export_app, name="export")
 def export_otel_(
     run_id: Annotated[str, typer.Option("--run-id", help="The run to export.")],
     to: Annotated[Path, typer.Option("--to", help="The OTLP JSON-lines file to write.")],
-    out: OutOption = Path("results"),
+    out: UrlOutOption = Path("results"),
     config: Annotated[Optional[Path], typer.Option(help="Gate config for the verdicts (default: the dataset's "
                                                          "gate.toml).")] = None,
-    dataset: Annotated[Optional[Path], typer.Option(help="Dataset folder (default: the run's).")] = None,
+    dataset: Annotated[Optional[Path], typer.Option(help="Dataset folder or URL (default: the run's).")] = None,
 ) -> None:
     """Write the run's verdicts as OpenTelemetry spans (OTLP JSON lines): one gen_ai.evaluation.result event per
     row with its gate verdict, F1, failing rules and failure owner, attached to the source's own trace and span
@@ -251,8 +252,7 @@ def export_otel_(
     from tooleval.runs.published import open_run
 
     try:
-        open_results(out)
-        run_ = open_run(out, run_id, dataset)
+        run_ = open_run(open_results(out, remote=True, writes=False), run_id, input_location(dataset))
         target = to.resolve()
         if target.is_dir():
             raise InputFileError(target, None, "--to names a folder.", "pass a file path, e.g. --to verdicts.jsonl.")

@@ -10,7 +10,7 @@ import typer
 from tooleval.errors import InputFileError
 from tooleval.models import TRIAL_MAX
 
-from tooleval.cli._app import (OutOption, _bundled_dataset, app, console, err_console, fail, open_results,
+from tooleval.cli._app import (UrlOutOption, _bundled_dataset, app, console, err_console, fail, open_results,
                                prefect_session, results_location, say)
 from tooleval.storage import hold_run
 from tooleval.cli._report import print_drift, print_gate_line, print_run
@@ -55,7 +55,7 @@ def run(
     traces: Annotated[Optional[Path], typer.Option(
         help="Recorded traces for the replay agent: a file, an fsspec URL, or the name of a file in the dataset's "
              "traces/ folder.")] = None,
-    out: OutOption = Path("results"),
+    out: UrlOutOption = Path("results"),
     run_id: Annotated[Optional[str], typer.Option("--run-id", help="Run id (default: a new one).")] = None,
     shard_size: Annotated[Optional[int], typer.Option(
         min=1, help="Rows per shard (content-hashed buckets; default: about 8 shards per worker, 100-20,000 rows and at "

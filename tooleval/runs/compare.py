@@ -15,7 +15,7 @@ from typing import Any
 
 from tooleval.dataset import check_name
 from tooleval.errors import InputFileError
-from tooleval.storage import GATE_PASSES, document_path
+from tooleval.storage import GATE_PASSES, as_location, document_path, join, read_document
 from tooleval.runs.bootstrap import cluster_mean_ci
 
 __all__ = ["METRICS", "FailOn", "parse_fail_on", "compare_runs", "failed_thresholds", "run_row_outcome"]
@@ -75,21 +75,36 @@ _NAME_ONLY_FAILS = " OR coalesce(name_only, false)"
 """Added to a run's :data:`_FAILS` unless its gate accepted name-only rows (``accept_name_only``)."""
 
 
-def run_row_outcome(out: Path, run_id: str) -> str:
-    """The row outcome a published run was judged by (``summary.json``'s ``row_outcome.gate``); ``no_blocking``
-    for a summary written before runs recorded it (that was the only outcome then)."""
+def _summary_of(out: Path | str, run_id: str):
+    """The committed ``summary.json`` of a run under a folder or a URL, as a
+    :class:`tooleval.runs.documents.RunSummary`.
+
+    Raises:
+        InputFileError: no summary, or one that is not a summary this tooleval reads.
+    """
     from tooleval.runs.documents import read_summary
 
-    recorded = read_summary(document_path(out, f"runs/{run_id}/summary.json")).row_outcome
+    relpath = f"runs/{run_id}/summary.json"
+    data = read_document(out, relpath)
+    if data is None:
+        raise InputFileError(document_path(out, relpath), None, f"run {run_id!r} has no summary.json.",
+                             "tooleval runs lists the runs; pass --out with their results folder.")
+    return read_summary(document_path(out, relpath), data)
+
+
+def run_row_outcome(out: Path | str, run_id: str) -> str:
+    """The row outcome a published run was judged by (``summary.json``'s ``row_outcome.gate``); ``no_blocking``
+    for a summary written before runs recorded it (that was the only outcome then). ``out``: a results folder or
+    an fsspec URL."""
+    recorded = _summary_of(out, run_id).row_outcome
     return "no_blocking" if recorded is None else recorded.gate
 
 
-def run_accepts_name_only(out: Path, run_id: str) -> bool:
+def run_accepts_name_only(out: Path | str, run_id: str) -> bool:
     """Whether a published run's gate let name-only rows pass (``summary.json``'s ``row_outcome.accept_name_only``;
-    false when not recorded: the gate's default, and no row of an older run is name-only anyway)."""
-    from tooleval.runs.documents import read_summary
-
-    recorded = read_summary(document_path(out, f"runs/{run_id}/summary.json")).row_outcome
+    false when not recorded: the gate's default, and no row of an older run is name-only anyway). ``out``: a
+    results folder or an fsspec URL."""
+    recorded = _summary_of(out, run_id).row_outcome
     return bool(recorded is not None and recorded.accept_name_only)
 
 
@@ -136,7 +151,9 @@ def _group(con, where: str, params: dict) -> dict[str, Any]:
 
 
 def compare_runs(out: str | Path, base: str, head: str) -> dict[str, Any]:
-    """Compare run ``head`` against run ``base`` under ``out``.
+    """Compare run ``head`` against run ``base`` under ``out``, a results folder or an fsspec URL
+    (``s3://bucket/prefix``: DuckDB reads the committed rows through the URL's filesystem, the columns each query
+    needs, never a copy of the runs).
 
     Returns:
         ``{base, head, base_revision, head_revision, row_outcome, pairs, only_base, only_head, overall, by_slice,
@@ -157,17 +174,17 @@ def compare_runs(out: str | Path, base: str, head: str) -> dict[str, Any]:
     """
     from tooleval.storage import connect
 
-    out = Path(out)
+    out = as_location(out) if isinstance(out, str) else Path(out)
     for run in (base, head):
         check_name(run, what="run id")
-        if not document_path(out, f"runs/{run}/summary.json").is_file():
-            raise InputFileError(out / "runs" / run, None, f"no run {run!r} under {out}.",
+        if read_document(out, f"runs/{run}/summary.json") is None:
+            raise InputFileError(join(out, f"runs/{run}"), None, f"no run {run!r} under {out}.",
                                  "tooleval runs lists the runs; pass --out with their results folder.")
     con = connect(out)
     params = {"base": base, "head": head}
     for run in (base, head):
         if not con.execute("SELECT count(*) FROM rows WHERE run_id = $r", {"r": run}).fetchone()[0]:
-            raise InputFileError(out / "rows", None, f"run {run!r} has no rows (a legacy-only run?).",
+            raise InputFileError(join(out, "rows"), None, f"run {run!r} has no rows (a legacy-only run?).",
                                  "compare runs of the row-level path.")
     outcomes = {"b": run_row_outcome(out, base), "h": run_row_outcome(out, head)}
     names = {"b": run_accepts_name_only(out, base), "h": run_accepts_name_only(out, head)}
@@ -183,7 +200,7 @@ def compare_runs(out: str | Path, base: str, head: str) -> dict[str, Any]:
     revisions = [con.execute("SELECT any_value(dataset_revision) FROM rows WHERE run_id = $r", {"r": run}).fetchone()[0]
                  for run in (base, head)]
     if not pairs:
-        raise InputFileError(out / "runs" / head, None,
+        raise InputFileError(join(out, f"runs/{head}"), None,
                              f"runs {base!r} (revision {revisions[0]!r}) and {head!r} (revision {revisions[1]!r}) "
                              f"share no (case_id, trial) pair: there is nothing to compare.",
                              "compare two runs of the same dataset (tooleval runs lists runs with their revision).")

@@ -249,13 +249,13 @@ def recheck_run(run: Any, *, tolerance: float = DEFAULT_TOLERANCE) -> dict[str, 
     import pyarrow as pa
 
     from tooleval.runs.legacy import legacy_score
-    from tooleval.storage import document_path, partition_dir, read_versioned, scan_rows_sql, source_connection
+    from tooleval.storage import partition_dir, read_document, read_versioned, scan_rows_sql, source_connection
 
     row_files = run.files("rows")
     if not row_files:
         from tooleval.errors import InputFileError
 
-        raise InputFileError(run.out / "rows", None, f"run {run.run_id!r} has no rows (a --legacy-only run?): "
+        raise InputFileError(run.location("rows"), None, f"run {run.run_id!r} has no rows (a --legacy-only run?): "
                              "there is no row-level path to compare.", "run it without --legacy-only first.")
     cases, redactor = run.dataset.cases, run.redactor()
     scorer = str(run.summary.get("versions", {}).get("scorer"))
@@ -279,8 +279,8 @@ def recheck_run(run: Any, *, tolerance: float = DEFAULT_TOLERANCE) -> dict[str, 
     report = drift_report([drift_partial_sql(source_connection(source), values, source, tolerance=tolerance)], legacy,
                           tolerance=tolerance)
     scalar_relpath = (partition_dir(Path(), "legacy", run.revision, run.run_id) / "scalar.json").as_posix()
-    scalar_path = document_path(run.out, scalar_relpath)
-    published = json.loads(scalar_path.read_text())["value"] if scalar_path.is_file() else None
+    scalar = read_document(run.out, scalar_relpath)  # the committed copy, in a folder or on object storage
+    published = json.loads(scalar)["value"] if scalar is not None else None
     report["published_legacy_value"] = published
     if published is None or legacy.value is None or abs(published - legacy.value) > tolerance:
         if not (published is None and legacy.value is None):

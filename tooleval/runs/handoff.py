@@ -50,20 +50,24 @@ def _json_ready(value: Any) -> Any:
     return json.loads(json.dumps(value, default=str))
 
 
-def write_handoff(run: PublishedRun, case_id: str, trial: int | None = None) -> list[Path]:
+def write_handoff(run: PublishedRun, case_id: str, trial: int | None = None) -> list[Path | str]:
     """Write ``runs/<run>/handoff/<encoded case>/trial-<t>/`` (the case id percent-encoded as one folder name:
     :func:`tooleval.storage.encode_name`) (``handoff.json``, ``case.json``, ``README.md``) for
     every trial of ``case_id`` in the run (or only ``trial``).
 
+    The files are one publication of the run (:class:`tooleval.storage.Publication`): in a folder or on object
+    storage (``s3://…``) alike, they appear together when the run's commit marker names them, under the run's
+    lease. The run's rows and envelopes are read one committed part file at a time.
+
     Returns:
-        The folders written.
+        The folders written: paths in a folder, URLs on object storage.
 
     Raises:
         InputFileError: the run has no row for that case (and trial).
     """
     rows = _select(run, "rows", case_id, trial)
     if not rows:
-        raise InputFileError(run.out / "rows", None, f"run {run.run_id!r} has no row for case {case_id!r}"
+        raise InputFileError(run.location("rows"), None, f"run {run.run_id!r} has no row for case {case_id!r}"
                              + ("" if trial is None else f" trial {trial}") + ".", "check --case/--trial.")
     envelopes = {(e["case_id"], e["trial"]): e for e in _select(run, "traces", case_id, trial)}
     case = run.dataset.cases[case_id].model_dump(mode="json")
@@ -108,7 +112,7 @@ def write_handoff(run: PublishedRun, case_id: str, trial: int | None = None) -> 
             publication.add_json(f"{folder}/handoff.json", _json_ready(handoff))
             publication.add_json(f"{folder}/case.json", case)
             publication.add_text(f"{folder}/README.md", _readme(handoff))
-            folders.append(run.out / folder)
+            folders.append(run.location(folder))
     return folders
 
 

@@ -227,7 +227,7 @@ def export_otel(run: PublishedRun, handle: IO[str], *, config: str | Path | None
     """
     files = run.files("rows")
     if not files:
-        raise InputFileError(run.out / "rows", None, f"run {run.run_id!r} has no rows.",
+        raise InputFileError(run.location("rows"), None, f"run {run.run_id!r} has no rows.",
                              "run the row-level path first (tooleval run without --legacy-only).")
     tally = GateTally(gate_config_for(run.dataset.path, config), today=datetime.now(timezone.utc).date(), listed=0)
     sources = _source_ids(run)

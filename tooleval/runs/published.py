@@ -1,5 +1,9 @@
 """Reading a published run back: its summary, its partitions and its dataset (for ``legacy``, ``drift`` and
-the other commands that work on an existing ``--run-id``)."""
+the other commands that work on an existing ``--run-id``).
+
+The results may be a local folder or an fsspec URL (``s3://bucket/prefix``, ``gs://…``): everything here reads
+through the run's commit marker (:func:`tooleval.storage.committed_files`, :func:`tooleval.storage.read_document`),
+one document or one Parquet file at a time, so a run on object storage is never downloaded whole."""
 
 from __future__ import annotations
 
@@ -10,31 +14,66 @@ from typing import Iterator
 
 from tooleval.dataset import Dataset, check_name, load_dataset
 from tooleval.errors import InputFileError
-from tooleval.capture.recorded import file_digest
 from tooleval.capture.redaction import RedactionConfig, Redactor, build_redactor
-from tooleval.storage import committed_files, document_path
+from tooleval.storage import (as_location, committed_files, document_path, join, local_copy, location_digest,
+                              read_document)
 
-__all__ = ["PublishedRun", "check_envelopes", "iter_envelopes", "matching", "open_run"]
+__all__ = ["PublishedRun", "check_envelopes", "iter_envelopes", "matching", "open_run", "results_at"]
+
+Location = Path | str
+"""A results folder (an absolute :class:`~pathlib.Path`) or an fsspec URL (``str``, no trailing ``/``)."""
+
+
+def results_at(out: str | Path) -> Location:
+    """``out`` as the results location the readers take: an absolute path for a folder (``file://`` URLs too),
+    the URL itself for object storage (``s3://bucket/prefix``).
+
+    Raises:
+        ValueError: a URL without a bucket or path (``s3://``).
+    """
+    location = as_location(out) if isinstance(out, str) else Path(out)
+    return location.resolve() if isinstance(location, Path) else location
 
 
 @dataclass
 class PublishedRun:
     """A run as published under ``out``."""
 
-    out: Path
+    out: Location
+    """The results: an absolute path, or an fsspec URL (:func:`results_at`)."""
     run_id: str
     revision: str
     summary: dict
     dataset: Dataset
 
-    def files(self, kind: str) -> list[Path]:
+    def files(self, kind: str) -> list[Location]:
         """The committed Parquet files of this run's ``kind`` partition (``traces``, ``rows``, ``legacy``): those
-        its commit marker names."""
+        its commit marker names, as paths in a folder or URLs on object storage."""
         return committed_files(self.out, kind, self.revision, self.run_id)
 
     def digests(self, kind: str) -> list[str]:
-        """sha256 of each file of :meth:`files`."""
-        return [file_digest(path) for path in self.files(kind)]
+        """sha256 of each file of :meth:`files` (each streamed, never held whole)."""
+        return [location_digest(path) for path in self.files(kind)]
+
+    def location(self, relpath: str) -> Location:
+        """``relpath`` (``runs/<run>/gate.json``) under the results, as a path or a URL, for messages."""
+        return join(self.out, relpath)
+
+    def errors(self) -> list[dict]:
+        """The run's committed ``errors.json`` entries (``[]`` when it has none).
+
+        Raises:
+            InputFileError: the file is not JSON, or the run's commit marker is unreadable.
+        """
+        relpath = f"runs/{self.run_id}/errors.json"
+        data = read_document(self.out, relpath)
+        if data is None:
+            return []
+        try:
+            return json.loads(data)
+        except ValueError as exc:
+            raise InputFileError(document_path(self.out, relpath), None, f"not JSON ({exc}).",
+                                 "restore it from the run's publication, or rescore the run.") from None
 
     @property
     def redaction(self) -> RedactionConfig | None:
@@ -51,35 +90,38 @@ def open_run(out: str | Path, run_id: str, dataset: str | Path | None = None) ->
     """Open a published run.
 
     Args:
-        out: Results folder.
+        out: Results folder, or an fsspec URL (``s3://bucket/prefix``).
         run_id: The run.
-        dataset: Dataset folder; default: the one recorded in the run's ``summary.json``.
+        dataset: Dataset folder or fsspec URL; default: the one recorded in the run's ``summary.json``. A URL is
+            read from this machine's copy (:func:`tooleval.storage.local_copy`).
 
     Raises:
         InputFileError: unknown run, missing summary, missing dataset, a dataset whose revision or content
             differs from the run's, or a missing or different redaction key.
     """
-    out = Path(out).resolve()
+    out = results_at(out)
     check_name(run_id, what="run id")
-    summary_path = document_path(out, f"runs/{run_id}/summary.json")
-    if not summary_path.is_file():
-        raise InputFileError(summary_path, None, f"no run {run_id!r} under {out}.",
+    data = read_document(out, f"runs/{run_id}/summary.json")
+    if data is None:
+        raise InputFileError(document_path(out, f"runs/{run_id}/summary.json"), None, f"no run {run_id!r} under {out}.",
                              "check --run-id and --out (runs are listed under <out>/runs/).")
-    summary = json.loads(summary_path.read_text())
+    summary = json.loads(data)
     revision = summary["dataset_revision"]
-    dataset_path = Path(dataset) if dataset is not None else Path(summary.get("dataset", {}).get("path", ""))
+    given = dataset if dataset is not None else summary.get("dataset", {}).get("path", "")
+    source = as_location(given) if isinstance(given, str) else Path(given)
+    dataset_path = local_copy(source) if isinstance(source, str) else source
     if not (dataset_path / "dataset.json").is_file():
-        raise InputFileError(dataset_path, None, "the run's dataset folder is not there.",
+        raise InputFileError(source, None, "the run's dataset folder is not there.",
                              "pass --dataset with the dataset folder the run used.")
     loaded = load_dataset(dataset_path)
     recorded = summary.get("dataset", {}).get("content_digest")
     if recorded and loaded.content_digest != recorded:
-        raise InputFileError(dataset_path, None,
+        raise InputFileError(source, None,
                              f"this dataset's content is not what run {run_id!r} was scored with (revision {revision!r}).",
                              "a revision names one immutable content: restore it, or bump the revision and "
                              "`tooleval run` the new one (a changed case or tool rule needs a new revision).")
     if loaded.revision != revision:
-        raise InputFileError(dataset_path / "dataset.json", None,
+        raise InputFileError(join(source, "dataset.json"), None,
                              f"dataset revision {loaded.revision!r} is not the run's revision {revision!r}.",
                              "pass --dataset with the folder of that revision.")
     run = PublishedRun(out=out, run_id=run_id, revision=revision, summary=summary, dataset=loaded)
@@ -113,7 +155,7 @@ def check_envelopes(run: PublishedRun, case: str | None = None, trial: int | Non
     if not found:
         wanted = " and ".join(part for part in (
             None if case is None else f"case {case!r}", None if trial is None else f"trial {trial}") if part)
-        raise InputFileError(files[0] if files else run.out / "traces", None,
+        raise InputFileError(files[0] if files else run.location("traces"), None,
                              f"run {run.run_id!r} has no trace envelope for {wanted or 'any case'}.",
                              "check --case/--trial against the run's rows (tooleval sql).")
     return found

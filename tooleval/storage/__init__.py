@@ -15,7 +15,8 @@ from tooleval.storage._commit import MARKER, MarkerChangedError, committed_files
 from tooleval.storage._fs import (ARROW_SUFFIX, as_location, is_arrow_file, is_remote, iter_arrow_batches,
                                   iter_file_batches, iter_parquet_batches, iter_row_group_batches, join,
                                   read_file_schema, read_table_file,
-                                  location_exists, read_location_bytes, read_parquet, read_parquet_schema, tree_of)
+                                  location_digest, location_exists, read_location_bytes, read_parquet,
+                                  read_parquet_schema, tree_of)
 from tooleval.storage._machine import cache_root, check_remote, local_copy, local_state_dir
 from tooleval.storage._folder_locks import revision_commit, stages_in_use, stages_unused
 from tooleval.storage._hold import hold_run
@@ -113,6 +114,7 @@ __all__ = [
     "read_table_file",
     "iter_row_group_batches",
     "location_exists",
+    "location_digest",
     "read_location_bytes",
     "read_parquet",
     "read_parquet_schema",

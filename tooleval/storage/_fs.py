@@ -18,6 +18,7 @@ from __future__ import annotations
 import io
 import os
 import re
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator, Protocol
 
@@ -25,8 +26,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 __all__ = ["Location", "is_remote", "as_location", "Tree", "LocalTree", "RemoteTree", "tree_of", "filesystem",
-           "read_parquet", "read_parquet_schema", "read_location_bytes", "location_exists", "join", "ARROW_SUFFIX",
-           "is_arrow_file", "iter_arrow_batches", "iter_file_batches", "read_table_file", "read_file_schema"]
+           "read_parquet", "read_parquet_schema", "open_parquet", "read_location_bytes", "location_digest", "location_exists", "join",
+           "ARROW_SUFFIX", "is_arrow_file", "iter_arrow_batches", "iter_file_batches", "read_table_file", "read_file_schema"]
 
 Location = Path | str
 """A local folder (:class:`~pathlib.Path`) or a remote URL (``str``, no trailing ``/``)."""
@@ -328,6 +329,20 @@ def iter_parquet_batches(location: str | Path, batch_size: int, columns: list[st
         yield from iter_row_group_batches(pq.ParquetFile(handle), batch_size, columns, binary)
 
 
+@contextmanager
+def open_parquet(location: str | Path) -> Iterator[pq.ParquetFile]:
+    """The Parquet file at a local path or URL, open for the block: its schema and the column chunks a reader
+    asks for come through one handle, so that a file on object storage is fetched once (a footer read, then a
+    table read through separate opens, fetches it twice), one file at a time.
+
+    Raises:
+        FileNotFoundError: nothing there.
+    """
+    fs, path = filesystem(location)
+    with (open(path, "rb") if fs is None else fs.open(path, "rb")) as handle:
+        yield pq.ParquetFile(handle)
+
+
 def iter_row_group_batches(file: pq.ParquetFile, batch_size: int, columns: list[str] | None = None,
                            binary: tuple[str, ...] = ()) -> Iterator[list[dict[str, Any]]]:
     """The rows of an open Parquet file as lists of at most ``batch_size`` dicts, row group by row group (pyarrow's
@@ -463,6 +478,23 @@ def read_location_bytes(location: str | Path) -> bytes:
     """
     fs, path = filesystem(location)
     return Path(path).read_bytes() if fs is None else fs.cat_file(path)
+
+
+def location_digest(location: str | Path) -> str:
+    """sha256 (64 hex) of the bytes of the file at a local path or URL, read in 1 MiB blocks: a file on object
+    storage is streamed through its fsspec filesystem, never held whole nor copied to disk.
+
+    Raises:
+        FileNotFoundError / OSError: nothing there, or unreadable.
+    """
+    import hashlib
+
+    fs, path = filesystem(location)
+    digest = hashlib.sha256()
+    with (open(path, "rb") if fs is None else fs.open(path, "rb")) as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 def location_exists(location: str | Path) -> bool:

@@ -38,6 +38,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from tooleval.errors import InputFileError
+from tooleval.storage._fs import open_parquet
 from tooleval.storage._row import split_error
 from tooleval.storage._schema import ENVELOPE_VERSION, ROW_SCHEMA_VERSION, SCHEMAS
 
@@ -103,7 +104,8 @@ def read_versioned(path: str | Path, kind: str, columns: list[str] | None = None
     """Read one Parquet file of envelopes (``kind="traces"``) or rows (``"rows"``) as the current schema.
 
     Args:
-        path: The Parquet file.
+        path: The Parquet file: a local path, or a URL (``s3://…``) read through its fsspec filesystem, one open
+            handle for its footer and the column chunks of ``columns``.
         kind: ``traces`` or ``rows``.
         columns: Only these columns of the current schema (in this order; absent ones as nulls); ``None``: all.
             Readers that need a few columns of every row of a run read only those, since a
@@ -123,23 +125,30 @@ def read_versioned(path: str | Path, kind: str, columns: list[str] | None = None
                              "the run again (tooleval rescore, or tooleval run).") from None
 
 
+def _read_columns(file: pq.ParquetFile, kind: str, columns: list[str] | None) -> pa.Table:
+    """``columns`` of an open Parquet file of ``kind`` (all when ``None``), with the version column and what the
+    migrations of :func:`conform` need to derive a requested column the file predates."""
+    if columns is None:
+        return file.read()
+    present = set(file.schema_arrow.names)
+    wanted = [c for c in dict.fromkeys([*columns, VERSION_COLUMNS[kind]]) if c in present]
+    if kind == "rows" and "error" in present and {"error_kind", "error_message"} & set(columns):
+        wanted.append("error")  # an older file's error text, split by conform()
+    if "calls_match" in columns and "calls_match" not in present and "exact_match" in present - set(wanted):
+        wanted.append("exact_match")  # an older file's verdict under the unordered rule, read by conform()
+    if "name_only" in columns and "name_only" not in present and "f1" in present - set(wanted):
+        wanted.append("f1")  # whether an older file's row was scored, read by conform()
+    return file.read(columns=wanted)
+
+
 def _read_versioned(path: str | Path, kind: str, columns: list[str] | None) -> pa.Table:
     column = VERSION_COLUMNS[kind]
     current = CURRENT_VERSIONS[kind]
     schema = SCHEMAS[kind]
+    with open_parquet(path) as file:  # one handle: a file on object storage is fetched once
+        table = _read_columns(file, kind, columns)
     if columns is not None:
-        present = set(pq.read_schema(path).names)
-        wanted = [c for c in dict.fromkeys([*columns, column]) if c in present]
-        if kind == "rows" and "error" in present and {"error_kind", "error_message"} & set(columns):
-            wanted.append("error")  # an older file's error text, split by conform()
-        if "calls_match" in columns and "calls_match" not in present and "exact_match" in present - set(wanted):
-            wanted.append("exact_match")  # an older file's verdict under the unordered rule, read by conform()
-        if "name_only" in columns and "name_only" not in present and "f1" in present - set(wanted):
-            wanted.append("f1")  # whether an older file's row was scored, read by conform()
-        table = pq.read_table(path, columns=wanted)
         schema = pa.schema([schema.field(name) for name in columns])
-    else:
-        table = pq.read_table(path)
     if column not in table.column_names:
         raise InputFileError(path, None, f"no {column} column: not a tooleval {kind} file.",
                              "point tooleval at a results folder it wrote.")

@@ -131,24 +131,35 @@ def build_report(rows_source: str, summary: dict[str, Any], drift: dict[str, Any
 def report_for_run(out: str | Path, run_id: str, *, limit: int = WORST_ROWS) -> str:
     """Rebuild the report page of a published run from its summary, drift file and rows partition.
 
+    Args:
+        out: Results folder, or an fsspec URL (``s3://bucket/prefix``): the run's committed documents and rows are
+            read through its commit marker, the rows by DuckDB through the URL's fsspec filesystem (aggregates and
+            ``LIMIT`` queries: the columns they need, never a copy of the run).
+        run_id: The run.
+        limit: See :func:`build_report`.
+
+    Returns:
+        The page's HTML text.
+
     Raises:
         tooleval.errors.InputFileError: no such run, or a run without rows (a legacy-only run).
     """
     from tooleval.dataset import check_name
     from tooleval.errors import InputFileError
-    from tooleval.storage import committed_files, document_path, scan_rows_sql
+    from tooleval.storage import as_location, committed_files, join, read_document, scan_rows_sql
 
-    out = Path(out).resolve()
+    location = as_location(out) if isinstance(out, str) else Path(out)
+    out = location.resolve() if isinstance(location, Path) else location
     check_name(run_id, what="run id")
-    summary_path = document_path(out, f"runs/{run_id}/summary.json")
-    if not summary_path.is_file():
-        raise InputFileError(out / "runs" / run_id / "summary.json", None, f"no run {run_id!r} under {out}.",
+    data = read_document(out, f"runs/{run_id}/summary.json")
+    if data is None:
+        raise InputFileError(join(out, f"runs/{run_id}/summary.json"), None, f"no run {run_id!r} under {out}.",
                              "check --run-id and --out (tooleval runs lists them).")
-    summary = json.loads(summary_path.read_text())
+    summary = json.loads(data)
     files = committed_files(out, "rows", summary["dataset_revision"], run_id)
     if not files:
-        raise InputFileError(out / "rows", None, f"run {run_id!r} has no rows (a legacy-only run).",
+        raise InputFileError(join(out, "rows"), None, f"run {run_id!r} has no rows (a legacy-only run).",
                              "run the row-level path first (tooleval run without --legacy-only).")
-    drift_path = document_path(out, f"runs/{run_id}/drift.json")
-    drift = json.loads(drift_path.read_text()) if drift_path.is_file() else None
-    return build_report(scan_rows_sql(files), summary, drift, out, limit=limit)
+    drift = read_document(out, f"runs/{run_id}/drift.json")
+    return build_report(scan_rows_sql(files), summary, None if drift is None else json.loads(drift), out,
+                        limit=limit)
