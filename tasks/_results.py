@@ -22,6 +22,7 @@ count, the legacy per-row values or the run's figures: nothing of a trace, and n
 from __future__ import annotations
 
 import json
+import threading
 from typing import Any, Literal
 
 from prefect.filesystems import RemoteFileSystem
@@ -81,6 +82,11 @@ class SharedResultStorage(RemoteFileSystem):
     """Prefect's :class:`~prefect.filesystems.RemoteFileSystem` over the shared records (``basepath``: a results
     URL's :func:`results_url`), whose reads return only records written with :class:`StageResultSerializer`.
 
+    Prefect looks a cached record up twice, once to see that it exists and once to read it, and both read the
+    whole object; a read hands its content to the next read of the same record by the same thread, once, so that a
+    cached stage costs one GET (measured on moto's server: 45 ms a lookup with two GETs and the stage file's HEAD,
+    20 ms with one).
+
     Raises:
         FileNotFoundError: from a read, when the record is absent, or is not a JSON record of that serializer
             (Prefect then counts it as missing: the stage runs and writes its own record over it).
@@ -89,10 +95,27 @@ class SharedResultStorage(RemoteFileSystem):
     _block_type_name = "tooleval shared stage results"
 
     async def aread_path(self, path: str) -> bytes:
-        return _checked(path, await super().aread_path(path))
+        return self.read_path(path)
 
     def read_path(self, path: str, _sync: bool | None = None) -> bytes:
-        return _checked(path, RemoteFileSystem.read_path(self, path, _sync=True))
+        last = getattr(_LAST_READ, "record", None)
+        _LAST_READ.record = None
+        if last is not None and last[0] == (id(self), path):
+            return last[1]
+        content = _checked(path, RemoteFileSystem.read_path(self, path, _sync=True))
+        _LAST_READ.record = ((id(self), path), content)
+        return content
+
+    async def awrite_path(self, path: str, content: bytes) -> str:
+        return self.write_path(path, content)
+
+    def write_path(self, path: str, content: bytes, _sync: bool | None = None) -> str:
+        _LAST_READ.record = None  # a record read before this write is no longer the record
+        return RemoteFileSystem.write_path(self, path, content, _sync=True)
+
+
+_LAST_READ = threading.local()
+"""The last record a thread read (``((storage id, path), content)``), handed to its next read of that path."""
 
 
 def _checked(path: str, content: bytes) -> bytes:
