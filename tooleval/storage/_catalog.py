@@ -52,6 +52,11 @@ def catalog_entry(marker: dict, summary: dict | None) -> dict[str, Any]:
             "drift": (s.get("drift") or {}).get("verdict"), "summary": summary is not None}
 
 
+def _kept(entry: dict) -> dict:
+    """What the catalog keeps of an entry read from a marker (not whether the marker was tidied then)."""
+    return {k: v for k, v in entry.items() if k != "tidy"}
+
+
 class RunCatalog:
     """The catalog of one results URL (see the module docstring).
 
@@ -154,7 +159,7 @@ class RunCatalog:
             except InputFileError:  # an unreadable marker: the commands that read the run say so
                 continue
             if entry is not None:
-                runs[run_id] = entry
+                runs[run_id] = _kept(entry)
         logger.info("rebuilt the run catalog of %s from %d commit marker(s)", self.tree.url, len(runs))
         return runs
 
@@ -168,7 +173,7 @@ class RunCatalog:
         """After a commit, a deletion or a recovery of ``run_id``: its entry from its marker, no note pending
         (removed when it has no marker)."""
         entry = self._entry(run_id)
-        entry = None if entry is None else {k: v for k, v in entry.items() if k != "tidy"}
+        entry = None if entry is None else _kept(entry)
 
         def change(runs: dict) -> dict:
             runs.pop(run_id, None)
