@@ -9,6 +9,10 @@ its process ends, however it ends, so a killed run never leaves one behind.
   wrote — may be read meanwhile. ``tooleval gc`` deletes stage files only while it holds it *exclusively*; when a
   run holds it, gc keeps every stage file (and says so), and a run that starts while gc deletes waits for it to
   finish (a few seconds at most), then finds the records of deleted files gone too and computes them again.
+* **On object storage** a flock holds only this machine's runs, so a run also holds a lease object
+  ``<out>/.tooleval/locks/.stages-<random>.json`` on the store and ``gc`` holds ``.tooleval/locks/.gc.json`` while
+  it deletes (:func:`_remote_in_use`): a run of any machine keeps gc from deleting stage files, and waits while gc
+  deletes.
 * **A revision's commit** (``.tooleval/locks/revision-<revision>.lock``): held exclusively around "read the
   revision ledger, then commit", so that of two runs reusing one revision name with different content, started
   together, exactly one publishes; the other finds the first one's ledger entry and is refused.
