@@ -5,6 +5,11 @@ Which stage files a run needs is recorded at publication in ``runs/<run>/stages.
 generation, capture and scoring stage files). ``gc`` keeps those, and the Prefect result records that point at
 them, so a cached rerun of a kept run stays cached; a kept run published before that file existed makes ``gc``
 keep every stage file (it cannot know which ones the run needs).
+
+On object storage (``out`` an ``s3://`` URL) the same functions work on the bucket: the runs come from its run
+catalog (:mod:`tooleval.storage._catalog`, one read), a run is deleted behind its marker with its catalog entry
+noted first, and ``gc`` collects the stage files and the shared stage records of ``<out>/.tooleval/prefect/storage``
+while no run of any machine holds them in use.
 """
 
 from __future__ import annotations
