@@ -160,3 +160,49 @@ def test_runs_delete_and_gc_keep_on_a_bucket(out):
     assert tree.walk_files(".tooleval/prefect/storage") == [".tooleval/prefect/storage/keyd"]
     assert sorted(_catalog(out)["runs"]) == ["run-d"]
     assert not [f for f in tree.walk_files(".tooleval/locks") if f.rsplit("/", 1)[-1].startswith(".")]
+
+
+WRITER = """
+import sys
+sys.path.insert(0, {here!r})
+from tests.storage.test_run_catalog import publish_run
+publish_run(sys.argv[1], sys.argv[2], int(sys.argv[3]))
+"""
+
+
+def test_commits_started_together_keep_each_others_entries(out):
+    """Eight processes commit eight runs at once: each changes the catalog with a write conditional on the version it
+    read, and retries when another landed first, so none loses another's entry."""
+    import os
+    import subprocess
+    import sys
+
+    from tests.support.pace import PATIENT_S
+    from tests.support.paths import REPO
+
+    publish_run(out, "first", 1)  # the catalog exists: every writer changes it, none creates it
+    writers = [subprocess.Popen([sys.executable, "-c", WRITER.format(here=str(REPO)), out, f"w{i}", str(i + 2)],
+                                env=dict(os.environ), cwd=REPO) for i in range(8)]
+    assert [w.wait(timeout=PATIENT_S) for w in writers] == [0] * 8
+    runs = _catalog(out)["runs"]
+    assert sorted(runs) == sorted(["first", *(f"w{i}" for i in range(8))])
+    assert not any(entry.get("pending") for entry in runs.values())
+    assert len(list_runs(out)) == 9
+
+
+def test_a_change_landing_between_a_read_and_its_write_is_kept(out):
+    """The write is conditional on the version read: a change another writer made in between fails it, and the
+    change is made again on the catalog as it now is (If-Match on S3)."""
+    publish_run(out, "a", 1)
+    mine, theirs = catalog_for(out), catalog_for(out)
+    attempts = []
+
+    def change(runs: dict) -> dict:
+        attempts.append(sorted(runs))
+        if len(attempts) == 1:  # another writer's change lands after this read
+            theirs.update(lambda current: {**current, "theirs": {"summary": False}})
+        return {**runs, "mine": {"summary": False}}
+
+    mine.update(change)
+    assert attempts == [["a"], ["a", "theirs"]]
+    assert sorted(_catalog(out)["runs"]) == ["a", "mine", "theirs"]
