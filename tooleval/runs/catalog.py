@@ -180,7 +180,7 @@ def _remote_size(tree: Any, relpath: str) -> int:
 def _delete_remote_run(url: str, run_id: str) -> int:
     """:func:`delete_run` on object storage: the run is noted pending in the run catalog, its marker goes first
     (readers see the whole run or none of it), then its objects, then its catalog entry."""
-    from tooleval.storage import MARKER, catalog_for, hold_run, read_document, tree_of
+    from tooleval.storage import MARKER, PENDING_DELETE, catalog_for, hold_run, read_document, tree_of
 
     tree = tree_of(url)
     try:
@@ -194,7 +194,7 @@ def _delete_remote_run(url: str, run_id: str) -> int:
     targets = [f"{kind}/dataset_revision={summary['dataset_revision']}/run_id={run_id}" for kind in _KINDS]
     freed = 0
     with hold_run(url, run_id):
-        catalog.note_pending(run_id, "delete")
+        catalog.note_pending(run_id, PENDING_DELETE)
         tree.delete(f"runs/{run_id}/{MARKER}")
         for target in [*targets, f"runs/{run_id}"]:
             freed += _remote_size(tree, target)

@@ -3,7 +3,10 @@ every committed run with what ``tooleval runs`` shows of it, so that listing the
 them is one GET instead of a listing and two reads per run::
 
     {"format": 1, "runs": {"<run>": {"publication", "committed_at", "dataset_revision", "completed_at", "rows",
-                                     "mean_f1", "gate": "PASS" | "FAIL" | null, "drift", "pending"?}}}
+                                     "mean_f1", "gate": "PASS" | "FAIL" | null, "drift", "summary": bool,
+                                     "pending"?: "<publication>" | "delete"}}}
+
+(``summary``: whether the run has a committed ``summary.json``; ``tooleval runs`` lists only those, as in a folder.)
 
 It is a cache of the commit markers, which stay the truth: a missing, unreadable or older-format catalog is rebuilt
 from them (one listing of ``runs/`` and two reads per run, once). Every change is a read and a whole-object write
@@ -36,7 +39,7 @@ logger = logging.getLogger(__name__)
 CATALOG = ".tooleval/catalog.json"
 CATALOG_FORMAT = 1
 DELETE = "delete"
-"""The ``pending`` note of a run being deleted."""
+"""The ``pending`` note of a run being deleted (no publication id is this word: they are 32 hex digits)."""
 _ATTEMPTS = 20
 """Times a change is retried when another writer changed the catalog between its read and its write."""
 
