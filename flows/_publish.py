@@ -229,8 +229,9 @@ class RunPublisher:
         if self.rows is not None:
             files, _ = self.rows.close()
             self.source = scan_rows_sql(files)
-            figures = run_stage(shared_results(aggregate_rows, str(self.out)), self.states["aggregation"], self.source,
-                                [r.digest for r in self.row_refs], self.code)
+            aggregate = shared_results(aggregate_rows, str(self.out))  # on object storage: the bucket's records
+            figures = run_stage(aggregate, self.states["aggregation"], self.source, [r.digest for r in self.row_refs],
+                                self.code)
             self.summary.update(figures)
             # pass@k follows the gate's row outcome, and the summary says which one judged the rows
             chosen = outcome_from_spec(self.outcome, self.gate_config.row_outcome, self.gate_config.accept_name_only)

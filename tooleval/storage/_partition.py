@@ -339,6 +339,7 @@ class Publication:
         self._closed = True
         if self.run_id is None:
             return
+        noted = False
         try:
             pause_point("written")
             store = marker_store(self._holder)
@@ -352,11 +353,13 @@ class Publication:
             catalog = catalog_for(self.tree)
             if catalog is not None:  # written ahead: a writer killed from here on leaves the run noted
                 catalog.note_pending(self.run_id, self.id)
+                noted = True
             etag = commit_marker(self.tree, self.run_id, marker, store, expected)
         except BaseException:
             logger.error("publication of run %r under %s failed before its commit; discarded", self.run_id, self.out)
             self._discard()
-            self._settle()
+            if noted:
+                self._settle()
             self._release()
             raise
         try:
