@@ -15,7 +15,7 @@ from prefect.states import Failed, State
 from pydantic import BaseModel, ConfigDict
 
 from flows._artifacts import publish_artifacts
-from tasks import aggregate_rows
+from tasks import aggregate_rows, shared_results, with_refresh
 from tooleval.runs.catalog import STAGES_FILE
 from tooleval.runs.documents import (DRIFT_VERSION, ERRORS_VERSION, SUMMARY_VERSION, drift_document,
                                      errors_document, summary_document)
@@ -76,7 +76,7 @@ def run_stage(task: Any, states: Counter, *args: Any, retry_errors: bool = False
     stale = isinstance(ref, StageRef) and not ref.exists()
     failed = retry_errors and state.name == "Cached" and isinstance(ref, StageRef) and not stale and _has_errors(ref)
     if stale or failed:
-        state = task.with_options(refresh_cache=True)(*args, return_state=True, **kwargs)
+        state = with_refresh(task)(*args, return_state=True, **kwargs)
         ref = state.result()
     states[state.name] += 1
     return ref
@@ -229,8 +229,9 @@ class RunPublisher:
         if self.rows is not None:
             files, _ = self.rows.close()
             self.source = scan_rows_sql(files)
-            figures = run_stage(aggregate_rows, self.states["aggregation"], self.source,
-                                [r.digest for r in self.row_refs], self.code)
+            aggregate = shared_results(aggregate_rows, str(self.out))  # on object storage: the bucket's records
+            figures = run_stage(aggregate, self.states["aggregation"], self.source, [r.digest for r in self.row_refs],
+                                self.code)
             self.summary.update(figures)
             # pass@k follows the gate's row outcome, and the summary says which one judged the rows
             chosen = outcome_from_spec(self.outcome, self.gate_config.row_outcome, self.gate_config.accept_name_only)

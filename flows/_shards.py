@@ -25,7 +25,7 @@ from pydantic import BaseModel
 
 from flows._publish import run_stage
 from tasks import ReplayedLines, capture_shard, generate_shard, legacy_scalar, score_shard
-from tasks import offer_seed_state
+from tasks import offer_seed_state, shared_results
 from tooleval.agents import WorkItem
 from tooleval.runs.drift import DRIFT_COLUMNS, drift_partial
 from tooleval.runs.legacy import LegacyResult
@@ -142,19 +142,22 @@ def _run_shard(context: ShardContext, items: list[WorkItem], offsets: list[tuple
     timing: list[float] = []
     # quote(): Prefect would otherwise walk every work item twice per task run looking for futures (visit_collection
     # cost ~15 % of a 20k-row run's wall time); the task still receives the plain list and hashes it for its key
-    generated = _stage(generate_shard, "generation", states, timing, c.plan_agent, quote(items), c.dataset,
+    # on object storage the stages keep their cache records in the bucket, where any machine's run finds them
+    generate, capture, score, legacy_task = (shared_results(t, c.out) for t in (generate_shard, capture_shard,
+                                                                                 score_shard, legacy_scalar))
+    generated = _stage(generate, "generation", states, timing, c.plan_agent, quote(items), c.dataset,
                        c.redaction, c.out, c.dirs["generation"], c.executor, scope=c.generation_scope,
                        retry_errors=c.retry_errors)
     # each stage tells the flow's progress when it has finished the shard: the flow hears of the shard itself
     # only when every stage is done, so its bars would otherwise all show the same count
     note_stage(c.progress, "generation", scoring_scope, len(items))
     replay = ReplayedLines(c.plan_agent, items, offsets, c.dataset, c.out) if c.plan_agent.kind == "replay" else None
-    captured = _stage(capture_shard, "trace-capture", states, timing, generated, c.dataset.tool_schema_version,
+    captured = _stage(capture, "trace-capture", states, timing, generated, c.dataset.tool_schema_version,
                       c.code, c.dirs["capture"], c.redaction, c.generation_scope, replay=replay)
     note_stage(c.progress, "trace-capture", scoring_scope, len(items))
     rows = None
     if not c.legacy_only:
-        rows = _stage(score_shard, "scoring", states, timing, captured, c.dataset, c.redaction, c.code, c.ragas,
+        rows = _stage(score, "scoring", states, timing, captured, c.dataset, c.redaction, c.code, c.ragas,
                       c.out, c.dirs["scoring"], scope=scoring_scope)
         note_stage(c.progress, "scoring", scoring_scope, len(items))
     if not c.legacy_pass:  # ``tooleval bench``'s row path alone
@@ -163,7 +166,7 @@ def _run_shard(context: ShardContext, items: list[WorkItem], offsets: list[tuple
         return ShardOutcome(generation=generated, envelopes=captured, rows=rows, states=states, body_s=sum(timing),
                             wall_s=time.perf_counter() - started, legacy=empty, legacy_sum=0.0, legacy_count=0,
                             drift=None)
-    legacy = _stage(legacy_scalar, "legacy-scalar", states, timing, [captured.path], [captured.digest], c.dataset,
+    legacy = _stage(legacy_task, "legacy-scalar", states, timing, [captured.path], [captured.digest], c.dataset,
                     c.redaction, c.code, c.ragas, c.out, scope=scoring_scope)
     note_stage(c.progress, "legacy-scalar", scoring_scope, len(items))
     drift = None

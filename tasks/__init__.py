@@ -10,6 +10,7 @@ from tasks.capture import ReplayedLines, capture_shard
 from tasks.generation import generate_shard
 from tasks.legacy import legacy_scalar
 from tasks.scoring import score_shard
+from tasks._results import shared_results, with_refresh
 
 __all__ = ["ReplayedLines", "aggregate_rows", "capture_shard", "generate_shard", "legacy_scalar", "score_shard", "cached_redactor",
-           "forget_run_state", "offer_seed_state"]
+           "forget_run_state", "offer_seed_state", "shared_results", "with_refresh"]

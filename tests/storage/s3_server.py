@@ -17,11 +17,13 @@ from contextlib import contextmanager
 __all__ = ["moto_s3"]
 
 
-def _serialised(app: Callable, reject_conditions: bool) -> Callable:
+def _serialised(app: Callable, reject_conditions: bool, log: list | None = None) -> Callable:
     lock = threading.Lock()
 
     def wsgi(environ: dict, start_response: Callable) -> Any:
         method = environ.get("REQUEST_METHOD", "GET")
+        if log is not None:
+            log.append((method, environ.get("PATH_INFO", ""), environ.get("QUERY_STRING", "")))
         conditional = "HTTP_IF_MATCH" in environ or "HTTP_IF_NONE_MATCH" in environ
         if reject_conditions and conditional and method in ("PUT", "DELETE"):
             # what an S3-compatible store without conditional writes answers
@@ -39,12 +41,13 @@ def _serialised(app: Callable, reject_conditions: bool) -> Callable:
 
 
 @contextmanager
-def moto_s3(reject_conditions: bool = False) -> Iterator[str]:
+def moto_s3(reject_conditions: bool = False, log: list | None = None) -> Iterator[str]:
     """Serve moto's S3 on a free port of 127.0.0.1 in this process (threads) for the block; yields its URL.
 
     Args:
         reject_conditions: Answer ``501 NotImplemented`` to every conditional PUT or DELETE, as a store
             without conditional writes does.
+        log: A list that gets ``(method, path, query string)`` of every request, in order.
     """
     from moto.moto_server.werkzeug_app import DomainDispatcherApplication, MotoRequestHandler, create_backend_app
     from werkzeug.serving import make_server
@@ -59,7 +62,7 @@ def moto_s3(reject_conditions: bool = False) -> Iterator[str]:
         def log_request(self, code: Any = "-", size: Any = "-") -> None:
             return None
 
-    app = _serialised(DomainDispatcherApplication(create_backend_app), reject_conditions)
+    app = _serialised(DomainDispatcherApplication(create_backend_app), reject_conditions, log)
     server = make_server("127.0.0.1", port, app, threaded=True, request_handler=QuietHandler)
     thread = threading.Thread(target=server.serve_forever, name="moto-s3", daemon=True)
     thread.start()

@@ -99,9 +99,11 @@ def prefect_environment(out: Path) -> dict[str, str]:
     one local server and one warm runner, so a script that runs many datasets into many folders leaves two
     processes behind, not two per folder, and a run never touches the user's ``~/.prefect``. The task results and
     cache records of a run stay with its results folder, in ``<out>/.tooleval/prefect/storage`` (for
-    ``--out s3://…``, a folder of this machine's cache: :func:`tooleval.storage.local_state_dir`), unless a home
-    is configured (they are then in its ``storage``, as Prefect puts them): they name the folder's stage files, and
-    a deleted folder takes its cache with it. Settings the user already exported win. With ``PREFECT_API_URL``
+    ``--out s3://…``, Prefect's default storage is a folder of this machine's cache,
+    :func:`tooleval.storage.local_state_dir`, while the run's stage tasks keep theirs in the bucket, beside the
+    stage files they name, so that every machine finds them), unless a home is configured (they are then in its
+    ``storage``, as Prefect puts them): they name the folder's stage files, and a deleted folder takes its cache
+    with it. Settings the user already exported win. With ``PREFECT_API_URL``
     set, runs go to that server instead of the local one.
 
     Returns:
@@ -397,8 +399,8 @@ def open_results(out: Path, *, remote: bool = False, writes: bool = True) -> Pat
     if isinstance(location, str):
         if not remote:
             raise InputFileError(None, None, f"--out {location}: this command works on a local results folder "
-                                 "only so far (run, sql, gate, drift, report, rescore, handoff, legacy, compare and "
-                                 "export work on object storage).",
+                                 "only so far (run, sql, runs, gc, gate, drift, report, rescore, handoff, legacy, "
+                                 "compare and export work on object storage).",
                                  "run it on a local copy of the results (e.g. `aws s3 sync URL DIR`), or query the "
                                  "URL with `tooleval sql --out URL` (for file://, pass the path itself).")
         from tooleval.storage import check_remote

@@ -18,7 +18,8 @@ from rich.table import Table
 
 from tooleval.errors import InputFileError
 
-from tooleval.cli._app import OutOption, UrlOutOption, app, console, err_console, fail, fmt, open_results
+from tooleval.cli._app import (OutOption, UrlOutOption, app, console, err_console, fail, fmt, open_results,
+                               results_location)
 
 
 @app.command()
@@ -54,12 +55,13 @@ def runs(
     from tooleval.runs.catalog import delete_run, list_runs
 
     try:
-        open_results(out)
+        open_results(out, remote=True)
     except InputFileError as exc:
         fail(exc)
+    location = results_location(out)  # on object storage the runs come from its run catalog, one read
     if delete is not None:
         try:
-            freed = delete_run(out, delete)
+            freed = delete_run(location, delete)
         except InputFileError as exc:
             fail(exc)
         console.print(f"deleted run {delete} ({freed / 1e6:.2f} MB)")
@@ -67,12 +69,12 @@ def runs(
     if format_ not in ("table", "jsonl"):
         err_console.print(f"[bold red]error:[/] unknown --format {format_!r}; use table or jsonl.")
         raise typer.Exit(2)
-    infos = list_runs(out)
+    infos = list_runs(location)
     if format_ == "jsonl":
         for info in infos:
             sys.stdout.write(json.dumps(info.__dict__) + "\n")
         return
-    table = Table(title=f"Runs under {out}")
+    table = Table(title=f"Runs under {location}")
     for column in ("run id", "revision", "completed (UTC)", "rows", "mean f1", "gate", "drift"):
         table.add_column(column, justify="right" if column in ("rows", "mean f1") else "left", no_wrap=True)
     for info in infos:
@@ -92,15 +94,15 @@ def gc(
     from tooleval.runs.catalog import collect_garbage
 
     try:
-        open_results(out)
-        result = collect_garbage(out, keep)
+        open_results(out, remote=True)
+        result = collect_garbage(results_location(out), keep)
     except InputFileError as exc:
         fail(exc)
     for run_id in result.deleted_runs:
         console.print(f"deleted run {run_id}")
     if result.run_in_progress:
-        console.print("kept every stage file: a run is in progress on this results folder and may read any of "
-                      "them; run gc again after it ends.")
+        console.print("kept every stage file: a run is in progress on these results (on object storage: on any "
+                      "machine) and may read any of them; run gc again after it ends.")
     elif result.kept_all_stage_files:
         console.print("kept every stage file: a kept run was published before runs/<run>/stages.json existed, "
                       "so which stage files it needs is not known.")

@@ -5,6 +5,11 @@ Which stage files a run needs is recorded at publication in ``runs/<run>/stages.
 generation, capture and scoring stage files). ``gc`` keeps those, and the Prefect result records that point at
 them, so a cached rerun of a kept run stays cached; a kept run published before that file existed makes ``gc``
 keep every stage file (it cannot know which ones the run needs).
+
+On object storage (``out`` an ``s3://`` URL) the same functions work on the bucket: the runs come from its run
+catalog (:mod:`tooleval.storage._catalog`, one read), a run is deleted behind its marker with its catalog entry
+noted first, and ``gc`` collects the stage files and the shared stage records of ``<out>/.tooleval/prefect/storage``
+while no run of any machine holds them in use.
 """
 
 from __future__ import annotations
@@ -81,8 +86,34 @@ def _run_summary(out: Path, run_id: str) -> dict[str, Any] | None:
         return None
 
 
+def _url(out: str | Path) -> str | None:
+    """``out`` as a results URL, or None for a folder."""
+    from tooleval.storage import as_location
+
+    location = as_location(out) if isinstance(out, str) else out
+    return location if isinstance(location, str) else None
+
+
 def list_runs(out: str | Path) -> list[RunInfo]:
-    """Every run under ``out/runs/`` with a readable ``summary.json``, newest first (by ``completed_at``)."""
+    """Every run under ``out/runs/`` with a readable ``summary.json``, newest first (by ``completed_at``).
+
+    On object storage (``out`` a URL) the runs come from the run catalog, ``<out>/.tooleval/catalog.json``
+    (:mod:`tooleval.storage._catalog`): one read, whatever the number of runs; it is rebuilt from the commit markers
+    when missing.
+
+    Raises:
+        OSError: the store cannot be read.
+    """
+    url = _url(out)
+    if url is not None:
+        from tooleval.storage import catalog_for
+
+        entries = catalog_for(url).runs()
+        infos = [RunInfo(run_id=run_id, dataset_revision=e.get("dataset_revision") or "",
+                         completed_at=e.get("completed_at"), rows=e.get("rows"), mean_f1=e.get("mean_f1"),
+                         gate=e.get("gate"), drift=e.get("drift"))
+                 for run_id, e in entries.items() if e.get("summary")]
+        return sorted(infos, key=lambda r: (r.completed_at or "", r.run_id), reverse=True)
     infos = []
     runs = Path(out) / "runs"
     for run_dir in sorted(runs.iterdir()) if runs.is_dir() else []:
@@ -118,8 +149,10 @@ def delete_run(out: str | Path, run_id: str) -> int:
     """
     from tooleval.storage import MARKER, hold_run
 
-    out = Path(out)
     check_name(run_id, what="run id")
+    if _url(out) is not None:
+        return _delete_remote_run(_url(out), run_id)
+    out = Path(out)
     run_dir = out / "runs" / run_id
     s = _run_summary(out, run_id)
     if s is None:
@@ -132,6 +165,41 @@ def delete_run(out: str | Path, run_id: str) -> int:
             if target.exists():
                 freed += _size(target)
                 shutil.rmtree(target)
+    return freed
+
+
+def _remote_size(tree: Any, relpath: str) -> int:
+    """Bytes of the objects under ``relpath`` of a results URL's tree (one listing of that prefix)."""
+    try:
+        found = tree.fs.find(f"{tree.root}/{relpath}", detail=True)
+    except FileNotFoundError:
+        return 0
+    return sum(int(info.get("size") or 0) for info in found.values())
+
+
+def _delete_remote_run(url: str, run_id: str) -> int:
+    """:func:`delete_run` on object storage: the run is noted pending in the run catalog, its marker goes first
+    (readers see the whole run or none of it), then its objects, then its catalog entry."""
+    from tooleval.storage import MARKER, PENDING_DELETE, catalog_for, hold_run, read_document, tree_of
+
+    tree = tree_of(url)
+    try:
+        summary = json.loads(read_document(url, f"runs/{run_id}/summary.json") or b"null")
+    except (InputFileError, ValueError):
+        summary = None
+    if not isinstance(summary, dict):
+        raise InputFileError(tree.location(f"runs/{run_id}"), None, f"no run {run_id!r} under {url}.",
+                             "tooleval runs lists the runs.")
+    catalog = catalog_for(url)
+    targets = [f"{kind}/dataset_revision={summary['dataset_revision']}/run_id={run_id}" for kind in _KINDS]
+    freed = 0
+    with hold_run(url, run_id):
+        catalog.note_pending(run_id, PENDING_DELETE)
+        tree.delete(f"runs/{run_id}/{MARKER}")
+        for target in [*targets, f"runs/{run_id}"]:
+            freed += _remote_size(tree, target)
+            tree.delete_tree(target)
+        catalog.settle(run_id)
     return freed
 
 
@@ -161,6 +229,8 @@ def collect_garbage(out: str | Path, keep: int | None = None) -> GcReport:
 
     if keep is not None and keep < 0:
         raise ValueError("--keep must be >= 0")
+    if _url(out) is not None:
+        return _collect_remote_garbage(_url(out), keep)
     out = Path(out)
     check_state_folder(out)
     report = GcReport()
@@ -196,6 +266,52 @@ def collect_garbage(out: str | Path, keep: int | None = None) -> GcReport:
                 if _record_mentions(record, removed):
                     report.bytes_freed += record.stat().st_size
                     record.unlink()
+                    report.result_records += 1
+    return report
+
+
+def _collect_remote_garbage(url: str, keep: int | None) -> GcReport:
+    """:func:`collect_garbage` on object storage: runs from the run catalog, stage files and the stage records of
+    ``<out>/.tooleval/prefect/storage`` (which every machine's runs share) in the bucket; a run of any machine in
+    progress keeps every stage file (:func:`tooleval.storage.stages_unused`)."""
+    from tooleval.storage import ARROW_SUFFIX, read_document, stages_unused, tree_of
+
+    tree = tree_of(url)
+    report = GcReport()
+    runs = list_runs(url)
+    kept = runs if keep is None else runs[:keep]
+    for run in ([] if keep is None else runs[keep:]):
+        report.bytes_freed += delete_run(url, run.run_id)
+        report.deleted_runs.append(run.run_id)
+    needed: set[str] = set()
+    for run in kept:
+        manifest = read_document(url, f"runs/{run.run_id}/{STAGES_FILE}")
+        if manifest is None:
+            report.kept_all_stage_files = True
+            return report
+        needed.update(json.loads(manifest)["digests"])
+    with stages_unused(url) as free:
+        if not free:
+            report.kept_all_stage_files = report.run_in_progress = True
+            return report
+        removed: set[str] = set()
+        found = tree.fs.find(f"{tree.root}/.tooleval/stages", detail=True)
+        for path, info in sorted(found.items()):
+            name = path.rsplit("/", 1)[-1]
+            if not (name.endswith(".parquet") or name.endswith(ARROW_SUFFIX)):
+                continue
+            if name.split(".", 1)[0] not in needed:
+                relpath = path[len(tree.root) + 1:]
+                report.bytes_freed += int(info.get("size") or 0)
+                removed.add(tree.location(relpath))
+                tree.delete(relpath)
+                report.stage_files += 1
+        if removed:
+            for relpath in tree.walk_files(".tooleval/prefect/storage"):
+                data = tree.read_bytes(relpath)
+                if any(path.encode() in data for path in removed):
+                    report.bytes_freed += len(data)
+                    tree.delete(relpath)
                     report.result_records += 1
     return report
 

@@ -11,7 +11,8 @@ from tooleval.storage._partition import (
     validate_partition_value,
     write_partition,
 )
-from tooleval.storage._commit import MARKER, MarkerChangedError, committed_files, document_path, read_document, read_marker, recover
+from tooleval.storage._commit import MARKER, MarkerChangedError, committed_files, document_path, read_document, read_marker
+from tooleval.storage._catalog import CATALOG, DELETE as PENDING_DELETE, catalog_for, recover_results as recover
 from tooleval.storage._fs import (ARROW_SUFFIX, as_location, is_arrow_file, is_remote, iter_arrow_batches,
                                   iter_file_batches, iter_parquet_batches, iter_row_group_batches, join,
                                   read_file_schema, read_table_file,
@@ -60,6 +61,9 @@ __all__ = [
     "read_document",
     "read_marker",
     "recover",
+    "CATALOG",
+    "catalog_for",
+    "PENDING_DELETE",
     "LeaseHeldError",
     "RunLease",
     "hold_run",

@@ -344,22 +344,24 @@ def marker_store(lease: Any) -> Any:
     return getattr(lease, "_store", None) if getattr(lease, "conditional", False) else None
 
 
-def recover(out: str | Path) -> list[str]:
+def recover(out: str | Path, runs: list[str] | None = None) -> list[str]:
     """Finish or discard interrupted publications under ``out`` and clean a stale ``.staging``; skip runs a
-    live writer holds. Called at the start of every command that reads or writes results.
+    live writer holds. Called at the start of every command that reads or writes results (through
+    :func:`tooleval.storage._catalog.recover_results`, which names the runs to look at on object storage).
 
     Args:
         out: The results folder, or an fsspec URL.
+        runs: The runs to look at; None: every run with a ``runs/<run>/`` folder.
 
     Returns:
         The run ids recovered.
     """
     tree = tree_of(out)
-    runs = tree.location("runs")
+    location = tree.location("runs")
     recovered: list[str] = []
-    if isinstance(runs, Path) and runs.is_symlink():
+    if isinstance(location, Path) and location.is_symlink():
         return recovered
-    for run_id in _runs(tree):
+    for run_id in _runs(tree) if runs is None else runs:
         if not _needs_work(tree, run_id):
             continue
         lease = lease_for(out, run_id)

@@ -35,6 +35,7 @@ from tooleval.errors import InputFileError
 from tooleval.storage._commit import (PUBLICATIONS, commit_marker, marker_store, new_marker, read_marker,
                                       read_marker_version, sweep)
 from tooleval.storage._fs import Location, as_location, join, tree_of
+from tooleval.storage._catalog import catalog_for
 from tooleval.storage._hold import hold_run
 from tooleval.storage._lease import LeaseHeldError
 from tooleval.storage._pause import pause_point
@@ -338,6 +339,7 @@ class Publication:
         self._closed = True
         if self.run_id is None:
             return
+        noted = False
         try:
             pause_point("written")
             store = marker_store(self._holder)
@@ -348,15 +350,22 @@ class Publication:
             self._check_still_held()
             marker = new_marker(self.out, self.run_id, self.id, self.revision, previous, self._partitions,
                                 self._documents)
+            catalog = catalog_for(self.tree)
+            if catalog is not None:  # written ahead: a writer killed from here on leaves the run noted
+                catalog.note_pending(self.run_id, self.id)
+                noted = True
             etag = commit_marker(self.tree, self.run_id, marker, store, expected)
         except BaseException:
             logger.error("publication of run %r under %s failed before its commit; discarded", self.run_id, self.out)
             self._discard()
+            if noted:
+                self._settle()
             self._release()
             raise
         try:
             pause_point("committed")
             sweep(self.out, self.run_id, marker, store, etag)
+            self._settle()
         except (OSError, InputFileError) as exc:  # committed: the next command finishes it (recover)
             logger.warning("run %r is committed but not yet tidied (%s); the next command finishes it",
                            self.run_id, exc)
@@ -364,6 +373,18 @@ class Publication:
             self._release()
         logger.debug("published run %r (%d partition(s), %d document(s)) under %s", self.run_id,
                      len(self._partitions), len(self._documents), self.out)
+
+    def _settle(self) -> None:
+        """On object storage, the run's entry in the run catalog from its marker as it now is (best effort: a run
+        left noted is settled by the next reader or recovery)."""
+        catalog = catalog_for(self.tree) if self.remote and self.run_id is not None else None
+        if catalog is None:
+            return
+        try:
+            catalog.settle(self.run_id)
+        except (OSError, InputFileError) as exc:
+            logger.warning("run %r: the run catalog was not updated (%s); the next command settles it",
+                           self.run_id, exc)
 
     def _check_still_held(self) -> None:
         """On object storage, refuse to commit when the lease was taken over meanwhile (this writer was presumed
