@@ -42,7 +42,7 @@ class ReplayedLines:
     Args:
         agent: The replay agent's config (the traces file).
         items: The shard's work items, in the order the generation stage wrote them.
-        offsets: ``(byte offset, line number, checked)`` of each item's line (see
+        offsets: ``(byte offset, line number)`` of each item's line (see
             :meth:`tooleval.runs.plan.RunPlan.shard_items`); ``None``: the file is read from its start (gzip).
         dataset: The dataset, whose cases the redactor reads (a case's references name its secrets).
         out: The results folder, where the redaction key lives.
@@ -50,7 +50,7 @@ class ReplayedLines:
 
     __slots__ = ("agent", "items", "offsets", "dataset", "out")
 
-    def __init__(self, agent: ReplayAgentConfig, items: list[WorkItem], offsets: list[tuple[int, int, bool]] | None,
+    def __init__(self, agent: ReplayAgentConfig, items: list[WorkItem], offsets: list[tuple[int, int]] | None,
                  dataset: DatasetRef, out: str) -> None:
         self.agent = agent
         self.items = items
