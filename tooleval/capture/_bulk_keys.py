@@ -126,6 +126,18 @@ def _utf8(block: bytes, start: int, end: int) -> bool:
     return True
 
 
+def _key_table(block: bytes, start: int, end: int, lines: int) -> pa.Table | None:
+    """:data:`KEY_SCHEMA`'s columns of the lines in ``block[start:end]``, one chunk; ``None`` when Arrow refuses
+    them or does not read exactly ``lines`` objects."""
+    data = pa.py_buffer(memoryview(block)[start:end])
+    try:
+        table = pj.read_json(pa.BufferReader(data), parse_options=_PARSE,
+                             read_options=pj.ReadOptions(use_threads=False, block_size=max(end - start, 1 << 16)))
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        return None
+    return table.combine_chunks() if table.num_rows == lines else None
+
+
 def read_keys(block: bytes, start: int, end: int, lines: int) -> Keys | None:
     """The key fields of ``lines`` consecutive usable lines (:func:`usable_lines`) held by ``block[start:end]``, or
     ``None`` when Arrow refuses them or does not read exactly one object per line (the caller then splits the run).
@@ -136,18 +148,10 @@ def read_keys(block: bytes, start: int, end: int, lines: int) -> Keys | None:
         end: The end of the last line (its ``\\n`` included or not).
         lines: How many lines the range holds.
     """
-    data = pa.py_buffer(memoryview(block)[start:end])
-    try:
-        table = pj.read_json(pa.BufferReader(data), parse_options=_PARSE,
-                             read_options=pj.ReadOptions(use_threads=False, block_size=max(end - start, 1 << 16)))
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+    table = _key_table(block, start, end, lines) if lines else None
+    if table is None:
         return None
-    if table.num_rows != lines:
-        return None
-    table = table.combine_chunks()
-    case_ids, trials = table["case_id"].chunk(0) if lines else None, table["trial"].chunk(0) if lines else None
-    if not lines:
-        return Keys([], [], set(), False)
+    case_ids, trials = table["case_id"].chunk(0), table["trial"].chunk(0)
     usable = pc.and_(pc.and_(pc.is_valid(case_ids), pc.greater(pc.utf8_length(case_ids), 0)),
                      pc.and_(pc.is_valid(trials), pc.and_(pc.greater_equal(trials, 0),
                                                           pc.less_equal(trials, TRIAL_MAX))))
@@ -173,10 +177,17 @@ def read_keys(block: bytes, start: int, end: int, lines: int) -> Keys | None:
 
 
 def top_level_key(line: bytes) -> dict | None:
-    """``{"case_id": ..., "trial": ...}`` of a line's top-level object as Arrow reads it (the members present), for
-    a line too deep for Python's reader; ``None`` when Arrow refuses the line or reads no usable key from it (the
-    caller then reads the key from the text)."""
+    """The key fields of a line's top-level object as Arrow reads them, for a line too deep for Python's reader:
+    ``case_id``, ``trial``, ``agent`` (``{"name", "model"}``) when it is an object and ``request`` (``{}``) when it is
+    not null, as the plan's bulk reading reads them; ``None`` when Arrow refuses the line or reads no usable key from
+    it (the caller then reads the key from the text)."""
     keys = read_keys(line, 0, len(line), 1)
     if keys is None or keys.case_ids[0] is None:
         return None
-    return {"case_id": keys.case_ids[0], "trial": keys.trials[0]}
+    row = _key_table(line, 0, len(line), 1).to_pylist()[0]
+    data = {"case_id": row["case_id"], "trial": row["trial"]}
+    if row["agent"] is not None:
+        data["agent"] = row["agent"]
+    if row["request"] is not None:
+        data["request"] = {}
+    return data
