@@ -1,7 +1,8 @@
 """Stage 2, trace capture: turn raw responses into immutable, versioned trace envelopes.
 
 A replayed trace reaches this stage as a reference to its recorded line (the generation stage reads nothing of it):
-capture reads the line, decodes it once, redacts it and builds its envelope, so the trace is not decoded, encoded
+capture reads the line, decodes and validates it once (the plan read only its key), redacts it and builds its
+envelope, so the trace is not decoded, encoded
 and decoded again on its way from the traces file to the envelope. A live agent's response arrives as the redacted
 text the generation stage wrote.
 

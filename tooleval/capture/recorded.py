@@ -75,8 +75,9 @@ class TraceLine:
     plain: bool = False
     """The reading proves :func:`~tooleval.canonical.json_value_problem` finds nothing in ``data``, so
     :func:`trace_line_problem` does not walk it: orjson read the line (it refuses non-finite numbers and lone
-    surrogates) and it nests at most :data:`~tooleval.canonical.MAX_DEPTH` levels, or the strict reading parsed
-    it (no non-finite number) and :func:`~tooleval.canonical.text_holds_no_value_problem` holds."""
+    surrogates) and its writing showed it nests at most :data:`~tooleval.canonical.MAX_DEPTH` levels
+    (:func:`fast_object`), or the strict reading parsed it (no non-finite number) and
+    :func:`~tooleval.canonical.text_holds_no_value_problem` holds."""
 
 
 def file_digest(path: Path) -> str:
@@ -783,8 +784,8 @@ _TEXT_OR_NULL = ("request_id", "response_id", "prompt_version", "tool_schema_ver
 
 def plainly_recorded_trace(line: TraceLine) -> bool:
     """True when :class:`RecordedTrace` validation would accept ``line.data``, seen from the types alone for the
-    shape nearly every recorded line has (a tenth of the validation's time on a bfcl line, which the plan pays for
-    every line of the traces file); ``False`` means "ask the validation", never "invalid".
+    shape nearly every recorded line has (a tenth of the validation's time on a bfcl line, which trace capture would
+    pay for every row); ``False`` means "ask the validation", never "invalid".
 
     Only a ``plain`` line (:attr:`TraceLine.plain`: orjson read it, so no string holds a lone surrogate and no
     number is non-finite) is judged: its values have the exact types JSON readers return. The shape, field by
@@ -922,7 +923,8 @@ def index_traces(path: Path) -> TraceIndex:
     :attr:`TraceIndex.errors` (``unreadable_trace``, ``bad_trace``, or ``duplicate_key`` when the repeated key is
     ``case_id`` or ``trial``), as is a second line for the same key. A line with a row-level problem
     (:func:`trace_line_problem`, a repeated key) or that is not a valid recorded trace (:func:`parse_trace`) keeps
-    its key: its row is written with the error by the replay agent. The same reading split over byte ranges
+    its key: the replay agent, in trace capture, finds the problem when it decodes the line and writes its row with
+    the error (only the key fields are read here, in bulk: :func:`index_part`). The same reading split over byte ranges
     (:func:`trace_spans`, :func:`index_part` in other processes, then :func:`join_trace_parts`) gives the same
     index.
 
