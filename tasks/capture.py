@@ -2,9 +2,8 @@
 
 A replayed trace reaches this stage as a reference to its recorded line (the generation stage reads nothing of it):
 capture reads the line, decodes and validates it once (the plan read only its key), redacts it and builds its
-envelope, so the trace is not decoded, encoded
-and decoded again on its way from the traces file to the envelope. A live agent's response arrives as the redacted
-text the generation stage wrote.
+envelope, so the trace is not decoded, encoded and decoded again on its way from the traces file to the envelope. A
+live agent's response arrives as the redacted text the generation stage wrote.
 
 Cache key: the generation stage file's digest (which covers each replayed line's digest), the dataset's tool schema
 version, the code version (a digest of the whole ``tooleval`` package, which holds the envelope builder), the
