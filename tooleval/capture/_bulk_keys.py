@@ -15,8 +15,8 @@ two readers differ, measured on pyarrow 26:
 * It accepts ``Inf``, ``-Inf`` and ``-NaN``, which Python's ``json`` refuses: lines holding ``Inf`` or ``-NaN``
   anywhere are read the strict way.
 * It does not check that text it skips is UTF-8: the lines are checked as UTF-8 first (by Arrow, in bulk).
-* Python's reader gives up on nesting deeper than its recursion limit: the strict way then reads the key as Arrow
-  does, of the top-level object (:func:`top_level_key`).
+* Python's reader gives up on nesting deeper than its recursion limit and then reads the key from the text: lines
+  with half that many brackets are read the strict way.
 
 What Arrow refuses (a repeated key field, a case id that is a number, a trial that is not an integer, a lone
 surrogate, anything that is not JSON) makes its run of lines fail; the run is then split until the lines it refuses
@@ -25,6 +25,7 @@ are found, and those are read the strict way.
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 
 import numpy as np
@@ -34,7 +35,7 @@ import pyarrow.json as pj
 
 from tooleval.models import TRIAL_MAX
 
-__all__ = ["KEY_SCHEMA", "Keys", "read_keys", "top_level_key", "usable_lines"]
+__all__ = ["KEY_SCHEMA", "Keys", "read_keys", "usable_lines"]
 
 KEY_SCHEMA = pa.schema([
     ("case_id", pa.string()),
@@ -82,7 +83,8 @@ def usable_lines(block: bytes, starts: list[int], ends: list[int]) -> list[bool]
             line stops.
 
     Returns:
-        One flag per line: it starts with ``{``, ends with ``}``, holds no ``Inf`` or ``-NaN`` and is UTF-8.
+        One flag per line: it starts with ``{``, ends with ``}``, holds no ``Inf`` or ``-NaN``, has fewer brackets
+        than :func:`_deep_brackets` and is UTF-8.
     """
     count = len(starts)
     if not count:
@@ -95,11 +97,23 @@ def usable_lines(block: bytes, starts: list[int], ends: list[int]) -> list[bool]
         lines = np.searchsorted(np.array(starts, np.int64) - first, found, side="right") - 1
         for line in np.unique(lines).tolist():
             usable[line] = False
+    brackets = np.flatnonzero((view == ord("[")) | (view == _OPEN))
+    if len(brackets) >= _deep_brackets():  # counted per line only when the block holds that many at all
+        relative = np.array(starts, np.int64) - first
+        counts = np.diff(np.searchsorted(brackets, relative), append=len(brackets))
+        for line in np.flatnonzero(counts >= _deep_brackets()).tolist():
+            usable[line] = False
     if not _utf8(block, first, last):
         for line, (start, end) in enumerate(zip(starts, ends)):
             if usable[line] and not _utf8(block, start, end):
                 usable[line] = False
     return usable
+
+
+def _deep_brackets() -> int:
+    """Brackets a line may hold and still be read by Python's ``json`` without reaching the recursion limit (half
+    the limit: the reader's own call stack takes the rest)."""
+    return sys.getrecursionlimit() // 2
 
 
 def _token_at(view: np.ndarray, token: bytes) -> np.ndarray:
@@ -175,19 +189,3 @@ def read_keys(block: bytes, start: int, end: int, lines: int) -> Keys | None:
                 [t if k else None for t, k in zip(trials.to_pylist(), keep)], agents, has_requests)
 
 
-
-def top_level_key(line: bytes) -> dict | None:
-    """The key fields of a line's top-level object as Arrow reads them, for a line too deep for Python's reader:
-    ``case_id``, ``trial``, ``agent`` (``{"name", "model"}``) when it is an object and ``request`` (``{}``) when it is
-    not null, as the plan's bulk reading reads them; ``None`` when Arrow refuses the line or reads no usable key from
-    it (the caller then reads the key from the text)."""
-    keys = read_keys(line, 0, len(line), 1)
-    if keys is None or keys.case_ids[0] is None:
-        return None
-    row = _key_table(line, 0, len(line), 1).to_pylist()[0]
-    data = {"case_id": row["case_id"], "trial": row["trial"]}
-    if row["agent"] is not None:
-        data["agent"] = row["agent"]
-    if row["request"] is not None:
-        data["request"] = {}
-    return data

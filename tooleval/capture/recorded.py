@@ -234,9 +234,8 @@ def iter_json_lines(path: Path, *, missing: str, fix: str,
 _SCALAR = r'("(?:[^"\\]|\\.)*"|-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?|true|false|null)'
 _CASE_ID = re.compile(r'"case_id"\s*:\s*' + _SCALAR)
 _TRIAL = re.compile(r'"trial"\s*:\s*' + _SCALAR)
-"""A line too deep to parse, whose key Arrow's reader cannot read either, is read for its key by these (the first
-``"case_id"`` and ``"trial"`` members of the text); the value is then checked as any line's (:func:`trace_key`):
-``1.5`` or ``true`` is no trial."""
+"""A line too deep to parse is read for its key by these (the first ``"case_id"`` and ``"trial"`` members of the
+text); the value is then checked as any line's (:func:`trace_key`): ``1.5`` or ``true`` is no trial."""
 
 UNREADABLE = "unreadable_trace"
 """Error kind of a line that is not a JSON object (not UTF-8, not JSON, or JSON of another type)."""
@@ -388,8 +387,12 @@ def _read_trace_line(number: int, text: str) -> TraceLine:
             plain, repeats = text_holds_no_value_problem(text), _REPEATS.found
         except _NotFinite:  # read it as Python's json does; trace_line_problem then names the number
             data, plain, repeats = json.loads(text), False, True  # (repeats: not known, looked for below)
-    except RecursionError:  # too deep for Python's json: its key is all that is read
-        return TraceLine(number, _deep_key(text), "nested too deep for a JSON reader (Python's recursion limit)")
+    except RecursionError:  # too deep for Python's json: what the text says of its key is all that is read
+        data = {}
+        for name, found in (("case_id", _CASE_ID.search(text)), ("trial", _TRIAL.search(text))):
+            if found is not None:
+                data[name] = json.loads(found.group(1))
+        return TraceLine(number, data, "nested too deep for a JSON reader (Python's recursion limit)")
     except ValueError as exc:  # json.JSONDecodeError: truncated, or not JSON at all
         return TraceLine(number, {}, f"not valid JSON ({json_problem(exc)})", kind=UNREADABLE)
     if not isinstance(data, dict):
@@ -402,21 +405,6 @@ def _read_trace_line(number: int, text: str) -> TraceLine:
         return TraceLine(number, data, f"an object repeats the key {named} (JSON readers differ on which value "
                          "counts: keep one)", kind=DUPLICATE_KEY)
     return TraceLine(number, data, plain=plain)
-
-
-def _deep_key(text: str) -> dict:
-    """The key fields of a line too deep for Python's reader: its top-level object's, as Arrow's reader reads them
-    (the plan's bulk reading reads them so too), else the first ``"case_id"`` and ``"trial"`` members of the text."""
-    from tooleval.capture._bulk_keys import top_level_key
-
-    data = top_level_key(text.encode("utf-8", "surrogatepass"))
-    if data is not None:
-        return data
-    data = {}
-    for name, found in (("case_id", _CASE_ID.search(text)), ("trial", _TRIAL.search(text))):
-        if found is not None:
-            data[name] = json.loads(found.group(1))
-    return data
 
 
 def _read_trace_bytes(number: int, raw: bytes) -> TraceLine | None:
