@@ -97,7 +97,8 @@ def usable_lines(block: bytes, starts: list[int], ends: list[int]) -> list[bool]
         lines = np.searchsorted(np.array(starts, np.int64) - first, found, side="right") - 1
         for line in np.unique(lines).tolist():
             usable[line] = False
-    brackets = np.flatnonzero((view == ord("[")) | (view == _OPEN))
+    # "[" (0x5b) and "{" (0x7b) are the only bytes that read 0x7b with bit 0x20 set: one comparison finds both
+    brackets = np.flatnonzero(np.bitwise_or(view, 0x20) == _OPEN)
     if len(brackets) >= _deep_brackets():  # counted per line only when the block holds that many at all
         relative = np.array(starts, np.int64) - first
         counts = np.diff(np.searchsorted(brackets, relative), append=len(brackets))
