@@ -26,7 +26,7 @@ import math
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Collection, Iterator
+from typing import Iterator
 
 import numpy as np
 import pyarrow as pa
