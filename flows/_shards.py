@@ -103,11 +103,11 @@ class ShardWork:
 
     __slots__ = ("items", "offsets")
 
-    def __init__(self, items: list[WorkItem], offsets: list[tuple[int, int, bool]]):
+    def __init__(self, items: list[WorkItem], offsets: list[tuple[int, int]]):
         self.items = items
         """The shard's work items (:class:`tooleval.agents.WorkItem`), in the plan's order."""
         self.offsets = offsets
-        """``(byte offset, line number, checked)`` of each item's trace line (replay; see
+        """``(byte offset, line number)`` of each item's trace line (replay; see
         :meth:`tooleval.runs.plan.RunPlan.shard_items`)."""
 
     def __len__(self) -> int:
@@ -133,7 +133,7 @@ def run_shard(context: ShardContext, work: ShardWork, scoring_scope: str) -> Sha
         release_free_memory()  # what the shard's tables and batches left in the allocators
 
 
-def _run_shard(context: ShardContext, items: list[WorkItem], offsets: list[tuple[int, int, bool]],
+def _run_shard(context: ShardContext, items: list[WorkItem], offsets: list[tuple[int, int]],
                scoring_scope: str) -> ShardOutcome:
     started = time.perf_counter()
     c = context

@@ -1,9 +1,9 @@
 """Stage 2, trace capture: turn raw responses into immutable, versioned trace envelopes.
 
 A replayed trace reaches this stage as a reference to its recorded line (the generation stage reads nothing of it):
-capture reads the line, decodes it once, redacts it and builds its envelope, so the trace is not decoded, encoded
-and decoded again on its way from the traces file to the envelope. A live agent's response arrives as the redacted
-text the generation stage wrote.
+capture reads the line, decodes and validates it once (the plan read only its key), redacts it and builds its
+envelope, so the trace is not decoded, encoded and decoded again on its way from the traces file to the envelope. A
+live agent's response arrives as the redacted text the generation stage wrote.
 
 Cache key: the generation stage file's digest (which covers each replayed line's digest), the dataset's tool schema
 version, the code version (a digest of the whole ``tooleval`` package, which holds the envelope builder), the
@@ -42,7 +42,7 @@ class ReplayedLines:
     Args:
         agent: The replay agent's config (the traces file).
         items: The shard's work items, in the order the generation stage wrote them.
-        offsets: ``(byte offset, line number, checked)`` of each item's line (see
+        offsets: ``(byte offset, line number)`` of each item's line (see
             :meth:`tooleval.runs.plan.RunPlan.shard_items`); ``None``: the file is read from its start (gzip).
         dataset: The dataset, whose cases the redactor reads (a case's references name its secrets).
         out: The results folder, where the redaction key lives.
@@ -50,7 +50,7 @@ class ReplayedLines:
 
     __slots__ = ("agent", "items", "offsets", "dataset", "out")
 
-    def __init__(self, agent: ReplayAgentConfig, items: list[WorkItem], offsets: list[tuple[int, int, bool]] | None,
+    def __init__(self, agent: ReplayAgentConfig, items: list[WorkItem], offsets: list[tuple[int, int]] | None,
                  dataset: DatasetRef, out: str) -> None:
         self.agent = agent
         self.items = items

@@ -1,6 +1,7 @@
 """The plan's reading of a traces file split into byte ranges (read by other processes, then joined) gives the same
 index as one pass over the file: same keys and line numbers, same errors in the same order (a duplicate key in a
-later range reported on its later line), same checked lines, offsets and line digests, same file digest."""
+later range reported on its later line), same offsets and line digests, same file digest; and the bulk reading of the
+keys by Arrow's reader gives the index the strict reading of every line gives."""
 
 from __future__ import annotations
 
@@ -37,11 +38,29 @@ LINE_KINDS = {
     "repeated_key": lambda c, t: b'{"case_id": "' + c.encode() + b'", "case_id": "Z", "trial": 0}\n',
     "not_a_trace": lambda c, t: json.dumps({**_trace(c, t), "messages": "none"}).encode() + b"\n",
     "nan": lambda c, t: json.dumps(_trace(c, t))[:-1].encode() + b', "extra": NaN}\n',
+    # lines Arrow's reader reads otherwise than Python's json, or refuses: each must be read the strict way
+    "inf": lambda c, t: json.dumps(_trace(c, t))[:-1].encode() + b', "extra": -Inf}\n',
+    "minus_nan": lambda c, t: json.dumps(_trace(c, t))[:-1].encode() + b', "extra": -NaN}\n',
+    "null": lambda c, t: b"null\n",
+    "not_utf8": lambda c, t: json.dumps(_trace(c, t))[:-1].encode() + b', "extra": "\xff"}\n',
+    "control": lambda c, t: json.dumps(_trace(c, t))[:-1].encode() + b', "extra": "a\tb"}\n',
+    "int_case": lambda c, t: json.dumps({**_trace(c, t), "case_id": 7}).encode() + b"\n",
+    "empty_case": lambda c, t: json.dumps({**_trace(c, t), "case_id": ""}).encode() + b"\n",
+    "trial_out": lambda c, t: json.dumps({**_trace(c, t), "trial": -1}).encode() + b"\n",
+    "escaped_key": lambda c, t: json.dumps(_trace(c, t))[:-1].encode() + b', "tri\\u0061l": 5}\n',
+    "surrogate": lambda c, t: json.dumps(_trace(c, t))[:-1].encode() + b', "extra": "\\ud800"}\n',
+    "two_objects": lambda c, t: json.dumps(_trace(c, t)).encode() + b" " + json.dumps(_trace(c, t)).encode() + b"\n",
+    "agent_text": lambda c, t: json.dumps({**_trace(c, t), "agent": "a"}).encode() + b"\n",
+    "agent_null": lambda c, t: json.dumps({**_trace(c, t), "agent": None}).encode() + b"\n",
+    "spaces": lambda c, t: b"  " + json.dumps(_trace(c, t)).encode() + b"  \n",
+    "deep": lambda c, t: json.dumps(_trace(c, t))[:-1].encode() + b', "x": ' + b"[" * 3000 + b"]" * 3000 + b"}\n",
+    "deep_nested_key": lambda c, t: (b'{"x": ' + b"[" * 3000 + b'{"case_id": "N", "trial": 9}' + b"]" * 3000
+                                     + b', "case_id": "' + c.encode() + b'", "trial": %d}\n' % t),
 }
 
 
 def _summary(index) -> dict:
-    return {"digest": index.digest, "keys": index.keys, "checked": index.checked,
+    return {"digest": index.digest, "keys": index.keys, "trial_agents": index.trial_agents,
             "has_requests": index.has_requests, "offsets": list(index.offsets), "digests": bytes(index.line_digests),
             "errors": [(e.kind, e.case_id, e.trial, e.message, e.path, e.line) for e in index.errors]}
 
@@ -68,6 +87,28 @@ def test_ranges_joined_equal_one_pass(tmp_path_factory, lines, parts, last_newli
     assert _summary(joined) == _summary(index_traces(path))
 
 
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(lines=st.lists(st.tuples(st.sampled_from(sorted(LINE_KINDS)), st.sampled_from(["A", "B", "C"]),
+                                st.integers(0, 2)), min_size=1, max_size=30),
+       last_newline=st.booleans())
+def test_the_bulk_reading_equals_the_strict_reading_of_every_line(tmp_path_factory, lines, last_newline):
+    from tooleval.capture import _bulk_keys
+
+    data = b"".join(LINE_KINDS[kind](case_id, trial) for kind, case_id, trial in lines)
+    if not last_newline:
+        data = data.rstrip(b"\r\n") or b"{}"
+    path = tmp_path_factory.mktemp("t") / "traces.jsonl"
+    path.write_bytes(data)
+    bulk = index_traces(path)
+    original = _bulk_keys.usable_lines
+    _bulk_keys.usable_lines = lambda block, starts, ends: [False] * len(starts)  # every line the strict way
+    try:
+        strict = index_traces(path)
+    finally:
+        _bulk_keys.usable_lines = original
+    assert _summary(bulk) == _summary(strict)
+
+
 def test_a_key_repeated_in_a_later_range_is_reported_on_its_later_line(tmp_path):
     # lines 1-4: A/0, B/0, (blank), A/0 again; four ranges put the two A/0 lines in different ranges
     path = tmp_path / "traces.jsonl"
@@ -78,7 +119,6 @@ def test_a_key_repeated_in_a_later_range_is_reported_on_its_later_line(tmp_path)
     assert joined.keys == {("A", 0): 1, ("B", 0): 2}
     assert [(e.kind, e.line, e.message) for e in joined.errors] == [
         ("bad_trace", 4, "duplicate (case_id, trial); the line 1 copy is used")]
-    assert joined.checked == {1, 2, 4}
 
 
 def test_a_too_long_line_in_a_later_range_is_named_by_its_line_in_the_file(tmp_path, monkeypatch):

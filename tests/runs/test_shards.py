@@ -136,10 +136,9 @@ def test_the_plans_columns_give_the_table_its_dicts_give(found, size):
     lines = {key: number for number, key in enumerate(keys, start=3)}
     offsets = {key: (found[key][0], lines[key]) for key in keys}
     digests = {key: found[key][2] for key in keys}
-    checked = {lines[key] for key in keys if found[key][1]}
-    by_dicts = ShardIndex.build(list(reversed(keys)), size, offsets, digests, checked)
+    by_dicts = ShardIndex.build(list(reversed(keys)), size, offsets, digests)
     by_columns = ShardIndex.from_sorted(keys, size, [found[k][0] for k in keys], [lines[k] for k in keys],
-                                        [found[k][2] for k in keys], [found[k][1] for k in keys])
+                                        [found[k][2] for k in keys])
     assert by_columns.table.equals(by_dicts.table) and by_columns.cases_per_shard == by_dicts.cases_per_shard
     assert by_columns.table.column("seed").type == "int64"
 
@@ -153,10 +152,9 @@ def test_arrow_columns_give_the_table_lists_give(found, size):
     keys = sorted(found)
     lines = list(range(1, len(keys) + 1))
     offsets, digests = [found[k][0] for k in keys], [found[k][1] for k in keys]
-    checked = [bool(i % 2) for i in range(len(keys))]
-    by_lists = ShardIndex.from_sorted(keys, size, offsets, lines, digests, checked)
+    by_lists = ShardIndex.from_sorted(keys, size, offsets, lines, digests)
     by_arrays = ShardIndex.from_sorted(keys, size, pa.array(offsets, pa.int64()), lines,
-                                       pa.array(digests, pa.string()), checked)
+                                       pa.array(digests, pa.string()))
     assert by_arrays.table.equals(by_lists.table) and by_arrays.cases_per_shard == by_lists.cases_per_shard
 
 

@@ -7,16 +7,14 @@ as for a live agent.
 
 from __future__ import annotations
 
-import hashlib
 from pathlib import Path
 from typing import Any, Callable, Iterator, Literal
 
-import orjson
 from pydantic import BaseModel, ConfigDict
 
-from tooleval.canonical import dumps_text, may_hold_wide_integer
-from tooleval.capture.recorded import (TraceLine, iter_trace_lines, parse_trace, read_trace_line, trace_key,
-                                       trace_line_problem)
+from tooleval.canonical import dumps_text
+from tooleval.capture.recorded import (TraceLine, iter_trace_lines, parse_trace, plainly_recorded_trace,
+                                       read_trace_bytes, trace_key, trace_line_problem)
 from tooleval.errors import RowError
 
 __all__ = ["ReplayAgentConfig", "WorkItem", "as_text_record", "replay_generate"]
@@ -49,10 +47,11 @@ class WorkItem(BaseModel):
 
 def _record(path: Path, line: TraceLine, key: tuple[str, Any], seed: int,
             encode: Callable[[dict[str, Any]], str] | None, keep_values: bool = False) -> dict[str, Any]:
-    """The generation record of one trace line (see :func:`replay_generate`)."""
+    """The generation record of one trace line (see :func:`replay_generate`): the one place a replayed line is
+    validated (the plan read only its key)."""
     problem = trace_line_problem(line)
     kind = line.kind
-    if problem is None:
+    if problem is None and not plainly_recorded_trace(line):  # the shape alone rarely leaves a doubt
         trace = parse_trace(path, line)
         if isinstance(trace, RowError):  # a field of the wrong type or range: the row carries the error
             problem, kind = trace.message, trace.kind
@@ -105,36 +104,20 @@ through the default 8 KB buffer after a seek cost ~3x as much (measured on tau l
 def _records_at(path: Path, items: list[WorkItem], offsets: list[tuple[int, ...]],
                 encode: Callable[[dict[str, Any]], str] | None, keep_values: bool = False
                 ) -> Iterator[dict[str, Any]]:
-    """The records of ``items``, in their order, each read from its line at its ``(byte offset, line number[,
-    checked])`` the moment it is asked for (a shard's records are never all held at once).
-
-    A line the plan found a valid recorded trace (``checked``) whose bytes still have the work item's digest is
-    the very line the plan read and validated: it is decoded with orjson alone (no repeated-key hook, no value
-    walk, no second validation: about a third of this stage's time on long multi-turn lines). orjson reads such a
-    line to the same values as the plan's reader (both parse floats correctly rounded; the plan refused repeated
-    keys and non-finite numbers); a line orjson would read otherwise (an integer beyond 64 bits, which it reads as a
-    float) goes the checked way.
+    """The records of ``items``, in their order, each read from its line at its ``(byte offset, line number)`` the
+    moment it is asked for (a shard's records are never all held at once). Each line is decoded and validated here,
+    once (:func:`tooleval.capture.recorded.read_trace_bytes`, then :func:`_record`): the plan read only its key.
 
     Raises:
         tooleval.errors.InputFileError: a planned line is no longer at its offset (the file changed).
     """
-    first: dict[tuple[str, int], tuple[WorkItem, int, int, bool]] = {}
+    first: dict[tuple[str, int], tuple[WorkItem, int, int]] = {}
     for item, where in zip(items, offsets):
-        checked = len(where) > 2 and bool(where[2]) and item.trace_digest is not None
-        first.setdefault((item.case_id, item.trial), (item, where[0], where[1], checked))
+        first.setdefault((item.case_id, item.trial), (item, where[0], where[1]))
     with path.open("rb", buffering=_READ_BUFFER) as handle:
-        for key, (item, offset, number, checked) in first.items():
+        for key, (item, offset, number) in first.items():
             handle.seek(offset)
-            raw = handle.readline()
-            if checked:
-                record = _checked_record(raw, key, item, encode, path, number, keep_values)
-                if record is not None:
-                    yield record
-                    continue
-            try:
-                line = read_trace_line(number, raw.decode("utf-8"))
-            except UnicodeDecodeError:  # it was UTF-8 when planned
-                line = None
+            line = read_trace_bytes(number, handle.readline())
             if line is None or trace_key(line.data) != key:
                 from tooleval.errors import InputFileError
 
@@ -142,24 +125,6 @@ def _records_at(path: Path, items: list[WorkItem], offsets: list[tuple[int, ...]
                                      f"{key[0]!r} trial {key[1]} is no longer where the plan found it).",
                                      "keep the file unchanged during a run, and run again (the plan reads it anew).")
             yield _record(path, line, key, item.seed, encode, keep_values)
-
-
-def _checked_record(raw: bytes, key: tuple[str, int], item: WorkItem,
-                    encode: Callable[[dict[str, Any]], str] | None, path: Path | None = None,
-                    number: int | None = None, keep_values: bool = False) -> dict[str, Any] | None:
-    """The record of a line the plan validated, or ``None`` when its bytes are no longer the ones the plan read
-    (then the caller reads it the checked way) or orjson cannot read it."""
-    text = raw.rstrip(b"\r\n")
-    if hashlib.sha256(text).hexdigest()[:32] != item.trace_digest or may_hold_wide_integer(text):
-        return None
-    try:
-        data = orjson.loads(text)
-    except orjson.JSONDecodeError:
-        return None
-    if not isinstance(data, dict) or trace_key(data) != key:
-        return None
-    return _payload_record(data, key, item.seed, encode, f"line {number} of {path}",
-                           None if path is None else str(path), number, keep_values)
 
 
 def replay_generate(
@@ -175,9 +140,8 @@ def replay_generate(
     Args:
         config: Which traces file to replay.
         items: Work items; each must name a (case_id, trial) present in the file (the planner guarantees it).
-        offsets: ``(byte offset, line number[, checked])`` of each item's line (from the plan's index;
-            ``checked``: the plan found it a valid recorded trace); ``None`` or an offset of -1 (a gzip file) reads
-            the file from the start until every item is found.
+        offsets: ``(byte offset, line number)`` of each item's line (from the plan's index); ``None`` or an offset
+            of -1 (a gzip file) reads the file from the start until every item is found.
         encode: Turns each parsed trace into its payload text (redaction:
             :meth:`tooleval.capture.redaction.Redactor.redact_trace_text`), so a line is decoded and encoded once;
             default :func:`tooleval.canonical.dumps_text`.

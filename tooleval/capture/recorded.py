@@ -49,15 +49,14 @@ from pydantic import ValidationError
 
 from tooleval import settings
 from tooleval.canonical import (MAX_DEPTH, DuplicateKeyError, json_type_name, json_value_problem,
-                                may_hold_wide_integer, nesting_within, reject_duplicate_keys, repeated_key_at,
-                                repeated_keys, text_holds_no_value_problem)
+                                reject_duplicate_keys, repeated_key_at, repeated_keys, text_holds_no_value_problem)
 from tooleval.errors import InputFileError, RowError, json_problem
 from tooleval.models import TRIAL_MAX, RecordedTrace
 
 __all__ = [
     "TraceLine", "TraceIndex", "iter_json_lines", "iter_trace_lines", "index_traces", "file_digest",
-    "trace_line_problem", "trace_key", "read_trace_line", "load_unique_json", "replay_keys", "decode_line",
-    "fast_object",
+    "trace_line_problem", "trace_key", "read_trace_line", "read_trace_bytes", "load_unique_json", "replay_keys",
+    "decode_line", "fast_object", "plainly_recorded_trace",
 ]
 
 
@@ -76,8 +75,9 @@ class TraceLine:
     plain: bool = False
     """The reading proves :func:`~tooleval.canonical.json_value_problem` finds nothing in ``data``, so
     :func:`trace_line_problem` does not walk it: orjson read the line (it refuses non-finite numbers and lone
-    surrogates) and it nests at most :data:`~tooleval.canonical.MAX_DEPTH` levels, or the strict reading parsed
-    it (no non-finite number) and :func:`~tooleval.canonical.text_holds_no_value_problem` holds."""
+    surrogates) and its writing showed it nests at most :data:`~tooleval.canonical.MAX_DEPTH` levels
+    (:func:`fast_object`), or the strict reading parsed it (no non-finite number) and
+    :func:`~tooleval.canonical.text_holds_no_value_problem` holds."""
 
 
 def file_digest(path: Path) -> str:
@@ -285,8 +285,9 @@ def fast_object(text: str) -> dict | None:
 
     orjson refuses what the strict reader refuses (``NaN``, ``Infinity``, a float out of range, a lone surrogate,
     nesting past its limit) and reads everything else to the same values, but for an integer beyond 64 bits
-    (:func:`~tooleval.canonical.may_hold_wide_integer` sends such a line the strict way) and a repeated key, whose
-    earlier member it drops silently. A dropped member is seen by counting colons: in the line, every member has
+    (which it reads as a float: seen in its writing, :func:`_fast_object_bytes`) and a repeated key, whose
+    earlier member it drops silently. A value nested deeper than :data:`~tooleval.canonical.MAX_DEPTH` is left to
+    the strict way too. A dropped member is seen by counting colons: in the line, every member has
     one and every colon in a string is itself; in orjson's compact writing of what it read, likewise. With no
     repeated key both hold the same members and strings, so the counts are equal; a dropped member takes its own
     colon away (and any in its value), so the written count is lower. A colon spelled as an escape (``\\u003a``)
@@ -300,8 +301,15 @@ def fast_object(text: str) -> dict | None:
 
 def _fast_object_bytes(data: bytes) -> dict | None:
     """:func:`fast_object` of a line's UTF-8 bytes (orjson refuses bytes that are not UTF-8: the strict way,
-    which decodes them first, names the byte)."""
-    if b"\\u003" in data and _ESCAPED_COLON.search(data) or may_hold_wide_integer(data):
+    which decodes them first, names the byte).
+
+    One writing of what orjson read answers three questions at C speed, so that no Python walk of the values is
+    needed: the colon count (no member dropped), whether the values nest more than
+    :data:`~tooleval.canonical.MAX_DEPTH` levels (they are written inside :data:`_WRAPPING` lists, and orjson refuses
+    to write more than :data:`_ORJSON_DEPTH` levels), and whether an integer beyond 64 bits was read as a float (orjson
+    writes every float of magnitude 1e16 or more with an exponent, ``1.8446744073709552e+19``, and an integer it
+    cannot hold is at least 2**63 in magnitude). ``None`` for a line nested deeper: the strict way names the path."""
+    if b"\\u003" in data and _ESCAPED_COLON.search(data):
         return None
     try:
         value = orjson.loads(data)
@@ -309,11 +317,58 @@ def _fast_object_bytes(data: bytes) -> dict | None:
         return None
     if type(value) is not dict:
         return None
+    chain, innermost = _wrapping()
+    innermost[0] = value
     try:
-        written = orjson.dumps(value)
-    except (TypeError, orjson.JSONEncodeError):  # nested past orjson's writing limit: the strict way names it
+        written = orjson.dumps(chain)
+    except (TypeError, orjson.JSONEncodeError):  # nested deeper than MAX_DEPTH: the strict way names it
+        return None
+    finally:
+        innermost[0] = None
+    if b"e+" in written and _EXPONENT.search(written) is not None:
         return None
     return value if written.count(b":") == data.count(b":") else None
+
+
+def _orjson_depth() -> int:
+    """The deepest nesting of lists orjson writes (it refuses deeper with an error), found by trying once."""
+    low, high = 1, 4096
+    while low < high:  # the largest depth it writes, between low and high
+        middle = (low + high + 1) // 2
+        value: list = []
+        for _ in range(middle - 1):
+            value = [value]
+        try:
+            orjson.dumps(value)
+        except orjson.JSONEncodeError:
+            high = middle - 1
+        else:
+            low = middle
+    return low
+
+
+_ORJSON_DEPTH = _orjson_depth()
+"""Levels of nesting orjson writes (254 in orjson 3.x)."""
+_WRAPPING = _ORJSON_DEPTH - MAX_DEPTH
+"""Lists a line's value is written inside, so that orjson refuses exactly the values nested deeper than
+:data:`~tooleval.canonical.MAX_DEPTH` (the top-level object is level 1, as :func:`~tooleval.canonical.nesting_within`
+counts)."""
+_EXPONENT = re.compile(rb"[0-9]e\+[0-9]")
+"""A float orjson wrote with an exponent (magnitude 1e16 or more), such as an integer beyond 64 bits it read."""
+_WRAPPINGS = threading.local()
+
+
+def _wrapping() -> tuple[list, list]:
+    """This thread's chain of :data:`_WRAPPING` nested lists and its innermost one (built once per thread: shard
+    tasks may share a process), whose only item is set to the value to write."""
+    chain = getattr(_WRAPPINGS, "chain", None)
+    if chain is None:
+        innermost: list = [None]
+        chain = innermost
+        for _ in range(_WRAPPING - 1):
+            chain = [chain]
+        _WRAPPINGS.chain = chain = (chain, innermost)
+    return chain
 
 
 _ESCAPED_COLON = re.compile(rb"\\u003[aA]")
@@ -323,9 +378,8 @@ def _read_trace_line(number: int, text: str) -> TraceLine:
     """Read one (non-blank) traces-file line; whatever is wrong with it becomes the :class:`TraceLine`'s problem,
     never an exception (the module docstring lists what each problem becomes)."""
     data = fast_object(text)
-    if data is not None:  # orjson refused non-finite numbers and lone surrogates: only the nesting is left to see
-        plain = text.count("{") + text.count("[") < MAX_DEPTH or nesting_within(data, MAX_DEPTH)
-        return TraceLine(number, data, plain=plain)
+    if data is not None:  # orjson refused non-finite numbers and lone surrogates, and the nesting was seen
+        return TraceLine(number, data, plain=True)
     try:
         try:
             _REPEATS.found = False
@@ -363,8 +417,7 @@ def _read_trace_bytes(number: int, raw: bytes) -> TraceLine | None:
     data = raw.rstrip()
     value = _fast_object_bytes(data) if data else None
     if value is not None:
-        plain = data.count(b"{") + data.count(b"[") < MAX_DEPTH or nesting_within(value, MAX_DEPTH)
-        return TraceLine(number, value, plain=plain)
+        return TraceLine(number, value, plain=True)
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -467,12 +520,7 @@ class TraceIndex:
     """(case_id, trial) -> line number of the line that holds it."""
     errors: list[RowError] = field(default_factory=list)
     has_requests: bool = False
-    """Whether any valid line records its generation request (``request``)."""
-    checked: set[int] = field(default_factory=set)
-    """Line numbers of the lines that are valid recorded traces as they stand: read without any problem (no
-    repeated key, no value :func:`trace_line_problem` would name) and valid as a :class:`RecordedTrace`. The
-    replay agent reads such a line again, unchanged (same bytes), with the plain fast reader and no second
-    validation."""
+    """Whether any line that answers a key holds a ``request`` that is not null (its generation request)."""
     offsets: array = field(default_factory=lambda: array("q"))
     """Byte offset of each line (line ``n`` at position ``n - 1``), blank and unusable lines included, of an
     uncompressed file (a gzip file has no offsets to seek to: empty), found while it was read; 8 bytes a line."""
@@ -493,6 +541,14 @@ def read_trace_line(number: int, text: str) -> TraceLine:
     byte offset: the replay agent). Never raises: a line that is not a JSON object comes back with the problem
     kind ``unreadable_trace`` and empty ``data``."""
     return _read_trace_line(number, text)
+
+
+def read_trace_bytes(number: int, raw: bytes) -> TraceLine | None:
+    """Read one traces-file line's bytes (its line end included or not) as :func:`iter_trace_lines` does, decoding
+    them once (public for readers that seek to a line by its byte offset: the replay agent). ``None`` for a blank
+    line; otherwise never raises: a line that is not a JSON object comes back with the problem kind
+    ``unreadable_trace`` and empty ``data``."""
+    return _read_trace_bytes(number, raw)
 
 
 def parse_trace(path: Path, line: TraceLine) -> RecordedTrace | RowError:
@@ -528,8 +584,6 @@ class TracePart:
     events: list = field(default_factory=list)
     """In line order: a :class:`~tooleval.errors.RowError` of an unusable line, or ``(case_id, trial, line)`` for a
     line that answers a key (whether an earlier range holds the same key is decided when the ranges are joined)."""
-    checked: list[int] = field(default_factory=list)
-    """Lines that are valid recorded traces as they stand (:attr:`TraceIndex.checked`)."""
     has_requests: bool = False
     offsets: array = field(default_factory=lambda: array("q"))
     """Absolute byte offset of each line of the range (uncompressed files only)."""
@@ -544,8 +598,14 @@ class TracePart:
 def index_part(path: Path, span: tuple[int, int] | None = None, whole: "hashlib._Hash | None" = None) -> TracePart:
     """Read the lines of a traces file, or of one byte range of it, as :func:`index_traces` does.
 
+    Only what the plan needs is read of each line: its key, agent and whether it records a request, by Arrow's JSON
+    reader for thousands of lines at once (:mod:`tooleval.capture._bulk_keys`), and the strict way
+    (:func:`read_trace_line`) for a line Arrow's reading might not equal; its place and digest are taken from its
+    bytes. Nothing else of a line is validated here: trace capture decodes and validates it, once.
+
     Args:
-        path: A traces file (``.gz`` read as gzip: no offsets, no line digests, no ``span``).
+        path: A traces file (``.gz`` read as gzip, line by line the strict way: no offsets, no line digests, no
+            ``span``).
         span: ``(start, end)`` byte offsets at line starts (:func:`trace_spans`); ``None``: the whole file.
         whole: A sha256 object fed every byte read (the whole file's digest in the same pass).
 
@@ -554,24 +614,15 @@ def index_part(path: Path, span: tuple[int, int] | None = None, whole: "hashlib.
         rather than raised, so that a worker process hands it back with the range's other findings. A missing
         or unreadable file raises :class:`~tooleval.errors.InputFileError`.
     """
-    compressed = path.name.endswith(".gz")
     part = TracePart()
-    position = 0 if span is None else span[0]
-
-    def place(number: int, raw: bytes) -> None:
-        # the file is read once: each line's place and digest (and the file's digest), beside the line itself
-        nonlocal position
-        if whole is not None:
-            whole.update(raw)
-        part.offsets.append(position)
-        part.line_digests += hashlib.sha256(raw.rstrip(b"\r\n")).digest()[:16]
-        position += len(raw)
-        part.lines = number
-
     try:
-        for line in iter_trace_lines(path, keep_unreadable=True, on_raw=None if compressed else place, span=span):
-            part.lines = max(part.lines, line.line)
-            _index_line(path, line, part)
+        if path.name.endswith(".gz"):
+            for line in iter_trace_lines(path, keep_unreadable=True, span=span):
+                part.lines = max(part.lines, line.line)
+                event = _line_event(path, line, part)
+                part.events.append(event)
+        else:
+            _index_plain(path, span, whole, part)
     except InputFileError as exc:
         if exc.line is None:
             raise
@@ -579,13 +630,150 @@ def index_part(path: Path, span: tuple[int, int] | None = None, whole: "hashlib.
     return part
 
 
+_BLOCK = 8 << 20
+"""Bytes read at a time from an uncompressed traces file: thousands of lines for one call of Arrow's reader."""
+
+_SMALLEST_RUN = 4
+"""A run of lines Arrow refuses is halved until it is this short; its lines are then read the strict way."""
+
+
+def _index_plain(path: Path, span: tuple[int, int] | None, whole, part: TracePart) -> None:
+    """:func:`index_part` of an uncompressed file: read in blocks of :data:`_BLOCK` bytes, each block's complete lines
+    indexed at once (:func:`_index_block`), a line cut by a block's end carried to the next.
+
+    Raises:
+        InputFileError: the file cannot be read, or a line is longer than :func:`max_line_bytes` (numbered from 1 at
+            the range's start).
+    """
+    cap = max_line_bytes()
+    place = [0 if span is None else span[0], 0]  # the next line's byte offset and the lines read so far
+    remaining = None if span is None else span[1] - span[0]
+    carry: list[bytes] = []
+    carried = 0
+    try:
+        handle = path.open("rb")
+    except FileNotFoundError:
+        raise InputFileError(path, None, "traces file not found.", "check the --traces path.") from None
+    except IsADirectoryError:
+        raise InputFileError(path, None, "is a folder, not a file.", "pass the JSON-lines file itself.") from None
+    except OSError as exc:
+        raise InputFileError(path, None, f"cannot read the file ({exc.strerror or exc}).",
+                             "check that it exists and is readable.") from None
+    with handle:
+        if span is not None:
+            handle.seek(span[0])
+        while True:
+            size = _BLOCK if remaining is None else min(_BLOCK, remaining)
+            chunk = handle.read(size) if size else b""
+            if remaining is not None:
+                remaining -= len(chunk)
+            if whole is not None:
+                whole.update(chunk)
+            if not chunk:
+                if carried:  # the last line, without a line end
+                    _index_block(path, b"".join(carry), 0, carried, place, part, cap)
+                return
+            first = chunk.find(b"\n")
+            if first < 0:  # a line longer than the block: kept until its end comes
+                carry.append(chunk)
+                carried += len(chunk)
+                if carried > cap:
+                    _too_long(path, place[1] + 1, cap)
+                continue
+            begin = 0
+            if carried:
+                head = b"".join(carry) + chunk[:first + 1]
+                carry, carried = [], 0
+                _index_block(path, head, 0, len(head), place, part, cap)
+                begin = first + 1
+            last = chunk.rfind(b"\n") + 1
+            _index_block(path, chunk, begin, last, place, part, cap)
+            if last < len(chunk):
+                carry, carried = [chunk[last:]], len(chunk) - last
+                if carried > cap:
+                    _too_long(path, place[1] + 1, cap)
+
+
+def _too_long(path: Path, number: int, cap: int) -> None:
+    raise InputFileError(path, number, f"line longer than {cap} bytes (the cap against runaway or decompression-bomb "
+                         "input).", f"split the line, or raise the cap with {MAX_LINE_ENV}=<bytes>.")
+
+
+def _index_block(path: Path, block: bytes, begin: int, end: int, place: list[int], part: TracePart,
+                 cap: int) -> None:
+    """Index the lines of ``block[begin:end]`` (each ends with ``\\n``, but for the file's last line): their
+    offsets and digests, then their keys, in line order (``place``: the first line's byte offset in the file and the
+    number of lines before it, both advanced past the block).
+
+    Raises:
+        InputFileError: a line is longer than ``cap`` bytes (its line end included).
+    """
+    from tooleval.capture._bulk_keys import read_keys, usable_lines
+
+    starts: list[int] = []
+    ends: list[int] = []
+    nexts: list[int] = []
+    find, start = block.find, begin
+    while start < end:
+        stop = find(b"\n", start, end)
+        following = end if stop < 0 else stop + 1
+        if following - start > cap:
+            _too_long(path, place[1] + len(starts) + 1, cap)
+        stop = end if stop < 0 else stop
+        while stop > start and block[stop - 1] == 13:  # the digest leaves out the line end, \r\n as \n
+            stop -= 1
+        starts.append(start)
+        ends.append(stop)
+        nexts.append(following)
+        start = following
+    offset, before = place
+    part.offsets.extend(offset + start - begin for start in starts)
+    view, sha256 = memoryview(block), hashlib.sha256
+    part.line_digests += b"".join([sha256(view[a:b]).digest()[:16] for a, b in zip(starts, ends)])
+    place[0], place[1] = offset + end - begin, before + len(starts)
+    part.lines = place[1]
+    usable = usable_lines(block, starts, ends)
+    read: list = [None] * len(starts)  # each usable line's (case_id, trial), once Arrow read it
+    index = 0
+    while index < len(starts):
+        if not usable[index]:
+            index += 1
+            continue
+        run_end = index
+        while run_end < len(starts) and usable[run_end]:
+            run_end += 1
+        pending = [(index, run_end)]
+        while pending:
+            first, last = pending.pop()
+            keys = read_keys(block, starts[first], nexts[last - 1], last - first)
+            if keys is None:
+                if last - first > _SMALLEST_RUN:
+                    middle = (first + last) // 2
+                    pending += [(middle, last), (first, middle)]
+                continue
+            read[first:last] = zip(keys.case_ids, keys.trials)
+            part.has_requests = part.has_requests or keys.has_requests
+            for trial, agent in keys.agents:
+                part.trial_agents.setdefault(trial, set()).add(agent)
+        index = run_end
+    events = part.events
+    for position, key in enumerate(read):
+        number = before + position + 1
+        if key is not None and key[0] is not None:
+            events.append((key[0], key[1], number))
+            continue
+        line = _read_trace_bytes(number, block[starts[position]:nexts[position]])
+        if line is not None:
+            events.append(_line_event(path, line, part))
+
+
 _TEXT_OR_NULL = ("request_id", "response_id", "prompt_version", "tool_schema_version")
 
 
 def plainly_recorded_trace(line: TraceLine) -> bool:
     """True when :class:`RecordedTrace` validation would accept ``line.data``, seen from the types alone for the
-    shape nearly every recorded line has (a tenth of the validation's time on a bfcl line, which the plan pays for
-    every line of the traces file); ``False`` means "ask the validation", never "invalid".
+    shape nearly every recorded line has (a tenth of the validation's time on a bfcl line, which trace capture would
+    pay for every row); ``False`` means "ask the validation", never "invalid".
 
     Only a ``plain`` line (:attr:`TraceLine.plain`: orjson read it, so no string holds a lone surrogate and no
     number is non-finite) is judged: its values have the exact types JSON readers return. The shape, field by
@@ -635,37 +823,28 @@ def plainly_recorded_trace(line: TraceLine) -> bool:
     return data.get("generation_started_at") is None and data.get("generation_finished_at") is None
 
 
-def _index_line(path: Path, line: TraceLine, part: TracePart) -> None:
+def _line_event(path: Path, line: TraceLine, part: TracePart) -> RowError | tuple[str, int, int]:
+    """What one line read the strict way tells the plan: a :class:`~tooleval.errors.RowError` for a line that names
+    no row, else ``(case_id, trial, line)``, its agent and whether it records a request noted in ``part``. A line
+    with a row-level problem, or a field that is not valid, still answers its key: trace capture writes its row with
+    the error, so the case is not reported as lacking a trace."""
     if line.kind == UNREADABLE:
-        part.events.append(RowError(UNREADABLE, None, None, f"{line.problem}; a trace line must be one JSON "
-                                    "object: repair or remove it", str(path), line.line))
-        return
+        return RowError(UNREADABLE, None, None, f"{line.problem}; a trace line must be one JSON object: repair or "
+                        "remove it", str(path), line.line)
     key = trace_key(line.data)
     if isinstance(key, str):
         if line.kind == DUPLICATE_KEY:
             problem, kind = f"{line.problem}; so which row it answers is not known", DUPLICATE_KEY
         else:
             problem, kind = f"which row the line answers cannot be read: {key}", "bad_trace"
-        part.events.append(RowError(kind, _readable_case(line.data), None, problem, str(path), line.line))
-        return
+        return RowError(kind, _readable_case(line.data), None, problem, str(path), line.line)
     agent = line.data.get("agent")
     agents = part.trial_agents.get(key[1])
     if agents is None:
         agents = part.trial_agents[key[1]] = set()
     agents.add((str(agent.get("name")), str(agent.get("model"))) if isinstance(agent, dict) else None)
-    # a line with a row-level problem, or a field that is not valid, still answers its key: the replay agent
-    # writes its row with the error, so the case is not reported as lacking a trace
-    if plainly_recorded_trace(line):  # valid, and a plain line has no value problem: nothing to walk
-        part.has_requests = part.has_requests or line.data.get("request") is not None
-        part.checked.append(line.line)
-        part.events.append((key[0], key[1], line.line))
-        return
-    trace = None if line.problem is not None else parse_trace(path, line)
-    if isinstance(trace, RecordedTrace):
-        part.has_requests = part.has_requests or trace.request is not None
-        if trace_line_problem(line) is None:  # walks only a line whose text alone cannot tell
-            part.checked.append(line.line)
-    part.events.append((key[0], key[1], line.line))
+    part.has_requests = part.has_requests or line.data.get("request") is not None
+    return (key[0], key[1], line.line)
 
 
 def join_trace_parts(path: Path, digest: str, parts: Iterable[TracePart]) -> TraceIndex:
@@ -693,7 +872,6 @@ def join_trace_parts(path: Path, digest: str, parts: Iterable[TracePart]) -> Tra
                                              f"{index.keys[key]} copy is used", str(path), number))
                 continue
             index.keys[key] = number
-        index.checked.update(number + base for number in part.checked)
         index.has_requests = index.has_requests or part.has_requests
         for trial, agents in part.trial_agents.items():
             index.trial_agents.setdefault(trial, set()).update(agents)
@@ -733,7 +911,8 @@ def index_traces(path: Path) -> TraceIndex:
     :attr:`TraceIndex.errors` (``unreadable_trace``, ``bad_trace``, or ``duplicate_key`` when the repeated key is
     ``case_id`` or ``trial``), as is a second line for the same key. A line with a row-level problem
     (:func:`trace_line_problem`, a repeated key) or that is not a valid recorded trace (:func:`parse_trace`) keeps
-    its key: its row is written with the error by the replay agent. The same reading split over byte ranges
+    its key: the replay agent, in trace capture, finds the problem when it decodes the line and writes its row with
+    the error (only the key fields are read here, in bulk: :func:`index_part`). The same reading split over byte ranges
     (:func:`trace_spans`, :func:`index_part` in other processes, then :func:`join_trace_parts`) gives the same
     index.
 

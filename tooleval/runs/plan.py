@@ -105,16 +105,16 @@ class RunPlan(BaseModel):
     """Whether any trace records its generation request (only then does the join check read every case's input,
     so only then is the whole dataset's input set part of the scoring cache key)."""
 
-    def shard_items(self, shard) -> tuple[list[WorkItem], list[tuple[int, int, bool]]]:
-        """Work items and their trace lines' ``(byte offset, line number, checked)`` of one shard (a slice of
-        :attr:`index`'s table; ``checked``: the plan found the line a valid recorded trace)."""
+    def shard_items(self, shard) -> tuple[list[WorkItem], list[tuple[int, int]]]:
+        """Work items and their trace lines' ``(byte offset, line number)`` of one shard (a slice of
+        :attr:`index`'s table)."""
         with cyclic_gc_paused():
             items = [
                 WorkItem(case_id=c, case_digest=self.case_digests[c], trial=t, seed=s, trace_digest=d)
                 for c, t, s, d in zip(*(shard[name].to_pylist() for name in ("case_id", "trial", "seed",
                                                                              "line_digest")))
             ]
-        where = (shard[name].to_pylist() for name in ("offset", "line", "checked"))
+        where = (shard[name].to_pylist() for name in ("offset", "line"))
         return items, list(zip(*where))
 
     @property
@@ -311,7 +311,6 @@ def plan_run(
         _, by_key = scan_lines(traces_path, lines)
         offset_column, digest_column = [-1] * len(numbers), [by_key[key] for key in keys]
         del by_key
-    checked_column = [number in index.checked for number in numbers]
     del lines
     if write_key:  # the flow's own plan: nothing reads the index's keys again (a dry plan's index is kept whole)
         index.keys.clear()
@@ -325,7 +324,7 @@ def plan_run(
         agent=ReplayAgentConfig(traces_path=traces_source, traces_digest=index.digest),
         out=str(out_path),
         run_id=run_id,
-        index=ShardIndex.from_sorted(keys, size, offset_column, numbers, digest_column, checked_column),
+        index=ShardIndex.from_sorted(keys, size, offset_column, numbers, digest_column),
         case_digests={case_id: digests[case_id] for case_id in traced_cases},
         shard_size=size,
         has_requests=index.has_requests,

@@ -26,7 +26,7 @@ import math
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Collection, Iterator
+from typing import Iterator
 
 import numpy as np
 import pyarrow as pa
@@ -118,8 +118,7 @@ class ShardIndex:
 
     Columns: ``case_id`` (string), ``trial`` (int32), ``seed`` (int64), ``offset`` (int64, -1 when unknown),
     ``line`` (int64, the trace line's number, 0 when unknown),
-    ``line_digest`` (string, null for a live agent), ``checked`` (bool: the plan found the line a valid recorded
-    trace, :attr:`tooleval.capture.recorded.TraceIndex.checked`), ``shard`` (int32, ascending).
+    ``line_digest`` (string, null for a live agent), ``shard`` (int32, ascending).
     """
 
     table: pa.Table
@@ -127,22 +126,20 @@ class ShardIndex:
 
     @classmethod
     def build(cls, keys: list[tuple[str, int]], shard_size: int, offsets: dict | None = None,
-              digests: dict | None = None, checked: Collection[int] = ()) -> "ShardIndex":
-        """Index ``keys`` (unique (case_id, trial) pairs) into content-defined shards of about ``shard_size``
-        (``checked``: the line numbers of ``offsets`` that the plan found valid recorded traces)."""
+              digests: dict | None = None) -> "ShardIndex":
+        """Index ``keys`` (unique (case_id, trial) pairs) into content-defined shards of about ``shard_size``."""
         keys = sorted(keys)
         offsets, digests = offsets or {}, digests or {}
         return cls.from_sorted(keys, shard_size, [offsets.get(k, (-1, 0))[0] for k in keys],
-                               [offsets.get(k, (-1, 0))[1] for k in keys], [digests.get(k) for k in keys],
-                               [k in offsets and offsets[k][1] in checked for k in keys])
+                               [offsets.get(k, (-1, 0))[1] for k in keys], [digests.get(k) for k in keys])
 
     @classmethod
     def from_sorted(cls, keys: list[tuple[str, int]], shard_size: int, offsets: list[int] | pa.Array,
-                    lines: list[int], digests: list[str | None] | pa.Array, checked: list[bool]) -> "ShardIndex":
+                    lines: list[int], digests: list[str | None] | pa.Array) -> "ShardIndex":
         """:meth:`build` from ``keys`` already sorted (unique (case_id, trial) pairs) and, in the same order, each
-        key's byte offset (-1: unknown), line number (0: unknown), line digest (``None``: none) and whether the
-        plan found its line a valid recorded trace — columns (lists, or Arrow arrays of the table's types) rather
-        than dicts by key, which at a million keys cost the plan half a gigabyte."""
+        key's byte offset (-1: unknown), line number (0: unknown) and line digest (``None``: none) — columns (lists,
+        or Arrow arrays of the table's types) rather than dicts by key, which at a million keys cost the plan half a
+        gigabyte."""
         case_ids = pa.array([k[0] for k in keys], pa.string())
         # the keys are sorted, so each case is one run of equal ids: its shard is decided once, at its first key
         runs = pc.run_end_encode(case_ids) if len(case_ids) else None
@@ -168,7 +165,6 @@ class ShardIndex:
             "offset": offsets if isinstance(offsets, pa.Array) else pa.array(offsets, pa.int64()),
             "line": pa.array(lines, pa.int64()),
             "line_digest": digests if isinstance(digests, pa.Array) else pa.array(digests, pa.string()),
-            "checked": pa.array(checked, pa.bool_()),
             "shard": shards,
         })
         return cls(table=table, cases_per_shard=per)

@@ -1,5 +1,6 @@
-"""The replay agent's fast read of a line the plan already validated: same records as the checked read, and never
-used for a line whose bytes changed since the plan or that orjson cannot read to the same values."""
+"""The replay agent reads each planned line at its offset and validates it there, once (the plan read only its key):
+valid lines give their records, a line orjson cannot read to the same values takes the strict way, a line with a
+problem keeps its row with the error, and a line changed since the plan is judged anew."""
 
 from __future__ import annotations
 
@@ -32,27 +33,24 @@ def _unzipped_copy(tmp_path: Path) -> Path:
     return folder
 
 
-def _records(plan, checked: bool | None) -> list[dict]:
-    """Every record of the plan; ``checked=None`` keeps the plan's flags, ``False`` clears them (the checked
-    read of every line)."""
+def _records(plan, sequential: bool = False) -> list[dict]:
+    """Every record of the plan, read at the plan's offsets (``sequential``: from the file's start, as a gzip file
+    is read)."""
     records = []
     for shard in plan.index.shards():
         items, offsets = plan.shard_items(shard)
-        if checked is False:
-            offsets = [(offset, number, False) for offset, number, _ in offsets]
-        records += list(replay_generate(plan.agent, items, offsets))
+        records += list(replay_generate(plan.agent, items, None if sequential else offsets))
     return records
 
 
-def test_the_plan_marks_every_valid_bundled_line_and_the_fast_read_gives_the_same_records(tmp_path):
+def test_every_bundled_line_read_at_its_offset_gives_the_records_of_a_sequential_read(tmp_path):
     folder = _unzipped_copy(tmp_path)
     plan = plan_run(RunSpec(dataset=folder, traces=folder / "traces.jsonl", out=tmp_path / "out", run_id="r1", redaction=False))
     # the bundled file: 200 lines, every one a valid recorded trace (data README: 200 rows, no row errors)
     assert plan.index.rows == 200
-    assert plan.index.table["checked"].to_pylist() == [True] * 200
-    fast, checked = _records(plan, None), _records(plan, False)
-    assert len(fast) == 200 and all(r["error"] is None for r in fast)
-    assert fast == checked
+    placed, sequential = _records(plan), _records(plan, sequential=True)
+    assert len(placed) == 200 and all(r["error"] is None for r in placed)
+    assert placed == sequential
 
 
 def _line(case_id: str, trial: int, extra: str = "") -> str:
@@ -71,7 +69,7 @@ def _small_dataset(tmp_path: Path, lines: list[str]) -> Path:
     return folder
 
 
-def test_a_line_orjson_cannot_read_and_a_line_with_a_problem_go_the_checked_way(tmp_path):
+def test_a_line_orjson_cannot_read_and_a_line_with_a_problem_go_the_strict_way(tmp_path):
     lines = [
         _line("c0", 0),
         _line("c1", 0, ', "metadata": {"big": %d}' % (2 ** 70)),  # valid, beyond orjson's 64-bit integers
@@ -79,9 +77,8 @@ def test_a_line_orjson_cannot_read_and_a_line_with_a_problem_go_the_checked_way(
     ]
     folder = _small_dataset(tmp_path, lines)
     plan = plan_run(RunSpec(dataset=folder, traces=folder / "traces.jsonl", out=tmp_path / "out", run_id="r1", redaction=False))
-    assert plan.index.table["checked"].to_pylist() == [True, True, False]
-    fast, checked = _records(plan, None), _records(plan, False)
-    assert fast == checked
+    fast, sequential = _records(plan), _records(plan, sequential=True)
+    assert fast == sequential
     assert json.loads(fast[1]["payload_json"])["metadata"]["big"] == 2 ** 70
     assert fast[2]["payload_json"] is None and "repeats the key 'a'" in fast[2]["error"]
 
@@ -89,11 +86,10 @@ def test_a_line_orjson_cannot_read_and_a_line_with_a_problem_go_the_checked_way(
 def test_a_line_changed_after_the_plan_is_read_and_judged_again(tmp_path):
     folder = _small_dataset(tmp_path, [_line("c0", 0), _line("c1", 0)])
     plan = plan_run(RunSpec(dataset=folder, traces=folder / "traces.jsonl", out=tmp_path / "out", run_id="r1", redaction=False))
-    assert plan.index.table["checked"].to_pylist() == [True, True]
-    # same key, now with a repeated key: its bytes no longer have the planned digest, so it is judged anew
+    # same key, now with a repeated key: the line is judged as it now stands
     changed = [_line("c0", 0), _line("c1", 0, ', "metadata": {"a": 1, "a": 2}')]
     (folder / "traces.jsonl").write_text("".join(line + "\n" for line in changed))
-    records = _records(plan, None)
+    records = _records(plan)
     assert records[0]["error"] is None
     assert records[1]["payload_json"] is None and "repeats the key 'a'" in records[1]["error"]
 
@@ -119,7 +115,7 @@ def test_the_one_read_of_the_plan_finds_the_offsets_and_digests_a_second_scan_fi
     assert table["line_digest"].to_pylist() == [digests[k] for k in keys]
     assert table["line_digest"].to_pylist()[0] == hashlib.sha256(_line("c0", 0).encode()).hexdigest()[:32]
     assert plan.agent.traces_digest == hashlib.sha256(raw).hexdigest()
-    assert [r["error"] for r in _records(plan, None)] == [None, None, None]
+    assert [r["error"] for r in _records(plan)] == [None, None, None]
 
 
 def test_an_integer_beyond_64_bits_keeps_its_value_through_generation_and_capture(tmp_path):
