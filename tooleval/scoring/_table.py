@@ -2,7 +2,7 @@
 
 The envelope columns a row repeats (its key, agent, ids, digest, versions) are taken over as columns. Each distinct
 call of a shard is read once and given an integer id (:class:`CallRegistry`), each case's references once
-(:class:`tooleval.scoring.rows.ShardMemo`), and the counts every row carries — tp, fp, fn, precision, recall, f1,
+(:class:`tooleval.scoring._cases.ShardMemo`), and the counts every row carries — tp, fp, fn, precision, recall, f1,
 exact match, duplicate and malformed calls, the mismatch categories and the ragas set-F1 column — are computed
 over the whole batch at once with numpy on those ids. Python runs per row only for what needs a value: the
 evidence of a row whose calls do not all match (which calls are missing or extra, the wrong-argument pairing), the
@@ -29,63 +29,16 @@ from tooleval.capture.redaction import MARKER_KEY, Redactor
 from tooleval.matching import match_evidence, pair_wrong_args
 from tooleval.models import Call, Case, ToolSpec
 from tooleval.rules import KeywordConfirmation, PolicyConfig, RuleMatch, evaluate_row
-from tooleval.scoring.ragas_f1 import _hashable
-from tooleval.scoring.ragas_metric import ragas_args, ragas_version
+from tooleval.scoring._cases import CallRegistry, ShardMemo, case_inputs, trace_reference_secrets
+from tooleval.scoring.ragas_metric import ragas_version
 from tooleval.storage import ROW_SCHEMA, ROW_SCHEMA_VERSION, split_error
 from tooleval.versions import scorer_version
 
-__all__ = ["CallRegistry", "ScoringSources", "score_table"]
+__all__ = ["ScoringSources", "score_table"]
 
 _TAKEN = ("dataset_revision", "case_id", "trial", "agent_name", "agent_version", "request_id", "response_id",
           "trace_digest", "tool_schema_version")
 """Row columns that are the envelope's own column of the same name."""
-
-
-class CallRegistry:
-    """The distinct calls of a shard, each with an integer id: its :class:`~tooleval.models.Call`, its row record
-    and the id of what ragas compares of it (``(name, arguments)`` as ragas hashes them). The trials of a case, and
-    the cases of a tool, repeat their calls (a tau shard holds each call about eleven times): each is read, keyed
-    and recorded once."""
-
-    def __init__(self) -> None:
-        self.ids: dict[tuple[str, str], int] = {}
-        self.calls: list[Call] = []
-        self.records: list[dict[str, Any]] = []
-        self.ragas: list[int] = []
-        self.not_captured: list[bool] = []
-        self.malformed: list[bool] = []
-        self._ragas_ids: dict[Any, int] = {}
-        self._canonical: dict[tuple[str, str], int] = {}
-
-    def add(self, call: Call) -> int:
-        """The id of ``call`` (by its key: equal keys are the same call for every column a row carries)."""
-        key = call.key
-        found = self.ids.get(key)
-        if found is not None:
-            return found
-        found = self.ids[key] = len(self.calls)
-        self.calls.append(call)
-        self.records.append(call.to_record())
-        self.not_captured.append(not call.args_captured)
-        self.malformed.append(call.malformed)
-        ragas_key = (call.name, _hashable(ragas_args(call)))
-        self.ragas.append(self._ragas_ids.setdefault(ragas_key, len(self._ragas_ids)))
-        return found
-
-    def reference(self, call: Call) -> int:
-        """The id of a reference call's key. A reference call may carry its own argument rules, which an observed
-        call of the same key must not take over: the registry keeps the call without them."""
-        if call.argument_rules is not None and call.key not in self.ids:
-            call = call.model_copy(update={"argument_rules": None})
-        return self.add(call)
-
-    def canonical(self, name: str, args_json: str) -> int:
-        """The id of a well-formed call from canonical argument text this package wrote (a verified envelope's
-        ``args_json``): read once per distinct text."""
-        found = self._canonical.get((name, args_json))
-        if found is None:
-            found = self._canonical[(name, args_json)] = self.add(Call.from_canonical(name, args_json))
-        return found
 
 
 @dataclass
@@ -95,13 +48,13 @@ class ScoringSources:
     Attributes:
         cases: The dataset's cases by id; every envelope's case must be present.
         redactor: The redactor the traces went through (references are redacted alike); ``None``: off.
-        inputs: :func:`tooleval.scoring.rows.case_inputs` (a mapping, or a function returning it, called only for a
+        inputs: :func:`tooleval.scoring._cases.case_inputs` (a mapping, or a function returning it, called only for a
             row whose recorded request is not its own case's input); ``None``: computed when first needed.
         tools: The dataset's tool specs by name.
         policy: The dataset's ``[policy]``; ``None``: the defaults.
         digests_verified: The envelopes are exactly what capture wrote (their stage file's sha256 was checked), so
             stored digests and canonical argument texts are trusted rather than recomputed.
-        memo: What the shard's batches share (:class:`tooleval.scoring.rows.ShardMemo`).
+        memo: What the shard's batches share (:class:`tooleval.scoring._cases.ShardMemo`).
     """
 
     cases: Mapping[str, Case]
@@ -113,8 +66,6 @@ class ScoringSources:
     memo: Any = None
 
     def __post_init__(self) -> None:
-        from tooleval.scoring.rows import ShardMemo, case_inputs
-
         self.memo = self.memo or ShardMemo()
         if self.memo.confirmation is None:  # its verdicts per reply text are kept with the memo, across batches
             self.memo.confirmation = KeywordConfirmation((self.policy or PolicyConfig()).confirmation)
@@ -174,8 +125,6 @@ def score_table(envelopes: pa.Table, sources: ScoringSources) -> pa.Table:
         envelope carrying an ``error`` gives a row with that error (``error_kind``, ``error_message``) and null
         metrics; one whose stored calls are not its messages' calls gives a ``scoring_error`` row.
     """
-    from tooleval.scoring.rows import trace_reference_secrets
-
     n = envelopes.num_rows
     names = set(envelopes.schema.names)
 

@@ -1,0 +1,209 @@
+"""What scoring derives once from a case or a call, kept for a shard's rows: a case's references redacted as its
+traces were (expected calls, accepted plans, argument rules' values, expected outputs, the input), the case-input
+map the join check reads, each distinct call of the shard with an integer id (:class:`CallRegistry`), and what a
+shard's batches share (:class:`ShardMemo`).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+from tooleval.canonical import loads_text
+from tooleval.capture.provenance import input_key
+from tooleval.capture.redaction import MARKER_KEY, Redactor
+from tooleval.models import ArgumentRule, Call, Case, ToolSpec, with_rules
+from tooleval.rules import ANY_ITEM, ANY_KEY, UNORDERED, KeywordConfirmation, MatchMode, case_rules, parse_pattern
+from tooleval.scoring.ragas_f1 import _hashable
+from tooleval.scoring.ragas_metric import ragas_args
+
+__all__ = ["CallRegistry", "ShardMemo", "reference_calls", "case_inputs", "redacted_case", "redacted_rules",
+           "trace_reference_secrets"]
+
+
+class CallRegistry:
+    """The distinct calls of a shard, each with an integer id: its :class:`~tooleval.models.Call`, its row record
+    and the id of what ragas compares of it (``(name, arguments)`` as ragas hashes them). The trials of a case, and
+    the cases of a tool, repeat their calls (a tau shard holds each call about eleven times): each is read, keyed
+    and recorded once."""
+
+    def __init__(self) -> None:
+        self.ids: dict[tuple[str, str], int] = {}
+        self.calls: list[Call] = []
+        self.records: list[dict[str, Any]] = []
+        self.ragas: list[int] = []
+        self.not_captured: list[bool] = []
+        self.malformed: list[bool] = []
+        self._ragas_ids: dict[Any, int] = {}
+        self._canonical: dict[tuple[str, str], int] = {}
+
+    def add(self, call: Call) -> int:
+        """The id of ``call`` (by its key: equal keys are the same call for every column a row carries)."""
+        key = call.key
+        found = self.ids.get(key)
+        if found is not None:
+            return found
+        found = self.ids[key] = len(self.calls)
+        self.calls.append(call)
+        self.records.append(call.to_record())
+        self.not_captured.append(not call.args_captured)
+        self.malformed.append(call.malformed)
+        ragas_key = (call.name, _hashable(ragas_args(call)))
+        self.ragas.append(self._ragas_ids.setdefault(ragas_key, len(self._ragas_ids)))
+        return found
+
+    def reference(self, call: Call) -> int:
+        """The id of a reference call's key. A reference call may carry its own argument rules, which an observed
+        call of the same key must not take over: the registry keeps the call without them."""
+        if call.argument_rules is not None and call.key not in self.ids:
+            call = call.model_copy(update={"argument_rules": None})
+        return self.add(call)
+
+    def canonical(self, name: str, args_json: str) -> int:
+        """The id of a well-formed call from canonical argument text this package wrote (a verified envelope's
+        ``args_json``): read once per distinct text."""
+        found = self._canonical.get((name, args_json))
+        if found is None:
+            found = self._canonical[(name, args_json)] = self.add(Call.from_canonical(name, args_json))
+        return found
+
+
+def reference_calls(calls: list[Call], redactor: Redactor | None, extra: dict[str, str] | None = None) -> list[Call]:
+    """Reference calls (a case's ``expected_calls`` or an accepted plan), redacted as the traces were when
+    redaction is on (``extra``: the trace's own secrets in the references, :func:`trace_reference_secrets`)."""
+    if redactor is None:
+        return list(calls)
+    # a reference call's own argument rules stay with it: they are how it is compared
+    return [with_rules(Call.from_raw(c.name, redactor.redact_args(c.args or {}, extra)),
+                       redacted_rules(c.argument_rules, redactor, extra))
+            for c in calls]
+
+
+def redacted_rules(rules: Mapping[str, ArgumentRule] | None, redactor: Redactor,
+                   extra: dict[str, str] | None = None) -> Mapping[str, ArgumentRule] | None:
+    """Argument rules (``{path: rule}``) whose acceptable values (``one_of``) are redacted as a value at the
+    rule's path is in the arguments (under a redacted field name: its token), so that a listed value still
+    equals the redacted observed value it equalled raw; the same rules when none lists values."""
+    if not rules or not any(rule.one_of for rule in rules.values()):
+        return rules
+    return {path: rule.model_copy(update={"one_of": [_redacted_at(parse_pattern(path), value, redactor, extra)
+                                                      for value in rule.one_of]}) if rule.one_of else rule
+            for path, rule in rules.items()}
+
+
+def _redacted_at(segments: tuple, value: Any, redactor: Redactor, extra: dict[str, str] | None) -> Any:
+    """``value`` redacted as it would be at the argument path ``segments`` (keys, list items, wildcards): it is
+    placed there in an otherwise empty argument object, redacted, and read back. When a key above it is
+    redacted, the whole object there is one token and no rule compares inside it: the value stays as it is."""
+    wrapped = value
+    for segment in reversed(segments):
+        is_key = isinstance(segment, str) and segment != ANY_ITEM
+        wrapped = {("" if segment == ANY_KEY else segment): wrapped} if is_key else [wrapped]
+    redacted = redactor.redact_reference(wrapped, extra)
+    for segment in segments:
+        if isinstance(redacted, dict):
+            redacted = redacted[next(iter(redacted))]
+        elif isinstance(redacted, list):
+            redacted = redacted[0]
+        else:
+            return value
+    return redacted
+
+
+def trace_reference_secrets(redactor: Redactor | None, case: Case, envelope: dict[str, Any],
+                            metadata: Any = None) -> dict[str, str]:
+    """The trace's own secrets that occur in ``case``'s references (from the markers its redaction left in
+    ``metadata_json``; :meth:`tooleval.capture.redaction.Redactor.reference_secrets`). ``metadata``: the
+    envelope's ``metadata_json`` already decoded, when the caller has it."""
+    if redactor is None or not envelope.get("metadata_json"):
+        return {}
+    if metadata is None:
+        metadata = loads_text(envelope["metadata_json"])
+    marker = metadata.get(MARKER_KEY) if isinstance(metadata, dict) else None
+    return redactor.reference_secrets(case, marker.get("reference_secrets") if isinstance(marker, dict) else None)
+
+
+def redacted_case(case: Case, redactor: Redactor | None, extra: dict[str, str] | None = None) -> Case:
+    """``case`` with its references (expected calls, accepted plans, expected outputs, input) redacted as its
+    trace was, so that every rule compares like with like and no detail quotes a raw secret."""
+    if redactor is None:
+        return case
+    plans = [reference_calls(plan, redactor, extra) for plan in case.plans]
+    return case.model_copy(update={
+        "expected_calls": plans[0],
+        "argument_rules": None if case.argument_rules is None else
+        {tool: redacted_rules(rules, redactor, extra) for tool, rules in case.argument_rules.items()},
+        "accepted_plans": plans[1:] if case.accepted_plans is not None else None,
+        "expected_outputs": None if case.expected_outputs is None else
+        [redactor.redact_reference(text, extra) for text in case.expected_outputs],
+        "input": redactor.redact_messages(case.input, extra),
+    })
+
+
+def case_inputs(cases: dict[str, Case], redactor: Redactor | None) -> dict[str, list[str]]:
+    """:func:`tooleval.capture.provenance.input_key` of every case input (redacted like requests) -> case ids."""
+    inputs: dict[str, list[str]] = defaultdict(list)
+    for case_id, case in cases.items():
+        value = case.input if redactor is None else redactor.redact_messages(case.input)
+        inputs[input_key(value) or ""].append(case_id)
+    return dict(inputs)
+
+
+@dataclass
+class _CaseEntry:
+    """What scoring derives from one case alone (its references redacted with the base secrets only, or with a
+    trace's own secrets too: ``extra``), kept for the case's other rows."""
+
+    case: Case
+    rules: Any
+    expected: list[Call]
+    expected_records: list[dict]
+    expected_ids: tuple[int, ...]
+    """The expected calls' ids in the shard's :class:`CallRegistry`."""
+    ragas_ids: frozenset
+    """The ragas keys of the expected calls, as the registry numbers them (ragas compares sets)."""
+    input_key: str
+    mode: MatchMode
+    plain: bool
+    """One plan, no argument rules, the plain unordered mode, references redacted with the base secrets: the
+    row's counts are the batch's multiset counts, and no rule-aware matching is needed."""
+    extra: bool
+
+
+class ShardMemo:
+    """What :func:`score_rows` derives from a case alone (its redacted references, resolved argument rules,
+    reference records and ragas set, its input's key) and every distinct call (:attr:`registry`), kept across the
+    batches of one shard: a shard is scored a batch at a time, and the trials of a case fall in different batches.
+    Valid for one (cases, redactor, tools, policy) only: make one per shard (or per :func:`score_rows` call)."""
+
+    def __init__(self) -> None:
+        self.confirmation: KeywordConfirmation | None = None
+        """The policy's confirmation detector (it caches its verdict per reply text), made by the first batch."""
+        self.cases: dict[str, _CaseEntry] = {}
+        self.registry = CallRegistry()
+        """The shard's distinct calls (observed and referenced), each read and keyed once."""
+
+    def entry(self, case: Case, redactor: Redactor | None, tools: Mapping[str, ToolSpec],
+              extra: dict[str, str] | None = None) -> _CaseEntry:
+        """``case``'s entry: kept per case, unless the trace carries its own secrets into the references
+        (``extra``), which makes an entry for that row alone."""
+        if not extra:
+            found = self.cases.get(case.case_id)
+            if found is None:
+                found = self.cases[case.case_id] = _case_entry(case, redactor, tools, self.registry)
+            return found
+        return _case_entry(case, redactor, tools, self.registry, extra)
+
+
+def _case_entry(case: Case, redactor: Redactor | None, tools: Mapping[str, ToolSpec], registry: CallRegistry,
+                extra: dict[str, str] | None = None) -> _CaseEntry:
+    case = redacted_case(case, redactor, extra)
+    expected = case.plans[0]
+    rules = case_rules(case, tools) if not extra else None
+    ids = tuple(registry.reference(call) for call in expected)
+    mode = MatchMode.of_case(case)
+    plain = not extra and rules is None and len(case.plans) == 1 and mode == UNORDERED
+    return _CaseEntry(case, rules, list(expected), [call.to_record() for call in expected], ids,
+                      frozenset(registry.ragas[i] for i in ids), input_key(case.input) or "", mode, plain,
+                      bool(extra))
