@@ -11,6 +11,7 @@ from prefect.artifacts import create_markdown_artifact
 from flows._tags import untagged_task_runs
 from tasks import legacy_scalar
 from tasks.legacy import dataset_scope
+from tooleval.runs.catalog import resolve_run_id
 from tooleval.runs.legacy import LegacyResult, LegacyTally, stage_legacy
 from tooleval.runs.plan import dataset_ref
 from tooleval.scoring.ragas_metric import ragas_version
@@ -24,7 +25,7 @@ def legacy(run_id: str, out: str = "results", dataset: str | None = None) -> Leg
     """Publish ``legacy/dataset_revision=<rev>/run_id=<run>/scalar.{json,parquet}`` for a run.
 
     Args:
-        run_id: An existing run under ``out``.
+        run_id: An existing run under ``out``, or ``latest`` (the newest run with rows there, folder or URL).
         out: Results folder, or an fsspec URL (``s3://bucket/prefix``; each envelope file is read through it,
             record batch by record batch, and the scalar is published there behind the run's commit marker).
         dataset: Dataset folder; default: the one recorded in the run's summary.
@@ -37,6 +38,7 @@ def legacy(run_id: str, out: str = "results", dataset: str | None = None) -> Leg
         tooleval.errors.InputFileError: unknown run or missing dataset.
     """
     with untagged_task_runs():  # the holder tag stays on the flow run
+        run_id = resolve_run_id(out, run_id)
         run = open_run(out, run_id, dataset)
         ref = dataset_ref(run.dataset)
         files, digests, scope = run.files("traces"), run.digests("traces"), dataset_scope(ref)

@@ -5,7 +5,8 @@ replaced) and exit with the same code, failures included; what they publish must
 
 Streaming: while the commands run, s3fs may not download an object to a local file, and a Parquet object may only be
 read through a file handle (ranged GETs, as pyarrow and DuckDB read one file, or its columns, at a time), never
-fetched whole as bytes; nothing of the results lands in this machine's cache.
+fetched whole as bytes; nothing of the results lands in this machine's cache. The viewer's pages (``tooleval view``,
+served to Starlette's test client) are the same on both, and read the bucket under the same rules.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import json
 import re
 import uuid
 from pathlib import Path
+from urllib.parse import urlencode
 
 import pytest
 from typer.testing import CliRunner
@@ -56,12 +58,10 @@ class Downloads:
 
 
 def _normal(text: str, location: str) -> str:
-    """The output with the results' location written ``<out>``; the viewer's hint, which ``run`` and ``rescore``
-    print for a folder only (the viewer reads a local folder), is left out; a stage's ``Cached`` reads
-    ``Completed``: the second rescore of a pair finds the first one's aggregation in Prefect's cache, which is keyed
-    by the rows' content, not by where they are stored."""
-    text = text.replace(location, "<out>").replace("│ Cached    ", "│ Completed ")
-    return "\n".join(line for line in text.splitlines() if not line.startswith("view:"))
+    """The output with the results' location written ``<out>``; a stage's ``Cached`` reads ``Completed``: the
+    second rescore of a pair finds the first one's aggregation in Prefect's cache, which is keyed by the rows'
+    content, not by where they are stored."""
+    return text.replace(location, "<out>").replace("│ Cached    ", "│ Completed ")
 
 
 def _both(url: str, folder: Path, args: list[str], *, to: Path | None = None) -> tuple[int, str]:
@@ -87,6 +87,31 @@ def _both(url: str, folder: Path, args: list[str], *, to: Path | None = None) ->
         assert [path.read_bytes() if path.exists() else None for path in written] == [
             written[1].read_bytes() if written[1].exists() else None] * 2
     return outputs[0]
+
+
+_MOMENT = re.compile(r"\d{4}-\d\d-\d\d[T ]\d\d:\d\d(:\d\d(\.\d+)?)?(Z|[+-]\d\d:?\d\d)?")
+"""A date and time as the viewer shows one: the runs published separately on each side (``head``, each rescored on
+its own) were completed at other moments."""
+
+
+def _pages(location: str | Path, paths: list[str], monkeypatch) -> list[tuple[int, str]]:
+    """``(status, body)`` of each viewer page of ``paths`` over ``location``, served as ``tooleval view --out
+    LOCATION`` serves them (the command is run, with the server handed to Starlette's test client instead of
+    uvicorn); the location's text is written ``<out>`` and dates ``<moment>``."""
+    import tooleval.view
+    from starlette.testclient import TestClient
+
+    served = []
+    monkeypatch.setattr(tooleval.view, "serve", lambda out, host, port: served.append(out), raising=False)
+    result = runner.invoke(app, ["view", "--out", str(location)], env=NO_WIDTH)
+    assert result.exit_code == 0 and served, result.output
+    assert isinstance(served[0], str) == isinstance(location, str)  # a URL is served as one, never a local path
+    client = TestClient(tooleval.view.create_app(served[0]))
+    pages = []
+    for path in paths:
+        answer = client.get(path)
+        pages.append((answer.status_code, _MOMENT.sub("<moment>", answer.text.replace(str(served[0]), "<out>"))))
+    return pages
 
 
 def _document(location: str | Path, relpath: str) -> bytes:
@@ -126,6 +151,11 @@ def test_every_command_reads_a_bucket_as_it_reads_a_folder(tmp_path, monkeypatch
                      ["gate", "--run-id", "base", "--dataset", str(tmp_path / "no-dataset")]):
             code, text = _both(url, folder, args)
             assert code == 2 and "error:" in text, (args, text)
+        # "latest" where there is no run: refused alike
+        (tmp_path / "empty").mkdir()
+        for args in (["drift", "--run-id", "latest"], ["gate", "--run-id", "latest"]):
+            code, text = _both(f"s3://{bucket}/empty", tmp_path / "empty", args)
+            assert code == 2 and "no run with rows to take as 'latest'" in text, (args, text)
         assert _both(url, folder, ["export", "otel", "--run-id", "nope"], to=tmp_path / "none")[0] == 2
 
         code, text = _both(url, folder, ["gate", "--run-id", "base"])
@@ -153,6 +183,24 @@ def test_every_command_reads_a_bucket_as_it_reads_a_folder(tmp_path, monkeypatch
         assert _both(url, folder, ["compare", "base", "head", "--json", "--fail-on", "f1:0.02"])[0] == 0
         code, text = _both(url, folder, ["export", "otel", "--run-id", "base"], to=tmp_path / "verdicts")
         assert code == 0 and "wrote 200 gen_ai.evaluation.result events to <to>" in text
+        # latest: the newest run with rows, from the bucket's run catalog as from the folder's summaries
+        code, text = _both(url, folder, ["drift", "--run-id", "latest"])
+        assert code == 0 and "written: <out>/runs/head/drift.json" in text
+        code, text = _both(url, folder, ["gate", "--run-id", "latest"])
+        assert code in (0, 1) and "written: <out>/runs/head/junit.xml" in text
+
+        # the viewer: every page read through the commit markers, the same on the bucket as on the folder
+        row = f"/runs/base/row?{urlencode({'case': case, 'trial': 0})}"
+        paths = ["/", "/runs/base", "/runs/head", "/runs/base?verdict=fail&sort=f1&order=desc&size=25",
+                 f"/runs/base?q={case}", "/runs/base?page=3&size=25", row, row.replace("/base/", "/head/"),
+                 "/runs/base/report", "/compare?base=base&head=head", "/runs/nope",
+                 f"/runs/base/row?{urlencode({'case': 'no such case', 'trial': 0})}", "/compare?base=base"]
+        on_bucket, on_folder = _pages(url, paths, monkeypatch), _pages(folder, paths, monkeypatch)
+        for path, bucket_page, folder_page in zip(paths, on_bucket, on_folder):
+            assert bucket_page == folder_page, path
+        statuses = [status for status, _ in on_bucket]
+        assert statuses == [200] * 10 + [404, 404, 400], statuses
+        assert f">{case}<" in on_bucket[6][1] and "head" in on_bucket[6][1]  # the row, and the other run that has it
 
         assert not any(path.endswith(".parquet") for path in downloads.whole), downloads.whole
         assert not (tmp_path / "cache" / "tooleval" / "inputs").exists()  # no copy of the results on this machine

@@ -120,9 +120,19 @@ class TestRunOption:
         assert list(tmp_path.iterdir()) == []
 
     @pytest.mark.parametrize("command", [["runs"], ["gc"], ["view"]])
-    def test_the_folder_only_commands_refuse_an_object_storage_out_and_write_no_local_folder(self, tmp_path,
-                                                                                            monkeypatch, command):
+    def test_the_reading_commands_take_an_object_storage_out_and_write_no_local_folder(self, tmp_path, monkeypatch,
+                                                                                       command):
+        """No command refuses a URL any more: without credentials they fail on the bucket (exit 2), never
+        by writing a local folder named ``s3:``."""
         monkeypatch.chdir(tmp_path)
-        result = runner.invoke(app, [*command, "--out", "s3://bucket/nightly"], env=WIDE)
-        assert result.exit_code == 2 and "works on a local results folder only so far" in result.output
+        from s3fs import S3FileSystem
+
+        S3FileSystem.clear_instance_cache()  # an instance cached by an earlier test holds its credentials
+        no_credentials = {**WIDE, "AWS_ACCESS_KEY_ID": None, "AWS_SECRET_ACCESS_KEY": None, "AWS_SESSION_TOKEN": None,
+                          "AWS_PROFILE": None, "AWS_SHARED_CREDENTIALS_FILE": str(tmp_path / "none"),
+                          "AWS_CONFIG_FILE": str(tmp_path / "none"), "AWS_EC2_METADATA_DISABLED": "true",
+                          "AWS_ENDPOINT_URL": f"http://127.0.0.1:{_closed_port()}"}
+        result = runner.invoke(app, [*command, "--out", "s3://bucket/nightly"], env=no_credentials)
+        assert result.exit_code == 2 and "works on a local results folder only" not in result.output
+        assert "cannot reach the results location" in result.output, result.output
         assert list(tmp_path.iterdir()) == []

@@ -389,9 +389,9 @@ def open_results(out: Path, *, remote: bool = False, writes: bool = True) -> Pat
         The results location: a ``Path`` for a folder (``file://`` URLs too), the URL text for object storage.
 
     Raises:
-        InputFileError: ``out`` is a URL (``s3://…``, seen as ``s3:/…`` once made a path) and the command does
-            not work there (``runs`` and ``gc``, ``view``: they would write a local folder named ``s3:``); or the
-            URL's bucket cannot be reached (``OutFolderError``).
+        InputFileError: ``out`` is a URL (``s3://…``, seen as ``s3:/…`` once made a path) and the caller did not
+            pass ``remote`` (every command that reads results passes it today; one that did not would write a
+            local folder named ``s3:``); or the URL's bucket cannot be reached (``OutFolderError``).
     """
     from tooleval.storage import recover
 
@@ -400,7 +400,7 @@ def open_results(out: Path, *, remote: bool = False, writes: bool = True) -> Pat
         if not remote:
             raise InputFileError(None, None, f"--out {location}: this command works on a local results folder "
                                  "only so far (run, sql, runs, gc, gate, drift, report, rescore, handoff, legacy, "
-                                 "compare and export work on object storage).",
+                                 "compare, export and view work on object storage).",
                                  "run it on a local copy of the results (e.g. `aws s3 sync URL DIR`), or query the "
                                  "URL with `tooleval sql --out URL` (for file://, pass the path itself).")
         from tooleval.storage import check_remote
@@ -411,6 +411,23 @@ def open_results(out: Path, *, remote: bool = False, writes: bool = True) -> Pat
     elif location.is_dir():
         recover(location)
     return location
+
+
+def chosen_run(location: Path | str, run_id: str) -> str:
+    """``--run-id`` as given, or for ``latest`` the newest run with rows under ``location`` (a folder or a URL,
+    ordered the same way: :func:`tooleval.runs.catalog.resolve_run_id`), so a command names the run the scheduled
+    flows would pick.
+
+    Raises:
+        InputFileError: ``latest`` with no run that has rows.
+    """
+    from tooleval.runs.catalog import resolve_run_id
+
+    return resolve_run_id(location, run_id)
+
+
+RunIdOption = Annotated[str, typer.Option("--run-id", help="An existing run, or latest (the newest run with rows).")]
+"""``--run-id`` of the commands that take ``latest`` (:func:`chosen_run`)."""
 
 
 def input_location(value: Path | None) -> Path | str | None:

@@ -18,13 +18,13 @@ from rich.table import Table
 
 from tooleval.errors import InputFileError
 
-from tooleval.cli._app import (OutOption, UrlOutOption, app, console, err_console, fail, fmt, open_results,
-                               results_location)
+from tooleval.cli._app import (OutOption, RunIdOption, UrlOutOption, app, chosen_run, console, err_console, fail,
+                               fmt, open_results, results_location)
 
 
 @app.command()
 def report(
-    run_id: Annotated[str, typer.Option("--run-id", help="An existing run.")],
+    run_id: RunIdOption,
     out: UrlOutOption = Path("results"),
 ) -> None:
     """Write runs/RUN/report.html again from the run's published files (every run writes it already); on object
@@ -35,6 +35,7 @@ def report(
     try:
         location = open_results(out, remote=True)
         location = location.absolute() if isinstance(location, Path) else location
+        run_id = chosen_run(location, run_id)
         html = report_for_run(location, run_id)
         with Publication(location) as publication:
             publication.add_text(f"runs/{run_id}/report.html", html)

@@ -51,11 +51,10 @@ def print_run(result) -> None:
     if result.rows_path is not None:
         console.print(f"rows:    {result.rows_path}")
         console.print(f"report:  {_under(result.run_path, 'report.html')}")
-        if "://" not in str(result.out):  # the viewer reads a local results folder only
-            import shlex
+        import shlex
 
-            console.print(f"view:    tooleval view --out {shlex.quote(str(result.out))}  (then open "
-                          f"http://127.0.0.1:8765/runs/{result.run_id})", highlight=False, soft_wrap=True)
+        console.print(f"view:    tooleval view --out {shlex.quote(str(result.out))}  (then open "
+                      f"http://127.0.0.1:8765/runs/{result.run_id})", highlight=False, soft_wrap=True)
     console.print(f"traces:  {result.traces_path}")
     console.print(f"summary: {_under(result.run_path, 'summary.json')}")
     console.print(f"errors:  {_under(result.run_path, 'errors.json')}")

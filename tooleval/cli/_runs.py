@@ -18,14 +18,15 @@ import typer
 from tooleval.errors import InputFileError
 from tooleval.runs.documents import drift_document
 
-from tooleval.cli._app import UrlOutOption, app, console, fail, fmt, input_location, open_results, prefect_session
+from tooleval.cli._app import (RunIdOption, UrlOutOption, app, chosen_run, console, fail, fmt, input_location,
+                               open_results, prefect_session)
 from tooleval.storage import check_out_folder
 from tooleval.cli._report import print_drift, print_gate, print_gate_line, print_run
 
 
 @app.command()
 def legacy(
-    run_id: Annotated[str, typer.Option("--run-id", help="An existing run.")],
+    run_id: RunIdOption,
     out: UrlOutOption = Path("results"),
     dataset: Annotated[Optional[Path], typer.Option(help="Dataset folder or URL (default: the run's).")] = None,
 ) -> None:
@@ -35,6 +36,7 @@ def legacy(
     try:
         location = open_results(out, remote=True)
         source = input_location(dataset)
+        run_id = chosen_run(location, run_id)
         open_run(location, run_id, source)
         if isinstance(location, Path):  # a bucket was checked by open_results; its writes are checked as made
             check_out_folder(location)  # it publishes: a read-only folder is refused before Prefect starts
@@ -53,7 +55,7 @@ def legacy(
 
 @app.command()
 def drift(
-    run_id: Annotated[str, typer.Option("--run-id", help="An existing run.")],
+    run_id: RunIdOption,
     out: UrlOutOption = Path("results"),
     dataset: Annotated[Optional[Path], typer.Option(help="Dataset folder or URL (default: the run's).")] = None,
 ) -> None:
@@ -66,7 +68,9 @@ def drift(
     from tooleval.storage import Publication
 
     try:
-        published = open_run(open_results(out, remote=True), run_id, input_location(dataset))
+        location = open_results(out, remote=True)
+        run_id = chosen_run(location, run_id)
+        published = open_run(location, run_id, input_location(dataset))
         report = recheck_run(published)
         with Publication(published.out) as publication:
             publication.add_json(f"runs/{run_id}/drift.json", drift_document(report))
@@ -79,7 +83,8 @@ def drift(
 
 @app.command()
 def rescore(
-    run_id: Annotated[str, typer.Option("--run-id", help="The run whose trace envelopes are rescored.")],
+    run_id: Annotated[str, typer.Option("--run-id", help="The run whose trace envelopes are rescored, or latest (the "
+                                                         "newest run with rows).")],
     out: UrlOutOption = Path("results"),
     case: Annotated[Optional[str], typer.Option(help="Only this case id.")] = None,
     trial: Annotated[Optional[int], typer.Option(help="Only this trial.")] = None,
@@ -97,6 +102,7 @@ def rescore(
     try:
         location = open_results(out, remote=True)
         given = input_location(dataset)
+        run_id = chosen_run(location, run_id)
         source = open_run(location, run_id, given)
         check_envelopes(source, case, trial)
         if to_run_id is not None:
@@ -148,7 +154,7 @@ def handoff(
 
 @app.command()
 def gate(
-    run_id: Annotated[str, typer.Option("--run-id", help="The run to judge.")],
+    run_id: Annotated[str, typer.Option("--run-id", help="The run to judge, or latest (the newest run with rows).")],
     out: UrlOutOption = Path("results"),
     config: Annotated[Optional[Path], typer.Option(help="Gate config (default: the dataset's gate.toml).")] = None,
     dataset: Annotated[Optional[Path], typer.Option(help="Dataset folder or URL (default: the run's).")] = None,
@@ -175,7 +181,9 @@ def gate(
     from tooleval.storage import Publication, read_versioned
 
     try:
-        run_ = open_run(open_results(out, remote=True), run_id, input_location(dataset))
+        location = open_results(out, remote=True)
+        run_id = chosen_run(location, run_id)
+        run_ = open_run(location, run_id, input_location(dataset))
         cfg = gate_config_for(run_.dataset.path, config)
         listed = cfg.listed_rows if listed_rows is None else listed_rows
         # the verdict keeps the rows to print as well as those the files list; the files get their own number

@@ -323,13 +323,26 @@ LATEST = "latest"
 def resolve_run_id(out: str | Path, run_id: str) -> str:
     """``run_id`` itself, or for :data:`LATEST` the newest run under ``out`` that has rows.
 
+    Args:
+        out: The results folder, or an fsspec URL (``s3://bucket/prefix``): both are ordered as :func:`list_runs`
+            orders them (by ``completed_at``, then run id), the URL's runs read from its run catalog, so
+            ``latest`` names the same run on a bucket as on a folder copy of it.
+        run_id: A run id, or ``latest``.
+
+    Returns:
+        The run id (not checked to exist unless it was ``latest``).
+
     Raises:
         InputFileError: ``latest`` with no run that has rows.
+        OSError: the store cannot be read.
     """
     if run_id != LATEST:
         return run_id
     for run in list_runs(out):
         if run.rows:
             return run.run_id
-    raise InputFileError(Path(out) / "runs", None, "no run with rows to take as 'latest'.",
+    from tooleval.storage import as_location, join
+
+    where = as_location(out) if isinstance(out, str) else out
+    raise InputFileError(join(where, "runs"), None, "no run with rows to take as 'latest'.",
                          "run `tooleval run` first, or pass a run id.")

@@ -14,8 +14,6 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
 from starlette.routing import Route
 
-from tooleval.errors import InputFileError
-from tooleval.storage import document_path
 from tooleval.view._data import PAGE_SIZES, SORTS, RowFilter, Store, ViewError, diff_table, mark_calls
 from tooleval.view._templates import render
 
@@ -64,7 +62,8 @@ def _messages(envelope: dict[str, Any] | None) -> list[dict[str, Any]] | None:
 
 
 def create_app(out: str | Path) -> Starlette:
-    """The viewer of the results folder ``out`` as an ASGI application.
+    """The viewer of the results ``out`` (a folder, or an fsspec URL such as ``s3://bucket/prefix``: see
+    :class:`~tooleval.view._data.Store`) as an ASGI application.
 
     Routes: ``/`` (runs), ``/runs/{run}`` (headline and rows: query string :class:`RowFilter`),
     ``/runs/{run}/row?case=C&trial=T``, ``/runs/{run}/report`` (the published report.html),
@@ -109,12 +108,10 @@ def create_app(out: str | Path) -> Starlette:
 
     async def report(request: Request) -> Response:
         ref = store.run(request.path_params["run_id"])
-        try:
-            path = document_path(store.out, f"runs/{ref.run_id}/report.html")
-            html = path.read_text(encoding="utf-8")
-        except (OSError, InputFileError):
+        html = store.document(ref.run_id, "report.html")
+        if html is None:
             raise ViewError(404, f"run {ref.run_id!r} has no report.html.",
-                            f"tooleval report --run-id {ref.run_id} writes it again.") from None
+                            f"tooleval report --run-id {ref.run_id} writes it again.")
         # the report is one self-contained file: its plots draw with the script inlined in it
         return HTMLResponse(html, headers={"X-Content-Type-Options": "nosniff"})
 
@@ -141,13 +138,15 @@ def create_app(out: str | Path) -> Starlette:
 
     routes = [Route("/", runs), Route("/runs/{run_id}", run), Route("/runs/{run_id}/row", row),
               Route("/runs/{run_id}/report", report), Route("/compare", compare)]
-    return Starlette(routes=routes, exception_handlers={ViewError: view_error, 404: not_found, 405: not_found,
-                                                        Exception: crashed})
+    app = Starlette(routes=routes, exception_handlers={ViewError: view_error, 404: not_found, 405: not_found,
+                                                       Exception: crashed})
+    app.state.store = store  # serve names where the results are read from as the pages do
+    return app
 
 
 def serve(out: str | Path, host: str = LOOPBACK, port: int = 8765) -> None:
-    """Serve the viewer of ``out`` on ``host:port`` until interrupted; says where, and says so loudly when the
-    address is not the loopback one (anyone who can reach it can read the runs).
+    """Serve the viewer of ``out`` (a folder or an fsspec URL) on ``host:port`` until interrupted; says where, and
+    says so loudly when the address is not the loopback one (anyone who can reach it can read the runs).
 
     Raises:
         OSError: the address cannot be bound (the port is taken, the host is not this machine's).
@@ -156,6 +155,7 @@ def serve(out: str | Path, host: str = LOOPBACK, port: int = 8765) -> None:
 
     import uvicorn
 
+    app = create_app(out)  # made first: a location that cannot be read is not left holding a bound port
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -164,11 +164,11 @@ def serve(out: str | Path, host: str = LOOPBACK, port: int = 8765) -> None:
     except OSError:
         sock.close()
         raise
-    sys.stdout.write(f"tooleval view: serving {Path(out).resolve()} at http://{host}:{port}/ (Ctrl-C stops)\n")
+    sys.stdout.write(f"tooleval view: serving {app.state.store.out} at http://{host}:{port}/ (Ctrl-C stops)\n")
     if host not in (LOOPBACK, "localhost", "::1"):
         sys.stdout.write(f"warning: --host {host} serves the runs to every machine that can reach this address.\n")
     sys.stdout.flush()
-    server = uvicorn.Server(uvicorn.Config(create_app(out), log_level="warning", access_log=False))
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False))
     try:
         server.run(sockets=[sock])
     finally:

@@ -1,8 +1,10 @@
-"""What the viewer's pages show, read with DuckDB over one results folder's committed files.
+"""What the viewer's pages show, read with DuckDB over one results location's committed files: a folder, or an
+fsspec URL (``s3://bucket/prefix``) whose filesystem is registered with DuckDB.
 
 Every page is a few queries over the run's Parquet files through the marker-aware readers (only the files a run's
 commit marker names): a page of rows, the counts of each filter value and one row's record leave DuckDB, never a
-whole run. Nothing here imports Prefect, so the server starts fast and stays small.
+whole run. On object storage DuckDB reads each Parquet object by ranged requests (its footer, then the columns a
+query needs), so no run is downloaded. Nothing here imports Prefect, so the server starts fast and stays small.
 """
 
 from __future__ import annotations
@@ -20,8 +22,8 @@ import duckdb
 from tooleval.canonical import MISSING, value_at
 from tooleval.dataset import check_name
 from tooleval.errors import InputFileError
-from tooleval.storage import (GATE_VERDICTS, committed_files, document_path, scan_parquet_sql,
-                              scan_rows_sql)
+from tooleval.storage import (GATE_VERDICTS, as_location, committed_files, read_document, scan_parquet_sql,
+                              scan_rows_sql, tree_of)
 
 __all__ = ["ViewError", "RowFilter", "FACETS", "SORTS", "PAGE_SIZES", "Store", "mark_calls", "diff_table"]
 
@@ -221,23 +223,40 @@ class _Index:
 
 
 class Store:
-    """Queries over one results folder (``--out``). Thread-safe: each query runs on its own cursor.
+    """Queries over one results location (``--out``: a folder, or an fsspec URL such as ``s3://bucket/prefix``).
+    Thread-safe: each query runs on its own cursor.
 
     The first page of a run builds the run's index (one read of its Parquet files: the narrow columns of
     :data:`_INDEX` and where each (case, trial) is stored; the first unfiltered page of each sort and order adds
     that order's ranks), in a DuckDB database file in a temporary folder removed when the Store is. Pages then read the index, and a row page reads the one
     row file and trace file that hold the row. The index is keyed by the files the run's commit marker names, so
     a re-published run is indexed again; no page's answer is kept.
+
+    On object storage the index still lives in the local temporary folder (it is the viewer's own working copy of
+    a few narrow columns, not the results); the runs come from the run catalog (:func:`tooleval.runs.catalog.
+    list_runs`), the documents from what each run's commit marker names, and the Parquet objects are read by DuckDB
+    through the URL's fsspec filesystem, registered with the Store's database (DuckDB's own ``httpfs`` extension
+    is downloaded from a server these machines may not reach).
+
+    Args:
+        out: The results folder (made absolute), or a URL (``file://`` URLs become their path).
+
+    Raises:
+        ValueError: a URL that names no bucket (``s3://``).
     """
 
     def __init__(self, out: str | Path) -> None:
         import tempfile
         import weakref
 
-        self.out = Path(out).resolve()
+        location = as_location(out)
+        self.out: Path | str = location.resolve() if isinstance(location, Path) else location
         folder = tempfile.mkdtemp(prefix="tooleval-view-")
         self._con = duckdb.connect(str(Path(folder) / "index.duckdb"),
                                    config={"memory_limit": _MEMORY_LIMIT, "preserve_insertion_order": "false"})
+        if isinstance(self.out, str):
+            # registered once on the database: every cursor of a page's query reads the URLs through it
+            self._con.register_filesystem(tree_of(self.out).fs)
         self._finalizer = weakref.finalize(self, _remove_index, self._con, folder)
         self._lock = threading.Lock()
         self._build_lock = threading.Lock()
@@ -272,9 +291,19 @@ class Store:
         return listed
 
     def _summary(self, run_id: str) -> dict[str, Any] | None:
+        """The run's committed ``summary.json``, or ``None`` when it has none or it cannot be read."""
+        return self.document(run_id, "summary.json", json_=True)
+
+    def document(self, run_id: str, name: str, *, json_: bool = False) -> Any:
+        """The committed content of ``runs/<run_id>/<name>`` (the copy the run's commit marker names): text, or
+        parsed JSON with ``json_``; ``None`` when there is none or it cannot be read or parsed."""
         try:
-            return json.loads(document_path(self.out, f"runs/{run_id}/summary.json").read_text())
-        except (OSError, ValueError, InputFileError):
+            data = read_document(self.out, f"runs/{run_id}/{name}")
+            if data is None:
+                return None
+            text = data.decode("utf-8")
+            return json.loads(text) if json_ else text
+        except (OSError, ValueError, InputFileError):  # UnicodeDecodeError is a ValueError
             return None
 
     def run(self, run_id: str) -> RunRef:
