@@ -8,10 +8,23 @@ import time
 
 from tooleval.storage import LeaseHeldError, Publication, ROW_SCHEMA, table_from_rows
 
+START_TIMEOUT_S = 600.0
+"""Seconds a writer waits at the start line for the other one: long enough for a machine at a load of 20, short
+enough that a writer whose partner died ends the round with an error instead of hanging it."""
 
-def write(out: str, run_id: str, label: str, start_at: float, hold_s: float) -> tuple[str, str]:
-    """At wall-clock time ``start_at``, publish run ``run_id``: 3 rows ``<label>0..2`` and a summary naming
-    ``label``, holding the lease ``hold_s`` seconds before the commit.
+_START_LINE: list = []
+"""The barrier both writers of a round wait at, set in each pool process by :func:`start_line`."""
+
+
+def start_line(barrier) -> None:
+    """Pool initializer: the writers of this pool start each round together, at ``barrier``."""
+    _START_LINE[:] = [barrier]
+
+
+def write(out: str, run_id: str, label: str, start_at: float | None, hold_s: float) -> tuple[str, str]:
+    """At wall-clock time ``start_at`` (None: as soon as the other writer of the pool reaches the start line of
+    :func:`start_line`), publish run ``run_id``: 3 rows ``<label>0..2`` and a summary naming ``label``, holding
+    the lease ``hold_s`` seconds before the commit.
 
     Returns:
         ``("committed", label)``, or ``("refused", the error's text)`` when another writer holds the lease.
@@ -19,7 +32,12 @@ def write(out: str, run_id: str, label: str, start_at: float, hold_s: float) -> 
     from s3fs import S3FileSystem
 
     S3FileSystem.clear_instance_cache()  # each round its own connections, as a fresh process has
-    time.sleep(max(0.0, start_at - time.time()))
+    if start_at is None:
+        # a barrier releases both writers within a scheduler tick of each other, however late either of them
+        # received its task: no start time in the future has to be waited for to be sure both got theirs
+        _START_LINE[0].wait(START_TIMEOUT_S)
+    else:
+        time.sleep(max(0.0, start_at - time.time()))
     rows = table_from_rows([{"case_id": f"{label}{i}", "trial": 0, "f1": 1.0} for i in range(3)], ROW_SCHEMA)
     try:
         with Publication(out) as publication:

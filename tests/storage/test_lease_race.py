@@ -24,7 +24,7 @@ from tooleval.storage._lease import read_lease
 from tooleval.storage._remote_lease import RemoteLease
 
 from tests.storage.s3_server import moto_s3
-from tests.storage.race_writer import write
+from tests.storage.race_writer import start_line, write
 
 pytestmark = pytest.mark.slow  # moto's S3 server and writer processes racing for a lease
 
@@ -77,13 +77,15 @@ def test_two_writers_started_together_exactly_one_holds_the_lease(out, store, ca
     outcomes: list[tuple[str, str]] = []
     observed: list[tuple] = []
     context = multiprocessing.get_context("spawn")
-    with context.Pool(2) as pool:
+    # The two pool processes meet at a barrier at the start of each round (each blocks there, so the second task
+    # can only go to the other process): they start together without a start time set far enough ahead for both
+    # to have received their task, which cost each round that wait, and the reader that many polls of nothing.
+    with context.Pool(2, initializer=start_line, initargs=(context.Barrier(2),)) as pool:
         pool.starmap(time.sleep, [(0,), (0,)])  # both processes started and imported before the first round
         for round_ in range(ROUNDS):
             run_id = f"race{round_}"
-            start_at = time.time() + 0.3
-            pending = pool.starmap_async(write, [(out, run_id, "a", start_at, hold_s),
-                                                 (out, run_id, "b", start_at, hold_s)])
+            pending = pool.starmap_async(write, [(out, run_id, "a", None, hold_s),
+                                                 (out, run_id, "b", None, hold_s)], chunksize=1)
             while not pending.ready():  # a reader polling the run while both writers race
                 seen = _observe(out, run_id)
                 if seen is not None:
