@@ -234,20 +234,9 @@ def collect_garbage(out: str | Path, keep: int | None = None) -> GcReport:
     out = Path(out)
     check_state_folder(out)
     report = GcReport()
-    runs = list_runs(out)
-    kept = runs if keep is None else runs[:keep]
-    for run in ([] if keep is None else runs[keep:]):
-        report.bytes_freed += delete_run(out, run.run_id)
-        report.deleted_runs.append(run.run_id)
-    needed: set[str] = set()
-    from tooleval.storage import document_path
-
-    for run in kept:
-        manifest = document_path(out, f"runs/{run.run_id}/{STAGES_FILE}")
-        if not manifest.is_file():
-            report.kept_all_stage_files = True
-            return report
-        needed.update(json.loads(manifest.read_text())["digests"])
+    needed = _kept_stage_digests(out, keep, report)
+    if needed is None:
+        return report
     with stages_unused(out) as free:
         if not free:  # a run in progress may read any stage file, a cached one of an earlier run included
             report.kept_all_stage_files = report.run_in_progress = True
@@ -270,26 +259,38 @@ def collect_garbage(out: str | Path, keep: int | None = None) -> GcReport:
     return report
 
 
+def _kept_stage_digests(out: str | Path, keep: int | None, report: GcReport) -> set[str] | None:
+    """Delete the runs past the ``keep`` newest (into ``report``) and return the digests of the stage files the
+    kept runs name in their ``stages.json``; ``None`` (and ``report.kept_all_stage_files``) when a kept run has no
+    such manifest, whose stage files are then unknown."""
+    from tooleval.storage import read_document
+
+    runs = list_runs(out)
+    kept = runs if keep is None else runs[:keep]
+    for run in ([] if keep is None else runs[keep:]):
+        report.bytes_freed += delete_run(out, run.run_id)
+        report.deleted_runs.append(run.run_id)
+    needed: set[str] = set()
+    for run in kept:
+        manifest = read_document(out, f"runs/{run.run_id}/{STAGES_FILE}")
+        if manifest is None:
+            report.kept_all_stage_files = True
+            return None
+        needed.update(json.loads(manifest)["digests"])
+    return needed
+
+
 def _collect_remote_garbage(url: str, keep: int | None) -> GcReport:
     """:func:`collect_garbage` on object storage: runs from the run catalog, stage files and the stage records of
     ``<out>/.tooleval/prefect/storage`` (which every machine's runs share) in the bucket; a run of any machine in
     progress keeps every stage file (:func:`tooleval.storage.stages_unused`)."""
-    from tooleval.storage import ARROW_SUFFIX, read_document, stages_unused, tree_of
+    from tooleval.storage import ARROW_SUFFIX, stages_unused, tree_of
 
     tree = tree_of(url)
     report = GcReport()
-    runs = list_runs(url)
-    kept = runs if keep is None else runs[:keep]
-    for run in ([] if keep is None else runs[keep:]):
-        report.bytes_freed += delete_run(url, run.run_id)
-        report.deleted_runs.append(run.run_id)
-    needed: set[str] = set()
-    for run in kept:
-        manifest = read_document(url, f"runs/{run.run_id}/{STAGES_FILE}")
-        if manifest is None:
-            report.kept_all_stage_files = True
-            return report
-        needed.update(json.loads(manifest)["digests"])
+    needed = _kept_stage_digests(url, keep, report)
+    if needed is None:
+        return report
     with stages_unused(url) as free:
         if not free:
             report.kept_all_stage_files = report.run_in_progress = True
