@@ -71,3 +71,28 @@ def moto_s3(reject_conditions: bool = False, log: list | None = None) -> Iterato
     finally:
         server.shutdown()
         thread.join(timeout=10)
+
+
+AWS = {"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test", "AWS_DEFAULT_REGION": "us-east-1"}
+"""Credentials moto's server accepts (any), for the tests' environment."""
+
+
+@contextmanager
+def fresh_prefix(endpoint: str, monkeypatch: Any, bucket_prefix: str = "results") -> Iterator[str]:
+    """A new bucket on ``endpoint`` and its ``s3://<bucket>/nightly`` prefix, with this process's environment
+    pointed at the server (``monkeypatch`` undoes it) and s3fs's cached filesystems dropped before and after (a
+    cached one keeps the endpoint it was made with)."""
+    import uuid
+
+    import fsspec
+    from s3fs import S3FileSystem
+
+    for name, value in {**AWS, "AWS_ENDPOINT_URL": endpoint}.items():
+        monkeypatch.setenv(name, value)
+    S3FileSystem.clear_instance_cache()
+    bucket = f"{bucket_prefix}-{uuid.uuid4().hex[:12]}"
+    fsspec.filesystem("s3").mkdir(bucket)
+    try:
+        yield f"s3://{bucket}/nightly"
+    finally:
+        S3FileSystem.clear_instance_cache()

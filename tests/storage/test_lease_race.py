@@ -14,7 +14,6 @@ import subprocess
 import sys
 import threading
 import time
-import uuid
 from pathlib import Path
 
 import pytest
@@ -23,12 +22,11 @@ from tooleval.storage import read_document, read_table
 from tooleval.storage._lease import read_lease
 from tooleval.storage._remote_lease import RemoteLease
 
-from tests.storage.s3_server import moto_s3
+from tests.storage.s3_server import fresh_prefix, moto_s3
 from tests.storage.race_writer import start_line, write
 
 pytestmark = pytest.mark.slow  # moto's S3 server and writer processes racing for a lease
 
-AWS = {"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test", "AWS_DEFAULT_REGION": "us-east-1"}
 ROUNDS = 50
 REPO = Path(__file__).resolve().parents[2]
 
@@ -42,17 +40,9 @@ def store(request):
 
 @pytest.fixture
 def out(store, monkeypatch):
-    import fsspec
-    from s3fs import S3FileSystem
-
     endpoint, _ = store
-    for name, value in {**AWS, "AWS_ENDPOINT_URL": endpoint}.items():
-        monkeypatch.setenv(name, value)
-    S3FileSystem.clear_instance_cache()
-    bucket = f"race-{uuid.uuid4().hex[:12]}"
-    fsspec.filesystem("s3").mkdir(bucket)
-    yield f"s3://{bucket}/nightly"
-    S3FileSystem.clear_instance_cache()
+    with fresh_prefix(endpoint, monkeypatch, "race") as prefix:
+        yield prefix
 
 
 def _observe(out: str, run_id: str) -> tuple[list[str], dict | None] | None:

@@ -5,7 +5,6 @@ every request it serves logged so that a test can count the listings."""
 from __future__ import annotations
 
 import json
-import uuid
 
 import pytest
 from typer.testing import CliRunner
@@ -13,12 +12,11 @@ from typer.testing import CliRunner
 from tooleval.runs.catalog import collect_garbage, delete_run, list_runs
 from tooleval.storage import CATALOG, Publication, catalog_for, read_marker, recover, stages_in_use, tree_of
 
-from tests.storage.s3_server import moto_s3
+from tests.storage.s3_server import fresh_prefix, moto_s3
 from tests.storage.test_commit import rows
 
 pytestmark = pytest.mark.slow  # moto's S3 server
 
-AWS = {"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test", "AWS_DEFAULT_REGION": "us-east-1"}
 
 
 @pytest.fixture(scope="module")
@@ -32,16 +30,8 @@ def server():
 @pytest.fixture
 def out(server, monkeypatch):
     """A fresh ``s3://`` results prefix (its own bucket)."""
-    import fsspec
-    from s3fs import S3FileSystem
-
-    for name, value in {**AWS, "AWS_ENDPOINT_URL": server[0]}.items():
-        monkeypatch.setenv(name, value)
-    S3FileSystem.clear_instance_cache()
-    bucket = f"results-{uuid.uuid4().hex[:12]}"
-    fsspec.filesystem("s3").mkdir(bucket)
-    yield f"s3://{bucket}/nightly"
-    S3FileSystem.clear_instance_cache()
+    with fresh_prefix(server[0], monkeypatch) as prefix:
+        yield prefix
 
 
 def _listings(log: list) -> int:
