@@ -45,6 +45,20 @@ def out(store, monkeypatch):
         yield prefix
 
 
+@pytest.fixture(scope="module")
+def conditional_store():
+    """moto's S3 server as is, for the guarantees only conditional writes give (without them the fallback narrows
+    these windows without closing them, docs/cluster.md; the CLI's exit code does not depend on the store)."""
+    with moto_s3() as endpoint:
+        yield endpoint
+
+
+@pytest.fixture
+def conditional_out(conditional_store, monkeypatch):
+    with fresh_prefix(conditional_store, monkeypatch, "race") as prefix:
+        yield prefix
+
+
 def _observe(out: str, run_id: str) -> tuple[list[str], dict | None] | None:
     """What a reader sees of ``run_id`` through its commit marker: row case ids and the summary (None before
     any commit)."""
@@ -104,12 +118,10 @@ def test_two_writers_started_together_exactly_one_holds_the_lease(out, store, ca
         assert any("does not honour conditional writes" in r.getMessage() for r in caplog.records)
 
 
-def test_a_stale_lease_raced_by_two_takers_goes_to_exactly_one(out, store):
+def test_a_stale_lease_raced_by_two_takers_goes_to_exactly_one(conditional_out):
     """The takeover path: both find an expired lease and replace it; with conditional writes only the write
     whose ``If-Match`` still names the version read succeeds."""
-    _, kind = store
-    if kind != "conditional":
-        pytest.skip("without conditional writes two takers of a stale lease rely on the read-back (above)")
+    out = conditional_out
     from tooleval.storage import tree_of
 
     for round_ in range(10):
@@ -139,12 +151,10 @@ def test_a_stale_lease_raced_by_two_takers_goes_to_exactly_one(out, store):
         assert read_lease(out, run_id) is None
 
 
-def test_a_writer_stalled_past_its_expiry_cannot_commit_over_the_writer_that_took_over(out, store):
+def test_a_writer_stalled_past_its_expiry_cannot_commit_over_the_writer_that_took_over(conditional_out):
     """A writer that checked its lease, then stalled past its expiry while another took the lease and committed,
     must not commit: its marker's condition names the marker version it read before its check."""
-    _, kind = store
-    if kind != "conditional":
-        pytest.skip("the fallback narrows this window, it does not close it (docs/cluster.md)")
+    out = conditional_out
     from tooleval.storage import MarkerChangedError, Publication
 
     from tests.storage.race_writer import write as publish_as
@@ -179,11 +189,9 @@ def test_a_writer_stalled_past_its_expiry_cannot_commit_over_the_writer_that_too
     assert _observe(out, "x") == (["b0", "b1", "b2"], {"writer": "b", "rows": 3})
 
 
-def test_the_cli_refuses_a_second_writer_with_exit_2(out, store, tmp_path):
+def test_the_cli_refuses_a_second_writer_with_exit_2(conditional_out, tmp_path):
     """``tooleval run --out s3://…`` while another live writer holds the run's lease: exit 2, naming it."""
-    _, kind = store
-    if kind != "conditional":
-        pytest.skip("the exit code does not depend on the store")
+    out = conditional_out
     holder = RemoteLease(out, "taken", ttl=120)
     assert holder.try_acquire() is None
     try:
