@@ -53,6 +53,11 @@ class CallRegistry:
         self.ragas.append(self._ragas_ids.setdefault(ragas_key, len(self._ragas_ids)))
         return found
 
+    @property
+    def ragas_keys(self) -> int:
+        """How many distinct ragas keys the registry's calls have (their ids are ``0..ragas_keys - 1``)."""
+        return len(self._ragas_ids)
+
     def reference(self, call: Call) -> int:
         """The id of a reference call's key. A reference call may carry its own argument rules, which an observed
         call of the same key must not take over: the registry keeps the call without them."""

@@ -136,9 +136,8 @@ def score_table(envelopes: pa.Table, sources: ScoringSources) -> pa.Table:
     case_ids, errors, metadata_texts = column("case_id"), column("error"), column("metadata_json")
     out = _Columns(n)
     entries = [None] * n
-    metadata: list[Any] = [None] * n
     for i in range(n):  # each row's case entry: its references redacted as its trace was
-        meta = metadata[i] = _metadata(metadata_texts[i])
+        meta = _metadata(metadata_texts[i])
         case = sources.cases[case_ids[i]]
         extra = trace_reference_secrets(redactor, case, {"metadata_json": metadata_texts[i]}, meta) \
             if redactor is not None and metadata_texts[i] else {}
@@ -149,7 +148,7 @@ def score_table(envelopes: pa.Table, sources: ScoringSources) -> pa.Table:
     envelope_of = _EnvelopeRows(envelopes, column)
     for i in range(n):
         _score_row(i, entries[i], out, counts, observed_ids[i], envelope_of, sources)
-    return _table(envelopes, out, entries, counts, names)
+    return _table(envelopes, out, names)
 
 
 def _observed_ids(envelopes: pa.Table, errors: list, verified: bool, registry: CallRegistry) -> list:
@@ -225,7 +224,7 @@ class _Counts:
     @staticmethod
     def _ragas(entries: list, o_rows: np.ndarray, o_ids: np.ndarray, registry: CallRegistry, n: int) -> list:
         """ragas 0.4.3's set-F1 of each row: its observed calls' ragas keys as a set against its reference's."""
-        width = max(len(registry._ragas_ids), 1)
+        width = max(registry.ragas_keys, 1)
         refs = [entry.ragas_ids for entry in entries]
         n_ref = np.fromiter((len(r) for r in refs), np.int64, n)
         r_codes = np.repeat(np.arange(n, dtype=np.int64), n_ref) * width + \
@@ -373,7 +372,7 @@ def _provenance(i: int, out: _Columns, envelope: _EnvelopeRows, inputs: Mapping[
         intact = envelope.value("trace_digest", i) is not None
     else:
         intact = digest_ok(envelope.record(i))
-    status, detail = join_check(out_case_id(envelope, i), None if request is None else loads_text(request),
+    status, detail = join_check(envelope.value("case_id", i), None if request is None else loads_text(request),
                                 envelope.value("request_id", i), envelope.value("response_id", i), intact, inputs)
     adapter_records, executor_records = envelope.value("adapter_calls", i), envelope.value("executor_calls", i)
     boundary = None
@@ -389,11 +388,7 @@ def _provenance(i: int, out: _Columns, envelope: _EnvelopeRows, inputs: Mapping[
     out["failure_owner"][i] = failure_owner(status, boundary, matched)
 
 
-def out_case_id(envelope: _EnvelopeRows, i: int) -> str:
-    return envelope.value("case_id", i)
-
-
-def _table(envelopes: pa.Table, out: _Columns, entries: list, counts: _Counts, names: set) -> pa.Table:
+def _table(envelopes: pa.Table, out: _Columns, names: set) -> pa.Table:
     """The rows as a table of :data:`ROW_SCHEMA`: the envelope's own columns taken over, constants repeated, the
     rest from ``out``."""
     n = envelopes.num_rows
