@@ -20,6 +20,7 @@ import duckdb
 import pyarrow as pa
 
 from tooleval.storage._commit import committed_files
+from tooleval.storage._listed import ListedFiles, urls_in_sql
 from tooleval.storage._fs import RemoteTree, is_remote, read_parquet_schema, tree_of
 from functools import lru_cache
 
@@ -84,8 +85,10 @@ def source_connection(source: str) -> duckdb.DuckDBPyConnection:
     if protocols:
         import fsspec
 
+        urls = urls_in_sql(source)
         for protocol in protocols:
-            con.register_filesystem(fsspec.filesystem(protocol))
+            fs = fsspec.filesystem(protocol)
+            con.register_filesystem(ListedFiles(fs, [url for url in urls if url.lower().startswith(f"{protocol}://")]))
     return con
 
 
@@ -169,12 +172,13 @@ def connect(out: str | Path, database: str = ":memory:") -> duckdb.DuckDBPyConne
     """
     con = duckdb.connect(database)
     tree = tree_of(out)
+    files_of = {kind: committed_files(out, kind) for kind in SCHEMAS}
     if isinstance(tree, RemoteTree):
         # DuckDB's own s3/gcs support is the httpfs extension, which it downloads from a server these machines
         # cannot reach; an fsspec filesystem registered with DuckDB serves the URLs instead.
-        con.register_filesystem(tree.fs)
+        con.register_filesystem(ListedFiles(tree.fs, [str(f) for files in files_of.values() for f in files]))
     for kind, schema in SCHEMAS.items():
-        files = committed_files(out, kind)
+        files = files_of[kind]
         if kind == "rows":
             sql = _conformed_rows_sql(scan_parquet_sql(files) if files else None)
         else:
