@@ -19,6 +19,7 @@ from tests.support import chat_server as chat
 from tests.support.datasets import write_dataset
 from tests.support.runs import published_rows, run_small
 from tooleval.cli import app
+from tests.support.prefect_home import seeded_home
 
 pytestmark = pytest.mark.slow  # the Prefect test harness's server
 
@@ -120,7 +121,8 @@ def test_sigkill_midway_then_rerun_generates_only_the_missing_trials(tmp_path):
     routes = {f"question {c}": [_ok(c)] for c in case_ids}
     routes["question c3"] = [_ok("c3", delay_s=120)]  # hangs until the kill
     env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
-    env.update({KEY_ENV: "sk-test", "TOOLEVAL_PREFECT_HOME": str(tmp_path / "prefect-home"), "COLUMNS": "200"})
+    env.update({KEY_ENV: "sk-test", "TOOLEVAL_PREFECT_HOME": str(seeded_home(tmp_path / "prefect-home")),
+                "COLUMNS": "200"})
     with chat.ChatServer(routes) as server:
         common = ["--agent", "openai", "--base-url", server.base_url, "--model", "scripted", "--dataset",
                   str(dataset), "--concurrency", "1", "--outcome", "exact"]

@@ -23,6 +23,7 @@ from tests.support.paths import REPO
 from tests.support.pace import PATIENT_S, scaled
 from tooleval.storage import committed_files, read_table
 from tooleval.storage._pause import PAUSE_ENV, PAUSE_FILE_ENV
+from tests.support.prefect_home import seeded_home
 
 pytestmark = pytest.mark.slow  # `tooleval run` processes with their Prefect server, killed mid-run
 
@@ -40,7 +41,7 @@ class Cli:
     def __init__(self, tmp_path: Path) -> None:
         self.tmp = tmp_path
         self.out = tmp_path / "out"
-        self.home = tmp_path / "prefect-home"
+        self.home = seeded_home(tmp_path / "prefect-home")
         self.dataset = write_dataset(tmp_path / "d", TINY_CASES, TINY_TRACES)
         self.env = {k: v for k, v in os.environ.items() if k not in ("PREFECT_API_URL", PAUSE_ENV)}
         self.env.update(TOOLEVAL_PREFECT_HOME=str(self.home), COLUMNS="300", TOOLEVAL_PREFECT_SERVER_IDLE_S="3")

@@ -22,6 +22,7 @@ import pytest
 from tests.support.datasets import TINY_CASES, TINY_TRACES, write_dataset
 from tests.cli.test_cli_faults import AS_UNPRIVILEGED
 from tests.support.paths import BUNDLED, REPO, USER_CACHE
+from tests.support.prefect_home import seeded_home
 
 pytestmark = pytest.mark.slow  # every command a real `tooleval` process, a full tmpfs among them
 
@@ -136,7 +137,7 @@ def test_a_disk_that_fills_during_the_run(tmp_path, size):
     try:
         out = disk / "results"
         done = _tooleval("run", "--dataset", str(BUNDLED), "--out", str(out), "--run-id", "full",
-                         TOOLEVAL_PREFECT_HOME=str(tmp_path / "prefect-home"))
+                         TOOLEVAL_PREFECT_HOME=str(seeded_home(tmp_path / "prefect-home")))
         _exit_2(done, "no space left on the device", "free some space", "Nothing was published")
         assert "OSError" not in done.stdout + done.stderr
         assert not (out / "runs/full/commit.json").exists()
@@ -168,7 +169,8 @@ def test_a_pool_worker_killed_with_sigkill(tmp_path):
     out = tmp_path / "results"
     process = subprocess.Popen([sys.executable, str(script), "run", "--dataset", str(BUNDLED), "--out", str(out),
                                 "--run-id", "pool", "--workers", "2", "--shard-size", "10"],
-                               env=_env(TOOLEVAL_PREFECT_HOME=str(tmp_path / "prefect-home")), cwd=REPO, text=True,
+                               env=_env(TOOLEVAL_PREFECT_HOME=str(seeded_home(tmp_path / "prefect-home"))),
+                               cwd=REPO, text=True,
                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     killed, deadline = None, time.monotonic() + 600
     while killed is None and process.poll() is None and time.monotonic() < deadline:

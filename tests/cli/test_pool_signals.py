@@ -20,6 +20,7 @@ import pytest
 
 from tests.support.paths import REPO
 from tests.support.pace import PATIENT_S, gone_within, scaled, session_empty_within, session_processes
+from tests.support.prefect_home import seeded_home
 
 pytestmark = pytest.mark.slow  # `tooleval run` and `tooleval bench` on a process pool, signalled and killed
 
@@ -54,7 +55,7 @@ server.end_server(linger=False)
 def home(tmp_path_factory) -> Path:
     """A Prefect home whose server a holder process keeps running for the module: each command finds it, so the
     tests pay its start-up once (a signalled command's own server stopping is tested in test_cli_kill.py)."""
-    folder = tmp_path_factory.mktemp("pool-home")
+    folder = seeded_home(tmp_path_factory.mktemp("pool-home"))
     env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
     env.update(PREFECT_HOME=str(folder), TOOLEVAL_PREFECT_SERVER_IDLE_S="0")
     holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(folder)], cwd=REPO, env=env, text=True,

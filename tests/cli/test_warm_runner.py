@@ -27,6 +27,7 @@ from tests.support.datasets import TINY_CASES, TINY_TRACES, write_dataset
 from tests.support.paths import REPO
 from tests.support.pace import PATIENT_S
 from tests.support.runs import published_rows
+from tests.support.prefect_home import seeded_home
 
 pytestmark = pytest.mark.slow  # `tooleval run` processes, their warm runner and Prefect server
 
@@ -45,7 +46,7 @@ def setup(tmp_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PREFECT_", "TOOLEVAL_"))}
     env.update(TOOLEVAL_WARM_RUNNER="1", TOOLEVAL_PREFECT_SERVER_IDLE_S="30", COLUMNS="200",
                TOOLEVAL_REDACTION_KEY="tooleval-warm-runner-test-key-0001",
-               TOOLEVAL_PREFECT_HOME=str(tmp_path / "home"))
+               TOOLEVAL_PREFECT_HOME=str(seeded_home(tmp_path / "home")))
     yield src, dataset, tmp_path / "results", env
     for pid in _runner_pids(tmp_path):
         os.kill(pid, signal.SIGKILL)
@@ -235,7 +236,7 @@ def test_an_activated_venv_and_the_programs_path_share_one_runner_across_termina
     src, dataset, results, env = setup
     env = {k: v for k, v in env.items() if k != "TOOLEVAL_PREFECT_HOME"}
     env["XDG_CACHE_HOME"] = str(tmp_path / "cache")
-    home = tmp_path / "cache" / "tooleval" / "prefect"  # the user's, as no home is set
+    home = seeded_home(tmp_path / "cache" / "tooleval" / "prefect")  # the user's, as no home is set
     activated = _terminal(env, src, activated=True, session="first-terminal")
     direct = _terminal(env, src, activated=False, session="second")
     # `. .venv/bin/activate && tooleval run` in one terminal, cold: it leaves a runner
@@ -282,6 +283,7 @@ def test_five_results_folders_leave_one_server_and_one_runner_that_end_when_idle
     idle_s = 10
     env = {k: v for k, v in env.items() if k != "TOOLEVAL_PREFECT_HOME"}
     env.update(XDG_CACHE_HOME=str(tmp_path / "cache"), TOOLEVAL_PREFECT_SERVER_IDLE_S=str(idle_s))
+    seeded_home(tmp_path / "cache" / "tooleval" / "prefect")  # the user's Prefect home, as no home is set
     codes = {_run(src, dataset, results / f"r{i}", f"r{i}", env)[0] for i in range(1, 6)}
     assert codes <= {0, 1}
     left = _processes_naming(str(tmp_path))

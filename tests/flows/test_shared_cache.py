@@ -23,6 +23,7 @@ from tests.storage.s3_server import moto_s3
 from tests.support.pace import PATIENT_S
 from tests.support.paths import REPO
 from tests.support.runs import published_rows
+from tests.support.prefect_home import seeded_home
 
 pytestmark = pytest.mark.slow  # moto's S3 server and two `tooleval run` processes over 20,000 rows
 
@@ -34,7 +35,7 @@ STAGE_TASKS = ("generation", "trace-capture", "scoring", "legacy-scalar", "aggre
 def _machine(base: Path, name: str, endpoint: str) -> dict[str, str]:
     """The environment of one machine: its own Prefect home and cache, the shared store's endpoint and keys."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PREFECT_", "TOOLEVAL_", "AWS_"))}
-    env.update(PYTHONPATH=str(REPO), COLUMNS="200", TOOLEVAL_PREFECT_HOME=str(base / name / "home"),
+    env.update(PYTHONPATH=str(REPO), COLUMNS="200", TOOLEVAL_PREFECT_HOME=str(seeded_home(base / name / "home")),
                XDG_CACHE_HOME=str(base / name / "cache"), TOOLEVAL_PREFECT_SERVER_IDLE_S="0",
                TOOLEVAL_WARM_RUNNER="0", TOOLEVAL_REDACTION_KEY=KEY, AWS_ACCESS_KEY_ID="test",
                AWS_SECRET_ACCESS_KEY="test", AWS_DEFAULT_REGION="us-east-1", AWS_ENDPOINT_URL=endpoint)

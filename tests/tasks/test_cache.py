@@ -19,6 +19,7 @@ from tests.support.pace import PATIENT_S
 from tooleval import versions
 from tooleval.runs.plan import plan_run
 from tooleval.storage.stages import StageRef, stage_dir
+from tests.support.prefect_home import seeded_home
 
 pytestmark = pytest.mark.slow  # `tooleval run` in separate processes
 
@@ -128,7 +129,7 @@ def test_cache_across_processes_and_helper_change(tmp_path):
     for package in ("tooleval", "tasks", "flows"):
         shutil.copytree(REPO / package, src / package, ignore=shutil.ignore_patterns("__pycache__"))
     dataset = write_dataset(tmp_path / "d", TINY_CASES, TINY_TRACES)
-    out, home = tmp_path / "results", tmp_path / "prefect-home"
+    out, home = tmp_path / "results", seeded_home(tmp_path / "prefect-home")
     first = _states(_run_cli(src, dataset, out, "p1", "1", home))
     assert first == dict.fromkeys(("generation", "trace-capture", "scoring", "aggregation"), "Completed")
     second = _states(_run_cli(src, dataset, out, "p2", "2", home))

@@ -18,6 +18,7 @@ import pytest
 
 from tests.support.pace import PATIENT_S
 from tests.support.viewer import at_path, parquet_rows, tools_of, viewer
+from tests.support.prefect_home import seeded_home
 
 pytestmark = pytest.mark.slow  # Chromium over the viewer's pages
 
@@ -88,7 +89,7 @@ def synth_run(tmp_path_factory) -> Path:
     home of its own."""
     root = tmp_path_factory.mktemp("view-synth")
     env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
-    env.update(TOOLEVAL_PREFECT_HOME=str(root / "prefect"), TOOLEVAL_PREFECT_SERVER_IDLE_S="0",
+    env.update(TOOLEVAL_PREFECT_HOME=str(seeded_home(root / "prefect")), TOOLEVAL_PREFECT_SERVER_IDLE_S="0",
                TOOLEVAL_WARM_RUNNER="0", COLUMNS="200")
     for args in (["synth", "--rows", str(SYNTH_ROWS), "--profile", "bfcl", "--seed", "0", "--out", str(root / "data")],
                  ["run", "--dataset", str(root / "data"), "--out", str(root / "out"), "--run-id", "synth"]):
