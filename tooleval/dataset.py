@@ -333,9 +333,14 @@ def _load_cases(path: Path) -> Cases:
     index: dict[str, tuple[int, int]] = {}
     digests: dict[str, str] = {}
     slices: dict[str, str | None] = {}
-    starts = _line_starts(path)
+    ends = [0]  # where each line read so far ends, blank lines included: line n starts at ends[n - 1]
+
+    def read_line(number: int, raw: bytes) -> TraceLine | None:
+        ends.append(ends[-1] + len(raw))
+        return _case_line(path, number, raw)
+
     for line in iter_json_lines(path, missing="file not found.", fix="every dataset folder needs a cases.jsonl.",
-                                parse_line=lambda number, raw: _case_line(path, number, raw)):
+                                parse_line=read_line):
         case, digest = _parse_new_case(path, line.line, line.data, plain=line.plain)
         if case.case_id in index:
             raise InputFileError(
@@ -344,7 +349,7 @@ def _load_cases(path: Path) -> Cases:
                 f"duplicate case_id {case.case_id!r} (first on line {index[case.case_id][1]}).",
                 "give every case a unique case_id.",
             )
-        index[case.case_id] = (starts[line.line - 1], line.line)
+        index[case.case_id] = (ends[line.line - 1], line.line)
         digests[case.case_id] = digest
         slices[case.case_id] = case.slice
     if not index:
@@ -375,21 +380,6 @@ def _case_line(path: Path, number: int, raw: bytes) -> TraceLine | None:
         if data is not None:
             return TraceLine(number, data, plain=True)
     return TraceLine(number, parse_json_line(path, number, text, unique_keys=True))
-
-
-def _line_starts(path: Path) -> list[int]:
-    """Byte offset of each line of ``path`` (lines end at ``\\n``, as :func:`iter_json_lines` reads them); an
-    empty list for a file that cannot be read (the reader then names the problem)."""
-    starts: list[int] = []
-    position = 0
-    try:
-        with open(path, "rb") as handle:
-            for raw in handle:
-                starts.append(position)
-                position += len(raw)
-    except OSError:
-        return []
-    return starts
 
 
 def _local(path: str | Path) -> Path:
