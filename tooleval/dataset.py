@@ -235,6 +235,10 @@ def _parse_new_case(path: Path, number: int, data: object, plain: bool = False) 
         raise InputFileError(path, number, f"not a valid case: {_first_error(exc)}.", "fix that field.") from None
     except RecursionError:
         raise InputFileError(path, number, "a case nested too deeply to read.", "flatten that case.") from None
+    except ValueError as exc:  # pydantic's writer gives up at ~255 levels of nesting, before Python's reader does
+        if "depth" not in str(exc):
+            raise
+        raise InputFileError(path, number, "a case nested too deeply to read.", "flatten that case.") from None
     return case, digest
 
 

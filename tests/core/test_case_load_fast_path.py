@@ -132,3 +132,19 @@ def test_plain_context_builds_the_same_case():
             "accepted_plans": [[{"name": "u", "args": {}}]]}
     assert (Case.model_validate(json.loads(json.dumps(line)), context={PLAIN_VALUES: True})
             == Case.model_validate(json.loads(json.dumps(line))))
+
+
+@pytest.mark.parametrize("depth", [260, 400])
+def test_a_case_nested_past_the_models_writer_is_named(tmp_path, depth):
+    """Python's reader reads a line nested a few hundred levels deep, but pydantic's writer gives up past ~255 (the
+    digest dumps the case): the load names the line instead of stopping on a bare ValueError."""
+    folder = tmp_path / "ds"
+    folder.mkdir()
+    for name in ("dataset.json", "tools.json"):
+        (folder / name).write_bytes((BUNDLED / name).read_bytes())
+    good = (BUNDLED / "cases.jsonl").read_text().splitlines()[0]
+    deep = {**json.loads(good), "case_id": "deep", "provenance": json.loads("[" * depth + "]" * depth)}
+    (folder / "cases.jsonl").write_text(good + "\n" + json.dumps(deep) + "\n")
+    with pytest.raises(InputFileError) as caught:
+        load_dataset(folder)
+    assert caught.value.line == 2 and "nested too deeply" in caught.value.problem
