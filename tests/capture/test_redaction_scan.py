@@ -12,14 +12,17 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 
 from tests.support import figures
+from tests.support.prefect_home import seeded_home
 from tests.support.profiles import examples
 from tests.support.redaction import KEPT, leaked, planted_datasets, score_both
 from tooleval.rules import write_junit
@@ -59,6 +62,25 @@ def _tooleval(*args: str, env: dict) -> str:
     return done.stdout + done.stderr
 
 
+def _server_stopped(home: Path, patience_s: float = 120.0) -> bool:
+    """Wait until the Prefect server of ``home`` (its pid in ``server.json``) is gone: it stops on its own once no
+    command uses it and no idle time holds it. One still running after ``patience_s`` is killed (``False``)."""
+    try:
+        pid = json.loads((home / "server.json").read_text())["pid"]
+    except (OSError, ValueError, KeyError):
+        return True
+    deadline = time.monotonic() + patience_s
+    while time.monotonic() < deadline:
+        try:
+            if Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z":
+                return True
+        except OSError:
+            return True
+        time.sleep(0.1)
+    os.killpg(pid, signal.SIGKILL)  # its own session: nothing of the test outlives it
+    return False
+
+
 @pytest.mark.slow  # `tooleval run` and its Prefect server, per generated dataset
 @settings(max_examples=1, deadline=None, phases=[Phase.generate],
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
@@ -70,15 +92,25 @@ def test_no_secret_under_out_or_in_printed_lines(tmp_path, data):
     dataset = _write(root / "dataset", cases, traces, tools)
     out = root / "results"
     env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
-    # the user's Prefect home (its database and its run records) lives in the user's cache folder: this one
+    # the user's Prefect home (its database and its run records) lives in the user's cache folder: this one,
+    # seeded with an already migrated database (this run's records are written into it and scanned all the same)
     cache = root / "cache"
+    home = seeded_home(cache / "tooleval" / "prefect")
     env.update(COLUMNS="250", PREFECT_SERVER_ANALYTICS_ENABLED="false",
-               PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS="90", TOOLEVAL_PREFECT_SERVER_IDLE_S="0",
-               XDG_CACHE_HOME=str(cache))
-    printed = _tooleval("run", "--dataset", str(dataset), "--out", str(out), "--run-id", "s1", env=env)
-    printed += _tooleval("gate", "--run-id", "s1", "--out", str(out), env=env)
-    printed += _tooleval("drift", "--run-id", "s1", "--out", str(out), env=env)
-    printed += _tooleval("rescore", "--run-id", "s1", "--out", str(out), "--to-run-id", "s2", env=env)
+               PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS="90", XDG_CACHE_HOME=str(cache))
+    # `run` and `rescore` are the commands that use the Prefect server: the server `run` starts waits for
+    # `rescore` (as it does for a user), which stops it as it ends, so one server start serves both; an idle time
+    # that runs out on a slow machine only makes `rescore` start another
+    lingering = {**env, "TOOLEVAL_PREFECT_SERVER_IDLE_S": "120"}
+    env["TOOLEVAL_PREFECT_SERVER_IDLE_S"] = "0"
+    try:
+        printed = _tooleval("run", "--dataset", str(dataset), "--out", str(out), "--run-id", "s1", env=lingering)
+        printed += _tooleval("gate", "--run-id", "s1", "--out", str(out), env=env)
+        printed += _tooleval("drift", "--run-id", "s1", "--out", str(out), env=env)
+        printed += _tooleval("rescore", "--run-id", "s1", "--out", str(out), "--to-run-id", "s2", env=env)
+    finally:
+        server_gone = _server_stopped(home)
+    assert server_gone  # what the server writes as it stops is in the files scanned below
     printed += _tooleval("handoff", "--run-id", "s1", "--out", str(out), "--case", sorted(cases)[0], env=env)
     printed += _tooleval("sql", "--out", str(out), "--format", "jsonl", "select * from rows", env=env)
     printed += _tooleval("sql", "--out", str(out), "--format", "jsonl", "select * from traces", env=env)
