@@ -6,19 +6,14 @@ files (pyarrow, DuckDB) without the viewer's code; no console error and no reque
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import subprocess
-import sys
 from collections import Counter
 from pathlib import Path
 
 import duckdb
 import pytest
 
-from tests.support.pace import PATIENT_S
 from tests.support.viewer import at_path, parquet_rows, tools_of, viewer
-from tests.support.prefect_home import seeded_home
 
 pytestmark = pytest.mark.slow  # Chromium over the viewer's pages
 
@@ -83,19 +78,19 @@ SYNTH_ROWS = 20_000
 
 
 @pytest.fixture(scope="session")
-def synth_run(tmp_path_factory) -> Path:
-    """A results folder with one run (``synth``) of a 20,000-row synthetic bfcl dataset, made once per session by
-    the commands a user types (``tooleval synth``, then ``tooleval run``), each in its own process with a Prefect
-    home of its own."""
+def synth_run(prefect_harness, tmp_path_factory) -> Path:
+    """A results folder with one run (``synth``) of a 20,000-row synthetic bfcl dataset (seed 0), made once per
+    session by the flow ``tooleval run`` calls, in this process under the session's Prefect test harness: the walk
+    below is about the viewer over a run of that size, and two more processes (``tooleval synth``, then ``tooleval
+    run`` starting a Prefect server of its own) only added their start-ups to it."""
+    from flows.evaluate import run_evaluate
+    from tooleval.runs.spec import RunSpec
+    from tooleval.synth import write_synth
+
     root = tmp_path_factory.mktemp("view-synth")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
-    env.update(TOOLEVAL_PREFECT_HOME=str(seeded_home(root / "prefect")), TOOLEVAL_PREFECT_SERVER_IDLE_S="0",
-               TOOLEVAL_WARM_RUNNER="0", COLUMNS="200")
-    for args in (["synth", "--rows", str(SYNTH_ROWS), "--profile", "bfcl", "--seed", "0", "--out", str(root / "data")],
-                 ["run", "--dataset", str(root / "data"), "--out", str(root / "out"), "--run-id", "synth"]):
-        done = subprocess.run([sys.executable, "-m", "tooleval.cli", *args], env=env, capture_output=True, text=True,
-                              timeout=PATIENT_S)
-        assert done.returncode == 0, done.stdout + done.stderr
+    data = write_synth(SYNTH_ROWS, 0, "bfcl", root / "data").path
+    result, _ = run_evaluate(RunSpec(dataset=str(data), out=str(root / "out"), run_id="synth", workers=1))
+    assert result.summary["rows"] == SYNTH_ROWS
     return root / "out"
 
 
