@@ -18,17 +18,25 @@ _NOT_COMPARED = {"run_id"}  # rows carry no time column; run_id differs by const
 
 
 
-def test_rows_identical_with_one_worker_and_a_process_pool(tmp_path, monkeypatch):
-    """The pool's run also plans on the pool: its traces file (~650 KB here; the threshold is lowered) is read in
-    byte ranges by the workers while the flow loads the dataset."""
+@pytest.fixture(scope="module")
+def pool_pair(tmp_path_factory):
+    """One corpus of 700 rows run twice: on one worker (``one``), then on a process pool of two (``two``). The pool
+    is the costly part (its spawned workers import Prefect, the stages and ragas), so both tests of the pool read
+    this one pool run: the pool's run also plans on the pool (its traces file, ~650 KB here, the threshold
+    lowered, is read in byte ranges by the workers while the flow loads the dataset), and the children alive when
+    each run's publication starts are recorded. Returns ``(tmp, one, two, ranges per run, children per run)``."""
+    import multiprocessing
+
     import flows.evaluate as evaluate_module
     import tooleval.runs.plan as plan_module
     from flows.evaluate import run_evaluate
 
-    monkeypatch.setattr(plan_module, "PARALLEL_INDEX_BYTES", 1)
-    monkeypatch.setattr(plan_module, "RANGE_BYTES", 64 << 10)
-    ranges: list[int] = []
+    tmp = tmp_path_factory.mktemp("pool-pair")
+    ranges: dict[str, list[int]] = {"one": [], "two": []}
+    children: dict[str, list[list[str]]] = {"one": [], "two": []}
+    running = ["one"]
     own = evaluate_module._index_parts
+    aggregate = evaluate_module.RunPublisher.aggregate
 
     def counting():
         start = own()
@@ -36,24 +44,41 @@ def test_rows_identical_with_one_worker_and_a_process_pool(tmp_path, monkeypatch
             return None
 
         def counted(path, spans):
-            ranges.append(len(spans))
+            ranges[running[0]].append(len(spans))
             return start(path, spans)
 
         return counted
 
-    monkeypatch.setattr(evaluate_module, "_index_parts", counting)
-    data = write_synth(700, 3, "bfcl", tmp_path / "data").path
-    out = tmp_path / "out"
-    one, drift_one = run_evaluate(RunSpec(dataset=str(data), out=str(out), run_id="one", workers=1, shard_size=100))
-    assert ranges == []  # one thread: the plan reads the file itself
-    two, drift_two = run_evaluate(RunSpec(dataset=str(data), out=str(tmp_path / "out2"), run_id="two", workers=2, shard_size=100), rows_hint=None)
-    assert len(ranges) == 1 and ranges[0] >= 5  # ~650 KB in 64 KB ranges, each cut at a line end
+    def recording_aggregate(self, *args, **kwargs):
+        children[running[0]].append(sorted(p.name for p in multiprocessing.active_children()))
+        return aggregate(self, *args, **kwargs)
+
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        monkeypatch.setattr(plan_module, "PARALLEL_INDEX_BYTES", 1)
+        monkeypatch.setattr(plan_module, "RANGE_BYTES", 64 << 10)
+        monkeypatch.setattr(evaluate_module, "_index_parts", counting)
+        monkeypatch.setattr(evaluate_module.RunPublisher, "aggregate", recording_aggregate)
+        data = write_synth(700, 3, "bfcl", tmp / "data").path
+        one = run_evaluate(RunSpec(dataset=str(data), out=str(tmp / "out"), run_id="one", workers=1,
+                                   shard_size=100))
+        running[0] = "two"
+        two = run_evaluate(RunSpec(dataset=str(data), out=str(tmp / "out2"), run_id="two", workers=2,
+                                   shard_size=100), rows_hint=None)
+    return tmp, one, two, ranges, children
+
+
+def test_rows_identical_with_one_worker_and_a_process_pool(pool_pair):
+    """The pool's run also plans on the pool: its traces file (~650 KB here; the threshold is lowered) is read in
+    byte ranges by the workers while the flow loads the dataset."""
+    tmp_path, (one, drift_one), (two, drift_two), ranges, _ = pool_pair
+    assert ranges["one"] == []  # one thread: the plan reads the file itself
+    assert len(ranges["two"]) == 1 and ranges["two"][0] >= 5  # ~650 KB in 64 KB ranges, each cut at a line end
     assert (drift_one, drift_two) == (False, False)
     assert one.errors == two.errors
     assert one.summary["timing"]["workers"] == 1 and two.summary["timing"]["workers"] == 2
     assert two.summary["timing"]["shards"] > 2
     revision = one.dataset_revision
-    first = published_rows(out, "one", revision=revision, drop=_NOT_COMPARED)
+    first = published_rows(tmp_path / "out", "one", revision=revision, drop=_NOT_COMPARED)
     second = published_rows(tmp_path / "out2", "two", revision=revision, drop=_NOT_COMPARED)
     assert len(first) == 700
     differing = sorted({k for a, b in zip(first, second) for k in a if a[k] != b[k]})
@@ -62,20 +87,22 @@ def test_rows_identical_with_one_worker_and_a_process_pool(tmp_path, monkeypatch
 
 
 def test_adding_ten_cases_reruns_only_the_shards_that_hold_them(tmp_path):
-    """10,003 bfcl rows (1,429 cases x 7 trials), then the same corpus plus 10 cases (70 rows) under a new
+    """3,003 bfcl rows (429 cases x 7 trials), then the same corpus plus 10 cases (70 rows) under a new
     revision: every stage's shards of the old cases stay Cached — generation, capture, scoring and the legacy
     pass (envelopes carry no revision until publication: envelope version 3) — and only the shard(s) holding
-    the new case ids (which sort after every old id) run again. The second run's rows carry the new revision."""
+    the new case ids (which sort after every old id) run again. The second run's rows carry the new revision.
+    What shows it is the count of shards (16, at 200 rows a shard) against the at most two that run again,
+    not the corpus's size: 10,003 rows at 500 a shard showed the same with over three times the rows to score."""
     from flows.evaluate import evaluate
 
-    small = write_synth(10_003, 5, "bfcl", tmp_path / "small").path
-    grown = write_synth(10_073, 5, "bfcl", tmp_path / "grown").path  # same first 1,429 cases, 10 more
+    small = write_synth(3_003, 5, "bfcl", tmp_path / "small").path
+    grown = write_synth(3_073, 5, "bfcl", tmp_path / "grown").path  # same first 429 cases, 10 more
     manifest = json.loads((grown / "dataset.json").read_text())
     out = tmp_path / "out"
-    first = evaluate(RunSpec(dataset=str(small), out=str(out), run_id="night-1", workers=1, shard_size=500))
-    second = evaluate(RunSpec(dataset=str(grown), out=str(out), run_id="night-2", workers=1, shard_size=500))
+    first = evaluate(RunSpec(dataset=str(small), out=str(out), run_id="night-1", workers=1, shard_size=200))
+    second = evaluate(RunSpec(dataset=str(grown), out=str(out), run_id="night-2", workers=1, shard_size=200))
     assert first.dataset_revision != second.dataset_revision == manifest["revision"]
-    assert second.summary["rows"] == 10_073
+    assert second.summary["rows"] == 3_073
     shards = second.summary["timing"]["shards"]
     assert shards > 10
     for stage in ("generation", "trace-capture", "scoring", "legacy-scalar"):
@@ -91,27 +118,13 @@ def test_adding_ten_cases_reruns_only_the_shards_that_hold_them(tmp_path):
     assert traces.column("trace_digest").null_count == 0
 
 
-def test_process_pool_workers_end_before_the_publication(tmp_path, monkeypatch):
+def test_process_pool_workers_end_before_the_publication(pool_pair):
     """The pool's workers (each holding a worker's imports and caches) are gone once every shard is done, so they
     do not add to the peak memory of the publication's steps after the shards (aggregate, gate, report)."""
-    import multiprocessing
-
-    import flows.evaluate as evaluate_module
-
-    seen: list[list[str]] = []
-    aggregate = evaluate_module.RunPublisher.aggregate
-
-    def recording_aggregate(self, *args, **kwargs):
-        seen.append(sorted(p.name for p in multiprocessing.active_children()))
-        return aggregate(self, *args, **kwargs)
-
-    monkeypatch.setattr(evaluate_module.RunPublisher, "aggregate", recording_aggregate)
-    data = write_synth(300, 3, "bfcl", tmp_path / "data").path
-    result, drift = evaluate_module.run_evaluate(RunSpec(dataset=str(data), out=str(tmp_path / "out"), run_id="pool",
-                                                         workers=2, shard_size=100), rows_hint=None)
+    _, _, (result, drift), _, children = pool_pair
     assert drift is False and result.summary["timing"]["workers"] == 2
     assert result.summary["timing"]["shards"] >= 2  # the shards did run on the pool's workers
-    assert seen == [[]]  # no worker process left alive when the publication started
+    assert children["two"] == [[]]  # no worker process left alive when the publication started
 
 
 def test_the_flow_gives_the_plans_freed_memory_back_before_the_first_shard(tmp_path, monkeypatch):
