@@ -17,6 +17,7 @@ import pytest
 
 from tests.support.datasets import TINY_CASES, tool_call, trace, write_dataset
 from tests.support.paths import REPO, USER_CACHE
+from tests.support.prefect_home import seeded_home
 from tooleval.capture.redaction import RedactionConfig, Redactor
 from tooleval.models import Case
 
@@ -110,7 +111,7 @@ def test_a_run_over_hostile_lines_publishes_every_row(tmp_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PREFECT_", "TOOLEVAL_"))}
     env.update(COLUMNS="250", PREFECT_SERVER_ANALYTICS_ENABLED="false", TOOLEVAL_PREFECT_SERVER_IDLE_S="0",
                PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS="120", TOOLEVAL_REDACTION_KEY=KEY.decode(),
-               XDG_CACHE_HOME=str(USER_CACHE))
+               XDG_CACHE_HOME=str(USER_CACHE), TOOLEVAL_PREFECT_HOME=str(seeded_home(tmp_path / "prefect-home")))
     done = subprocess.run([sys.executable, "-m", "tooleval.cli", "run", "--dataset", str(dataset), "--out", str(out),
                            "--run-id", "h1"], env=env, cwd=REPO, capture_output=True, text=True, timeout=900)
     printed = done.stdout + done.stderr

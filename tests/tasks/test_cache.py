@@ -56,10 +56,14 @@ def test_h19_set_valued_input_hashes_alike_in_every_process():
     )
     keys = set()
     controls = set()
-    for seed in ("1", "2", "3", "4"):
-        env = dict(os.environ, PYTHONHASHSEED=seed)
-        output = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, check=True)
-        key, control = output.stdout.split()
+    # the four processes are independent: started together, their imports of Prefect overlap
+    processes = [subprocess.Popen([sys.executable, "-c", script], env=dict(os.environ, PYTHONHASHSEED=seed),
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                 for seed in ("1", "2", "3", "4")]
+    for process in processes:
+        stdout, stderr = process.communicate(timeout=PATIENT_S)
+        assert process.returncode == 0, stderr
+        key, control = stdout.split()
         keys.add(key)
         controls.add(control)
     assert len(keys) == 1
