@@ -13,18 +13,21 @@ START_TIMEOUT_S = 600.0
 enough that a writer whose partner died ends the round with an error instead of hanging it."""
 
 _START_LINE: list = []
-"""The barrier both writers of a round wait at, set in each pool process by :func:`start_line`."""
+"""The barriers of the writers of a pool, set in each pool process by :func:`start_line`: where both start each
+round, and where both meet once each has tried to take the lease."""
 
 
-def start_line(barrier) -> None:
-    """Pool initializer: the writers of this pool start each round together, at ``barrier``."""
-    _START_LINE[:] = [barrier]
+def start_line(barrier, tried=None) -> None:
+    """Pool initializer: the writers of this pool start each round together, at ``barrier``; with ``tried``, the
+    one that took the lease holds it until the other has tried to take it (and was refused, or also took it)."""
+    _START_LINE[:] = [barrier, tried]
 
 
 def write(out: str, run_id: str, label: str, start_at: float | None, hold_s: float) -> tuple[str, str]:
     """At wall-clock time ``start_at`` (None: as soon as the other writer of the pool reaches the start line of
     :func:`start_line`), publish run ``run_id``: 3 rows ``<label>0..2`` and a summary naming ``label``, holding
-    the lease ``hold_s`` seconds before the commit.
+    the lease ``hold_s`` seconds before the commit (and, in a pool with a ``tried`` barrier, until the other
+    writer has tried to take it).
 
     Returns:
         ``("committed", label)``, or ``("refused", the error's text)`` when another writer holds the lease.
@@ -39,11 +42,21 @@ def write(out: str, run_id: str, label: str, start_at: float | None, hold_s: flo
     else:
         time.sleep(max(0.0, start_at - time.time()))
     rows = table_from_rows([{"case_id": f"{label}{i}", "trial": 0, "f1": 1.0} for i in range(3)], ROW_SCHEMA)
+    tried = _START_LINE[1] if start_at is None and _START_LINE else None
     try:
         with Publication(out) as publication:
             publication.add_table("rows", "r1", run_id, rows)  # the lease is taken before anything is written
+            if tried is not None:
+                tried, meet = None, tried
+                meet.wait(START_TIMEOUT_S)
             time.sleep(hold_s)
             publication.add_json(f"runs/{run_id}/summary.json", {"writer": label, "rows": 3})
     except LeaseHeldError as exc:
+        if tried is not None:
+            tried.wait(START_TIMEOUT_S)
         return "refused", str(exc)
+    except BaseException:
+        if tried is not None:
+            tried.abort()  # the other writer, waiting for this one, fails now instead of at the timeout
+        raise
     return "committed", label

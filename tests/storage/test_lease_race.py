@@ -77,19 +77,21 @@ def _whole(observed: tuple[list[str], dict]) -> bool:
 
 def test_two_writers_started_together_exactly_one_holds_the_lease(out, store, caplog):
     _, kind = store
-    hold_s = 0.3  # the winner holds the lease this long: the loser, started within milliseconds, meets it
     outcomes: list[tuple[str, str]] = []
     observed: list[tuple] = []
     context = multiprocessing.get_context("spawn")
     # The two pool processes meet at a barrier at the start of each round (each blocks there, so the second task
     # can only go to the other process): they start together without a start time set far enough ahead for both
     # to have received their task, which cost each round that wait, and the reader that many polls of nothing.
-    with context.Pool(2, initializer=start_line, initargs=(context.Barrier(2),)) as pool:
+    # The winner then holds the lease until the loser has tried to take it (a second barrier, which each meets
+    # once its try is over): however late a loaded machine lets the loser try, it meets the held lease, where a
+    # fixed hold of the winner (0.3 s, each round) only made that likely.
+    with context.Pool(2, initializer=start_line, initargs=(context.Barrier(2), context.Barrier(2))) as pool:
         pool.starmap(time.sleep, [(0,), (0,)])  # both processes started and imported before the first round
         for round_ in range(ROUNDS):
             run_id = f"race{round_}"
-            pending = pool.starmap_async(write, [(out, run_id, "a", None, hold_s),
-                                                 (out, run_id, "b", None, hold_s)], chunksize=1)
+            pending = pool.starmap_async(write, [(out, run_id, "a", None, 0.0),
+                                                 (out, run_id, "b", None, 0.0)], chunksize=1)
             while not pending.ready():  # a reader polling the run while both writers race
                 seen = _observe(out, run_id)
                 if seen is not None:

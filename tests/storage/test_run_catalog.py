@@ -196,3 +196,46 @@ def test_a_change_landing_between_a_read_and_its_write_is_kept(out):
     mine.update(change)
     assert attempts == [["a"], ["a", "theirs"]]
     assert sorted(_catalog(out)["runs"]) == ["a", "mine", "theirs"]
+
+
+def test_a_publication_reads_back_nothing_it_wrote_and_lists_each_folder_once(out, server):
+    """A run's first publication on a bucket: each of its requests is needed (on S3 each costs tens of
+    milliseconds). No object is read after this writer wrote it (its documents, its marker, the catalog, its
+    lease), no HEAD is asked before a read, and the run's partition folders are listed once, for the marker and
+    the tidying after it."""
+    publish_run(out, "first", 1)  # the catalog exists
+    log = server[1]
+    log.clear()
+    publish_run(out, "a", 2)
+    assert not [request for request in log if request[0] == "HEAD"], log
+    written: set[str] = set()
+    for method, path, _query in log:
+        if method == "PUT":
+            written.add(path)
+        elif method == "GET" and path in written:
+            pytest.fail(f"{path} read back after it was written: {log}")
+    listings = [query for method, path, query in log if method == "GET" and path.strip("/").count("/") == 0]
+    assert listings and len(listings) == len(set(listings)), listings
+    # what was not read back is what is there: the catalog's entry, the documents at their usual names
+    entry = _catalog(out)["runs"]["a"]
+    assert (entry["publication"], entry["rows"], entry["gate"], entry.get("pending")) == (
+        read_marker(out, "a")["publication"], 2, "PASS", None)
+    assert json.loads(tree_of(out).read_bytes("runs/a/stages.json")) == {"digests": []}
+
+
+def test_a_catalog_changed_by_another_writer_after_its_own_write_is_read_again(out):
+    """A catalog's next change starts from what it wrote itself, without reading it; when another writer changed
+    the catalog meanwhile, the conditional write fails and the change is made again on the catalog as it now is."""
+    publish_run(out, "a", 1)
+    mine, theirs = catalog_for(out), catalog_for(out)
+    mine.update(lambda runs: {**runs, "mine": {"summary": False}})
+    theirs.update(lambda runs: {**runs, "theirs": {"summary": False}})
+    seen = []
+
+    def change(runs: dict) -> dict:
+        seen.append(sorted(runs))
+        return {**runs, "again": {"summary": False}}
+
+    mine.update(change)
+    assert seen == [["a", "mine"], ["a", "mine", "theirs"]]
+    assert sorted(_catalog(out)["runs"]) == ["a", "again", "mine", "theirs"]

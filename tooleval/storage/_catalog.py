@@ -31,7 +31,7 @@ from typing import Any, Callable
 
 from tooleval.storage._fs import RemoteTree, Tree
 
-__all__ = ["CATALOG", "CATALOG_FORMAT", "RunCatalog", "catalog_for", "catalog_entry", "recover_results",
+__all__ = ["CATALOG", "CATALOG_FORMAT", "RunCatalog", "catalog_for", "catalog_entry", "entry_from", "recover_results",
            "lease_runs"]
 
 logger = logging.getLogger(__name__)
@@ -55,6 +55,16 @@ def catalog_entry(marker: dict, summary: dict | None) -> dict[str, Any]:
             "drift": (s.get("drift") or {}).get("verdict"), "summary": summary is not None}
 
 
+def entry_from(marker: dict, summary: bytes | None) -> dict[str, Any]:
+    """:func:`catalog_entry` of a marker and the bytes of its committed ``summary.json`` (None: it has none; bytes
+    that are no JSON object count as none)."""
+    try:
+        parsed = None if summary is None else json.loads(summary)
+    except ValueError:
+        parsed = None
+    return catalog_entry(marker, parsed if isinstance(parsed, dict) else None)
+
+
 def _kept(entry: dict) -> dict:
     """What the catalog keeps of an entry read from a marker (not whether the marker was tidied then)."""
     return {k: v for k, v in entry.items() if k != "tidy"}
@@ -72,6 +82,9 @@ class RunCatalog:
 
         self.tree = tree
         self.store = conditional_store(tree) if tree.protocol in ("s3", "s3a") else None
+        self._written: tuple[dict, str] | None = None
+        """The runs this object last wrote and their ETag (conditional writes only): the next change starts from
+        them, its write conditional on that version, and reads the catalog only when another writer changed it."""
 
     # reading and writing the object
 
@@ -105,13 +118,18 @@ class RunCatalog:
                 + "\n").encode()
         if self.store is not None:
             try:
-                self.store.put(CATALOG, data, if_match=None if etag in (None, "*") else etag, create=etag is None)
-                return True
+                written = self.store.put(CATALOG, data, if_match=None if etag in (None, "*") else etag,
+                                         create=etag is None)
             except PreconditionFailed:
+                self._written = None
                 return False
             except ConditionsUnsupported as exc:
                 mark_unsupported(self.store, str(exc))
                 self.store = None
+            else:
+                self._written = (runs, written)
+                return True
+        self._written = None
         self.tree.write_bytes(CATALOG, data)
         return True
 
@@ -122,6 +140,11 @@ class RunCatalog:
         Raises:
             OSError / OutFolderError: the store cannot be read or written.
         """
+        if self._written is not None:
+            runs, etag = self._written
+            changed = change(dict(runs))
+            if self._put(changed, etag):
+                return changed
         for attempt in range(_ATTEMPTS):
             runs, etag = self._get()
             if runs is None:
@@ -144,11 +167,10 @@ class RunCatalog:
             return None
         logical = f"runs/{run_id}/summary.json"
         try:
-            summary = json.loads(self.tree.read_bytes(marker.get("documents", {}).get(logical) or logical))
-        except (FileNotFoundError, ValueError):
+            summary = self.tree.read_bytes(marker.get("documents", {}).get(logical) or logical)
+        except FileNotFoundError:
             summary = None
-        entry = catalog_entry(marker, summary if isinstance(summary, dict) else None)
-        return {**entry, "tidy": marker.get("state") == "clean"}
+        return {**entry_from(marker, summary), "tidy": marker.get("state") == "clean"}
 
     def _rebuilt(self) -> dict:
         """Every committed run's entry, from the markers (a listing of ``runs/`` and two reads per run)."""
@@ -172,10 +194,15 @@ class RunCatalog:
         """Before a commit (``publication``) or a deletion (:data:`DELETE`) of ``run_id``: note it pending."""
         self.update(lambda runs: {**runs, run_id: {**runs.get(run_id, {}), "pending": publication}})
 
-    def settle(self, run_id: str) -> None:
+    def settle(self, run_id: str, entry: dict | None = None) -> None:
         """After a commit, a deletion or a recovery of ``run_id``: its entry from its marker, no note pending
-        (removed when it has no marker)."""
-        entry = self._entry(run_id)
+        (removed when it has no marker).
+
+        Args:
+            entry: The run's entry (:func:`entry_from`) when the caller knows its marker as it now is and its
+                summary (a publication that has just committed and tidied them); None: read from the store.
+        """
+        entry = self._entry(run_id) if entry is None else entry
         entry = None if entry is None else _kept(entry)
 
         def change(runs: dict) -> dict:

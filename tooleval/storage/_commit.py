@@ -38,7 +38,7 @@ from tooleval.storage._schema import SCHEMAS
 
 __all__ = ["MARKER", "PUBLICATIONS", "read_marker", "write_marker", "commit_marker", "read_marker_version",
            "MarkerChangedError", "committed_files", "document_path",
-           "read_document", "run_partition_folders", "sweep", "recover", "unmarked_files"]
+           "read_document", "run_partition_folders", "run_partition_files", "sweep", "recover", "unmarked_files"]
 
 logger = logging.getLogger(__name__)
 
@@ -162,6 +162,13 @@ def run_partition_folders(out: str | Path | Tree, run_id: str) -> list[str]:
     return sorted(p for kind in SCHEMAS for p in tree.folders(f"{kind}/dataset_revision=*/run_id={run_id}"))
 
 
+def run_partition_files(out: str | Path | Tree, run_id: str) -> dict[str, list[str]]:
+    """Every partition folder of ``run_id`` (as :func:`run_partition_folders`) with the files in it, relative to
+    ``out``: one listing a folder."""
+    tree = _tree(out)
+    return {folder: tree.files(f"{folder}/*") for folder in run_partition_folders(tree, run_id)}
+
+
 def _name(relpath: str) -> str:
     return relpath.rsplit("/", 1)[-1]
 
@@ -169,7 +176,12 @@ def _name(relpath: str) -> str:
 def unmarked_files(out: str | Path | Tree, folder: str) -> list[str]:
     """Partition files a run without a marker shows: those written before markers existed (``part-0.parquet``);
     files of an uncommitted publication (``part-<id>.parquet``) are never shown. Relative to ``out``."""
-    return [f for f in _tree(out).files(f"{folder}/*.parquet") if not VERSIONED.fullmatch(_name(f))]
+    return _unmarked(_tree(out).files(f"{folder}/*.parquet"))
+
+
+def _unmarked(files: list[str]) -> list[str]:
+    """The Parquet files of ``files`` that no publication id names (written before commit markers existed)."""
+    return [f for f in files if f.endswith(".parquet") and not VERSIONED.fullmatch(_name(f))]
 
 
 def committed_files(out: str | Path, kind: str, revision: str | None = None,
@@ -254,18 +266,29 @@ def _pause(point: str) -> None:
     pause_point(point)
 
 
-def sweep(out: str | Path | Tree, run_id: str, marker: dict, store: Any = None, etag: str | None = None) -> None:
+def sweep(out: str | Path | Tree, run_id: str, marker: dict, store: Any = None, etag: str | None = None,
+          listed: dict[str, list[str]] | None = None, written: dict[str, bytes] | None = None) -> bool:
     """Finish a committed publication: copy each document to its usual name, delete the run's files that the
     marker does not name (older publications, an interrupted one), mark the marker clean. Idempotent; the
     caller holds the run's lease.
 
     With ``store`` (a :class:`~tooleval.storage._conditional.ConditionalStore`) and ``etag`` (the marker's, as
     committed or read), the marker is marked clean only if it is still that version: a sweep never rewrites a
-    marker that another writer committed meanwhile."""
+    marker that another writer committed meanwhile.
+
+    Args:
+        listed: The run's partition files as :func:`run_partition_files` listed them while the caller held the
+            lease (a publication lists them before its commit to build the marker); None: listed here.
+        written: Documents' committed copies whose bytes the caller has (path -> bytes, as it wrote them);
+            the others are read.
+
+    Returns:
+        Whether ``marker`` is the run's marker, clean, at the end (False: another writer committed meanwhile).
+    """
     tree = _tree(out)
     first = True
     for logical, physical in sorted(marker.get("documents", {}).items()):
-        data = tree.read_bytes(physical)
+        data = written[physical] if written and physical in written else tree.read_bytes(physical)
         location = tree.location(logical)
         if isinstance(location, Path) and (location.is_symlink() or not location.is_file()):
             current = None
@@ -281,8 +304,8 @@ def sweep(out: str | Path | Tree, run_id: str, marker: dict, store: Any = None, 
                 first = False
     named = {name for files in marker.get("partitions", {}).values() for name in files}
     named |= set(marker.get("documents", {}).values())
-    for folder in run_partition_folders(tree, run_id):
-        for entry in tree.files(f"{folder}/*"):
+    for folder, entries in (run_partition_files(tree, run_id) if listed is None else listed).items():
+        for entry in entries:
             name = _name(entry)
             if (name.endswith(".parquet") and entry not in named) or name.endswith(".tmp"):
                 tree.delete(entry)
@@ -295,12 +318,14 @@ def sweep(out: str | Path | Tree, run_id: str, marker: dict, store: Any = None, 
     if marker.get("state") != "clean":
         if store is None or etag is None:
             write_marker(tree, run_id, dict(marker, state="clean"))
-            return
+            return True
         try:
             commit_marker(tree, run_id, dict(marker, state="clean"), store, etag)
         except MarkerChangedError:
             logger.warning("run %r was committed again while its previous publication was being tidied; the "
                            "newer publication tidies it", run_id)
+            return False
+    return True
 
 
 def discard(out: str | Path | Tree, run_id: str) -> None:
@@ -410,13 +435,14 @@ def _clean_staging(out: Path) -> None:
 
 
 def new_marker(out: str | Path | Tree, run_id: str, publication: str, revision: str | None, previous: dict | None,
-               partitions: dict[str, list[str]], documents: dict[str, str]) -> dict[str, Any]:
+               partitions: dict[str, list[str]], documents: dict[str, str],
+               listed: dict[str, list[str]] | None = None) -> dict[str, Any]:
     """The marker committing ``publication``: the previous marker's entries overridden by this publication's
-    (a run published before markers existed has its files adopted)."""
+    (a run published before markers existed has its files adopted, from ``listed``, the run's partition files
+    as :func:`run_partition_files` lists them, listed here when None)."""
     if previous is None:
-        tree = _tree(out)
-        previous = {"partitions": {folder: unmarked_files(tree, folder) for folder in run_partition_folders(tree, run_id)},
-                    "documents": {}}
+        listed = run_partition_files(out, run_id) if listed is None else listed
+        previous = {"partitions": {folder: _unmarked(files) for folder, files in listed.items()}, "documents": {}}
     return {
         "format": MARKER_FORMAT,
         "run_id": run_id,

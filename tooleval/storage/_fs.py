@@ -229,7 +229,17 @@ class RemoteTree:
         return self._glob(pattern, "file")
 
     def read_bytes(self, relpath: str) -> bytes:
+        if self._one_get:
+            # s3fs otherwise asks for the object's size first (a HEAD, and for a missing object a listing too, to
+            # tell a folder from nothing) to split a download of more than 50 MB into parallel ranges; what a tree
+            # reads whole is a marker, a lease, the catalog or a run's document, so one GET does, and a missing
+            # object is its answer 404
+            return self.fs.cat_file(f"{self.root}/{relpath}", max_concurrency=1)
         return self.fs.cat_file(f"{self.root}/{relpath}")
+
+    @property
+    def _one_get(self) -> bool:
+        return type(self.fs).__name__ == "S3FileSystem"
 
     def location(self, relpath: str) -> str:
         return f"{self.protocol}://{self.root}/{relpath}"

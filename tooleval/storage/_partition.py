@@ -33,9 +33,9 @@ import pyarrow.compute as pc
 
 from tooleval.errors import InputFileError
 from tooleval.storage._commit import (PUBLICATIONS, commit_marker, marker_store, new_marker, read_marker,
-                                      read_marker_version, sweep)
+                                      read_marker_version, run_partition_files, sweep)
 from tooleval.storage._fs import Location, as_location, join, tree_of
-from tooleval.storage._catalog import catalog_for
+from tooleval.storage._catalog import catalog_for, entry_from
 from tooleval.storage._hold import hold_run
 from tooleval.storage._lease import LeaseHeldError
 from tooleval.storage._pause import pause_point
@@ -165,6 +165,10 @@ class Publication:
         self._partitions: dict[str, list[str]] = {}
         self._tables: dict[tuple[str, str, str], Path] = {}
         self._documents: dict[str, str] = {}
+        self._written: dict[str, bytes] = {}
+        """On object storage, each document's bytes as written (by its committed copy's path): the sweep copies
+        them to their usual names, and the run catalog takes the summary from them, without reading them back."""
+        self._catalog: Any = None
         self._parts: list[str] = []
         self._lease: Any = None
         self._holder: Any = None
@@ -281,6 +285,8 @@ class Publication:
         physical = f"runs/{self.run_id}/{PUBLICATIONS}/{self.id}/{logical}"
         self.tree.write_bytes(physical, data)
         self._documents[logical] = physical
+        if self.remote:
+            self._written[physical] = data
         return self.tree.location(physical)
 
     def add_text(self, relpath: str, text: str) -> Location:
@@ -348,9 +354,13 @@ class Publication:
             previous, expected = (read_marker_version(store, self.run_id) if store is not None
                                   else (read_marker(self.out, self.run_id), None))
             self._check_still_held()
+            # a first publication lists the run's partition files to adopt those published before commit markers;
+            # the sweep after the commit deletes from the same listing what the marker does not name (the lease,
+            # held since, kept any other writer from adding files of this run in between)
+            listed = run_partition_files(self.out, self.run_id) if previous is None else None
             marker = new_marker(self.out, self.run_id, self.id, self.revision, previous, self._partitions,
-                                self._documents)
-            catalog = catalog_for(self.tree)
+                                self._documents, listed)
+            catalog = self._catalog = catalog_for(self.tree)
             if catalog is not None:  # written ahead: a writer killed from here on leaves the run noted
                 catalog.note_pending(self.run_id, self.id)
                 noted = True
@@ -364,8 +374,8 @@ class Publication:
             raise
         try:
             pause_point("committed")
-            sweep(self.out, self.run_id, marker, store, etag)
-            self._settle()
+            clean = sweep(self.out, self.run_id, marker, store, etag, listed, self._written)
+            self._settle(dict(marker, state="clean") if clean else None)
         except (OSError, InputFileError) as exc:  # committed: the next command finishes it (recover)
             logger.warning("run %r is committed but not yet tidied (%s); the next command finishes it",
                            self.run_id, exc)
@@ -374,14 +384,22 @@ class Publication:
         logger.debug("published run %r (%d partition(s), %d document(s)) under %s", self.run_id,
                      len(self._partitions), len(self._documents), self.out)
 
-    def _settle(self) -> None:
+    def _settle(self, marker: dict | None = None) -> None:
         """On object storage, the run's entry in the run catalog from its marker as it now is (best effort: a run
-        left noted is settled by the next reader or recovery)."""
-        catalog = catalog_for(self.tree) if self.remote and self.run_id is not None else None
+        left noted is settled by the next reader or recovery). ``marker``: the run's marker as this publication
+        left it, committed and tidied (None: read from the store)."""
+        catalog = self._catalog if self.remote and self.run_id is not None else None
         if catalog is None:
             return
+        entry = None
+        logical = f"runs/{self.run_id}/summary.json"
+        physical = None if marker is None else marker.get("documents", {}).get(logical)
+        if physical in self._written:
+            # the summary the marker names is the one this publication wrote: nothing to read back (any other,
+            # an earlier publication's or one published before commit markers, is read by the catalog)
+            entry = entry_from(marker, self._written[physical])
         try:
-            catalog.settle(self.run_id)
+            catalog.settle(self.run_id, entry)
         except (OSError, InputFileError) as exc:
             logger.warning("run %r: the run catalog was not updated (%s); the next command settles it",
                            self.run_id, exc)

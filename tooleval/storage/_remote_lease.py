@@ -86,6 +86,8 @@ class RemoteLease(RunLease):
         self._store: ConditionalStore | None = conditional_store(self._tree)
         self.conditional: bool | None = None
         self.etag: str | None = None
+        self._written: dict | None = None
+        """The record whose write carries :attr:`etag` (conditional writes only)."""
         self._etag_lock = threading.Lock()
 
     @property
@@ -128,9 +130,10 @@ class RemoteLease(RunLease):
     def _take_conditionally(self, store: ConditionalStore) -> dict | None:
         unknown = {"run_id": self.run_id, "host": None, "pid": None, "expires_at": None}
         for _ in range(_TAKE_ATTEMPTS):
-            record = _encode(self._record())
+            written = self._record()
+            record = _encode(written)
             try:
-                self.etag = store.put(self.relpath, record, create=True)
+                self.etag, self._written = store.put(self.relpath, record, create=True), written
             except PreconditionFailed:
                 pass
             else:
@@ -143,12 +146,13 @@ class RemoteLease(RunLease):
             data, etag = found
             current = _decode(data)
             if current is not None and current.get("token") == self.token:
-                self.etag = etag  # our own write, whose answer was lost and retried
+                self.etag, self._written = etag, current  # our own write, whose answer was lost and retried
                 return None
             if current is not None and holder_alive(current):
                 return current
             try:  # stale (or unreadable): replace exactly the version we read
-                self.etag = store.put(self.relpath, _encode(self._record()), if_match=etag)
+                written = self._record()
+                self.etag, self._written = store.put(self.relpath, _encode(written), if_match=etag), written
                 return None
             except PreconditionFailed:
                 continue  # another taker replaced it first: look again
@@ -173,16 +177,15 @@ class RemoteLease(RunLease):
         """Extend the lease by a time to live if it is still ours; False when it was taken over."""
         if self.conditional and self._store is not None:
             with self._etag_lock:
-                found = self._store.get(self.relpath)
-                if found is None or self.etag is None:
+                if self.etag is None or self._written is None:
                     return False
-                current = _decode(found[0])
-                if current is None or current.get("token") != self.token:
-                    return False
-                record = dict(current, expires_at=(datetime.now(timezone.utc)
-                                                   + timedelta(seconds=self.ttl)).isoformat())
+                # no read first: the write's condition, our last ETag, holds only while the object is still the
+                # record we wrote (any other taker's write, or a release, changes or removes it)
+                record = dict(self._written, expires_at=(datetime.now(timezone.utc)
+                                                         + timedelta(seconds=self.ttl)).isoformat())
                 try:
-                    self.etag = self._store.put(self.relpath, _encode(record), if_match=self.etag)
+                    self.etag, self._written = self._store.put(self.relpath, _encode(record),
+                                                               if_match=self.etag), record
                 except PreconditionFailed:
                     return False
                 return True
