@@ -17,6 +17,7 @@ import sys
 
 import pytest
 from tests.support.paths import BUNDLED, REPO, USER_CACHE
+from tests.support.prefect_home import seeded_home
 from tooleval.capture.keys import PlannedKey, persist_key, plan_key
 
 
@@ -35,6 +36,11 @@ def test_a_key_planned_new_adopts_the_key_another_run_created_meanwhile(tmp_path
 @pytest.mark.slow  # two `tooleval run` processes and their server
 def test_two_runs_started_together_on_a_new_out_both_publish(tmp_path):
     out = tmp_path / "results"
+    # The user's Prefect home (no Prefect setting): seeded when no earlier test of this process made its database.
+    # The race is over the results folder's key, which both runs plan once the shared server answers, however
+    # long it took to start; a new home's database would only cost this test its time.
+    if not (USER_CACHE / "tooleval" / "prefect" / "prefect.db").exists():
+        seeded_home(USER_CACHE / "tooleval" / "prefect")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PREFECT_", "TOOLEVAL_"))}
     env.update(COLUMNS="250", PREFECT_SERVER_ANALYTICS_ENABLED="false", TOOLEVAL_PREFECT_SERVER_IDLE_S="0",
                PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS="120", XDG_CACHE_HOME=str(USER_CACHE))

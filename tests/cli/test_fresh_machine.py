@@ -21,6 +21,7 @@ import pytest
 from tests.support.datasets import TINY_CASES, TINY_TRACES, write_dataset
 from tests.support.paths import REPO
 from tests.support.pace import PATIENT_S, alive, gone_within, scaled, session_empty_within
+from tests.support.prefect_home import seeded_home
 
 pytestmark = pytest.mark.slow  # `tooleval run` processes with a fresh Prefect home or a server that never answers
 
@@ -76,7 +77,10 @@ def test_a_fresh_prefect_home_is_created_and_the_run_says_what_it_does(tmp_path)
 
 def test_on_a_terminal_the_run_says_the_same(tmp_path):
     dataset = write_dataset(tmp_path / "d", TINY_CASES, TINY_TRACES)
-    env = _env(TOOLEVAL_PREFECT_HOME=str(tmp_path / "home"), TOOLEVAL_PREFECT_SERVER_IDLE_S="0", TERM="xterm")
+    # a seeded home: the steps a run prints are the same on a new home (the test above), and building a new
+    # home's database would only cost this test its time
+    home = seeded_home(tmp_path / "home")
+    env = _env(TOOLEVAL_PREFECT_HOME=str(home), TOOLEVAL_PREFECT_SERVER_IDLE_S="0", TERM="xterm")
     env.pop("COLUMNS")
     primary, secondary = pty.openpty()
     process = subprocess.Popen([sys.executable, "-m", "tooleval.cli", "run", "--dataset", str(dataset), "--out",

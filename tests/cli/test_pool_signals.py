@@ -52,21 +52,30 @@ server.end_server(linger=False)
 
 
 @pytest.fixture(scope="module")
-def home(tmp_path_factory) -> Path:
+def holder(tmp_path_factory) -> tuple[Path, subprocess.Popen]:
     """A Prefect home whose server a holder process keeps running for the module: each command finds it, so the
-    tests pay its start-up once (a signalled command's own server stopping is tested in test_cli_kill.py)."""
+    tests pay its start-up once (a signalled command's own server stopping is tested in test_cli_kill.py). Not
+    waited for here: :func:`corpus` writes its corpus meanwhile, and :func:`home` waits."""
     folder = seeded_home(tmp_path_factory.mktemp("pool-home"))
     env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
     env.update(PREFECT_HOME=str(folder), TOOLEVAL_PREFECT_SERVER_IDLE_S="0")
-    holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(folder)], cwd=REPO, env=env, text=True,
-                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, start_new_session=True)
-    assert holder.stdout.readline().startswith("http://127.0.0.1:")
-    yield folder
-    holder.communicate("\n", timeout=60)
+    process = subprocess.Popen([sys.executable, "-c", HOLDER, str(folder)], cwd=REPO, env=env, text=True,
+                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, start_new_session=True)
+    yield folder, process
+    process.communicate("\n", timeout=60)
 
 
 @pytest.fixture(scope="module")
-def corpus(tmp_path_factory) -> Path:
+def home(holder) -> Path:
+    """The home of :func:`holder`, once its server answers."""
+    folder, process = holder
+    assert process.stdout.readline().startswith("http://127.0.0.1:")
+    return folder
+
+
+@pytest.fixture(scope="module")
+def corpus(holder, tmp_path_factory) -> Path:
+    """The synthetic corpus, written while the holder's server starts (both are independent)."""
     folder = tmp_path_factory.mktemp("pool-corpus") / f"bfcl-{POOL_ROWS}-s0"  # the name `tooleval bench` reuses
     done = subprocess.run([sys.executable, "-m", "tooleval.cli", "synth", "--rows", str(POOL_ROWS), "--out",
                            str(folder)], cwd=REPO, capture_output=True, text=True, timeout=PATIENT_S)

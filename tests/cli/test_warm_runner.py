@@ -71,14 +71,26 @@ sys.exit(client.returncode)
 not from pytest's: a child's peak RSS counts the memory of the process it was forked from, kept through exec."""
 
 
-def _run(src, dataset, out, run_id, env, **extra) -> tuple[int, str, str, float]:
-    """Run a client to its end; returns (exit code, stdout, stderr, its peak RSS in MB)."""
+def _launch(src, dataset, out, run_id, env, **extra) -> tuple[subprocess.Popen, Path]:
+    """Start a client, measured; returns it and the file its peak RSS goes to (:func:`_collect`)."""
     peak = src.parent / f"{run_id}.maxrss"
-    done = subprocess.run(
+    client = subprocess.Popen(
         [sys.executable, "-c", MEASURED, str(peak), sys.executable, "-m", "tooleval.cli", "run", "--dataset",
          str(dataset), "--out", str(out), "--run-id", run_id],
-        cwd=src, env={**env, **extra}, capture_output=True, text=True, timeout=PATIENT_S)
-    return done.returncode, done.stdout, done.stderr, int(peak.read_text()) / 1024
+        cwd=src, env={**env, **extra}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return client, peak
+
+
+def _collect(launched: tuple[subprocess.Popen, Path]) -> tuple[int, str, str, float]:
+    """Wait for a client of :func:`_launch`; returns (exit code, stdout, stderr, its peak RSS in MB)."""
+    client, peak = launched
+    stdout, stderr = client.communicate(timeout=PATIENT_S)
+    return client.returncode, stdout, stderr, int(peak.read_text()) / 1024
+
+
+def _run(src, dataset, out, run_id, env, **extra) -> tuple[int, str, str, float]:
+    """Run a client to its end; returns (exit code, stdout, stderr, its peak RSS in MB)."""
+    return _collect(_launch(src, dataset, out, run_id, env, **extra))
 
 
 def _bound_runner(tmp_path: Path, known: set[int], seconds: float = 60) -> int:
@@ -144,9 +156,14 @@ def test_a_second_run_is_served_warm_alike_and_an_edit_means_cold(setup, tmp_pat
     assert mb1 > COLD_RUN_MIN_MB, err1
     first = _bound_runner(tmp_path, set())
 
-    code2, out2, err2, mb2 = _run(src, dataset, out, "r2", env)
+    # the same command warm and cold, run at once: two run ids of one folder run side by side (their
+    # publications take turns, silently; test_concurrent_runs.py), so what each prints and publishes is what
+    # it would alone, and only the warm one asks the runner
+    warm = _launch(src, dataset, out, "r2", env)
+    cold = _launch(src, dataset, out, "r3", env, TOOLEVAL_WARM_RUNNER="0")
+    code2, out2, err2, mb2 = _collect(warm)
+    code3, out3, err3, mb3 = _collect(cold)
     assert mb2 < WARM_CLIENT_MAX_MB, (mb2, err2)  # served by the runner
-    code3, out3, err3, mb3 = _run(src, dataset, out, "r3", env, TOOLEVAL_WARM_RUNNER="0")
     assert mb3 > COLD_RUN_MIN_MB
     # the same command, warm and cold: same exit code, same words on the terminal, the same rows
     assert code2 == code3 == code1, err2 + err3
@@ -232,33 +249,6 @@ def _program(program: str, cwd: Path, dataset: Path, out: Path, run_id: str, env
     return done.returncode, done.stdout, done.stderr, int(peak.read_text()) / 1024
 
 
-def test_an_activated_venv_and_the_programs_path_share_one_runner_across_terminals_and_folders(setup, tmp_path):
-    src, dataset, results, env = setup
-    env = {k: v for k, v in env.items() if k != "TOOLEVAL_PREFECT_HOME"}
-    env["XDG_CACHE_HOME"] = str(tmp_path / "cache")
-    home = seeded_home(tmp_path / "cache" / "tooleval" / "prefect")  # the user's, as no home is set
-    activated = _terminal(env, src, activated=True, session="first-terminal")
-    direct = _terminal(env, src, activated=False, session="second")
-    # `. .venv/bin/activate && tooleval run` in one terminal, cold: it leaves a runner
-    code1, _, err1, mb1 = _program("tooleval", tmp_path / "a", dataset, results / "a", "r1", activated)
-    assert code1 in (0, 1) and mb1 > COLD_RUN_MIN_MB, err1
-    runner = _bound_runner(tmp_path, set())
-    # `.venv/bin/tooleval run` in another terminal, another working folder and another results folder: served
-    code2, _, err2, mb2 = _program(str(VENV_BIN / "tooleval"), tmp_path / "b", dataset, results / "b", "r2", direct)
-    assert (code2, mb2 < WARM_CLIENT_MAX_MB) == (code1, True), (mb2, err2)
-    # and the first terminal again, into a third folder: the same runner, still the only one
-    code3, _, err3, mb3 = _program("tooleval", tmp_path / "a", dataset, results / "c", "r3", activated)
-    assert (code3, mb3 < WARM_CLIENT_MAX_MB) == (code1, True), (mb3, err3)
-    assert _runner_pids(tmp_path) == [runner]
-    assert json.loads((home / "warm-runner.json").read_text())["pid"] == runner
-    # every folder's rows, and its own task results and cache records; one Prefect database, in the home
-    for folder, run_id in (("a", "r1"), ("b", "r2"), ("c", "r3")):
-        assert len(published_rows(results / folder, run_id)) == len(TINY_TRACES)
-        assert len(list((results / folder / ".tooleval" / "prefect" / "storage").iterdir())) > 0
-        assert not (results / folder / ".tooleval" / "prefect" / "prefect.db").exists()
-    assert (home / "prefect.db").exists()
-
-
 def _processes_naming(text: str) -> dict[int, tuple[int, str]]:
     """pid -> (RSS in KB, command line) of every process whose command line contains ``text``."""
     found = {}
@@ -276,24 +266,51 @@ def _processes_naming(text: str) -> dict[int, tuple[int, str]]:
     return found
 
 
-def test_five_results_folders_leave_one_server_and_one_runner_that_end_when_idle(setup, tmp_path):
+def test_two_terminals_and_five_results_folders_share_one_runner_and_one_server_that_end_when_idle(setup, tmp_path):
+    """`tooleval run` from an activated virtual environment and by the path of its program, in two terminals, two
+    working folders and five results folders: one runner and one Prefect server serve every run, in the user's
+    Prefect home, and both end by themselves once idle."""
     src, dataset, results, env = setup
     # The runs follow each other within a second or two (a client's start-up), so an idle time of 10 s keeps
     # both processes between them; the test then waits that idle time out, so a longer one only costs time.
     idle_s = 10
     env = {k: v for k, v in env.items() if k != "TOOLEVAL_PREFECT_HOME"}
     env.update(XDG_CACHE_HOME=str(tmp_path / "cache"), TOOLEVAL_PREFECT_SERVER_IDLE_S=str(idle_s))
-    seeded_home(tmp_path / "cache" / "tooleval" / "prefect")  # the user's Prefect home, as no home is set
-    codes = {_run(src, dataset, results / f"r{i}", f"r{i}", env)[0] for i in range(1, 6)}
-    assert codes <= {0, 1}
+    home = seeded_home(tmp_path / "cache" / "tooleval" / "prefect")  # the user's, as no home is set
+    activated = _terminal(env, src, activated=True, session="first-terminal")
+    direct = _terminal(env, src, activated=False, session="second")
+    # `. .venv/bin/activate && tooleval run` in one terminal, cold: it leaves a runner
+    code1, _, err1, mb1 = _program("tooleval", tmp_path / "a", dataset, results / "a", "r1", activated)
+    assert code1 in (0, 1) and mb1 > COLD_RUN_MIN_MB, err1
+    runner = _bound_runner(tmp_path, set())
+    # `.venv/bin/tooleval run` in another terminal, another working folder and another results folder: served
+    code2, _, err2, mb2 = _program(str(VENV_BIN / "tooleval"), tmp_path / "b", dataset, results / "b", "r2", direct)
+    assert (code2, mb2 < WARM_CLIENT_MAX_MB) == (code1, True), (mb2, err2)
+    # and the first terminal again, into a third folder, then both terminals into two more: the same runner
+    folders = {"a": "r1", "b": "r2", "c": "r3", "d": "r4", "e": "r5"}
+    for folder, program, cwd, terminal in (("c", "tooleval", "a", activated),
+                                           ("d", str(VENV_BIN / "tooleval"), "b", direct),
+                                           ("e", "tooleval", "a", activated)):
+        code, _, err, mb = _program(program, tmp_path / cwd, dataset, results / folder, folders[folder], terminal)
+        assert (code, mb < WARM_CLIENT_MAX_MB) == (code1, True), (folder, mb, err)
+    assert _runner_pids(tmp_path) == [runner]
+    assert json.loads((home / "warm-runner.json").read_text())["pid"] == runner
+    # five results folders leave two processes, the runner and the server, both of the user's one Prefect home
     left = _processes_naming(str(tmp_path))
     kinds = sorted("runner" if "tooleval.cli._warm" in cmdline else "server" if "_prefect_daemon" in cmdline
                    else cmdline for _, cmdline in left.values())
     assert kinds == ["runner", "server"], left
-    home = tmp_path / "cache" / "tooleval" / "prefect"  # one Prefect home for the user, not one per folder
     assert all(str(home) in cmdline for _, cmdline in left.values())
     total_mb = sum(rss for rss, _ in left.values()) / 1024
     assert total_mb <= 700, left
+    # every folder's rows, and its own task results and cache records; one Prefect database, in the home (read
+    # while the two processes wait out their idle time)
+    for folder, run_id in folders.items():
+        assert len(published_rows(results / folder, run_id)) == len(TINY_TRACES)
+        assert len(list((results / folder / ".tooleval" / "prefect" / "storage").iterdir())) > 0
+        assert not (results / folder / ".tooleval" / "prefect" / "prefect.db").exists()
+    assert (home / "prefect.db").exists()
+    # idle: both end by themselves
     deadline = time.monotonic() + idle_s + 60
     while _processes_naming(str(tmp_path)):
         assert time.monotonic() < deadline, f"still running {idle_s + 60} s after the last run: {left}"
@@ -360,8 +377,10 @@ def test_the_runner_imports_start_no_thread(tmp_path):
               "print(len(os.listdir('/proc/self/task')), other_threads())\n")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENBLAS_", "OMP_", "JE_ARROW_"))}
     env["PYTHONPATH"] = str(REPO)
-    found = {how: subprocess.run([sys.executable, "-c", script, how], env=env, cwd=tmp_path, capture_output=True,
-                                 text=True, timeout=PATIENT_S).stdout.strip() for how in ("runner", "plain")}
+    # the two imports are independent: both processes run at once
+    started = {how: subprocess.Popen([sys.executable, "-c", script, how], env=env, cwd=tmp_path, text=True,
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE) for how in ("runner", "plain")}
+    found = {how: process.communicate(timeout=PATIENT_S)[0].strip() for how, process in started.items()}
     assert found["runner"] == "1"
     assert int(found["plain"].split()[0]) > 1 and "jemalloc_bg_thd" in found["plain"]
 

@@ -20,6 +20,7 @@ import pytest
 
 from tests.support.datasets import TINY_CASES, TINY_TRACES, write_dataset
 from tests.support.paths import REPO
+from tests.support.prefect_home import seeded_home
 
 pytestmark = pytest.mark.slow  # a real `prefect server start`, a work pool and a worker
 
@@ -78,7 +79,10 @@ def _api(method: str, url: str, **kwargs):
 def server(tmp_path):
     port = _free_port()
     api = f"http://127.0.0.1:{port}/api"
-    env = {**os.environ, "PREFECT_HOME": str(tmp_path / "prefect-home"), "PREFECT_API_URL": api,
+    # a seeded home: the server's database already built (these are the deployment steps, not a new home's first
+    # start, which tests/cli/test_fresh_machine.py covers), so `prefect server start` answers sooner
+    home = seeded_home(tmp_path / "prefect-home")
+    env = {**os.environ, "PREFECT_HOME": str(home), "PREFECT_API_URL": api,
            "PREFECT_SERVER_ANALYTICS_ENABLED": "false", "PREFECT_LOGGING_LEVEL": "WARNING",
            "PREFECT_WORKER_QUERY_SECONDS": "1", "TOOLEVAL_REPO": str(REPO), "PYTHONUNBUFFERED": "1"}
     log = tmp_path / "server.log"
