@@ -197,7 +197,10 @@ def test_ctrl_c_and_sigkill_at_the_client_end_the_warm_command(setup, tmp_path):
                         TOOLEVAL_TEST_PUBLISH_PAUSE_FILE=str(flag))
         deadline = time.monotonic() + 120
         while not flag.exists() or not flag.read_text():
-            assert client.poll() is None and time.monotonic() < deadline, client.communicate()
+            if client.poll() is None and time.monotonic() >= deadline:
+                client.kill()  # still running past the deadline: end it so that its output can be read
+                pytest.fail(f"{run_id} never paused in its publication: {client.communicate(timeout=PATIENT_S)}")
+            assert client.poll() is None, client.communicate(timeout=PATIENT_S)
             time.sleep(0.1)
         command = int(flag.read_text())  # the process paused inside the publication
         assert command != client.pid and _parent(command) == runner  # forked by the runner, not the client
