@@ -11,6 +11,7 @@ import json
 import pytest
 
 from tests.support.datasets import handed_cases
+from tests.support.paths import GOLDEN, REPO
 from tooleval.canonical import canonical_json
 from tooleval.models import calls_from_messages
 from tooleval.scoring.rows import score_envelopes
@@ -33,6 +34,14 @@ def _row(case: dict) -> dict:
         "error": None,
     }
     return score_envelopes({case["id"]: model_case}, [envelope])[0]
+
+
+def test_the_copy_is_the_handed_file():
+    """The tests read a copy of ../shared/cases/handed.jsonl (the handed cases' source, beside the checkout as the
+    README asks): a case added to or corrected in the source must not go unchecked here."""
+    source = REPO.parent / "shared" / "cases" / "handed.jsonl"
+    assert source.read_bytes() == (GOLDEN / "handed.jsonl").read_bytes(), \
+        f"copy {source} over tests/golden/handed.jsonl and check the new or changed cases"
 
 
 def test_all_scoring_cases_present():
