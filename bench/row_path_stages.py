@@ -20,6 +20,8 @@ import sys
 import time
 
 sys.path.insert(0, os.getcwd())
+from tooleval.dataset import load_dataset_cached
+from tooleval.rules import confidential_tools
 from tooleval.runs.spec import RunSpec
 from tooleval.runs.plan import plan_run
 from tooleval.runs.shards import cyclic_gc_paused, run_scopes, scoring_key
@@ -34,6 +36,8 @@ prof = sys.argv[sys.argv.index("--profile") + 1] if "--profile" in sys.argv else
 paused = cyclic_gc_paused if "--gc-paused" in sys.argv else contextlib.nullcontext
 plan = plan_run(RunSpec(dataset=dataset, traces=None, out=out, run_id="stages", workers=2))
 gscope, sscope = run_scopes(plan)
+loaded = load_dataset_cached(plan.dataset.path)
+kept = confidential_tools(loaded.tools, loaded.cases)  # as the flow passes them
 dirs = {n: str(stage_dir(plan.out, n)) for n in ("generation", "capture", "scoring")}
 for d in dirs.values():
     os.makedirs(d, exist_ok=True)
@@ -50,7 +54,7 @@ for shard in plan.index.shards():
         b, cb = time.perf_counter(), time.process_time()
         replay = ReplayedLines(plan.agent, items, offsets, plan.dataset, plan.out) if plan.agent.kind == "replay" else None
         c = capture_shard.fn(g, plan.dataset.tool_schema_version, scorer_version(), dirs["capture"], plan.redaction,
-                             gscope, replay=replay)
+                             gscope, replay=replay, kept_results=kept)
         d, cd = time.perf_counter(), time.process_time()
         s = score_shard.fn(c, plan.dataset, plan.redaction, scorer_version(), ragas_version(), plan.out,
                            dirs["scoring"], scope=scoring_key(sscope, items))

@@ -57,6 +57,8 @@ class ShardContext(BaseModel):
     retry_errors: bool = False
     progress: str | None = None
     """The flow's progress channel (:func:`tooleval.runs.progress.note_stage`); ``None``: progress is off."""
+    kept_results: list[str] | None = None
+    """:func:`tooleval.rules.confidential_tools` of the dataset: trace capture keeps their calls' result texts."""
 
 
 class ShardOutcome(BaseModel):
@@ -153,7 +155,8 @@ def _run_shard(context: ShardContext, items: list[WorkItem], offsets: list[tuple
     note_stage(c.progress, "generation", scoring_scope, len(items))
     replay = ReplayedLines(c.plan_agent, items, offsets, c.dataset, c.out) if c.plan_agent.kind == "replay" else None
     captured = _stage(capture, "trace-capture", states, timing, generated, c.dataset.tool_schema_version,
-                      c.code, c.dirs["capture"], c.redaction, c.generation_scope, replay=replay)
+                      c.code, c.dirs["capture"], c.redaction, c.generation_scope, replay=replay,
+                      kept_results=c.kept_results)
     note_stage(c.progress, "trace-capture", scoring_scope, len(items))
     rows = None
     if not c.legacy_only:

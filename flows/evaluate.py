@@ -31,6 +31,8 @@ from flows._shards import ShardContext, ShardOutcome, ShardWork, count_states, r
 from flows._tags import untagged_task_runs
 from tasks import cached_redactor, forget_run_state, offer_seed_state
 from tooleval.runs.legacy import LegacyResult
+from tooleval.dataset import load_dataset_cached
+from tooleval.rules import confidential_tools
 from tooleval.runs.plan import RunPlan, plan_run
 from tooleval.runs.spec import DEFAULT_DATASET, RunSpec
 from tooleval.runs.progress import StageProgress
@@ -124,9 +126,15 @@ def _plan(spec: RunSpec) -> tuple[RunPlan, ShardContext]:
         dirs={name: str(stage_dir(plan.out, name)) for name in ("generation", "capture", "scoring")},
         code=scorer_version(), ragas=ragas_version(), generation_scope=generation_scope,
         scoring_scope=scoring_scope, legacy_only=spec.legacy_only, legacy_pass=spec.legacy_pass,
-        retry_errors=plan.agent.kind != "replay",
+        retry_errors=plan.agent.kind != "replay", kept_results=_kept_results(plan),
     )
     return plan, context
+
+
+def _kept_results(plan: RunPlan) -> list[str]:
+    """The tools whose result texts trace capture keeps (:func:`tooleval.rules.confidential_tools`)."""
+    loaded = load_dataset_cached(plan.dataset.path)
+    return confidential_tools(loaded.tools, loaded.cases)
 
 
 def _shards(plan: RunPlan, context: ShardContext, spec: RunSpec,

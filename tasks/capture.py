@@ -19,6 +19,7 @@ import time
 from datetime import datetime, timezone
 from typing import Any, Iterator
 
+import pyarrow as pa
 from prefect import task
 from prefect.cache_policies import INPUTS, TASK_SOURCE
 
@@ -26,8 +27,9 @@ from tooleval.agents import ReplayAgentConfig, WorkItem, as_text_record, replay_
 from tooleval.capture.envelope import generation_envelope
 from tooleval.capture.redaction import RedactionConfig
 from tooleval.dataset import load_dataset_trusted
+from tooleval.capture import view_arrays
 from tooleval.runs.plan import DatasetRef
-from tooleval.storage import ENVELOPE_SCHEMA, iter_file_batches
+from tooleval.storage import CAPTURE_SCHEMA, ENVELOPE_SCHEMA, iter_file_batches
 from tooleval.storage.stages import STAGE_ROW_GROUP, StageRef, write_stage_table
 from tasks._shared import cached_redactor
 
@@ -63,6 +65,7 @@ class ReplayedLines:
 def capture_shard(
     generation: StageRef, tool_schema_version: str | None, code_version: str, stage_dir: str,
     redaction: RedactionConfig | None = None, scope: str = "", replay: ReplayedLines | None = None,
+    kept_results: list[str] | None = None,
 ) -> StageRef:
     """Capture one shard of envelopes.
 
@@ -76,9 +79,12 @@ def capture_shard(
         scope: :func:`tooleval.runs.shards.run_scopes`' generation scope (the redactor's seeded values; cache key).
         replay: Where the replayed lines are, when the generation stage file refers to recorded lines (not part of
             the cache key: the generation stage file holds each line's digest).
+        kept_results: The tools that declare confidential fields (in tools.json or a case's own tools), sorted:
+            the transcript view keeps the result texts of their calls, which the leak rule reads; ``None``: every
+            tool's.
 
     Returns:
-        Ref to a Parquet file of :data:`tooleval.storage.ENVELOPE_SCHEMA` rows (``run_id`` and
+        Ref to an Arrow IPC file of :data:`tooleval.storage.CAPTURE_SCHEMA` rows (``run_id`` and
         ``dataset_revision`` null: the partition columns are stamped at publication). A generation
         record with an error, or a recorded line that is not a valid trace, becomes an envelope that carries the
         error, with whatever was captured.
@@ -96,19 +102,29 @@ def capture_shard(
     records = (record for batch in batches for record in batch)
     if replay is not None:
         records = _replayed(records, replay, redaction)
-    envelopes = (_envelope(_referenced(record), captured_at, tool_schema_version) for record in records)
-    return write_stage_table(stage_dir, "capture", envelopes, ENVELOPE_SCHEMA, started=started, arrow=True)
+    kept = None if kept_results is None else frozenset(kept_results)
+    envelopes = (_envelope(_referenced(record), captured_at, tool_schema_version, kept) for record in records)
+    return write_stage_table(stage_dir, "capture", envelopes, CAPTURE_SCHEMA, started=started, arrow=True,
+                             build=_capture_table)
 
 
-def _envelope(record: dict[str, Any], captured_at: datetime, tool_schema_version: str | None) -> dict[str, Any]:
+def _capture_table(records: list[dict[str, Any]]) -> pa.Table:
+    """One record batch of the capture stage file: the envelope columns from the records, the view columns
+    built column by column (:func:`tooleval.capture.view_arrays`)."""
+    envelopes = pa.Table.from_pylist(records, schema=ENVELOPE_SCHEMA)
+    return pa.Table.from_arrays([*envelopes.columns, *view_arrays(records)], schema=CAPTURE_SCHEMA)
+
+
+def _envelope(record: dict[str, Any], captured_at: datetime, tool_schema_version: str | None,
+              kept: frozenset[str] | None) -> dict[str, Any]:
     """:func:`tooleval.capture.envelope.generation_envelope` of ``record``; a decoded line whose values cannot be
     written (nesting beyond Python's recursion limit) takes the way of its text, which makes that row's error."""
     if "payload" in record:
         try:
-            return generation_envelope(record, captured_at, tool_schema_version)
+            return generation_envelope(record, captured_at, tool_schema_version, kept)
         except (ValueError, RecursionError):
             record = as_text_record(record)
-    return generation_envelope(record, captured_at, tool_schema_version)
+    return generation_envelope(record, captured_at, tool_schema_version, kept)
 
 
 def _referenced(record: dict[str, Any]) -> dict[str, Any]:

@@ -254,12 +254,21 @@ class Cases(Mapping[str, Case]):
     :meth:`slices` then read them in one pass."""
 
     def __init__(self, path: Path, index: dict[str, tuple[int, int]], digests: dict[str, str] | None = None,
-                 slices: dict[str, str | None] | None = None):
+                 slices: dict[str, str | None] | None = None, confidential: frozenset[str] | None = None):
         self._path = path
         self._index = index
         self._recent: dict[str, Case] = {}
         self._digests = digests
         self._slices = slices
+        self._confidential = confidential
+
+    def confidential_tools(self) -> frozenset[str]:
+        """Names of the tools that some case's own tool specs declare ``confidential_fields`` for (kept by a full
+        load; a trusted load reads every case for them)."""
+        if self._confidential is None:
+            self._confidential = frozenset(tool.name for case in self.values() for tool in case.tools or ()
+                                           if tool.confidential_fields)
+        return self._confidential
 
     def digests(self) -> dict[str, str]:
         """``case_id -> case_digest`` of every case, in file order (the caller must not change it)."""
@@ -337,6 +346,7 @@ def _load_cases(path: Path) -> Cases:
     index: dict[str, tuple[int, int]] = {}
     digests: dict[str, str] = {}
     slices: dict[str, str | None] = {}
+    confidential: set[str] = set()
     ends = [0]  # where each line read so far ends, blank lines included: line n starts at ends[n - 1]
 
     def read_line(number: int, raw: bytes) -> TraceLine | None:
@@ -356,10 +366,12 @@ def _load_cases(path: Path) -> Cases:
         index[case.case_id] = (ends[line.line - 1], line.line)
         digests[case.case_id] = digest
         slices[case.case_id] = case.slice
+        if case.tools:
+            confidential.update(tool.name for tool in case.tools if tool.confidential_fields)
     if not index:
         raise InputFileError(path, None, "holds no case: there is nothing to evaluate, and an empty run would pass "
                              "its gate.", "add at least one case (one JSON object per line).")
-    return Cases(path, index, digests, slices)
+    return Cases(path, index, digests, slices, frozenset(confidential))
 
 
 def _case_line(path: Path, number: int, raw: bytes) -> TraceLine | None:

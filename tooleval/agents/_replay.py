@@ -13,8 +13,8 @@ from typing import Any, Callable, Iterator, Literal
 from pydantic import BaseModel, ConfigDict
 
 from tooleval.canonical import dumps_text
-from tooleval.capture.recorded import (TraceLine, iter_trace_lines, parse_trace, plainly_recorded_trace,
-                                       read_trace_bytes, trace_key, trace_line_problem)
+from tooleval.capture.recorded import (TraceLine, iter_json_lines, iter_trace_lines, parse_trace,
+                                       plainly_recorded_trace, read_trace_bytes, trace_key, trace_line_problem)
 from tooleval.errors import RowError
 
 __all__ = ["ReplayAgentConfig", "WorkItem", "as_text_record", "replay_generate"]
@@ -127,6 +127,43 @@ def _records_at(path: Path, items: list[WorkItem], offsets: list[tuple[int, ...]
             yield _record(path, line, key, item.seed, encode, keep_values)
 
 
+def _records_numbered(path: Path, items: list[WorkItem], offsets: list[tuple[int, ...]],
+                      encode: Callable[[dict[str, Any]], str] | None, keep_values: bool = False
+                      ) -> Iterator[dict[str, Any]]:
+    """The records of ``items``, in their order, from a file read from its start (a gzip file: no offsets to seek
+    to) where the plan gave each item's line number: only those lines are decoded, each once, and the reading
+    stops after the last of them (every other line is passed over as bytes).
+
+    Raises:
+        tooleval.errors.InputFileError: a planned line no longer holds its key (the file changed).
+    """
+    wanted: dict[int, tuple[tuple[str, int], WorkItem]] = {}
+    for item, where in zip(items, offsets):
+        wanted.setdefault(where[1], ((item.case_id, item.trial), item))
+    last = max(wanted)
+    found: dict[tuple[str, int], dict[str, Any]] = {}
+
+    def parse(number: int, raw: bytes) -> Any:
+        return read_trace_bytes(number, raw) if number in wanted else None
+
+    for line in iter_json_lines(path, missing="traces file not found.", fix="check the --traces path.",
+                                parse_line=parse):
+        key, item = wanted[line.line]
+        if trace_key(line.data) != key:
+            break  # the file changed: named below
+        found[key] = _record(path, line, key, item.seed, encode, keep_values)
+        if line.line == last:
+            break
+    for key in dict.fromkeys((item.case_id, item.trial) for item in items):
+        if key not in found:
+            from tooleval.errors import InputFileError
+
+            raise InputFileError(path, None, f"the traces file changed after the run was planned (case {key[0]!r} "
+                                 f"trial {key[1]} is no longer on the line where the plan found it).",
+                                 "keep the file unchanged during a run, and run again (the plan reads it anew).")
+        yield found.pop(key)
+
+
 def replay_generate(
     config: ReplayAgentConfig,
     items: list[WorkItem],
@@ -165,6 +202,9 @@ def replay_generate(
         path = local_copy(config.traces_path)
     if offsets is not None and all(where[0] >= 0 for where in offsets):
         yield from _records_at(path, items, offsets, encode, keep_values)
+        return
+    if offsets is not None and offsets and all(where[1] > 0 for where in offsets):
+        yield from _records_numbered(path, items, offsets, encode, keep_values)
         return
     wanted = {(item.case_id, item.trial): item for item in items}
     found: dict[tuple[str, int], dict[str, Any]] = {}

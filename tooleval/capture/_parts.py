@@ -147,14 +147,18 @@ class PartMemo:
                     call = _Call()
                     redacted = redactor._transform(parts[index], redactor._replacer(dict(subset)), call, key)
                     try:
-                        done = (kept_bytes(orjson.dumps(redacted)), tuple(call.fields))
+                        # the redacted value itself is kept with its text: a trace is decoded once, and the
+                        # part's values are what decoding that text would give (plain JSON values)
+                        done = (kept_bytes(orjson.dumps(redacted)), tuple(call.fields), redacted)
                     except (TypeError, orjson.JSONEncodeError):
                         return None
                     if not entry.walk and len(entry.results) < _RESULTS_KEPT:
                         entry.results[subset] = done
+                        self._chars += 2 * len(done[0])  # the value, about twice its text's size
                 done_texts.append(done[0])
                 if values:
-                    done_values.append(parts[index] if done[0] == texts[index] else orjson.loads(done[0]))
+                    done_values.append(parts[index] if done[0] == texts[index] else
+                                       done[2] if len(done) > 2 else orjson.loads(done[0]))
                 if done[1]:
                     changed.update(done[1])
             start = end
@@ -172,7 +176,10 @@ class PartMemo:
 
         markers = redactor._markers(own, case) if case is not None else []
         if markers:
-            metadata = orjson.loads(metadata_text) if isinstance(trace.get("metadata"), dict) else {}
+            if not isinstance(trace.get("metadata"), dict):
+                metadata = {}
+            else:  # the redacted metadata: its value when values are built, else read from its text
+                metadata = result["metadata"] if values else orjson.loads(metadata_text)
             result["metadata"] = {**metadata, MARKER_KEY: {"reference_secrets": markers}}
         result["redacted_fields"] = sorted(changed)
         if values:

@@ -19,19 +19,23 @@ from __future__ import annotations
 import hashlib
 import json
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, Collection
 
 import orjson
 
 from tooleval.canonical import (ORJSON_CANONICAL, orjson_canonical, canonical_dumps, canonical_json,
                                 canonical_loads, canonical_text, canonical_value, dumps_text, loads_text)
+from tooleval.capture._call_state import MARKER_KEY
+from tooleval.capture.provenance import input_key
 from tooleval.models import AgentInfo, Call, RecordedTrace, call_records_from_messages
-from tooleval.storage import ENVELOPE_VERSION
+from tooleval.capture.transcript import transcript_columns
+from tooleval.storage import ENVELOPE_VERSION, VIEW_FIELDS
 
 __all__ = ["build_envelope", "generation_envelope", "envelope_digest", "digest_ok", "envelope_calls", "boundary_calls"]
 
-_NOT_CONTENT = {"run_id", "dataset_revision", "captured_at", "trace_digest", "error"}
-"""Columns the version-3 digest leaves out: the partition columns, the capture time and the digest itself."""
+_NOT_CONTENT = {"run_id", "dataset_revision", "captured_at", "trace_digest", "error", *VIEW_FIELDS.names}
+"""Columns the version-3 digest leaves out: the partition columns, the capture time, the digest itself and the
+columns the capture stage writes beside the envelope (a view of its content, derived from what is digested)."""
 _NOT_CONTENT_V2 = _NOT_CONTENT - {"dataset_revision"}
 
 
@@ -142,6 +146,7 @@ def build_envelope(
     *,
     tool_schema_version: str | None = None,
     redacted_fields: list[str] | None = None,
+    kept_results: Collection[str] | None = None,
 ) -> dict[str, Any]:
     """Turn one recorded agent response into an envelope record.
 
@@ -152,6 +157,8 @@ def build_envelope(
         captured_at: Timezone-aware UTC capture time.
         tool_schema_version: Version of the tool schemas the agent was offered, when the trace does not say.
         redacted_fields: Field paths redacted at capture.
+        kept_results: The tools whose result texts the transcript view keeps (those that declare confidential
+            fields, whose results the leak rule reads); ``None``: every tool's.
 
     Returns:
         A dict with the envelope columns; ``run_id`` is ``None`` until publication. ``error`` is set (and
@@ -203,7 +210,23 @@ def build_envelope(
     }
     record["trace_digest"] = _digest_of_values(record, {"messages_json": trace.messages, "metadata_json": metadata,
                                                         "request_messages_json": request})
+    record.update(_view(trace.messages, calls, request, metadata, kept_results))
     return record
+
+
+def _view(messages: list, calls: list[dict], request: Any, metadata: dict,
+          kept: Collection[str] | None) -> dict[str, Any]:
+    """The capture stage's view columns (:data:`tooleval.storage.VIEW_FIELDS`) of a trace being enveloped: what
+    the scoring stage reads of its content, taken from the values decoded here."""
+    view = transcript_columns(messages, [call["name"] for call in calls], kept)
+    view["request_key"] = None if request is None else input_key(request) or ""
+    reward = metadata.get("reward")
+    view["recorded_reward"] = None if isinstance(reward, bool) or not isinstance(reward, (int, float)) \
+        else float(reward)
+    marker = metadata.get(MARKER_KEY)
+    secrets = marker.get("reference_secrets") if isinstance(marker, dict) else None
+    view["reference_secrets_json"] = None if secrets is None else json.dumps(secrets)
+    return view
 
 
 def _recorded_trace(payload: dict[str, Any]) -> RecordedTrace:
@@ -220,7 +243,8 @@ def _recorded_trace(payload: dict[str, Any]) -> RecordedTrace:
 
 
 def generation_envelope(record: dict[str, Any], captured_at: datetime,
-                        tool_schema_version: str | None = None) -> dict[str, Any]:
+                        tool_schema_version: str | None = None,
+                        kept_results: Collection[str] | None = None) -> dict[str, Any]:
     """The envelope of one generation record (what the capture stage writes for it; ``tooleval.testing`` captures
     through it too, so that a trajectory checked in a test is captured exactly as in a run).
 
@@ -231,6 +255,7 @@ def generation_envelope(record: dict[str, Any], captured_at: datetime,
             (not modified).
         captured_at: Timezone-aware UTC capture time.
         tool_schema_version: As :func:`build_envelope`.
+        kept_results: As :func:`build_envelope`.
 
     Returns:
         :func:`build_envelope` of the payload (its ``error`` the record's, when set: a failed generation keeps
@@ -249,7 +274,7 @@ def generation_envelope(record: dict[str, Any], captured_at: datetime,
     redacted = payload.pop("redacted_fields", None)
     trace = _recorded_trace(payload)
     envelope = build_envelope(trace, None, captured_at, tool_schema_version=tool_schema_version,
-                              redacted_fields=redacted)
+                              redacted_fields=redacted, kept_results=kept_results)
     if record["error"] is not None:  # a failed generation keeps what was captured (its attempts included)
         envelope["error"] = record["error"]
     return envelope

@@ -33,7 +33,7 @@ from typing import Any
 from tooleval.canonical import canonical_json
 from tooleval.models import Call
 
-__all__ = ["input_key", "join_check", "first_divergent_boundary", "failure_owner"]
+__all__ = ["input_key", "join_check", "join_check_key", "first_divergent_boundary", "failure_owner"]
 
 
 def input_key(value: Any) -> str | None:
@@ -69,11 +69,19 @@ def join_check(
     Returns:
         ``("ok" | "missing" | "mismatch", detail)``.
     """
+    key = None if request_messages is None else input_key(request_messages) or ""
+    return join_check_key(case_id, key, request_id, response_id, digest_ok, inputs)
+
+
+def join_check_key(case_id: str, request_key: str | None, request_id: str | None, response_id: str | None,
+                   digest_ok: bool, inputs: dict[str, list[str]]) -> tuple[str, str]:
+    """:func:`join_check` of a request already reduced to its :func:`input_key` (``None``: no request recorded),
+    as trace capture writes it beside the envelope."""
     if not digest_ok:
         return "mismatch", "the envelope digest does not recompute: the trace changed after capture"
-    if request_messages is None:
+    if request_key is None:
         return "missing", "no generation request recorded with the trace"
-    owners = inputs.get(input_key(request_messages) or "", [])
+    owners = inputs.get(request_key, [])
     if case_id not in owners:
         if owners:
             other = owners[0]

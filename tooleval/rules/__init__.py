@@ -38,7 +38,7 @@ from tooleval.rules._modes import MODE_LABELS, UNORDERED, MatchMode
 from tooleval.rules._policy import RULE_NAMES, PolicyConfig, Violation, check_policies
 from tooleval.rules._schema import FINDING_KINDS, SCHEMA_RULE, SchemaFinding, schema_findings, schema_violations
 from tooleval.rules._row import RowRules, case_rules, case_tools, evaluate_row, tool_families
-from tooleval.rules._tools import ToolTable
+from tooleval.rules._tools import ToolTable, confidential_tools
 from tooleval.rules._trajectory import Step, trajectory
 from tooleval.rules._verdict import GateVerdict, RowOutcome, SliceResult, worst_key
 
@@ -51,6 +51,7 @@ __all__ = [
     "parse_pattern",
     "case_rules",
     "case_tools",
+    "confidential_tools",
     "worst_key",
     "Coercion",
     "RuleMatch",

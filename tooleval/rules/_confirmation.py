@@ -38,13 +38,14 @@ from tooleval.rules._replies import (
     reply_reader,
     words,
 )
-from tooleval.rules._trajectory import message_text
+from tooleval.capture import Transcript
 
 __all__ = [
     "ConfirmationDetector",
     "ConfirmationConfig",
     "KeywordConfirmation",
     "user_reply_since_proposal",
+    "reply_since_proposal",
     "confirmation_verdict",
     "DEFAULT_AFFIRMATIVES",
     "DEFAULT_NEGATIONS",
@@ -100,50 +101,15 @@ class ConfirmationDetector(Protocol):
     def __call__(self, messages: list[dict[str, Any]], call_message_index: int) -> bool | str: ...
 
 
-def _last_proposal(messages: list[dict[str, Any]], call_message_index: int) -> int:
-    for i in range(call_message_index, -1, -1):
-        m = messages[i]
-        if isinstance(m, dict) and m.get("role") == "assistant" and message_text(m).strip():
-            return i
-    return -1
-
-
-def _user_reply(messages: list[dict[str, Any]], call_message_index: int) -> int | None:
-    for i in range(call_message_index - 1, _last_proposal(messages, call_message_index), -1):
-        m = messages[i]
-        if isinstance(m, dict) and m.get("role") == "user":
-            return i
-    return None
-
-
 def user_reply_since_proposal(messages: list[dict[str, Any]], call_message_index: int) -> tuple[int, str] | None:
     """``(index, text)`` of the user's last message since the agent's last proposal before a call, or ``None``."""
-    index = _user_reply(messages, call_message_index)
-    return None if index is None else (index, message_text(messages[index]))
+    return reply_since_proposal(Transcript.of_messages(messages), call_message_index)
 
 
-def _signal_tool_called(messages: list[dict[str, Any]], call_message_index: int, tool: str) -> bool:
-    start = _last_proposal(messages, call_message_index)
-    for i in range(max(start, 0), call_message_index):
-        m = messages[i]
-        if not isinstance(m, dict) or m.get("role") != "assistant":
-            continue
-        calls = [c for c in m.get("tool_calls") or [] if isinstance(c, dict)]
-        results = messages[i + 1:i + 1 + len(calls)]  # tool replies follow in order (ids repeat: use positions)
-        for position, call in enumerate(calls):
-            name = (call.get("function") or call).get("name")
-            result = results[position] if position < len(results) else {}
-            failed = isinstance(result, dict) and message_text(result).startswith("Error:")
-            if name == tool and not failed:
-                return True
-    return False
-
-
-def _metadata_signal(message: dict[str, Any], key: str) -> bool | None:
-    for holder in (message, message.get("metadata")):
-        if isinstance(holder, dict) and isinstance(holder.get(key), bool):
-            return holder[key]
-    return None
+def reply_since_proposal(transcript: Transcript, call_message_index: int) -> tuple[int, str] | None:
+    """:func:`user_reply_since_proposal` of a transcript view."""
+    index = transcript.user_reply(call_message_index)
+    return None if index is None else (index, transcript.texts[index])
 
 
 class KeywordConfirmation:
@@ -164,22 +130,37 @@ class KeywordConfirmation:
         return self.read(text) == "confirmed"
 
     def __call__(self, messages: list[dict[str, Any]], call_message_index: int) -> ReplyVerdict:
+        return self.verdict_of(Transcript.of_messages(messages), call_message_index)
+
+    def verdict_of(self, transcript: Transcript, call_message_index: int) -> ReplyVerdict:
+        """The verdict on the call made by message ``call_message_index`` of a transcript view."""
         cfg = self.config
-        if cfg.signal_tool and _signal_tool_called(messages, call_message_index, cfg.signal_tool):
+        if cfg.signal_tool and transcript.signal_tool_called(call_message_index, cfg.signal_tool):
             return "confirmed"
-        index = _user_reply(messages, call_message_index)
+        index = transcript.user_reply(call_message_index)
         if index is None:
             return "silent"
         if cfg.signal_metadata:
-            signal = _metadata_signal(messages[index], cfg.signal_metadata)
+            signal = transcript.metadata_signal(index, cfg.signal_metadata)
             if signal is not None:
                 return "confirmed" if signal else "refused"
-        return self.read(message_text(messages[index]))
+        return self.read(transcript.texts[index])
 
 
-def confirmation_verdict(detector: ConfirmationDetector, messages: list[dict[str, Any]],
-                         call_message_index: int) -> ReplyVerdict:
-    """A detector's answer as a verdict (``True`` -> ``"confirmed"``, ``False`` -> ``"refused"``)."""
+def confirmation_verdict(detector: ConfirmationDetector, messages: list[dict[str, Any]] | None,
+                         call_message_index: int, transcript: Transcript | None = None) -> ReplyVerdict:
+    """A detector's answer as a verdict (``True`` -> ``"confirmed"``, ``False`` -> ``"refused"``).
+
+    The default detector reads ``transcript`` when given (the scoring stage has the view, not the messages); any
+    other detector is called with ``messages``.
+
+    Raises:
+        TypeError: a detector of its own is given no ``messages``.
+    """
+    if transcript is not None and type(detector).__call__ is KeywordConfirmation.__call__:
+        return detector.verdict_of(transcript, call_message_index)  # type: ignore[attr-defined]
+    if messages is None:
+        raise TypeError("a confirmation detector of its own reads the chat messages: pass them")
     answer = detector(messages, call_message_index)
     if answer is True:
         return "confirmed"

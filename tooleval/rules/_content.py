@@ -11,9 +11,10 @@ import json
 import re
 from typing import Any, Iterator
 
-from tooleval.rules._trajectory import Step, assistant_replies, message_text
+from tooleval.rules._trajectory import Step, assistant_replies
+from tooleval.capture import Transcript
 
-__all__ = ["missing_outputs", "leaked_values", "confidential_values"]
+__all__ = ["missing_outputs", "leaked_values", "leaked_values_in", "confidential_values"]
 
 
 def _normal(text: str, ignore_chars: str) -> str:
@@ -104,15 +105,26 @@ def leaked_values(
         already written before that message is not a leak (the user said it). Results that are not JSON are
         not inspected.
     """
+    return leaked_values_in(Transcript.of_messages(messages), steps, confidential, min_length=min_length,
+                            replies=replies)
+
+
+def leaked_values_in(
+    transcript: Transcript, steps: list[Step], confidential: dict[str, list[str]], *, min_length: int = 4,
+    replies: list[tuple[int, str]] | None = None,
+) -> list[tuple[Step, str, str, int]]:
+    """:func:`leaked_values` of a transcript view (:class:`tooleval.rules._transcript.Transcript`)."""
     leaks: list[tuple[Step, str, str, int]] = []
     seen: set[tuple[str, str, str]] = set()
-    replies = assistant_replies(messages) if replies is None else replies
+    replies = transcript.replies() if replies is None else replies
+    roles, texts = transcript.roles, transcript.texts
     for step in steps:
         fields = confidential.get(step.call.name)
-        if not fields or step.result_index is None:
+        text = transcript.result_text(step.index) if fields and step.result_index is not None else None
+        if text is None:
             continue
-        try:
-            result = json.loads(message_text(messages[step.result_index]))
+        try:  # the result's own text, a string of the trace: read here, where a rule asks for it
+            result = json.loads(text)
         except ValueError:
             continue
         for name, value in confidential_values(result, fields, min_length):
@@ -122,10 +134,7 @@ def leaked_values(
             for index, text in replies:
                 if index <= step.result_index or not _appears(value, text):
                     continue
-                said = any(
-                    isinstance(m, dict) and m.get("role") == "user" and _appears(value, message_text(m))
-                    for m in messages[:index]
-                )
+                said = any(roles[m] == "user" and _appears(value, texts[m]) for m in range(index))
                 if not said:
                     leaks.append((step, name, value, index))
                     seen.add(key)

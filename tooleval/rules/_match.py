@@ -20,11 +20,11 @@ made.
 
 from __future__ import annotations
 
-import json
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field, fields, replace
 
 from tooleval.canonical import canonical_json
+from tooleval.capture import Transcript
 from tooleval.matching import (MatchResult, WrongArgs, duplicate_count, match_calls_evidence,
                                        match_evidence, optimal_pairs)
 from tooleval.models import Call
@@ -95,20 +95,7 @@ def written_arguments(messages: list | None) -> list[object] | None:
     where the text is not a JSON object. ``None`` without messages."""
     if messages is None:
         return None
-    out: list[object] = []
-    for message in messages:
-        if not isinstance(message, dict) or message.get("role") != "assistant":
-            continue
-        for tool_call in message.get("tool_calls") or []:
-            body = tool_call.get("function", tool_call) if isinstance(tool_call, dict) else {}
-            raw = body.get("arguments", body.get("args")) if isinstance(body, dict) else None
-            if isinstance(raw, str):
-                try:
-                    raw = json.loads(raw)
-                except ValueError:
-                    raw = None
-            out.append(raw if isinstance(raw, dict) else None)
-    return out
+    return Transcript.of_messages(messages).written_arguments()
 
 
 def _lexicographic_matching(n_rows: int, n_cols: int, adjacent: list[list[int]]) -> dict[int, int]:

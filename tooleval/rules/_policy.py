@@ -26,12 +26,13 @@ from tooleval.rules._confirmation import (
     ConfirmationDetector,
     KeywordConfirmation,
     confirmation_verdict,
-    user_reply_since_proposal,
+    reply_since_proposal,
 )
-from tooleval.rules._content import leaked_values, missing_outputs
+from tooleval.rules._content import leaked_values_in, missing_outputs
 from tooleval.rules._match import call_identity
 from tooleval.rules._tools import confidential_fields
-from tooleval.rules._trajectory import Step, assistant_replies, messages_from_calls, trajectory
+from tooleval.rules._trajectory import Step, aligned_steps, messages_from_calls
+from tooleval.capture import Transcript
 
 __all__ = ["RULE_NAMES", "Severity", "Violation", "PolicyConfig", "check_policies", "describe_call"]
 
@@ -107,7 +108,7 @@ def _mask(value: str) -> str:
 def check_policies(
     case: Case,
     tools: Mapping[str, ToolSpec],
-    messages: list[dict[str, Any]] | None,
+    messages: list[dict[str, Any]] | Transcript | None,
     observed: list[Call],
     match: MatchResult,
     *,
@@ -120,7 +121,8 @@ def check_policies(
     Args:
         case: The case (its rule keys).
         tools: Tool specs by name (``tools.json``); a tool missing here is a read without rules.
-        messages: The trajectory's OpenAI chat messages; ``None`` when the row has no transcript (then
+        messages: The trajectory's OpenAI chat messages, or its transcript view (:class:`tooleval.capture.Transcript`,
+            what the scoring stage has: trace capture wrote it); ``None`` when the row has no transcript (then
             :func:`~tooleval.rules._trajectory.messages_from_calls` stands in: no results, no user, no reply).
         observed: The calls read from ``messages`` (the row's observed calls, same order).
         match: The row's match (:func:`tooleval.rules.match_plans`; missing and wrong-argument write calls
@@ -135,11 +137,16 @@ def check_policies(
 
     Raises:
         ValueError: when ``observed`` is not the call sequence of ``messages``.
+        TypeError: ``confirmation`` is a detector of its own and ``messages`` is a transcript view.
     """
     policy = policy or PolicyConfig()
-    messages = messages_from_calls(observed) if messages is None else messages
+    if isinstance(messages, Transcript):
+        transcript, messages = messages, None
+    else:
+        messages = messages_from_calls(observed) if messages is None else messages
+        transcript = Transcript.of_messages(messages, [call.name for call in observed])
     detect = confirmation or KeywordConfirmation(policy.confirmation)
-    steps = trajectory(messages, observed)
+    steps = aligned_steps(transcript, observed)
     if isinstance(rules, _Resolve):
         rules = ArgumentRules.for_case(case, tools)
     out: list[Violation] = []
@@ -213,9 +220,9 @@ def check_policies(
         tool = spec(s.call.name)
         if tool is None or not tool.requires_confirmation:
             continue
-        verdict = confirmation_verdict(detect, messages, s.message_index)
+        verdict = confirmation_verdict(detect, messages, s.message_index, transcript)
         if verdict != "confirmed":
-            reply = user_reply_since_proposal(messages, s.message_index)
+            reply = reply_since_proposal(transcript, s.message_index)
             said = "no user reply since the agent's last proposal" if reply is None else \
                 f"the user's reply since the agent's last proposal was {reply[1][:120]!r}"
             why = {"unclear": "unclear: the reply is ambiguous (a person should look)",
@@ -235,14 +242,14 @@ def check_policies(
             succeeded[key] = s.index
     _budgets(case, steps, add)
     _required_arguments(case, tools, steps, add)
-    replies = assistant_replies(messages)
-    for text in missing_outputs(messages, case.expected_outputs or [], scope=policy.outputs_in,
+    replies = transcript.replies()
+    for text in missing_outputs(None, case.expected_outputs or [], scope=policy.outputs_in,
                                 ignore_chars=policy.output_ignore_chars, replies=replies):
         where = "the final reply" if policy.outputs_in == "final_reply" else "any reply"
         add("missing_output", None, f"{where} does not contain {text!r}")
     confidential = confidential_fields(tools)
-    for step, name, value, index in leaked_values(messages, steps, confidential, min_length=policy.leak_min_length,
-                                                  replies=replies):
+    for step, name, value, index in leaked_values_in(transcript, steps, confidential,
+                                                     min_length=policy.leak_min_length, replies=replies):
         add("leaked_field", step.call.name, f"{step.call.name}.{name} (value {_mask(value)!r}) from the result of "
             f"call #{step.index + 1} appears in assistant message {index}")
     return out

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
+from tooleval.capture import Transcript
 from tooleval.models import Call, Case, ToolSpec
 from tooleval.rules._arguments import ArgumentRules
 from tooleval.rules._confirmation import ConfirmationDetector
@@ -104,7 +105,7 @@ class RowRules:
 def evaluate_row(
     case: Case,
     tools: Mapping[str, ToolSpec],
-    messages: list[dict[str, Any]] | None,
+    messages: list[dict[str, Any]] | Transcript | None,
     observed: list[Call],
     *,
     policy: PolicyConfig | None = None,
@@ -117,7 +118,8 @@ def evaluate_row(
     Args:
         case: The case.
         tools: ``tools.json`` specs by name.
-        messages: The trajectory (the envelope's ``messages_json``, parsed); ``None`` when there is none.
+        messages: The trajectory (the envelope's ``messages_json``, parsed), or its transcript view
+            (:class:`tooleval.capture.Transcript`, as trace capture wrote it); ``None`` when there is none.
         observed: The envelope's calls (``tooleval.capture.envelope.envelope_calls``), i.e. the calls of ``messages``.
         policy: The dataset's ``[policy]`` (:func:`tooleval.rules.load_policy`).
         confirmation: A custom confirmation detector.
@@ -134,7 +136,9 @@ def evaluate_row(
     tools = case_tools(case, tools)
     rules = ArgumentRules.for_case(case, tools) if rules is None else rules
     plans = case.plans  # the scoring stage passes the case with its references redacted as its traces were
-    written = written_arguments(messages) if rules is not None and rules.written_numbers else None
+    written = None
+    if rules is not None and rules.written_numbers:
+        written = messages.written_arguments() if isinstance(messages, Transcript) else written_arguments(messages)
     mode = MatchMode.of_case(case)
     if match is None:
         match, chosen = match_plans(plans, observed, rules, mode, written)

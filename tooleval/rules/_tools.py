@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from typing import Iterable, Mapping
 
-from tooleval.models import ToolSpec
+from tooleval.models import Case, ToolSpec
 
-__all__ = ["ToolTable", "ruled_tools", "confidential_fields"]
+__all__ = ["ToolTable", "ruled_tools", "confidential_fields", "confidential_tools"]
 
 
 class ToolTable(dict):
@@ -43,3 +43,17 @@ def ruled_tools(tools: Mapping[str, ToolSpec]) -> frozenset[str]:
 def confidential_fields(tools: Mapping[str, ToolSpec]) -> dict[str, list[str]]:
     """Tool name -> ``confidential_fields`` for the tools that declare some (precomputed for a :class:`ToolTable`)."""
     return tools.confidential if isinstance(tools, ToolTable) else _confidential(tools)
+
+
+def confidential_tools(tools: Iterable[ToolSpec], cases: Iterable[Case] | Mapping[str, Case]) -> list[str]:
+    """Sorted names of the tools that declare ``confidential_fields`` in ``tools`` (tools.json) or in any case's own
+    tool specs: the calls whose results the leak rule reads, which trace capture keeps in its transcript view.
+    ``cases``: the cases, or a dataset's :class:`tooleval.dataset.Cases` (read from its summary)."""
+    names = {tool.name for tool in tools if tool.confidential_fields}
+    summary = getattr(cases, "confidential_tools", None)  # a dataset's cases keep it from their full load
+    if summary is not None:
+        names.update(summary())
+    else:
+        for case in cases.values() if isinstance(cases, Mapping) else cases:
+            names.update(tool.name for tool in case.tools or () if tool.confidential_fields)
+    return sorted(names)

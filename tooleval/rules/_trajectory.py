@@ -16,9 +16,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from tooleval.capture import Transcript, align_calls, message_text
 from tooleval.models import Call
 
-__all__ = ["Step", "trajectory", "message_text", "assistant_replies", "messages_from_calls"]
+__all__ = ["Step", "trajectory", "aligned_steps", "message_text", "assistant_replies", "messages_from_calls"]
 
 
 @dataclass(frozen=True)
@@ -34,16 +35,6 @@ class Step:
     """Index of its tool result message; ``None`` when the trajectory holds none."""
     failed: bool
     """True when the result was an error; a call without a result is not failed."""
-
-
-def message_text(message: dict[str, Any]) -> str:
-    """The text of a chat message: its string content, or the ``text`` parts of a content list."""
-    content = message.get("content") if isinstance(message, dict) else None
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "\n".join(p["text"] for p in content if isinstance(p, dict) and isinstance(p.get("text"), str))
-    return ""
 
 
 def assistant_replies(messages: list[dict[str, Any]]) -> list[tuple[int, str]]:
@@ -72,18 +63,6 @@ def messages_from_calls(observed: list[Call]) -> list[dict[str, Any]]:
     return [{"role": "assistant", "content": None, "tool_calls": tool_calls}]
 
 
-def _is_error(message: dict[str, Any]) -> bool:
-    if message.get("error") is True:
-        return True
-    # only the head of a result decides (a result can be long JSON): casefold maps each character on its own,
-    # so the folded head starts with "error:" exactly when the whole folded text does
-    text = message_text(message)
-    head = text[:64].lstrip()
-    if len(head) < 6 and len(text) > 64:  # the first 64 characters were (nearly) all whitespace
-        head = text.lstrip()
-    return head[:6].casefold().startswith("error:")
-
-
 def trajectory(messages: list[dict[str, Any]], observed: list[Call]) -> list[Step]:
     """Align the observed calls with the messages they came from.
 
@@ -98,43 +77,22 @@ def trajectory(messages: list[dict[str, Any]], observed: list[Call]) -> list[Ste
     Raises:
         ValueError: when the messages hold a different sequence of tool names than ``observed``.
     """
-    steps: list[Step] = []
-    position = 0
-    n_messages = len(messages)
-    n_observed = len(observed)
-    for m_index, message in enumerate(messages):
-        if not isinstance(message, dict) or message.get("role") != "assistant":
-            continue
-        block = message.get("tool_calls")
-        if not block:
-            continue
-        block = list(block)
-        results: list[int | None] = [None] * len(block)
-        cursor = m_index + 1
-        if cursor < n_messages:
-            ids = [(tc.get("id") if isinstance(tc, dict) else None) for tc in block]
-            while cursor < n_messages:
-                reply = messages[cursor]
-                if not isinstance(reply, dict) or reply.get("role") != "tool":
-                    break
-                call_id = reply.get("tool_call_id")
-                slot = ids.index(call_id) if call_id is not None and ids.count(call_id) == 1 else None
-                if slot is None or results[slot] is not None:
-                    slot = next((k for k, r in enumerate(results) if r is None), None)
-                if slot is not None:
-                    results[slot] = cursor
-                cursor += 1
-        for tool_call, result in zip(block, results):
-            if position >= n_observed:
-                raise ValueError("the messages hold more tool calls than the observed calls")
-            call = observed[position]
-            body = tool_call.get("function", tool_call) if isinstance(tool_call, dict) else {}
-            if body.get("name") != call.name:
-                said = body.get("name")
-                raise ValueError(f"observed call #{position} is {call.name!r} but the messages say {said!r}")
-            failed = result is not None and _is_error(messages[result])
-            steps.append(Step(position, call, m_index, result, failed))
-            position += 1
-    if position != n_observed:
-        raise ValueError(f"{len(observed)} observed calls but {position} tool calls in the messages")
-    return steps
+    aligned = align_calls(messages, [call.name for call in observed])
+    return [Step(i, call, m, r, failed) for i, (call, (m, r, failed)) in enumerate(zip(observed, aligned))]
+
+
+def aligned_steps(transcript: Transcript, observed: list[Call]) -> list[Step]:
+    """The observed calls as :class:`Step` values, from a transcript view's steps (what :func:`trajectory` gives
+    for the messages the view was taken from).
+
+    Raises:
+        ValueError: the view's calls do not align with ``observed`` (the reason capture recorded, or a different
+            number of calls).
+    """
+    steps = transcript.steps
+    if transcript.steps_error is not None:
+        raise ValueError(transcript.steps_error)
+    if steps is None or len(steps) != len(observed):
+        held = "no" if steps is None else len(steps)
+        raise ValueError(f"{len(observed)} observed calls but {held} tool calls in the messages")
+    return [Step(i, call, m, r, failed) for i, (call, (m, r, failed)) in enumerate(zip(observed, steps))]

@@ -16,6 +16,7 @@ one applied to envelope dicts.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
@@ -24,14 +25,15 @@ import pyarrow as pa
 
 from tooleval.canonical import loads_text
 from tooleval.capture.envelope import boundary_calls, digest_ok, envelope_calls
-from tooleval.capture.provenance import failure_owner, first_divergent_boundary, join_check
+from tooleval.capture.transcript import Transcript
+from tooleval.capture.provenance import failure_owner, first_divergent_boundary, input_key, join_check_key
 from tooleval.capture.redaction import MARKER_KEY, Redactor
 from tooleval.matching import match_evidence, pair_wrong_args
 from tooleval.models import Call, Case, ToolSpec
 from tooleval.rules import KeywordConfirmation, PolicyConfig, RuleMatch, evaluate_row
 from tooleval.scoring._cases import CallRegistry, ShardMemo, case_inputs, trace_reference_secrets
 from tooleval.scoring.ragas_metric import ragas_version
-from tooleval.storage import ROW_SCHEMA, ROW_SCHEMA_VERSION, split_error
+from tooleval.storage import ROW_SCHEMA, ROW_SCHEMA_VERSION, VIEW_FIELDS, split_error
 from tooleval.versions import scorer_version
 
 __all__ = ["ScoringSources", "score_table"]
@@ -133,19 +135,29 @@ def score_table(envelopes: pa.Table, sources: ScoringSources) -> pa.Table:
 
     memo, redactor = sources.memo, sources.redactor
     registry: CallRegistry = memo.registry
-    case_ids, errors, metadata_texts = column("case_id"), column("error"), column("metadata_json")
+    case_ids, errors = column("case_id"), column("error")
     out = _Columns(n)
     entries = [None] * n
-    for i in range(n):  # each row's case entry: its references redacted as its trace was
-        meta = _metadata(metadata_texts[i])
-        case = sources.cases[case_ids[i]]
-        extra = trace_reference_secrets(redactor, case, {"metadata_json": metadata_texts[i]}, meta) \
-            if redactor is not None and metadata_texts[i] else {}
-        entries[i] = memo.entry(case, redactor, sources.tools, extra)
-        out["recorded_reward"][i] = _reward(meta)
+    view = _View.of(envelopes) if sources.digests_verified else None
+    if view is not None:  # what capture read of each trace's metadata, as columns
+        out["recorded_reward"] = envelopes.column("recorded_reward").to_pylist()
+        secrets = column("reference_secrets_json") if redactor is not None else [None] * n
+        for i in range(n):  # each row's case entry: its references redacted as its trace was
+            case = sources.cases[case_ids[i]]
+            extra = {} if secrets[i] is None else redactor.reference_secrets(case, json.loads(secrets[i]))
+            entries[i] = memo.entry(case, redactor, sources.tools, extra)
+    else:
+        metadata_texts = column("metadata_json")
+        for i in range(n):
+            meta = _metadata(metadata_texts[i])
+            case = sources.cases[case_ids[i]]
+            extra = trace_reference_secrets(redactor, case, {"metadata_json": metadata_texts[i]}, meta) \
+                if redactor is not None and metadata_texts[i] else {}
+            entries[i] = memo.entry(case, redactor, sources.tools, extra)
+            out["recorded_reward"][i] = _reward(meta)
     observed_ids = _observed_ids(envelopes, errors, sources.digests_verified, registry)
     counts = _Counts(entries, observed_ids, errors, registry)
-    envelope_of = _EnvelopeRows(envelopes, column)
+    envelope_of = _EnvelopeRows(envelopes, column, view)
     for i in range(n):
         _score_row(i, entries[i], out, counts, observed_ids[i], envelope_of, sources)
     return _table(envelopes, out, names)
@@ -244,14 +256,111 @@ class _Counts:
         return out
 
 
+_VIEW_NAMES = frozenset(VIEW_FIELDS.names)
+
+
+class _Flat:
+    """One list column of a batch read into Python once, as its flattened values and offsets: each row's list is
+    a slice (``None`` for a null list), so a batch costs one conversion instead of one per row."""
+
+    __slots__ = ("values", "offsets", "valid")
+
+    def __init__(self, array: pa.ChunkedArray | pa.Array, values: Callable[[pa.Array], list] | None = None) -> None:
+        array = array.combine_chunks() if isinstance(array, pa.ChunkedArray) else array
+        offsets = array.offsets.to_pylist()  # a sliced array's offsets start where its values do
+        first = offsets[0]
+        self.offsets = [o - first for o in offsets] if first else offsets
+        self.valid = array.is_valid().to_pylist() if array.null_count else None
+        flat = array.values.slice(first, offsets[-1] - first)
+        self.values = flat.to_pylist() if values is None else values(flat)
+
+    def row(self, i: int) -> list | None:
+        if self.valid is not None and not self.valid[i]:
+            return None
+        return self.values[self.offsets[i]:self.offsets[i + 1]]
+
+
+class _Lazy:
+    """A column of a batch converted on first use (the view columns only a configured rule reads)."""
+
+    __slots__ = ("array", "values", "flat")
+
+    def __init__(self, array: pa.ChunkedArray, values: Callable[[pa.Array], list] | None = None) -> None:
+        self.array, self.values, self.flat = array, values, None
+
+    def row(self, i: int) -> list | None:
+        if self.flat is None:
+            self.flat = _Flat(self.array, self.values)
+        return self.flat.row(i)
+
+
+def _tuples(flat: pa.StructArray) -> list:
+    """A list column's struct values as tuples of their fields, in field order."""
+    return list(zip(*(flat.field(k).to_pylist() for k in range(flat.type.num_fields))))
+
+
+class _View:
+    """The transcript view trace capture wrote beside a batch's envelopes (:data:`tooleval.storage.VIEW_FIELDS`),
+    one :class:`tooleval.capture.Transcript` per row on demand."""
+
+    def __init__(self, envelopes: pa.Table) -> None:
+        column = envelopes.column
+        self.roles = _Flat(column("message_roles"))
+        self.texts = _Flat(column("message_texts"))
+        self.steps = _Flat(column("steps"), _tuples)
+        self.errors = _Flat(column("error_messages"))
+        self.steps_error = column("steps_error").to_pylist()
+        self.flags = _Lazy(column("user_flags"), _tuples)
+        self.results = _Lazy(column("result_texts"))
+        self.written = _Lazy(column("written_arguments"))
+
+    @classmethod
+    def of(cls, envelopes: pa.Table) -> "_View | None":
+        """The batch's view, or ``None`` when its file holds none (envelopes read back from ``traces/``)."""
+        return cls(envelopes) if _VIEW_NAMES <= set(envelopes.schema.names) else None
+
+    def transcript(self, i: int, names: list[str]) -> Transcript | None:
+        """Row ``i``'s transcript view (``names``: its observed calls' tool names); ``None`` when its envelope has
+        no messages."""
+        roles = self.roles.row(i)
+        if roles is None:
+            return None
+        return Transcript(roles, self.texts.row(i), self.errors.row(i), _Deferred(self.flags, i), self.steps.row(i),
+                          _Deferred(self.results, i), _Deferred(self.written, i), self.steps_error[i], names)
+
+
+class _Deferred:
+    """Row ``i`` of a :class:`_Lazy` column as a sequence, converted when first indexed (most rows never are)."""
+
+    __slots__ = ("column", "i", "items")
+
+    def __init__(self, column: _Lazy, i: int) -> None:
+        self.column, self.i, self.items = column, i, None
+
+    def _list(self) -> list:
+        if self.items is None:
+            self.items = self.column.row(self.i) or []
+        return self.items
+
+    def __getitem__(self, index: int):
+        return self._list()[index]
+
+    def __len__(self) -> int:
+        return len(self._list())
+
+    def __iter__(self):
+        return iter(self._list())
+
+
 class _EnvelopeRows:
     """One envelope as the dict the per-row helpers read (provenance, the rule-aware path), built on demand from
     the batch's columns: most rows need only a few of its values."""
 
-    def __init__(self, envelopes: pa.Table, column: Callable[[str], list]) -> None:
-        self.names = envelopes.schema.names
+    def __init__(self, envelopes: pa.Table, column: Callable[[str], list], view: "_View | None" = None) -> None:
+        self.names = [name for name in envelopes.schema.names if name not in _VIEW_NAMES]
         self.column = column
         self.cache: dict[str, list] = {}
+        self.view = view
 
     def value(self, name: str, i: int) -> Any:
         values = self.cache.get(name)
@@ -280,12 +389,17 @@ def _score_row(i: int, entry: Any, out: _Columns, counts: _Counts, ids: list | N
     registry = sources.memo.registry
     observed = [registry.calls[k] for k in ids]
     out["observed_calls"][i] = [registry.records[k] for k in ids]
-    text = envelope.value("messages_json", i)
-    messages = loads_text(text) if text else None
+    transcript = messages = None
+    if envelope.view is not None:  # capture's view of the trace: its messages are not decoded again
+        transcript = envelope.view.transcript(i, [call.name for call in observed])
+    else:
+        text = envelope.value("messages_json", i)
+        messages = loads_text(text) if text else None
     try:
         match = _plain_match(i, entry, observed, counts) if entry.plain and not counts.name_only[i] else None
-        rules = evaluate_row(case, sources.tools, messages, observed, policy=sources.policy, rules=entry.rules,
-                             confirmation=sources.memo.confirmation, match=match)
+        rules = evaluate_row(case, sources.tools, messages if transcript is None else transcript, observed,
+                             policy=sources.policy, rules=entry.rules, confirmation=sources.memo.confirmation,
+                             match=match)
         for name, value in rules.columns().items():
             out[name][i] = value
     except ValueError as exc:  # the stored calls are not the messages' calls: the envelope is inconsistent
@@ -367,13 +481,17 @@ def _provenance(i: int, out: _Columns, envelope: _EnvelopeRows, inputs: Mapping[
                 observed: list[Call], verified: bool) -> None:
     """The row's join check, first divergent boundary and failure owner
     (:mod:`tooleval.capture.provenance`)."""
-    request = envelope.value("request_messages_json", i)
     if verified:
         intact = envelope.value("trace_digest", i) is not None
     else:
         intact = digest_ok(envelope.record(i))
-    status, detail = join_check(envelope.value("case_id", i), None if request is None else loads_text(request),
-                                envelope.value("request_id", i), envelope.value("response_id", i), intact, inputs)
+    if envelope.view is not None:  # the request's join key, as capture computed it from the decoded request
+        key = envelope.value("request_key", i)
+    else:
+        request = envelope.value("request_messages_json", i)
+        key = None if request is None else input_key(loads_text(request)) or ""
+    status, detail = join_check_key(envelope.value("case_id", i), key, envelope.value("request_id", i),
+                                    envelope.value("response_id", i), intact, inputs)
     adapter_records, executor_records = envelope.value("adapter_calls", i), envelope.value("executor_calls", i)
     boundary = None
     if adapter_records is not None or executor_records is not None:

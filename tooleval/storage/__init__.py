@@ -32,6 +32,8 @@ from tooleval.storage._row import (ERROR_KINDS, GATE_PASSES, GATE_VERDICTS, ROW_
 from tooleval.storage._schema import (
     CALL_TYPE,
     ENVELOPE_SCHEMA,
+    CAPTURE_SCHEMA,
+    VIEW_FIELDS,
     ENVELOPE_VERSION,
     EXECUTOR_CALL_TYPE,
     KEY_COLUMNS,
@@ -88,6 +90,8 @@ __all__ = [
     "EXECUTOR_CALL_TYPE",
     "ROW_SCHEMA",
     "ENVELOPE_SCHEMA",
+    "CAPTURE_SCHEMA",
+    "VIEW_FIELDS",
     "SCHEMAS",
     "LEGACY_SCHEMA",
     "VIEW_NAMES",

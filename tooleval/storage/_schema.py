@@ -39,6 +39,8 @@ __all__ = [
     "ENVELOPE_VERSION",
     "ROW_SCHEMA",
     "ENVELOPE_SCHEMA",
+    "CAPTURE_SCHEMA",
+    "VIEW_FIELDS",
     "SCHEMAS",
     "LEGACY_SCHEMA",
     "VIEW_NAMES",
@@ -86,6 +88,34 @@ ENVELOPE_SCHEMA = pa.schema(
     ]
 )
 """One immutable trace envelope per (case, trial) under ``traces/`` (docs/design.md "Trace envelope columns")."""
+
+_FLAG = pa.struct([("message_index", pa.int32()), ("key", pa.string()), ("value", pa.bool_()),
+                   ("in_metadata", pa.bool_())])
+_STEP = pa.struct([("message_index", pa.int32()), ("result_index", pa.int32()), ("failed", pa.bool_())])
+VIEW_FIELDS = pa.schema(
+    [
+        ("message_roles", pa.list_(pa.string())),
+        ("message_texts", pa.list_(pa.string())),
+        ("error_messages", pa.list_(pa.int32())),
+        ("user_flags", pa.list_(_FLAG)),
+        ("steps", pa.list_(_STEP)),
+        ("steps_error", pa.string()),
+        ("result_texts", pa.list_(pa.string())),
+        ("written_arguments", pa.list_(pa.string())),
+        ("request_key", pa.string()),
+        ("recorded_reward", pa.float64()),
+        ("reference_secrets_json", pa.string()),
+    ]
+)
+"""What trace capture writes beside each envelope in its stage file (:data:`CAPTURE_SCHEMA`), so that the scoring
+stage reads a trace's content as columns and never decodes its messages, metadata or request again: the fields of a
+:class:`tooleval.capture.Transcript`, the request's join key (:func:`tooleval.capture.input_key`), the reward the
+trace records, and the redaction's ``reference_secrets`` markers as JSON text. The transcript columns are null for
+an envelope without messages. Not published: ``traces/`` keeps :data:`ENVELOPE_SCHEMA`."""
+
+
+CAPTURE_SCHEMA = pa.schema([*ENVELOPE_SCHEMA, *VIEW_FIELDS])
+"""The capture stage file: :data:`ENVELOPE_SCHEMA` then :data:`VIEW_FIELDS`."""
 
 LEGACY_SCHEMA = pa.schema(
     [
