@@ -32,9 +32,10 @@ def write(out: str, run_id: str, label: str, start_at: float | None, hold_s: flo
     Returns:
         ``("committed", label)``, or ``("refused", the error's text)`` when another writer holds the lease.
     """
-    from s3fs import S3FileSystem
-
-    S3FileSystem.clear_instance_cache()  # each round its own connections, as a fresh process has
+    # The pool process's s3fs filesystem is kept from round to round: dropping it each round made every write
+    # build a new S3 client (botocore's service model parsed again), half of a writer's CPU, while the lease is
+    # taken through the boto3 client that the process keeps anyway. Each round's tree still drops its cached
+    # listings (RemoteTree), so no round sees another's.
     if start_at is None:
         # a barrier releases both writers within a scheduler tick of each other, however late either of them
         # received its task: no start time in the future has to be waited for to be sure both got theirs

@@ -6,6 +6,7 @@ about, which two writers started together still resolve by its read-back)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import multiprocessing
@@ -15,6 +16,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -23,11 +25,13 @@ from tooleval.storage._lease import read_lease
 from tooleval.storage._remote_lease import RemoteLease
 
 from tests.storage.s3_server import fresh_prefix, moto_s3
-from tests.storage.race_writer import start_line, write
+from tests.storage.race_writer import START_TIMEOUT_S, start_line, write
 
 pytestmark = pytest.mark.slow  # moto's S3 server and writer processes racing for a lease
 
 ROUNDS = 50
+PAIRS = 2
+"""Pairs of writer processes racing at once, each in rounds of its own."""
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -75,6 +79,25 @@ def _whole(observed: tuple[list[str], dict]) -> bool:
     return case_ids == [f"{label}{i}" for i in range(3)]
 
 
+def _check_round(out: str, kind: str, round_: int, run_id: str, results: list[tuple[str, str]]) -> tuple[str, ...]:
+    """Check one round's end: one writer committed its whole publication, the other was refused, the lease is
+    given back. Returns the round's sorted outcomes."""
+    winners = [r[1] for r in results if r[0] == "committed"]
+    refusals = [r[1] for r in results if r[0] == "refused"]
+    assert len(winners) == 1 and len(refusals) == 1, (round_, results)
+    held = f"run {run_id!r} is being written by another tooleval process"
+    # Without conditional writes a writer stalled past the read-back's settle time can also believe it took
+    # the lease (the window docs/cluster.md describes); the check before its commit then finds the lease
+    # taken over and refuses with nothing committed: the same error, exit code and outcome, one step later.
+    # With conditional writes the loser is always refused at the lease.
+    taken_over = f"the lease of run {run_id!r} was taken over by another writer"
+    assert held in refusals[0] or (kind != "conditional" and taken_over in refusals[0]), refusals[0]
+    final = _observe(out, run_id)
+    assert final is not None and final[1]["writer"] == winners[0] and _whole(final)
+    assert read_lease(out, run_id) is None  # released by the winner
+    return tuple(sorted(r[0] for r in results))
+
+
 def test_two_writers_started_together_exactly_one_holds_the_lease(out, store, caplog):
     _, kind = store
     outcomes: list[tuple[str, str]] = []
@@ -86,32 +109,33 @@ def test_two_writers_started_together_exactly_one_holds_the_lease(out, store, ca
     # The winner then holds the lease until the loser has tried to take it (a second barrier, which each meets
     # once its try is over): however late a loaded machine lets the loser try, it meets the held lease, where a
     # fixed hold of the winner (0.3 s, each round) only made that likely.
-    with context.Pool(2, initializer=start_line, initargs=(context.Barrier(2), context.Barrier(2))) as pool:
-        pool.starmap(time.sleep, [(0,), (0,)])  # both processes started and imported before the first round
-        for round_ in range(ROUNDS):
-            run_id = f"race{round_}"
-            pending = pool.starmap_async(write, [(out, run_id, "a", None, 0.0),
-                                                 (out, run_id, "b", None, 0.0)], chunksize=1)
-            while not pending.ready():  # a reader polling the run while both writers race
-                seen = _observe(out, run_id)
-                if seen is not None:
-                    observed.append(seen)
-                time.sleep(0.02)
-            results = pending.get(timeout=120)
-            outcomes.append(tuple(sorted(r[0] for r in results)))
-            winners = [r[1] for r in results if r[0] == "committed"]
-            refusals = [r[1] for r in results if r[0] == "refused"]
-            assert len(winners) == 1 and len(refusals) == 1, (round_, results)
-            held = f"run {run_id!r} is being written by another tooleval process"
-            # Without conditional writes a writer stalled past the read-back's settle time can also believe it took
-            # the lease (the window docs/cluster.md describes); the check before its commit then finds the lease
-            # taken over and refuses with nothing committed: the same error, exit code and outcome, one step later.
-            # With conditional writes the loser is always refused at the lease.
-            taken_over = f"the lease of run {run_id!r} was taken over by another writer"
-            assert held in refusals[0] or (kind != "conditional" and taken_over in refusals[0]), refusals[0]
-            final = _observe(out, run_id)
-            assert final is not None and final[1]["writer"] == winners[0] and _whole(final)
-            assert read_lease(out, run_id) is None  # released by the winner
+    # PAIRS such pools race at once, each for a run id of its own (as runs of one bucket do): a round mostly waits
+    # (on the server, and without conditional writes on the read-back's settle time), and one pair's wait is the
+    # other's turn, so the rounds take about half the time, each still two writers started together.
+    with contextlib.ExitStack() as stack:
+        pools = [stack.enter_context(context.Pool(2, initializer=start_line,
+                                                  initargs=(context.Barrier(2), context.Barrier(2))))
+                 for _ in range(PAIRS)]
+        for started in [pool.starmap_async(time.sleep, [(0,), (0,)]) for pool in pools]:
+            started.get(timeout=START_TIMEOUT_S)  # every process started and imported before the first round
+        racing: dict[int, tuple[int, str, Any]] = {}  # pool -> its round, run id and writers
+        next_round = 0
+        while next_round < ROUNDS or racing:
+            for index, pool in enumerate(pools):
+                if index not in racing and next_round < ROUNDS:
+                    run_id = f"race{next_round}"
+                    racing[index] = (next_round, run_id, pool.starmap_async(
+                        write, [(out, run_id, "a", None, 0.0), (out, run_id, "b", None, 0.0)], chunksize=1))
+                    next_round += 1
+            for index, (round_, run_id, pending) in list(racing.items()):
+                if pending.ready():
+                    del racing[index]
+                    outcomes.append(_check_round(out, kind, round_, run_id, pending.get(timeout=120)))
+                else:  # a reader polling the run while both writers race
+                    seen = _observe(out, run_id)
+                    if seen is not None:
+                        observed.append(seen)
+            time.sleep(0.02)
     assert outcomes == [("committed", "refused")] * ROUNDS
     assert observed and all(_whole(seen) for seen in observed)
     unconditional = [r for r in caplog.records if "does not honour conditional writes" in r.getMessage()]

@@ -47,7 +47,7 @@ from tooleval.settings import DEFAULT_SERVER_IDLE_S, STARTUP_TIMEOUT_ENV
 from tooleval.storage import process_alive, process_start
 
 __all__ = ["IDLE_S", "ServerStartError", "ServerUse", "begin_server", "crash_dead_runs", "end_server", "holder_tag",
-           "server_for", "wait_until_recorded"]
+           "server_for", "superseded", "wait_until_recorded"]
 
 logger = logging.getLogger(__name__)
 
@@ -392,9 +392,40 @@ def crash_dead_runs(*, own: bool = False) -> int:
     return crashed
 
 
+def _final(run) -> bool:
+    return run.state is not None and run.state.type.value in FINAL
+
+
+def _parents(run) -> list:
+    return [getattr(parent, "id", None) for parent in (run.task_inputs or {}).get("__parents__", [])]
+
+
+def superseded(runs: list) -> set:
+    """The ids of the task runs of ``runs`` that a lost worker left unfinished, which no one will report finished.
+
+    When a Dask worker dies mid-shard, the cluster runs the shard again on another worker, under the same shard
+    task run; the stage task runs the dead worker had started stay ``Running`` on the server for ever, while the
+    shard's result comes from the stage runs of the second attempt. Such a run is recognised by a later run of
+    the same task, under the same parent, that is in a final state, its parent being in a final state too: within
+    one attempt a stage's runs follow each other (a stale cached result is computed again only after the first
+    run ended), so a run followed by a finished one of its own task has ended or was lost, and a final parent has
+    every stage run of its attempt behind it."""
+    final = {r.id for r in runs if _final(r)}
+    siblings: dict[tuple, list] = {}
+    for r in runs:
+        for parent in _parents(r):
+            siblings.setdefault((parent, r.task_key), []).append(r)
+    return {r.id for r in runs if r.id not in final and r.start_time is not None
+            and any(parent in final and any(s.id in final and s.start_time is not None and s.start_time > r.start_time
+                                            for s in siblings[(parent, r.task_key)])
+                    for parent in _parents(r))}
+
+
 def wait_until_recorded(expected: int | None = None, timeout: float = 20.0) -> bool:
     """Drain the client's event and log queues, then wait until the server holds every task run of this
-    process's flow runs in a final state (and at least ``expected`` of them). Returns whether it did in time."""
+    process's flow runs in a final state (and at least ``expected`` of them), but for the runs a lost worker left
+    unfinished (:func:`superseded`: no one reports them, and the wait would last its whole ``timeout``). Returns
+    whether it did in time."""
     from prefect.client.orchestration import get_client
     from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterTags
     from prefect.events.worker import EventsWorker
@@ -411,7 +442,8 @@ def wait_until_recorded(expected: int | None = None, timeout: float = 20.0) -> b
             while page := client.read_task_runs(flow_run_filter=mine, limit=200, offset=offset):
                 runs += page
                 offset += len(page)
-            final = all(r.state is not None and r.state.type.value in FINAL for r in runs)
+            lost = superseded(runs)
+            final = all(_final(r) or r.id in lost for r in runs)
             steady = steady + 1 if len(runs) == last else 0
             last = len(runs)
             # With the count known, the last expected task run in a final state ends the wait; without it, the
