@@ -12,7 +12,8 @@ import fsspec
 import pyarrow.parquet as pq
 import pytest
 
-from tooleval.storage import ROW_SCHEMA, as_location, committed_files, connect, is_remote, table_from_rows
+from tooleval.storage import (ROW_SCHEMA, OutFolderError, as_location, committed_files, connect, is_remote,
+                              table_from_rows)
 from tooleval.storage import write_partition
 from tooleval.storage._fs import LocalTree, RemoteTree, tree_of
 
@@ -75,3 +76,17 @@ class TestRemoteReaders:
         # partition values stay strings over a URL too
         assert con.execute("SELECT DISTINCT typeof(dataset_revision), dataset_revision FROM rows").fetchall() == [
             ("VARCHAR", "001")]
+
+
+def test_a_full_disk_under_a_partition_file_is_said_as_anywhere_else(tmp_path, monkeypatch):
+    """A partition file that cannot be written for want of space names that cause and its fix, as every other
+    write of a run does (a full disk while a run publishes was a bare "cannot write the partition file")."""
+    def full(table, where, **options):  # what Arrow raised when a tmpfs filled under a run's publication
+        open(where, "wb").close()  # the temporary file exists, as on a disk that filled while it was written
+        raise OSError(28, "Error writing bytes to file. Detail: [errno 28] No space left on device")
+
+    monkeypatch.setattr(pq, "write_table", full)
+    with pytest.raises(OutFolderError, match="no space left on the device") as raised:
+        LocalTree(tmp_path).write_parquet("rows/part-0.parquet", table_from_rows([{"case_id": "c"}], ROW_SCHEMA))
+    assert "free some space" in str(raised.value)
+    assert not list(tmp_path.rglob("*.tmp"))

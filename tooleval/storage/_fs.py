@@ -156,7 +156,7 @@ class LocalTree:
         write_bytes(self.root, relpath, data)
 
     def write_parquet(self, relpath: str, table: pa.Table) -> None:
-        from tooleval.storage._paths import OutFolderError, safe_target
+        from tooleval.storage._paths import OutFolderError, _os_error, safe_target
 
         target = safe_target(self.root, relpath)
         tmp = target.with_name(f".{target.name}.tmp")
@@ -165,6 +165,8 @@ class LocalTree:
             os.replace(tmp, target)
         except OSError as exc:
             tmp.unlink(missing_ok=True)
+            if exc.errno is not None:  # a full disk or a read-only folder: said as everywhere else
+                raise _os_error(target.parent, exc) from None
             raise OutFolderError(target.parent, None, f"cannot write the partition file ({exc.strerror or exc}).",
                                  "check free space and permissions of --out.") from None
 
