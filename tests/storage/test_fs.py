@@ -87,6 +87,6 @@ def test_a_full_disk_under_a_partition_file_is_said_as_anywhere_else(tmp_path, m
 
     monkeypatch.setattr(pq, "write_table", full)
     with pytest.raises(OutFolderError, match="no space left on the device") as raised:
-        LocalTree(tmp_path).write_parquet("rows/part-0.parquet", table_from_rows([{"case_id": "c"}], ROW_SCHEMA))
+        LocalTree(tmp_path).write_parquet("rows/part-0.parquet", table_from_rows([{"case_id": "c", "trial": 0}], ROW_SCHEMA))
     assert "free some space" in str(raised.value)
     assert not list(tmp_path.rglob("*.tmp"))
