@@ -11,7 +11,8 @@ same verdicts by construction.
 
 Fields (per message, in message order, unless said otherwise):
 
-* ``roles``: the message's ``role`` when it is text, else ``None`` (a message that is not an object has none);
+* ``roles``: one character per message: ``u`` for a user message, ``a`` for an assistant message, ``.`` for any
+  other (a tool result, a system prompt, a message that is not an object): what the rules tell apart;
 * ``texts``: :func:`message_text` of a ``user`` or ``assistant`` message, ``None`` for any other (what no rule
   reads: a tool result's text is read only through ``results``);
 * ``error_messages``: the indexes of the messages whose text starts with ``Error:`` (a failed signal tool);
@@ -144,7 +145,7 @@ class Transcript:
     (then ``names``, the observed calls' tool names, stand in for the calls of each assistant message).
     """
 
-    roles: Sequence[str | None]
+    roles: str
     texts: Sequence[str | None]
     error_messages: Collection[int]
     flags: Sequence[tuple[int, str, bool, bool]]
@@ -169,7 +170,7 @@ class Transcript:
             for_capture: Leave out what the columns do not hold (each message's call names: a reader derives
                 them from the steps and ``names``).
         """
-        roles: list[str | None] = []
+        roles: list[str] = []
         texts: list[str | None] = []
         full: list[str] = []
         errors: list[int] = []
@@ -181,7 +182,7 @@ class Transcript:
                 if isinstance(message, dict):  # a dict of another type: read the slow way, alike
                     message = dict(message)
                 else:
-                    roles.append(None)
+                    roles.append(".")
                     texts.append(None)
                     full.append("")
                     continue
@@ -192,7 +193,7 @@ class Transcript:
             if text[:6] == "Error:":
                 errors.append(index)
             if role == "user":
-                roles.append(role)
+                roles.append("u")
                 texts.append(text)
                 for key, value in message.items():
                     if value is True or value is False:
@@ -203,7 +204,7 @@ class Transcript:
                         if value is True or value is False:
                             flags.append((index, key, value, True))
             elif role == "assistant":
-                roles.append(role)
+                roles.append("a")
                 texts.append(text)
                 tool_calls = message.get("tool_calls")
                 if tool_calls:
@@ -212,7 +213,7 @@ class Transcript:
                         calls_of[index] = [name if isinstance(name, str) else None for name in (
                             (c.get("function") or c).get("name") for c in tool_calls if isinstance(c, dict))]
             else:
-                roles.append(role if isinstance(role, str) else None)
+                roles.append(".")
                 texts.append(None)
         steps, results, error = None, None, "no observed calls were given"
         if names is not None:
@@ -223,7 +224,8 @@ class Transcript:
         if steps is not None:
             results = [None if r is None or (kept is not None and name not in kept) else full[r]
                        for name, (_, r, _) in zip(names, steps)]
-        return cls(roles, texts, errors, flags, steps, results, written, error, names, calls_by_message=calls_of)
+        return cls("".join(roles), texts, errors, flags, steps, results, written, error, names,
+                   calls_by_message=calls_of)
 
     def calls_of(self, index: int) -> list[str | None]:
         """The tool names of the calls that message ``index`` made, in order (``[]`` for none)."""
@@ -236,13 +238,13 @@ class Transcript:
     def replies(self) -> list[tuple[int, str]]:
         """``(index, text)`` of every assistant message with non-blank text (what the user was told)."""
         return [(i, text) for i, (role, text) in enumerate(zip(self.roles, self.texts))
-                if role == "assistant" and text.strip()]
+                if role == "a" and text.strip()]
 
     def last_proposal(self, call_message_index: int) -> int:
         """Index of the last assistant message with text at or before ``call_message_index``, or -1."""
         roles, texts = self.roles, self.texts
         for i in range(call_message_index, -1, -1):
-            if roles[i] == "assistant" and texts[i].strip():
+            if roles[i] == "a" and texts[i].strip():
                 return i
         return -1
 
@@ -250,7 +252,7 @@ class Transcript:
         """Index of the user's last message since the last proposal before the call's message, or ``None``."""
         roles = self.roles
         for i in range(call_message_index - 1, self.last_proposal(call_message_index), -1):
-            if roles[i] == "user":
+            if roles[i] == "u":
                 return i
         return None
 
@@ -260,7 +262,7 @@ class Transcript:
         start = self.last_proposal(call_message_index)
         n, errors = len(self.roles), self.error_messages
         for i in range(max(start, 0), call_message_index):
-            if self.roles[i] != "assistant":
+            if self.roles[i] != "a":
                 continue
             for position, name in enumerate(self.calls_of(i)):
                 result = i + 1 + position
@@ -333,7 +335,7 @@ def view_arrays(records: list[dict[str, Any]]) -> list[pa.Array]:
         return [record.get(name) for record in records]
 
     return [
-        _lists(get("message_roles"), pa.string()),
+        pa.array(get("message_roles"), pa.string()),
         _lists(get("message_texts"), pa.string()),
         _lists(get("error_messages"), pa.int32()),
         _lists(get("user_flags"), _FLAG, _structs(_FLAG)),

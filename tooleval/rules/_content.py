@@ -134,7 +134,7 @@ def leaked_values_in(
             for index, text in replies:
                 if index <= step.result_index or not _appears(value, text):
                     continue
-                said = any(roles[m] == "user" and _appears(value, texts[m]) for m in range(index))
+                said = any(roles[m] == "u" and _appears(value, texts[m]) for m in range(index))
                 if not said:
                     leaks.append((step, name, value, index))
                     seen.add(key)

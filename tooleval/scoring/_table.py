@@ -305,7 +305,7 @@ class _View:
 
     def __init__(self, envelopes: pa.Table) -> None:
         column = envelopes.column
-        self.roles = _Flat(column("message_roles"))
+        self.roles = column("message_roles").to_pylist()
         self.texts = _Flat(column("message_texts"))
         self.steps = _Flat(column("steps"), _tuples)
         self.errors = _Flat(column("error_messages"))
@@ -322,7 +322,7 @@ class _View:
     def transcript(self, i: int, names: list[str]) -> Transcript | None:
         """Row ``i``'s transcript view (``names``: its observed calls' tool names); ``None`` when its envelope has
         no messages."""
-        roles = self.roles.row(i)
+        roles = self.roles[i]
         if roles is None:
             return None
         return Transcript(roles, self.texts.row(i), self.errors.row(i), _Deferred(self.flags, i), self.steps.row(i),

@@ -94,7 +94,7 @@ _FLAG = pa.struct([("message_index", pa.int32()), ("key", pa.string()), ("value"
 _STEP = pa.struct([("message_index", pa.int32()), ("result_index", pa.int32()), ("failed", pa.bool_())])
 VIEW_FIELDS = pa.schema(
     [
-        ("message_roles", pa.list_(pa.string())),
+        ("message_roles", pa.string()),
         ("message_texts", pa.list_(pa.string())),
         ("error_messages", pa.list_(pa.int32())),
         ("user_flags", pa.list_(_FLAG)),
