@@ -70,6 +70,10 @@ class TestWaivers:
     def test_unused_waiver_is_an_advisory(self, rows):
         verdict = evaluate_gate(rows, gate(waiver("correct", TODAY)), today=TODAY)
         assert any("matched no violation" in note for note in verdict.advisories)
+        # a rule waiver names no case: the note says it covers every case (it said "case None")
+        config = gate('[[waivers]]\nrule = "missing_confirmation"\nowner = "o"\nreason = "r"\nexpires = 2026-12-31\n')
+        notes = evaluate_gate(rows, config, today=TODAY).advisories
+        assert "waiver (every case, rule 'missing_confirmation') matched no violation" in notes
 
 
 def test_a_quarantined_failing_case_does_not_block_but_is_listed(rows):

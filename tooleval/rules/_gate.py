@@ -436,7 +436,8 @@ class GateTally:
             notes.append(f"{counts['advisory_violations']} advisory violation(s)")
         for index, w in enumerate(self._active):
             if index not in self._matched:
-                notes.append(f"waiver (case {w.case!r}, {_rule_label(w.rule)}) matched no violation")
+                cases = "every case" if w.case is None else f"case {w.case!r}"  # a rule waiver names no case
+                notes.append(f"waiver ({cases}, {_rule_label(w.rule)}) matched no violation")
         return notes
 
 
