@@ -41,6 +41,8 @@ _EXPORTS = {
     "message_text": "tooleval.capture.transcript",
     "transcript_columns": "tooleval.capture.transcript",
     "view_arrays": "tooleval.capture.transcript",
+    "written_texts": "tooleval.capture.transcript",
+    "read_written": "tooleval.capture.transcript",
     "DEFAULT_FIELDS": "tooleval.capture.redaction",
     "MARKER_KEY": "tooleval.capture.redaction",
     "RedactionConfig": "tooleval.capture.redaction",

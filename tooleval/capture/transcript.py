@@ -39,7 +39,8 @@ import pyarrow as pa
 from tooleval.storage import VIEW_FIELDS
 
 
-__all__ = ["Transcript", "view_arrays", "transcript_columns", "align_calls", "message_text"]
+__all__ = ["Transcript", "written_texts", "read_written", "view_arrays", "transcript_columns", "align_calls",
+           "message_text"]
 
 
 def message_text(message: dict[str, Any]) -> str:
@@ -284,16 +285,31 @@ class Transcript:
 
     def written_arguments(self) -> list[object]:
         """The calls' arguments as written, read as :func:`tooleval.rules.written_arguments` reads them."""
-        out: list[object] = []
-        for text in self.written:
-            value = None
-            if text is not None:
-                try:
-                    value = json.loads(text)
-                except ValueError:
-                    value = None
-            out.append(value if isinstance(value, dict) else None)
-        return out
+        return read_written(self.written)
+
+
+def written_texts(messages: list[Any]) -> list[str | None]:
+    """The ``written`` field of ``messages`` alone (see the module docstring), without the rest of the view."""
+    written: list[str | None] = []
+    for message in messages:
+        if isinstance(message, dict) and message.get("role") == "assistant" and message.get("tool_calls"):
+            _written_of(message["tool_calls"], written)
+    return written
+
+
+def read_written(texts: Sequence[str | None]) -> list[object]:
+    """Each call's arguments as written, from its ``written`` text: read with plain ``json.loads`` (``1.0`` stays a
+    float); ``None`` where there is no text or it is not a JSON object."""
+    out: list[object] = []
+    for text in texts:
+        value = None
+        if text is not None:
+            try:
+                value = json.loads(text)
+            except ValueError:
+                value = None
+        out.append(value if isinstance(value, dict) else None)
+    return out
 
 
 _FLAG, _STEP = VIEW_FIELDS.field("user_flags").type.value_type, VIEW_FIELDS.field("steps").type.value_type

@@ -24,7 +24,7 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field, fields, replace
 
 from tooleval.canonical import canonical_json
-from tooleval.capture import Transcript
+from tooleval.capture import read_written, written_texts
 from tooleval.matching import (MatchResult, WrongArgs, duplicate_count, match_calls_evidence,
                                        match_evidence, optimal_pairs)
 from tooleval.models import Call
@@ -95,7 +95,7 @@ def written_arguments(messages: list | None) -> list[object] | None:
     where the text is not a JSON object. ``None`` without messages."""
     if messages is None:
         return None
-    return Transcript.of_messages(messages).written_arguments()
+    return read_written(written_texts(messages))
 
 
 def _lexicographic_matching(n_rows: int, n_cols: int, adjacent: list[list[int]]) -> dict[int, int]:
