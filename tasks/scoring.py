@@ -26,13 +26,17 @@ from tasks._shared import cached_case_inputs, cached_redactor
 from tooleval.rules import ToolTable, load_policy
 from tooleval.scoring import ScoringSources, ShardMemo, score_table
 from tooleval.storage.stages import STAGE_ROW_GROUP, StageRef, iter_stage_batches, write_stage_tables
-from tooleval.storage import ROW_SCHEMA
+from tooleval.storage import ROW_SCHEMA, VIEW_FIELDS
 from tooleval.storage import is_arrow_file, read_location_bytes
 
 
 _ONLY_DIGESTED = frozenset({"captured_at"})
 """Envelope columns that scoring never reads when the digests are verified: the capture time (left out of the
 digest as well). The messages of a verified file come as UTF-8 bytes, which orjson reads as they are."""
+_VIEWED = frozenset({"messages_json", "metadata_json", "request_messages_json"})
+"""The trace's JSON-text columns, which scoring does not read from a verified file that holds capture's view of
+them (:data:`tooleval.storage.VIEW_FIELDS`): they are left compressed, never decoded (on a 16 KB tau trace,
+decompressing them was most of the cost of reading the stage file)."""
 
 
 def _read_checked(ref: StageRef) -> tuple[Iterator[pa.Table], bool]:
@@ -50,6 +54,10 @@ def _read_checked(ref: StageRef) -> tuple[Iterator[pa.Table], bool]:
     if is_arrow_file(ref.path):
         reader = ipc.open_file(pa.BufferReader(data))
         names = reader.schema.names
+        if intact and set(VIEW_FIELDS.names) <= set(names):
+            names = [name for name in names if name not in _VIEWED]
+            options = ipc.IpcReadOptions(included_fields=[reader.schema.get_field_index(name) for name in names])
+            reader = ipc.open_file(pa.BufferReader(data), options=options)
         batches: Iterator[Any] = (reader.get_batch(i) for i in range(reader.num_record_batches))
     else:
         file = pq.ParquetFile(pa.BufferReader(data))

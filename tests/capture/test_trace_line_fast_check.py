@@ -243,3 +243,30 @@ def test_synthetic_corpora_replayed_alike_with_and_without_the_shape_check(tmp_p
             patched.setattr(_replay, "plainly_recorded_trace", lambda line: False)
             slow = records()
         assert fast == slow and len(fast) == 400 and all(record["error"] is None for record in fast)
+
+
+@settings(max_examples=examples(500), deadline=None)
+@given(st.binary(max_size=12) | st.text(alphabet="0123456789e+-.E a", max_size=12).map(str.encode))
+def test_the_exponent_search_is_the_expression(written):
+    # the one-byte search from each "+" finds what the expression [0-9]e\+[0-9] finds, wherever it stands
+    import re
+
+    from tooleval.capture.recorded import _has_exponent
+
+    assert _has_exponent(written) is (re.search(rb"[0-9]e\+[0-9]", written) is not None)
+
+
+@pytest.mark.parametrize("value", [
+    "18446744073709551616",  # 2**64: orjson reads it as the float 1.8446744073709552e+19, the strict way as an int
+    "-9223372036854775809",  # below -2**63 likewise
+    "18446744073709551615",  # 2**64 - 1: orjson holds it as an integer
+    '"+1 555 0100, 2e+5 as text"',  # a "+" and an exponent in a string are no number
+    "[1e+300, 2.5, 12345678901234567890123]",  # floats orjson writes with "e+", beside a wide integer
+])
+def test_wide_integers_and_plus_signs(value):
+    text = _line(value)
+    line = read_trace_line(1, text)
+    assert line.problem is None
+    # the values and their types are the standard library's (an int beyond 64 bits stays an int: 2**64 == its
+    # float in Python, so the texts are compared)
+    assert json.dumps(line.data) == json.dumps(json.loads(text))

@@ -325,7 +325,7 @@ def _fast_object_bytes(data: bytes) -> dict | None:
         return None
     finally:
         innermost[0] = None
-    if b"e+" in written and _EXPONENT.search(written) is not None:
+    if _has_exponent(written):
         return None
     return value if written.count(b":") == data.count(b":") else None
 
@@ -353,8 +353,24 @@ _WRAPPING = _ORJSON_DEPTH - MAX_DEPTH
 """Lists a line's value is written inside, so that orjson refuses exactly the values nested deeper than
 :data:`~tooleval.canonical.MAX_DEPTH` (the top-level object is level 1, as :func:`~tooleval.canonical.nesting_within`
 counts)."""
-_EXPONENT = re.compile(rb"[0-9]e\+[0-9]")
-"""A float orjson wrote with an exponent (magnitude 1e16 or more), such as an integer beyond 64 bits it read."""
+_DIGITS = range(ord("0"), ord("9") + 1)
+
+
+def _has_exponent(written: bytes) -> bool:
+    """Whether ``written`` holds a positive exponent after a digit (``[0-9]e\\+[0-9]``): how orjson writes a float of
+    magnitude 1e16 or more, such as an integer beyond 64 bits it read. Looked for from each ``+`` (a one-byte
+    search, ~10x faster than a regular expression or a two-byte search over a 16 KB trace; ``+`` is otherwise rare
+    in JSON: in texts such as phone numbers)."""
+    plus = written.find(b"+")
+    while plus != -1:
+        if 2 <= plus < len(written) - 1 and written[plus - 1] == _E and written[plus - 2] in _DIGITS \
+                and written[plus + 1] in _DIGITS:
+            return True
+        plus = written.find(b"+", plus + 1)
+    return False
+
+
+_E = ord("e")
 _WRAPPINGS = threading.local()
 
 
