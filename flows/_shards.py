@@ -115,6 +115,24 @@ class ShardWork:
     def __len__(self) -> int:
         return len(self.items)
 
+    def __reduce__(self):
+        """Pickled as its two lists, each work item as the tuple of its fields: a pydantic model pickles its
+        ``__dict__`` and its set of fields given, ~6 µs an item to write and read again (10 in a busy worker),
+        against ~2 µs for the tuple and the validation that rebuilds the item. Anything else in the list (a test's
+        planted state) pickles as itself."""
+        if all(type(item) is WorkItem for item in self.items):
+            rows = [tuple(getattr(item, name) for name in _ITEM_FIELDS) for item in self.items]
+            return _work_of_rows, (rows, self.offsets)
+        return ShardWork, (self.items, self.offsets)
+
+
+_ITEM_FIELDS = tuple(WorkItem.model_fields)
+
+
+def _work_of_rows(rows: list[tuple], offsets: list[tuple[int, int]]) -> ShardWork:
+    """The :class:`ShardWork` that :meth:`ShardWork.__reduce__` wrote as field tuples."""
+    return ShardWork([WorkItem(**dict(zip(_ITEM_FIELDS, row))) for row in rows], offsets)
+
 
 @task(name="shard", cache_policy=NO_CACHE, persist_result=False)
 def run_shard(context: ShardContext, work: ShardWork, scoring_scope: str) -> ShardOutcome:
