@@ -284,8 +284,10 @@ class TestBadInputWritesNothing:
     def test_run_id_reused_for_another_revision_is_refused(self, tiny_dataset, tmp_path):
         out = self._results_with_one_run(tmp_path, tiny_dataset)
         other = write_dataset(tmp_path / "d2", TINY_CASES, TINY_TRACES, revision="r2")
-        with pytest.raises(InputFileError, match="already belongs to dataset revision 'r1'"):
+        with pytest.raises(InputFileError, match="already belongs to dataset revision 'r1'") as raised:
             _evaluate(dataset=str(other), out=str(out), run_id="good")
+        # the file named is the run's summary where the user finds it, not its copy inside a publication's folder
+        assert raised.value.path == f"{out}/runs/good/summary.json"
 
     def test_an_unreadable_traces_line_is_listed_not_a_file_error(self, tiny_dataset, tmp_path):
         # one bad line of a traces file never stops the run (cases, tools and the manifest stay file errors)

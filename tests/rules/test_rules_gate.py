@@ -56,8 +56,11 @@ class TestWaivers:
     def test_a_rule_waiver_covers_that_rule_only(self, rows):
         config = gate('[[waivers]]\nrule = "required_order"\nowner = "o"\nreason = "r"\nexpires = 2026-12-31\n')
         verdict = evaluate_gate(rows, config, today=TODAY)
-        assert [o.case_id for o in verdict.waived] == ["skipped-verification"]
-        # skipped-verification still misses verify_identity: the waiver of required_order does not cover that
+        # skipped-verification's required_order is waived, but it still misses verify_identity, which the waiver does
+        # not cover: the row fails, and a failing row is neither counted nor listed among the waived rows (a waived
+        # row is one whose blocking rules are all waived: it passes, as its gate_verdict says)
+        assert verdict.waived == [] and verdict.counts["waived_rows"] == 0
+        assert verdict.counts["blocking_rows"] == 3
         assert [(o.case_id, o.rules) for o in verdict.failing_rows] == [
             ("skipped-verification", ["reference_mismatch"]),
             ("wrong-amount", ["reference_mismatch", "wrong_write_arguments"]),

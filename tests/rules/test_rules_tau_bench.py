@@ -19,7 +19,7 @@ import pytest
 
 from tests.support.paths import BUNDLED, SHARED_DATA
 from tests.support.rules import score_folder
-from tooleval.rules import evaluate_gate, load_gate_config, load_policy
+from tooleval.rules import GateConfig, evaluate_gate, load_gate_config, load_policy
 
 SOURCE = SHARED_DATA / "tau-bench" / "historical_trajectories" / "gpt-4o-airline.json"
 WRITES = {"book_reservation", "cancel_reservation", "update_reservation_flights", "update_reservation_baggages",
@@ -119,3 +119,24 @@ def test_gate_toml_and_verdict(rows):
     assert 1164 - counts["false_positive_calls"] == 632 - counts["false_negative_calls"]
     assert not verdict.passed and counts["blocking_rows"] == sum(1 for row in rows if row["blocking"])
     assert next(s for s in verdict.slices if s.name == "airline").passed  # 200 rows >= min_rows
+
+
+def test_a_rule_waiver_counts_only_rows_it_lets_pass(rows):
+    # The README's own gate config (a row passes when no blocking rule fires; missing_confirmation waived): a row
+    # whose only blocking rule is missing_confirmation is waived (it passes); a row that also fails another rule
+    # fails, and is counted and listed as failing only. Every row is then exactly one of fail, waived, pass.
+    config = GateConfig.from_toml('row_outcome = "no_blocking"\nlisted_rows = 1000\n[[waivers]]\n'
+                                  'rule = "missing_confirmation"\nowner = "o"\nreason = "r"\nexpires = 2027-12-31\n',
+                                  "my-gate.toml")
+    verdict = evaluate_gate(rows, config, today=date(2026, 6, 1))
+    failing = {(o.case_id, o.trial) for o in verdict.failing_rows}
+    waived = {(o.case_id, o.trial) for o in verdict.waived}
+    assert not failing & waived
+    assert all(o.rules == [] and o.waived_rules == ["missing_confirmation"] for o in verdict.waived)
+    assert (len(failing), len(waived)) == (verdict.counts["blocking_rows"], verdict.counts["waived_rows"])
+    # independently of the gate: the rows whose blocking violations are all missing_confirmation (the bundled
+    # gate.toml's severities are not in this config, so each violation keeps the severity the row recorded)
+    only_confirmation = {(row["case_id"], row["trial"]) for row in rows
+                         if {v["rule"] for v in row["violations"] if v["severity"] == "blocking"}
+                         == {"missing_confirmation"} and not row.get("error_kind")}
+    assert waived == only_confirmation and 0 < len(waived) < 35  # 35 rows have the rule (above), some with others

@@ -287,7 +287,8 @@ class GateTally:
                 self._failing_slice_rule[(slice_, rule)] += 1
                 self._failing_rule[rule] += 1
             tally["failing"] += 1
-        if o.waived_rules and o.quarantine is None:
+        if o.gate_verdict == "waived":  # every blocking rule waived: a row with one left unwaived fails, and
+            # is counted and listed there only (not among the waived rows, which pass)
             self._lists["waived"].add(o)
             tally["waived"] += 1
         if o.quarantine is not None:

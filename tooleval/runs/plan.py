@@ -198,8 +198,9 @@ def check_run_id(out: Path | str, run_id: str, revision: str) -> None:
     previous = _ledger_value(summary, data, "dataset_revision", "restore it from the run's publication, or choose "
                              "another --run-id.")
     if previous != revision:
+        # named where the user looks for it (the run's folder), not where its publication keeps the file
         raise RunIdConflictError(
-            summary,
+            f"{str(out).rstrip('/')}/runs/{run_id}/summary.json",
             None,
             f"run id {run_id!r} already belongs to dataset revision {previous!r}, not {revision!r}.",
             "choose another --run-id (or omit it for a fresh one).",
