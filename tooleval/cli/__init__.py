@@ -53,7 +53,6 @@ def main() -> None:
         code = _warm.run_warm(request)
         if code is not None:
             sys.exit(code)
-        _warm.watch_imports()
     code = run_app()
     if request is not None and code in (0, 1):
         _warm.start_runner(request)
