@@ -354,6 +354,7 @@ _WRAPPING = _ORJSON_DEPTH - MAX_DEPTH
 :data:`~tooleval.canonical.MAX_DEPTH` (the top-level object is level 1, as :func:`~tooleval.canonical.nesting_within`
 counts)."""
 _DIGITS = range(ord("0"), ord("9") + 1)
+_E = ord("e")
 
 
 def _has_exponent(written: bytes) -> bool:
@@ -370,7 +371,6 @@ def _has_exponent(written: bytes) -> bool:
     return False
 
 
-_E = ord("e")
 _WRAPPINGS = threading.local()
 
 
