@@ -134,7 +134,8 @@ def print_gate_line(result) -> None:
     style = "green" if verdict["passed"] else "bold red"
     counts = verdict["counts"]
     unscored = counts.get("unscored_cases", 0)
-    blocking = f"{counts.get('blocking_rows')} blocking rows" + (f", {unscored} unscored" if unscored else "")
+    rows = counts.get("blocking_rows")
+    blocking = f"{rows} blocking row{'' if rows == 1 else 's'}" + (f", {unscored} unscored" if unscored else "")
     _unless_quiet(verdict["passed"]).print(f"gate: [{style}]{'PASS' if verdict['passed'] else 'FAIL'}[/] "
                                            f"({blocking})")
     for reason in verdict["reasons"][:5]:
