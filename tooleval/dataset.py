@@ -10,10 +10,10 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass, field
-from collections.abc import ItemsView, Iterator, Mapping, ValuesView
+from collections.abc import ItemsView, Iterable, Iterator, Mapping, ValuesView
 from functools import lru_cache
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, Callable
 
 import orjson
 from pydantic import ValidationError
@@ -25,8 +25,9 @@ from tooleval.models import PLAIN_VALUES, REVISION_PATTERN, Case, DatasetManifes
 from tooleval.capture.recorded import (TraceLine, decode_line, fast_object, iter_json_lines, load_unique_json,
                                       parse_json_line)
 
-__all__ = ["Dataset", "Cases", "load_dataset", "load_dataset_cached", "load_dataset_trusted", "check_name", "case_digest",
-           "case_digests", "case_slices", "content_digest_of", "find_traces_file", "traces_in_dataset", "tool_schema_version"]
+__all__ = ["Dataset", "Cases", "CasePart", "load_case_range", "join_case_parts", "is_loaded", "stream_cases",
+           "load_dataset", "load_dataset_cached", "load_dataset_trusted", "check_name", "case_digest", "case_digests",
+           "case_slices", "content_digest_of", "find_traces_file", "traces_in_dataset", "tool_schema_version"]
 
 SCHEMA_VERSIONS = (1,)
 DATASET_DOCS = "see the README's 'Datasets' section for the dataset folder format."
@@ -342,36 +343,107 @@ class _StreamedValues(ValuesView):
         return (case for _, case in self._mapping._stream())
 
 
-def _load_cases(path: Path) -> Cases:
+@dataclass
+class CasePart:
+    """What the lines of one byte range of ``cases.jsonl`` hold (:func:`load_case_range`), before the ranges are
+    joined (:func:`join_case_parts`): each valid case's id, place, digest and slice, in line order, up to the first
+    line that is not a valid case. Line numbers count from 1 at the range's start."""
+
+    lines: int = 0
+    """Lines read in the range, blank ones included."""
+    ids: list[str] = field(default_factory=list)
+    places: list[tuple[int, int]] = field(default_factory=list)
+    """``(byte offset in the file, line number in the range)`` of each case."""
+    digests: list[str] = field(default_factory=list)
+    slices: list[str | None] = field(default_factory=list)
+    confidential: set[str] = field(default_factory=set)
+    """Names of the tools that a case's own tool specs declare ``confidential_fields`` for."""
+    failure: InputFileError | None = None
+    """The first line that stopped the reading (not a case, not JSON, too long), its line counted in the range."""
+
+
+def load_case_range(path: Path, span: tuple[int, int] | None = None) -> CasePart:
+    """Read and check the cases of ``cases.jsonl``, or of one byte range of it, each line as :func:`load_dataset`
+    does (the same reader, the same validation and :func:`case_digest`); whether a case id repeats one of another
+    line is decided when the ranges are joined.
+
+    Args:
+        path: The dataset's ``cases.jsonl``.
+        span: ``(start, end)`` byte offsets at line starts (:func:`tooleval.capture.recorded.trace_spans`);
+            ``None``: the whole file.
+
+    Returns:
+        A :class:`CasePart`; a problem tied to a line is kept in its ``failure`` (the cases before it are kept), so
+        that a worker process hands it back with the range's other cases.
+
+    Raises:
+        InputFileError: the file is missing or cannot be read.
+    """
+    part = CasePart()
+    start = 0 if span is None else span[0]
+    ends = [start]  # where each line read so far ends, blank lines included: line n starts at ends[n - 1]
+
+    def read_line(number: int, raw: bytes) -> TraceLine | None:
+        ends.append(ends[-1] + len(raw))
+        part.lines = number
+        return _case_line(path, number, raw)
+
+    try:
+        for line in iter_json_lines(path, missing="file not found.", fix="every dataset folder needs a cases.jsonl.",
+                                    parse_line=read_line, span=span):
+            case, digest = _parse_new_case(path, line.line, line.data, plain=line.plain)
+            part.ids.append(case.case_id)
+            part.places.append((ends[line.line - 1], line.line))
+            part.digests.append(digest)
+            part.slices.append(case.slice)
+            if case.tools:
+                part.confidential.update(tool.name for tool in case.tools if tool.confidential_fields)
+    except InputFileError as exc:
+        if exc.line is None:
+            raise
+        part.failure = exc
+    return part
+
+
+def join_case_parts(path: Path, parts: Iterable[CasePart]) -> "Cases":
+    """The :class:`Cases` of ``cases.jsonl`` from its consecutive ranges' parts, in file order, raising what one
+    pass over the whole file raises first: a case id already given on an earlier line, or a range's failure (line
+    numbers made absolute).
+
+    Raises:
+        InputFileError: a duplicate ``case_id``, a line that is not a valid case, or a file without a case.
+    """
     index: dict[str, tuple[int, int]] = {}
     digests: dict[str, str] = {}
     slices: dict[str, str | None] = {}
     confidential: set[str] = set()
-    ends = [0]  # where each line read so far ends, blank lines included: line n starts at ends[n - 1]
-
-    def read_line(number: int, raw: bytes) -> TraceLine | None:
-        ends.append(ends[-1] + len(raw))
-        return _case_line(path, number, raw)
-
-    for line in iter_json_lines(path, missing="file not found.", fix="every dataset folder needs a cases.jsonl.",
-                                parse_line=read_line):
-        case, digest = _parse_new_case(path, line.line, line.data, plain=line.plain)
-        if case.case_id in index:
-            raise InputFileError(
-                path,
-                line.line,
-                f"duplicate case_id {case.case_id!r} (first on line {index[case.case_id][1]}).",
-                "give every case a unique case_id.",
-            )
-        index[case.case_id] = (ends[line.line - 1], line.line)
-        digests[case.case_id] = digest
-        slices[case.case_id] = case.slice
-        if case.tools:
-            confidential.update(tool.name for tool in case.tools if tool.confidential_fields)
+    base = 0
+    for part in parts:
+        for case_id, (offset, number), digest, slice_ in zip(part.ids, part.places, part.digests, part.slices):
+            number += base
+            if case_id in index:
+                raise InputFileError(
+                    path,
+                    number,
+                    f"duplicate case_id {case_id!r} (first on line {index[case_id][1]}).",
+                    "give every case a unique case_id.",
+                )
+            index[case_id] = (offset, number)
+            digests[case_id] = digest
+            slices[case_id] = slice_
+        if part.failure is not None:
+            failure = part.failure
+            raise type(failure)(failure.path, failure.line + base, failure.problem, failure.fix)
+        confidential |= part.confidential
+        base += part.lines
     if not index:
         raise InputFileError(path, None, "holds no case: there is nothing to evaluate, and an empty run would pass "
                              "its gate.", "add at least one case (one JSON object per line).")
     return Cases(path, index, digests, slices, frozenset(confidential))
+
+
+def _load_cases(path: Path) -> Cases:
+    return join_case_parts(path, [load_case_range(path)])
 
 
 def _case_line(path: Path, number: int, raw: bytes) -> TraceLine | None:
@@ -408,12 +480,15 @@ def _local(path: str | Path) -> Path:
     return Path(path)
 
 
-def load_dataset(path: str | Path) -> Dataset:
+def load_dataset(path: str | Path, *, case_parts: Callable[[], list[CasePart]] | None = None) -> Dataset:
     """Read and validate a dataset folder.
 
     Args:
         path: Folder with ``dataset.json`` and ``cases.jsonl`` (``tools.json`` optional), or an fsspec URL of
             one (read from this machine's copy).
+        case_parts: Gives the parts of ``cases.jsonl`` read in consecutive byte ranges elsewhere
+            (:func:`load_case_range`), called once the manifest is checked; ``None``: the file is read here.
+            Either way the dataset, and any error, is the same.
 
     Returns:
         A :class:`Dataset`.
@@ -449,7 +524,8 @@ def load_dataset(path: str | Path) -> Dataset:
         raise InputFileError(manifest_path, line, f"invalid manifest: {_first_error(exc)}.", "fix that field.") from None
     except RecursionError:
         raise InputFileError(manifest_path, 1, "nested too deeply to read.", "flatten the manifest.") from None
-    cases = _load_cases(root / "cases.jsonl")
+    cases = _load_cases(root / "cases.jsonl") if case_parts is None else \
+        join_case_parts(root / "cases.jsonl", case_parts())
     tools: list[ToolSpec] = []
     tools_path = root / "tools.json"
     if tools_path.exists():
@@ -529,10 +605,10 @@ _FULL_LOADS: dict[tuple[str, tuple], Dataset] = {}
 :func:`load_dataset_trusted` reuses too."""
 
 
-def _load_stamped(path: str, stamps: tuple) -> Dataset:
+def _load_stamped(path: str, stamps: tuple, case_parts: Callable[[], list[CasePart]] | None = None) -> Dataset:
     loaded = _FULL_LOADS.get((path, stamps))
     if loaded is None:
-        loaded = load_dataset(path)
+        loaded = load_dataset(path, case_parts=case_parts)
         if len(_FULL_LOADS) >= 8:
             _FULL_LOADS.pop(next(iter(_FULL_LOADS)))  # the oldest load
         _FULL_LOADS[(path, stamps)] = loaded
@@ -546,13 +622,32 @@ def _stamps(root: Path) -> tuple:
     )
 
 
-def load_dataset_cached(path: str | Path) -> Dataset:
+def load_dataset_cached(path: str | Path, *, case_parts: Callable[[], list[CasePart]] | None = None) -> Dataset:
     """:func:`load_dataset`, memoised per process while the dataset's files are unchanged (size and mtime of
     ``dataset.json``, ``cases.jsonl``, ``tools.json``): each shard task of a run needs the cases, and parsing
     ``cases.jsonl`` once per shard is repeated work. Callers must not mutate the returned dataset.
+    ``case_parts``: as :func:`load_dataset` (not called when the memo holds the dataset).
     """
     root = _local(path).resolve()
-    return _load_stamped(str(root), _stamps(root))
+    return _load_stamped(str(root), _stamps(root), case_parts)
+
+
+def is_loaded(path: str | Path) -> bool:
+    """Whether :func:`load_dataset_cached` holds the dataset folder ``path`` as its files are now."""
+    root = _local(path).resolve()
+    return (str(root), _stamps(root)) in _FULL_LOADS
+
+
+def stream_cases(path: Path) -> Iterator[Case]:
+    """The cases of a ``cases.jsonl`` in file order, each line read and built as :class:`Cases` builds a case it
+    reads again, without the file's checks (for work that can start before the dataset is loaded and is thrown
+    away when the load then fails: a line this reading refuses raises ``ValueError`` or
+    :class:`~tooleval.errors.InputFileError`)."""
+    with open(path, "rb") as handle:
+        for number, raw in enumerate(handle, start=1):
+            if raw.strip():
+                value, plain = _read_line_value(raw)
+                yield _parse_case(path, number, value, checked=True, plain=plain)
 
 
 def content_digest_of(root: Path) -> str:

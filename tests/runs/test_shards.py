@@ -170,11 +170,11 @@ def test_the_index_columns_by_hand(tmp_path):
     path = tmp_path / "traces.jsonl"
     path.write_bytes(b"".join(lines))
     index = index_traces(path)
-    offsets, digests = _placed_columns(index, [4, 1, 3])
+    offsets, digests = _placed_columns(index, pa.array([4, 1, 3]))
     assert offsets.to_pylist() == [len(lines[0]) + 1 + len(lines[2]), 0, len(lines[0]) + 1]
     assert digests.to_pylist() == [hashlib.sha256(lines[n - 1].rstrip(b"\r\n")).hexdigest()[:32] for n in (4, 1, 3)]
     assert digests.to_pylist() == [index.line_digest(n) for n in (4, 1, 3)]
-    empty = _placed_columns(index, [])
+    empty = _placed_columns(index, pa.array([], pa.int64()))
     assert empty[0].to_pylist() == [] and empty[1].type == pa.string()
 
 

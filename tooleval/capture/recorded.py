@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 from itertools import groupby
 from operator import itemgetter
 from pathlib import Path
-from typing import Callable, Collection, Iterable, Iterator
+from typing import TYPE_CHECKING, Callable, Collection, Iterable, Iterator
 
 import orjson
 from pydantic import ValidationError
@@ -52,6 +52,9 @@ from tooleval.canonical import (MAX_DEPTH, DuplicateKeyError, json_type_name, js
                                 reject_duplicate_keys, repeated_key_at, repeated_keys, text_holds_no_value_problem)
 from tooleval.errors import InputFileError, RowError, json_problem
 from tooleval.models import TRIAL_MAX, RecordedTrace
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 __all__ = [
     "TraceLine", "TraceIndex", "iter_json_lines", "iter_trace_lines", "index_traces", "file_digest",
@@ -532,8 +535,9 @@ class TraceIndex:
 
     path: Path
     digest: str
-    keys: dict[tuple[str, int], int] = field(default_factory=dict)
-    """(case_id, trial) -> line number of the line that holds it."""
+    key_table: "pa.Table | None" = None
+    """The keys, first line of each only, in file order: ``case_id`` (string; binary for a file whose case ids
+    hold a lone surrogate, which no dataset's case id does), ``trial`` and ``line`` (int64); ``None``: none."""
     errors: list[RowError] = field(default_factory=list)
     has_requests: bool = False
     """Whether any line that answers a key holds a ``request`` that is not null (its generation request)."""
@@ -547,9 +551,26 @@ class TraceIndex:
     """trial -> the agents its lines name, each ``(name, model)`` (``None`` for a line without an agent object):
     where trials are different agents, each is a pass over the dataset (:func:`replay_keys`)."""
 
+    @property
+    def keys(self) -> dict[tuple[str, int], int]:
+        """(case_id, trial) -> the number of the line that holds it (the first such line), in file order."""
+        if self.key_table is None:
+            return {}
+        return dict(zip(zip(_texts(self.key_table["case_id"]), self.key_table["trial"].to_pylist()),
+                        self.key_table["line"].to_pylist()))
+
     def line_digest(self, number: int) -> str:
         """The digest of line ``number`` (1-based) as 32 hex characters (uncompressed files only)."""
         return self.line_digests[16 * (number - 1):16 * number].hex()
+
+
+def _texts(column) -> list[str]:
+    """A key table's case ids as Python text (a binary column holds UTF-8 with lone surrogates passed through)."""
+    import pyarrow as pa
+
+    if pa.types.is_binary(column.type) or pa.types.is_large_binary(column.type):
+        return [value.decode("utf-8", "surrogatepass") for value in column.to_pylist()]
+    return column.to_pylist()
 
 
 def read_trace_line(number: int, text: str) -> TraceLine:
@@ -597,9 +618,13 @@ class TracePart:
 
     lines: int = 0
     """Lines in the range, blank ones included."""
-    events: list = field(default_factory=list)
-    """In line order: a :class:`~tooleval.errors.RowError` of an unusable line, or ``(case_id, trial, line)`` for a
-    line that answers a key (whether an earlier range holds the same key is decided when the ranges are joined)."""
+    errors: list = field(default_factory=list)
+    """In line order: a :class:`~tooleval.errors.RowError` of each unusable line."""
+    case_ids: list = field(default_factory=list)
+    """The case id of each line that answers a key, in line order (whether an earlier line or range holds the
+    same key is decided when the ranges are joined), with its :attr:`trials` and :attr:`key_lines`."""
+    trials: array = field(default_factory=lambda: array("q"))
+    key_lines: array = field(default_factory=lambda: array("q"))
     has_requests: bool = False
     offsets: array = field(default_factory=lambda: array("q"))
     """Absolute byte offset of each line of the range (uncompressed files only)."""
@@ -635,8 +660,7 @@ def index_part(path: Path, span: tuple[int, int] | None = None, whole: "hashlib.
         if path.name.endswith(".gz"):
             for line in iter_trace_lines(path, keep_unreadable=True, span=span):
                 part.lines = max(part.lines, line.line)
-                event = _line_event(path, line, part)
-                part.events.append(event)
+                _add_event(part, _line_event(path, line, part))
         else:
             _index_plain(path, span, whole, part)
     except InputFileError as exc:
@@ -772,15 +796,26 @@ def _index_block(path: Path, block: bytes, begin: int, end: int, place: list[int
             for trial, agent in keys.agents:
                 part.trial_agents.setdefault(trial, set()).add(agent)
         index = run_end
-    events = part.events
+    case_ids, trials, key_lines = part.case_ids, part.trials, part.key_lines
     for position, key in enumerate(read):
         number = before + position + 1
         if key is not None and key[0] is not None:
-            events.append((key[0], key[1], number))
+            case_ids.append(key[0])
+            trials.append(key[1])
+            key_lines.append(number)
             continue
         line = _read_trace_bytes(number, block[starts[position]:nexts[position]])
         if line is not None:
-            events.append(_line_event(path, line, part))
+            _add_event(part, _line_event(path, line, part))
+
+
+def _add_event(part: TracePart, event: RowError | tuple[str, int, int]) -> None:
+    if isinstance(event, RowError):
+        part.errors.append(event)
+    else:
+        part.case_ids.append(event[0])
+        part.trials.append(event[1])
+        part.key_lines.append(event[2])
 
 
 _TEXT_OR_NULL = ("request_id", "response_id", "prompt_version", "tool_schema_version")
@@ -867,34 +902,75 @@ def join_trace_parts(path: Path, digest: str, parts: Iterable[TracePart]) -> Tra
     """The :class:`TraceIndex` of a file from its consecutive ranges' parts, in file order (line numbers made
     absolute; a key held by an earlier line is reported on the later one, as one pass over the file would).
 
+    The keys are joined as columns (Arrow and numpy): a million keys as Python tuples and a dict cost the plan
+    ~1.5 s and ~300 MB of heap its process then kept.
+
     Raises:
         InputFileError: a range's ``failure``, with its line numbered in the whole file.
     """
+    import numpy as np
+
     index = TraceIndex(path=path, digest=digest)
     base = 0
+    case_ids: list[str] = []
+    trials: list[np.ndarray] = []
+    lines: list[np.ndarray] = []
     for part in parts:
         if part.failure is not None:
             failure = part.failure
             raise InputFileError(failure.path, failure.line + base, failure.problem, failure.fix)
-        for event in part.events:
-            if isinstance(event, RowError):
-                index.errors.append(RowError(event.kind, event.case_id, event.trial, event.message, event.path,
-                                             event.line + base))
-                continue
-            case_id, trial, number = event
-            key, number = (case_id, trial), number + base
-            if key in index.keys:
-                index.errors.append(RowError("bad_trace", case_id, trial, f"duplicate (case_id, trial); the line "
-                                             f"{index.keys[key]} copy is used", str(path), number))
-                continue
-            index.keys[key] = number
+        for error in part.errors:
+            index.errors.append(RowError(error.kind, error.case_id, error.trial, error.message, error.path,
+                                         error.line + base))
+        case_ids += part.case_ids
+        trials.append(np.frombuffer(part.trials, np.int64) if len(part.trials) else np.zeros(0, np.int64))
+        lines.append((np.frombuffer(part.key_lines, np.int64) if len(part.key_lines) else np.zeros(0, np.int64))
+                     + base)
         index.has_requests = index.has_requests or part.has_requests
         for trial, agents in part.trial_agents.items():
             index.trial_agents.setdefault(trial, set()).update(agents)
         index.offsets.extend(part.offsets)
         index.line_digests += part.line_digests
         base += part.lines
+    if case_ids:
+        index.key_table, repeated = _first_keys(path, case_ids, np.concatenate(trials), np.concatenate(lines))
+        if repeated:  # each error at its line, among the unusable lines' errors (both in line order)
+            index.errors = sorted(index.errors + repeated, key=lambda error: error.line)
     return index
+
+
+def _first_keys(path: Path, case_ids: list[str], trials, lines) -> tuple["pa.Table", list[RowError]]:
+    """The key table of the lines that answer a key (in line order): each key's first line kept, and a
+    ``bad_trace`` error for each later line with the same key."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    try:
+        ids = pa.array(case_ids, pa.string())
+    except (UnicodeEncodeError, pa.ArrowException):  # a lone surrogate: its UTF-8 bytes, passed through
+        ids = pa.array([case_id.encode("utf-8", "surrogatepass") for case_id in case_ids], pa.binary())
+    codes = pc.dictionary_encode(ids).indices.to_numpy().astype(np.int64)
+    order = np.lexsort((lines, trials, codes))  # each key's lines together, the first line first
+    codes_sorted, trials_sorted = codes[order], trials[order]
+    later = np.zeros(len(order), bool)
+    later[1:] = (codes_sorted[1:] == codes_sorted[:-1]) & (trials_sorted[1:] == trials_sorted[:-1])
+    repeated: list[RowError] = []
+    if later.any():
+        first_at = np.maximum.accumulate(np.where(later, 0, np.arange(len(order))))
+        first_lines = lines[order][first_at][later]
+        rows = order[later]
+        names = _texts(ids.take(pa.array(rows)))
+        for name, trial, line, first in zip(names, trials[rows].tolist(), lines[rows].tolist(),
+                                            first_lines.tolist()):
+            repeated.append(RowError("bad_trace", name, trial, f"duplicate (case_id, trial); the line {first} copy "
+                                     "is used", str(path), line))
+        keep = np.ones(len(order), bool)
+        keep[rows] = False
+        mask = pa.array(keep)
+        ids, trials, lines = ids.filter(mask), trials[keep], lines[keep]
+    table = pa.table({"case_id": ids, "trial": pa.array(trials, pa.int64()), "line": pa.array(lines, pa.int64())})
+    return table, repeated
 
 
 def trace_spans(path: Path, parts: int) -> list[tuple[int, int]]:
@@ -960,28 +1036,53 @@ def replay_keys(index: TraceIndex, cases: Collection[str], cases_file: Path | st
         key); the index's unusable lines, then one ``unknown_case`` error per trace of a case not in the dataset,
         one ``missing_trace`` error per case in scope without a trace (unless an unusable line names it) and one
         per (case, trial) without a trace where another case has that trial (coverage is per (case, trial)).
+        :func:`replay_columns` gives the keys and lines as columns.
     """
+    table, errors = replay_columns(index, cases, cases_file, skipped)
+    keys = list(zip(table["case_id"].to_pylist(), table["trial"].to_pylist()))
+    return keys, dict(zip(table["line"].to_pylist(), keys)), errors
+
+
+def replay_columns(index: TraceIndex, cases: Collection[str], cases_file: Path | str,
+                   skipped: Collection[str] | None = None) -> tuple["pa.Table", list[RowError]]:
+    """:func:`replay_keys` with the keys as an Arrow table sorted by (case id, trial): ``case_id`` (string),
+    ``trial`` and ``line`` (int64), one row per key to score (what a run's plan reads)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
     errors: list[RowError] = list(index.errors)
-    keys: list[tuple[str, int]] = []
-    lines: dict[int, tuple[str, int]] = {}
-    traced: set[str] = set()
-    for (case_id, trial), line in sorted(index.keys.items()):
-        if skipped is not None and case_id in skipped and case_id not in cases:
-            continue
-        if case_id not in cases:
-            errors.append(RowError("unknown_case", case_id, trial,
-                                   f"trace names case {case_id!r}, which is not in {cases_file}", str(index.path), line))
-            continue
-        traced.add(case_id)
-        keys.append((case_id, trial))
-        lines[line] = (case_id, trial)
+    empty = pa.table({"case_id": pa.array([], pa.string()), "trial": pa.array([], pa.int64()),
+                      "line": pa.array([], pa.int64())})
+    table = index.key_table
+    if table is None or table.num_rows == 0:
+        table = empty
+    else:
+        # Arrow orders text by its UTF-8 bytes, which is the order of code points that Python's sort uses
+        table = table.sort_by([("case_id", "ascending"), ("trial", "ascending")])
+        ids = table["case_id"]
+        scope = pa.array(list(cases), pa.string())
+        known = pc.is_in(ids, value_set=scope.cast(ids.type)) if len(scope) else pa.array([False] * len(table))
+        if not pc.all(known).as_py():
+            unknown = pc.invert(known)
+            if skipped is not None:  # traces of cases left out of scope are dropped silently
+                out_of_scope = pa.array(list(skipped), pa.string())
+                dropped = pc.is_in(ids, value_set=out_of_scope.cast(ids.type))
+                unknown = pc.and_(unknown, pc.invert(dropped))
+            strays = table.filter(unknown)
+            for case_id, trial, line in zip(_texts(strays["case_id"]), strays["trial"].to_pylist(),
+                                            strays["line"].to_pylist()):
+                errors.append(RowError("unknown_case", case_id, trial, f"trace names case {case_id!r}, which is not "
+                                       f"in {cases_file}", str(index.path), line))
+            table = table.filter(known)
+        table = table.set_column(0, "case_id", table["case_id"].cast(pa.string()))  # scored ids are case ids
+    traced = set(pc.unique(table["case_id"]).to_pylist()) if table.num_rows else set()
     named = {error.case_id for error in index.errors if error.case_id is not None}  # one error per bad line
     for case_id in cases:
         if case_id not in traced and case_id not in named:
             errors.append(RowError("missing_trace", case_id, None, f"no trace in {index.path} for this case",
                                    str(index.path)))
-    errors.extend(_missing_trials(keys, index, named))
-    return keys, lines, errors
+    errors.extend(_missing_trials(table, index, named))
+    return table, errors
 
 
 def _agents_named(agents: set) -> str:
@@ -990,16 +1091,19 @@ def _agents_named(agents: set) -> str:
     return "agent " + " / ".join(names)
 
 
-def _missing_trials(keys: list[tuple[str, int]], index: TraceIndex, named: Collection[str]) -> list[RowError]:
+def _missing_trials(table: "pa.Table", index: TraceIndex, named: Collection[str]) -> list[RowError]:
     """One ``missing_trace`` error per (case, trial) without a trace where the trials are different agents (each
     trial one model's pass over the dataset, several models in one traces file) and another case has that
     trial: a case that one agent left out is unscored for that agent, not covered by the others' traces. Trials
     of one agent are repeats, which a case may have fewer of (an export numbers a case's traces as they came).
-    ``keys`` sorted by (case, trial)."""
-    trials = sorted({trial for _, trial in keys})
+    ``table``: the keys sorted by (case, trial) (:func:`replay_columns`)."""
+    import pyarrow.compute as pc
+
+    trials = sorted(pc.unique(table["trial"]).to_pylist()) if table.num_rows else []
     named_agents = {frozenset(a for a in index.trial_agents.get(t, ()) if a is not None) for t in trials}
     if len(trials) < 2 or len(named_agents - {frozenset()}) < 2:  # a line without an agent names none
         return []
+    keys = list(zip(table["case_id"].to_pylist(), table["trial"].to_pylist()))
     path = index.path
     errors = []
     for case_id, group in groupby(keys, key=itemgetter(0)):  # sorted: one case's keys are adjacent

@@ -23,7 +23,7 @@ import json
 import re
 import secrets
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Mapping
 
 import orjson
 from pydantic import BaseModel, ConfigDict, field_validator
@@ -601,11 +601,13 @@ class Redactor:
                              if not cannot_hold_pair(text, self._fields))
         self._apply_seed(found, known)
 
-    def seed_cases(self, cases: dict[str, Any]) -> None:
-        """:meth:`seed` with every case's reference arguments and input (:func:`case_reference_values`)."""
+    def seed_cases(self, cases: Mapping[str, Any] | Iterable[Any]) -> None:
+        """:meth:`seed` with every case's reference arguments and input (:func:`case_reference_values`); ``cases``:
+        the cases by id, or the cases themselves in the same (file) order."""
         # one case's values at a time: a list of every case's (a tau case's input holds its ~7 KB system prompt)
         # was the largest thing the flow and each worker ever held, ~25 KB of Python objects a case
-        self.seed(value for case in cases.values() for value in case_reference_values(case))
+        each = cases.values() if isinstance(cases, Mapping) else cases
+        self.seed(value for case in each for value in case_reference_values(case))
 
     def seed_state(self) -> bytes | None:
         """What :meth:`seed` found, as JSON bytes that :meth:`load_seed_state` takes back (``None`` when a value

@@ -27,12 +27,13 @@ from pydantic import Field
 
 from tooleval.canonical import canonical_json, json_type_name
 from tooleval.agents import OpenAIAgentConfig, ReplayAgentConfig, WorkItem
-from tooleval.dataset import (case_digests, case_slices, check_name, find_traces_file, load_dataset,
-                              load_dataset_cached, tool_schema_version, traces_in_dataset)
+from tooleval.dataset import (CasePart, case_digests, case_slices, check_name, find_traces_file, is_loaded,
+                              load_dataset, load_dataset_cached, stream_cases, tool_schema_version,
+                              traces_in_dataset)
 from tooleval.errors import (InputFileError, RevisionConflictError, RowError, RunIdConflictError,
                              json_problem)
 from tooleval.capture.recorded import (TraceIndex, TracePart, file_digest, index_traces, join_trace_parts,
-                                      replay_keys, trace_spans)
+                                      replay_columns, trace_spans)
 from tooleval.capture.keys import PlannedKey, persist_key, plan_key
 from tooleval.capture.redaction import DEFAULT_FIELDS, RedactionConfig
 from tooleval.runs.shards import ShardIndex, cyclic_gc_paused, default_shard_size, scan_lines
@@ -212,6 +213,7 @@ def plan_run(
     *,
     write_key: bool = True,
     index_parts: IndexParts | None = None,
+    case_parts: CaseParts | None = None,
     on_redaction: Callable[[Any, bytes, dict], None] | None = None,
 ) -> RunPlan:
     """Check the inputs and decide the work of a run.
@@ -224,10 +226,14 @@ def plan_run(
         index_parts: Reads byte ranges of a large traces file elsewhere (the flow's worker processes), while
             this process loads the dataset (:data:`IndexParts`); ``None``: the file is read here, after the load.
             Either way the plan is the same.
+        case_parts: Reads byte ranges of a large ``cases.jsonl`` elsewhere (:data:`CaseParts`), each line checked
+            as :func:`tooleval.dataset.load_dataset` checks it; ``None``: read here. Either way the plan is the same.
         on_redaction: Called once the run's redaction is known and before the traces file's index is awaited,
             as ``on_redaction(config, key, cases)`` (the :class:`~tooleval.capture.redaction.RedactionConfig` the
-            plan will hold, the key's bytes, every case of the dataset, slices or not), so that the caller can
-            seed the run's redactor meanwhile; not called when redaction is off.
+            plan will hold, the key's bytes, every case of the dataset, slices or not, as a mapping or an iterable
+            of cases in file order), so that the caller can seed the run's redactor meanwhile; not called when
+            redaction is off. With ``case_parts`` it is called before the dataset is loaded, with the cases read
+            from ``cases.jsonl`` as they come (a dataset that then fails its load raises as usual).
 
     Returns:
         A :class:`RunPlan`; one work item per (case, trial) found in the traces for a known case.
@@ -255,15 +261,30 @@ def plan_run(
     if agent is None and tool_results is not None:
         raise InputFileError(tool_results, None, "--tool-results is for a live agent; the replay agent's tool "
                              "results are in the recorded traces.", "drop --tool-results, or use --agent openai.")
+    # the cases' ranges go to the workers first: the plan needs the cases before the traces' keys
+    cases_early = _start_cases(dataset, case_parts, workers) if case_parts is not None else None
     early = (_start_index(traces, dataset, index_parts, workers)
              if agent is None and index_parts is not None else None)
+    # the key is decided now, so that the run's redactor is seeded while the cases and traces are read elsewhere;
+    # a key problem is still reported after the dataset's own problems, as before
+    key, key_error = None, None
+    if spec.redaction:
+        try:
+            key = plan_key(out_path, new_key=spec.new_redaction_key)
+        except InputFileError as exc:
+            key_error = exc
+    seeded_early = False
+    if key is not None and on_redaction is not None and cases_early is not None:
+        on_redaction(_redaction_config(key, redact_fields, redact_paths), key.key, stream_cases(cases_early.path))
+        seeded_early = True
     # the memoised load (a copy: slices narrow its cases): the shard tasks and run_scopes of this process then
     # reuse it instead of parsing cases.jsonl again (2 s at 14,000 cases)
     if isinstance(dataset, str) and "://" in dataset:  # a URL: read from this machine's copy, as given
         loaded = load_dataset(dataset)
     else:
         try:
-            loaded = dataclasses.replace(load_dataset_cached(dataset), path=Path(dataset))  # named as given
+            parts = None if cases_early is None else cases_early.collect
+            loaded = dataclasses.replace(load_dataset_cached(dataset, case_parts=parts), path=Path(dataset))
         except Exception:
             load_dataset(dataset)  # the error as the direct load words it (the path as given); else the first
             raise
@@ -284,8 +305,9 @@ def plan_run(
             )
         loaded.cases = {k: loaded.cases[k] for k, slice_ in by_case.items() if slice_ in slices}
     digests = {case_id: every_digest[case_id] for case_id in loaded.cases}
-    key = plan_key(out_path, new_key=spec.new_redaction_key) if spec.redaction else None
-    if key is not None and on_redaction is not None:
+    if key_error is not None:
+        raise key_error
+    if key is not None and on_redaction is not None and not seeded_early:
         on_redaction(_redaction_config(key, redact_fields, redact_paths), key.key, all_cases)
     if agent is not None:
         plan = _live_plan(spec, loaded, digests, out_path, run_id, _redaction_config(key, redact_fields, redact_paths))
@@ -300,23 +322,23 @@ def plan_run(
             _remember_index(traces_path, index)
     _check_revision_registry(out_path, loaded.path, loaded.revision, loaded.content_digest)
     check_run_id(out_path, run_id, loaded.revision)
-    keys, lines, errors = replay_keys(index, loaded.cases, loaded.path / "cases.jsonl",
-                                      skipped=every_case if slices is not None else None)
-    traced_cases = {case_id for case_id, _ in keys}
-    # the index's columns in key order, built straight from the traces index (dicts by key of each were ~0.5 GB
-    # of the flow's peak at 1,000,000 rows): replay_keys fills ``lines`` in the order of ``keys``
-    numbers = list(lines)
+    table, errors = replay_columns(index, loaded.cases, loaded.path / "cases.jsonl",
+                                   skipped=every_case if slices is not None else None)
+    traced_cases = set(pc.unique(table["case_id"]).to_pylist())
+    # the index's columns in key order, taken by Arrow from the traces index (dicts and tuples by key were ~0.5 GB
+    # of the flow's peak at 1,000,000 rows)
+    numbers = table["line"].combine_chunks()
     if index.offsets:  # the index read the file once and kept each line's place
         offset_column, digest_column = _placed_columns(index, numbers)
     else:  # a gzip file: line digests read again (offsets stay unknown)
-        _, by_key = scan_lines(traces_path, lines)
-        offset_column, digest_column = [-1] * len(numbers), [by_key[key] for key in keys]
-        del by_key
-    del lines
+        keys = list(zip(table["case_id"].to_pylist(), table["trial"].to_pylist()))
+        _, by_key = scan_lines(traces_path, dict(zip(numbers.to_pylist(), keys)))
+        offset_column, digest_column = [-1] * len(keys), [by_key[key] for key in keys]
+        del by_key, keys
     if write_key:  # the flow's own plan: nothing reads the index's keys again (a dry plan's index is kept whole)
-        index.keys.clear()
+        index.key_table = None
     line_bytes = traces_path.stat().st_size / len(index.offsets) if index.offsets else None  # gzip: unknown
-    size = spec.shard_size or default_shard_size(len(keys), workers, line_bytes)
+    size = spec.shard_size or default_shard_size(table.num_rows, workers, line_bytes)
     if write_key and key is not None:
         key = persist_key(out_path, key)  # another run may have created the folder's key since it was planned
     return RunPlan(
@@ -325,7 +347,8 @@ def plan_run(
         agent=ReplayAgentConfig(traces_path=traces_source, traces_digest=index.digest),
         out=str(out_path),
         run_id=run_id,
-        index=ShardIndex.from_sorted(keys, size, offset_column, numbers, digest_column),
+        index=ShardIndex.from_columns(table["case_id"], table["trial"], size, offset_column, numbers,
+                                      digest_column),
         case_digests={case_id: digests[case_id] for case_id in traced_cases},
         shard_size=size,
         has_requests=index.has_requests,
@@ -334,12 +357,12 @@ def plan_run(
     )
 
 
-def _placed_columns(index: TraceIndex, numbers: list[int]) -> tuple[pa.Array, pa.Array]:
+def _placed_columns(index: TraceIndex, numbers: pa.Array) -> tuple[pa.Array, pa.Array]:
     """The byte offset (int64) and the digest (32 hex characters, string) of each line of ``numbers`` (1-based
     line numbers of an uncompressed file's index), taken by Arrow from the index's packed arrays: the same values
     as ``index.offsets[n - 1]`` and :meth:`TraceIndex.line_digest`, without a Python object per line (a million
     lines took ~0.5 s and ~100 MB of the flow's heap)."""
-    positions = pa.array(numbers, pa.int64())
+    positions = numbers.cast(pa.int64())
     if len(positions):
         positions = pc.subtract(positions, 1)
     lines = len(index.offsets)
@@ -351,6 +374,14 @@ def _placed_columns(index: TraceIndex, numbers: list[int]) -> tuple[pa.Array, pa
 IndexParts = Callable[[Path, list[tuple[int, int]]], Callable[[], list[TracePart]]]
 """``(traces file, byte ranges) -> collect``: starts :func:`tooleval.capture.recorded.index_part` of each range
 (in other processes) and returns a callable that waits for them and gives their parts in range order."""
+
+CaseParts = Callable[[Path, list[tuple[int, int]]], Callable[[], list[CasePart]]]
+"""``(cases.jsonl, byte ranges) -> collect``: starts :func:`tooleval.dataset.load_case_range` of each range (in
+other processes) and returns a callable that waits for them and gives their parts in range order."""
+
+PARALLEL_CASES_BYTES = 8 << 20
+"""A ``cases.jsonl`` at least this large (bytes; ~15,000 bfcl cases, ~1 s to check here) is read in ranges by
+``case_parts``."""
 
 PARALLEL_INDEX_BYTES = 32 << 20
 """A traces file at least this large (bytes, uncompressed) is read in ranges by ``index_parts``: below it, sending
@@ -420,6 +451,29 @@ def _remembered_index(path: Path, *, take: bool) -> TraceIndex | None:
     if stamp is None or stamp not in _DRY_INDEX:
         return None
     return _DRY_INDEX.pop(stamp) if take else _DRY_INDEX[stamp]
+
+
+@dataclasses.dataclass
+class _EarlyCases:
+    """A ``cases.jsonl`` being read in ranges elsewhere (:data:`CaseParts`)."""
+
+    path: Path
+    collect: Callable[[], list[CasePart]]
+
+
+def _start_cases(dataset: str | Path, case_parts: CaseParts, workers: int) -> _EarlyCases | None:
+    """Start reading a large local ``cases.jsonl`` in ranges; ``None`` when it is small, remote, missing, or
+    already loaded by this process (a dry plan's load is reused instead)."""
+    if isinstance(dataset, str) and "://" in dataset or is_loaded(dataset):
+        return None
+    path = Path(dataset) / "cases.jsonl"
+    try:
+        if path.stat().st_size < PARALLEL_CASES_BYTES:
+            return None
+        spans = trace_spans(path, 2 * max(workers, 1))  # any JSON-lines file: ranges cut at line starts
+    except OSError:
+        return None
+    return _EarlyCases(path=path, collect=case_parts(path, spans))
 
 
 def _start_index(traces: str | Path | None, dataset: str | Path, index_parts: IndexParts,

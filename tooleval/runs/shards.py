@@ -140,11 +140,20 @@ class ShardIndex:
         key's byte offset (-1: unknown), line number (0: unknown) and line digest (``None``: none) — columns (lists,
         or Arrow arrays of the table's types) rather than dicts by key, which at a million keys cost the plan half a
         gigabyte."""
-        case_ids = pa.array([k[0] for k in keys], pa.string())
+        return cls.from_columns(pa.array([k[0] for k in keys], pa.string()),
+                                pa.array([k[1] for k in keys], pa.int64()), shard_size, offsets, lines, digests)
+
+    @classmethod
+    def from_columns(cls, case_ids: pa.Array | pa.ChunkedArray, trials: pa.Array | pa.ChunkedArray, shard_size: int,
+                     offsets: list[int] | pa.Array, lines: list[int] | pa.Array,
+                     digests: list[str | None] | pa.Array) -> "ShardIndex":
+        """:meth:`from_sorted` of keys given as two columns (case ids as text, trials as integers), sorted."""
+        case_ids = case_ids.combine_chunks() if isinstance(case_ids, pa.ChunkedArray) else case_ids
+        trials = trials.combine_chunks() if isinstance(trials, pa.ChunkedArray) else trials
         # the keys are sorted, so each case is one run of equal ids: its shard is decided once, at its first key
         runs = pc.run_end_encode(case_ids) if len(case_ids) else None
         cases = runs.values.to_pylist() if runs is not None else []
-        per = cases_per_shard(len(keys), len(cases), shard_size)
+        per = cases_per_shard(len(case_ids), len(cases), shard_size)
         shard_of_case: list[int] = []
         shard, cases_in_shard = -1, 0
         for case_id in cases:
@@ -157,13 +166,13 @@ class ShardIndex:
             shards = pa.array(np.repeat(np.array(shard_of_case, np.int32), np.diff(ends, prepend=0)), pa.int32())
         else:
             shards = pa.array([], pa.int32())
-        trials = pa.array([k[1] for k in keys], pa.int32())
+        trials = trials.cast(pa.int32())
         table = pa.table({
             "case_id": case_ids,
             "trial": trials,
             "seed": trials.cast(pa.int64()),
             "offset": offsets if isinstance(offsets, pa.Array) else pa.array(offsets, pa.int64()),
-            "line": pa.array(lines, pa.int64()),
+            "line": lines.cast(pa.int64()) if isinstance(lines, pa.Array) else pa.array(lines, pa.int64()),
             "line_digest": digests if isinstance(digests, pa.Array) else pa.array(digests, pa.string()),
             "shard": shards,
         })
