@@ -36,7 +36,7 @@ from tooleval.rules import confidential_tools
 from tooleval.runs.plan import RunPlan, plan_run
 from tooleval.runs.spec import DEFAULT_DATASET, RunSpec
 from tooleval.runs.progress import StageProgress
-from tooleval.runs.shards import cyclic_gc_paused, release_free_memory, run_scopes, scoring_key
+from tooleval.runs.shards import cyclic_gc_paused, release_free_memory, run_scopes, scoring_key_of_cases
 from tooleval.scoring.ragas_metric import ragas_version
 from tooleval.storage import stages_in_use
 from tooleval.storage.stages import stage_dir
@@ -222,9 +222,9 @@ def _run_shards(plan: RunPlan, context: ShardContext, workers: int, progress: bo
         context = context.model_copy(update={"progress": bar.channel})
         if inline:
             for index, shard in enumerate(shards):
-                items, offsets = plan.shard_items(shard)
-                keys[index] = scoring_key(context.scoring_scope, items)
-                outcomes[index] = run_shard.fn(context, ShardWork(items, offsets), keys[index])
+                work = ShardWork.of_shard(shard, plan.case_digests)
+                keys[index] = scoring_key_of_cases(context.scoring_scope, work.digests)
+                outcomes[index] = run_shard.fn(context, work, keys[index])
                 bar.shard_done(keys[index], list(outcomes[index].states), shard.num_rows)
                 feed()
             return [outcomes[i] for i in range(len(shards))]
@@ -233,9 +233,9 @@ def _run_shards(plan: RunPlan, context: ShardContext, workers: int, progress: bo
         def top_up() -> None:
             nonlocal position
             while position < len(shards) and len(pending) < 2 * workers:
-                items, offsets = plan.shard_items(shards[position])
-                keys[position] = scoring_key(context.scoring_scope, items)
-                future = submit.submit(context, ShardWork(items, offsets), keys[position])
+                work = ShardWork.of_shard(shards[position], plan.case_digests)
+                keys[position] = scoring_key_of_cases(context.scoring_scope, work.digests)
+                future = submit.submit(context, work, keys[position])
                 pending[future] = position
                 position += 1
 

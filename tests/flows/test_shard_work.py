@@ -47,3 +47,25 @@ def test_the_holder_pickles_as_its_two_lists():
     work = ShardWork(items[:1], [(0, 1, True)])
     back = pickle.loads(pickle.dumps(work))
     assert back.items == work.items and back.offsets == [(0, 1, True)] and len(back) == 1
+
+
+def test_a_plans_shard_travels_as_its_index_slice_and_gives_the_plans_items(tmp_path):
+    # the items and offsets a worker gets from the shard's Arrow slice are RunPlan.shard_items' for that shard,
+    # after a pickle round trip as a process pool makes; the scoring key from the shard's case digests is the one
+    # computed from its items
+    from tests.support.paths import BUNDLED
+    from tooleval.runs.plan import plan_run
+    from tooleval.runs.shards import scoring_key, scoring_key_of_cases
+    from tooleval.runs.spec import RunSpec
+
+    plan = plan_run(RunSpec(dataset=str(BUNDLED), out=str(tmp_path / "out"), run_id="r1", shard_size=64))
+    shards = list(plan.index.shards())
+    assert len(shards) > 1
+    for shard in shards:
+        items, offsets = plan.shard_items(shard)
+        work = ShardWork.of_shard(shard, plan.case_digests)
+        back = pickle.loads(pickle.dumps(work))
+        assert len(back) == len(items) == shard.num_rows
+        assert back.items == items and back.offsets == offsets
+        assert back.digests == {item.case_id: item.case_digest for item in items}
+        assert scoring_key_of_cases("scope", back.digests) == scoring_key("scope", items)

@@ -106,6 +106,7 @@ _EXPORTS = {
     "run_scopes": "tooleval.runs.shards",
     "scan_lines": "tooleval.runs.shards",
     "scoring_key": "tooleval.runs.shards",
+    "scoring_key_of_cases": "tooleval.runs.shards",
     "LISTED_CASES": "tooleval.runs.variability",
     "NO_SLICE": "tooleval.runs.variability",
     "Outcome": "tooleval.runs.variability",

@@ -33,7 +33,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 __all__ = ["ShardIndex", "is_boundary", "cases_per_shard", "default_shard_size", "scan_lines", "run_scopes",
-           "scoring_key", "cyclic_gc_paused", "release_free_memory", "MIN_SHARD", "MAX_SHARD", "MAX_SHARD_BYTES"]
+           "scoring_key", "scoring_key_of_cases", "cyclic_gc_paused", "release_free_memory", "MIN_SHARD", "MAX_SHARD",
+           "MAX_SHARD_BYTES"]
 
 MIN_SHARD = 100
 """Smallest default shard (rows): the bundled 200-row run still shows progress over 4 shards (its K is 32), and
@@ -242,7 +243,12 @@ def run_scopes(plan, redactor=None) -> tuple[str, str]:
 def scoring_key(scope: str, items) -> str:
     """The scoring stage's per-shard scope: ``scope`` plus the digest of every case the shard's rows answer
     (a case's expected calls and rules decide its rows)."""
-    return _digest([scope, sorted({(item.case_id, item.case_digest) for item in items})])
+    return scoring_key_of_cases(scope, {item.case_id: item.case_digest for item in items})
+
+
+def scoring_key_of_cases(scope: str, digests: dict[str, str]) -> str:
+    """:func:`scoring_key` of a shard whose cases' digests are given (``case_id -> case digest``)."""
+    return _digest([scope, sorted(digests.items())])
 
 
 @contextmanager
