@@ -142,14 +142,9 @@ class ShardWork:
         return self._offsets
 
     def _build(self) -> None:
-        table, digests = self._table, self.digests
-        with cyclic_gc_paused():
-            self._items = [
-                WorkItem(case_id=c, case_digest=digests[c], trial=t, seed=s, trace_digest=d)
-                for c, t, s, d in zip(*(table[name].to_pylist() for name in ("case_id", "trial", "seed",
-                                                                             "line_digest")))
-            ]
-        self._offsets = list(zip(table["offset"].to_pylist(), table["line"].to_pylist()))
+        from tooleval.runs.plan import shard_work_items
+
+        self._items, self._offsets = shard_work_items(self._table, self.digests)
 
     def __len__(self) -> int:
         return self._table.num_rows if self._table is not None else len(self._items)

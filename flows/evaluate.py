@@ -255,34 +255,30 @@ def _index_parts() -> Callable[[Path, list[tuple[int, int]]], Callable[[], list]
     """On a process pool, the plan's reading of a large traces file is split into byte ranges read by the
     workers (which also start, and import the stages, meanwhile) while the flow loads the dataset; on one
     thread or a Dask cluster (whose workers may not see this machine's files) the plan reads the file itself."""
-    from prefect.context import FlowRunContext
-    from prefect.task_runners import ProcessPoolTaskRunner
-
     from tasks.planning import index_traces_range
 
-    if not isinstance(getattr(FlowRunContext.get(), "task_runner", None), ProcessPoolTaskRunner):
-        return None
-
-    def start(path: Path, spans: list[tuple[int, int]]) -> Callable[[], list]:
-        futures = [index_traces_range.submit(str(path), span) for span in spans]
-        return lambda: [future.result() for future in futures]
-
-    return start
+    return _ranges_on_pool(index_traces_range)
 
 
 def _case_parts() -> Callable[[Path, list[tuple[int, int]]], Callable[[], list]] | None:
     """On a process pool, a large ``cases.jsonl`` is checked in byte ranges by the workers (before they read the
     traces file's ranges) while this process seeds the run's redactor; elsewhere the plan reads it itself."""
+    from tasks.planning import load_cases_range
+
+    return _ranges_on_pool(load_cases_range)
+
+
+def _ranges_on_pool(range_task: Any) -> Callable[[Path, list[tuple[int, int]]], Callable[[], list]] | None:
+    """``(file, byte ranges) -> collect``: submits ``range_task(path, span)`` for each range to the flow's process
+    pool and returns a callable that waits for their results, in range order; ``None`` on any other runner."""
     from prefect.context import FlowRunContext
     from prefect.task_runners import ProcessPoolTaskRunner
-
-    from tasks.planning import load_cases_range
 
     if not isinstance(getattr(FlowRunContext.get(), "task_runner", None), ProcessPoolTaskRunner):
         return None
 
     def start(path: Path, spans: list[tuple[int, int]]) -> Callable[[], list]:
-        futures = [load_cases_range.submit(str(path), span) for span in spans]
+        futures = [range_task.submit(str(path), span) for span in spans]
         return lambda: [future.result() for future in futures]
 
     return start

@@ -21,7 +21,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pydantic import BaseModel, ConfigDict, field_validator
 
-from typing import Annotated, Any, Callable, Union
+from typing import Annotated, Any, Callable, Mapping, Union
 
 from pydantic import Field
 
@@ -40,7 +40,7 @@ from tooleval.runs.shards import ShardIndex, cyclic_gc_paused, default_shard_siz
 from tooleval.runs.spec import RunSpec
 
 __all__ = ["DatasetRef", "RunPlan", "check_revision_content", "plan_run", "new_run_id", "revision_record_path",
-           "revision_record_relpath"]
+           "revision_record_relpath", "shard_work_items"]
 
 
 class DatasetRef(BaseModel):
@@ -109,19 +109,26 @@ class RunPlan(BaseModel):
     def shard_items(self, shard) -> tuple[list[WorkItem], list[tuple[int, int]]]:
         """Work items and their trace lines' ``(byte offset, line number)`` of one shard (a slice of
         :attr:`index`'s table)."""
-        with cyclic_gc_paused():
-            items = [
-                WorkItem(case_id=c, case_digest=self.case_digests[c], trial=t, seed=s, trace_digest=d)
-                for c, t, s, d in zip(*(shard[name].to_pylist() for name in ("case_id", "trial", "seed",
-                                                                             "line_digest")))
-            ]
-        where = (shard[name].to_pylist() for name in ("offset", "line"))
-        return items, list(zip(*where))
+        return shard_work_items(shard, self.case_digests)
 
     @property
     def items(self) -> list[WorkItem]:
         """Every work item, shard by shard (for small runs and tests; flows take one shard at a time)."""
         return [item for shard in self.index.shards() for item in self.shard_items(shard)[0]]
+
+
+def shard_work_items(shard: pa.Table, case_digests: Mapping[str, str]
+                     ) -> tuple[list[WorkItem], list[tuple[int, int]]]:
+    """:meth:`RunPlan.shard_items` of a shard (a slice of the plan index's table, or its columns ``case_id``,
+    ``trial``, ``seed``, ``line_digest``, ``offset``, ``line``), given the digest of each of its cases."""
+    with cyclic_gc_paused():
+        items = [
+            WorkItem(case_id=c, case_digest=case_digests[c], trial=t, seed=s, trace_digest=d)
+            for c, t, s, d in zip(*(shard[name].to_pylist() for name in ("case_id", "trial", "seed",
+                                                                         "line_digest")))
+        ]
+    where = (shard[name].to_pylist() for name in ("offset", "line"))
+    return items, list(zip(*where))
 
 
 def new_run_id(now: datetime | None = None) -> str:
@@ -214,7 +221,7 @@ def plan_run(
     write_key: bool = True,
     index_parts: IndexParts | None = None,
     case_parts: CaseParts | None = None,
-    on_redaction: Callable[[Any, bytes, dict], None] | None = None,
+    on_redaction: Callable[[Any, bytes, Any], None] | None = None,
 ) -> RunPlan:
     """Check the inputs and decide the work of a run.
 
