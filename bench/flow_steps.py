@@ -7,7 +7,7 @@ publication (``add_shard``) overlaps the shard phase and is summed separately. R
 ``tooleval synth`` folder (OUT: a scratch results folder, removed first if it exists; the redaction key is made
 there unless TOOLEVAL_REDACTION_KEY is set):
 
-    TOOLEVAL_PREFECT_SERVER_IDLE_S=0 .venv/bin/python bench/flow_steps.py DATASET OUT [WORKERS]
+    TOOLEVAL_PREFECT_SERVER_IDLE_S=0 .venv/bin/python bench/flow_steps.py DATASET OUT [WORKERS [SHARD_SIZE]]
 
 Prints one line per step as it ends (seconds, and seconds since the flow was called), then the totals, the flow's
 wall time, its shard phase and the share of the flow outside the shards (``outside_shards_share``), and the share
@@ -47,6 +47,7 @@ def _timed(owner, name: str, started: list[float], quiet: bool = False) -> None:
 def main() -> None:
     dataset, out = sys.argv[1], Path(sys.argv[2])
     workers = int(sys.argv[3]) if len(sys.argv) > 3 else os.cpu_count() or 1
+    shard_size = int(sys.argv[4]) if len(sys.argv) > 4 else None  # None: the run's default
     shutil.rmtree(out, ignore_errors=True)
     from tooleval.cli._app import prefect_environment, prefect_session
     from tooleval.dataset import find_traces_file
@@ -67,7 +68,8 @@ def main() -> None:
     with prefect_session(out):
         started[0] = time.perf_counter()
         result, _ = evaluate.run_evaluate(evaluate.RunSpec(out=str(out), run_id="flow-steps", legacy_pass=False,
-                                                           dataset=dataset, workers=workers), rows_hint=rows)
+                                                           dataset=dataset, workers=workers, shard_size=shard_size),
+                                          rows_hint=rows)
         total = time.perf_counter() - started[0]
     timing = result.summary["timing"]
     flow, stages = timing["flow_wall_s"], timing["stages_wall_s"]

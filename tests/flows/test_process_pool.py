@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import threading
 
+import pytest
+
 from prefect.settings import PREFECT_API_URL, get_current_settings, temporary_settings
 
 from flows._shards import ProcessPool
@@ -50,3 +52,35 @@ def test_workers_import_ragas_only_for_a_run_with_a_legacy_pass():
         assert done.stdout.split()[-2:] == expected.split()
     assert task_runner(2, rows=100_000, legacy=False).duplicate()._initargs == (False,)
     assert task_runner(2, rows=100_000).duplicate()._initargs == (True,)
+
+
+def _client_in_use() -> tuple[int, bool, bool]:
+    """In a pool worker: the process, whether the task run's client context is the one the worker keeps, and
+    whether the flow context rebuilt for the task holds that context's client."""
+    import os
+
+    from prefect.context import FlowRunContext, SyncClientContext
+
+    import flows._shards as shards
+
+    kept = shards._KEPT[0] if shards._KEPT else None
+    return (os.getpid(), kept is not None and SyncClientContext.get() is kept,
+            kept is not None and FlowRunContext.get().client is kept.client)
+
+
+@pytest.mark.slow  # starts Prefect's test harness and a worker process
+def test_a_worker_keeps_one_api_client_for_every_task_run(prefect_harness):
+    """Every task run a pool worker receives uses the client the worker made when it started (no TLS context and
+    version request of its own): both shard tasks, in one worker, find the kept client context, and the flow
+    context Prefect rebuilds for each holds its client."""
+    from prefect import flow, task
+
+    probe = task(_client_in_use, name="client-probe")
+
+    @flow(task_runner=ProcessPool(max_workers=1))
+    def two_tasks():
+        return [future.result() for future in (probe.submit(), probe.submit())]
+
+    first, second = two_tasks()
+    assert first[0] == second[0]  # one worker ran both
+    assert first[1:] == (True, True) and second[1:] == (True, True)
