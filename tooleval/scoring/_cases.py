@@ -14,7 +14,8 @@ from tooleval.canonical import loads_text
 from tooleval.capture.provenance import input_key
 from tooleval.capture.redaction import MARKER_KEY, Redactor
 from tooleval.models import ArgumentRule, Call, Case, ToolSpec, with_rules
-from tooleval.rules import ANY_ITEM, ANY_KEY, UNORDERED, KeywordConfirmation, MatchMode, case_rules, parse_pattern
+from tooleval.rules import (ANY_ITEM, ANY_KEY, UNORDERED, KeywordConfirmation, MatchMode, case_rules, parse_pattern,
+                            trajectory_case)
 from tooleval.scoring.ragas_f1 import _hashable
 from tooleval.scoring.ragas_metric import ragas_args
 
@@ -174,6 +175,13 @@ class _CaseEntry:
     """One plan, no argument rules, the plain unordered mode, references redacted with the base secrets: the
     row's counts are the batch's multiset counts, and no rule-aware matching is needed."""
     extra: bool
+    quiet: bool = False
+    """Plain, and the case sets no rule key a policy rule reads the trajectory for
+    (:func:`tooleval.rules.trajectory_case`): a row of it whose observed calls' tools no rule reads the trajectory
+    for either (:func:`tooleval.rules.trajectory_tool`) has only the violations of its match and of its calls
+    alone."""
+    families: frozenset = frozenset()
+    """The tool families of the expected calls."""
 
 
 class ShardMemo:
@@ -188,6 +196,9 @@ class ShardMemo:
         self.cases: dict[str, _CaseEntry] = {}
         self.registry = CallRegistry()
         """The shard's distinct calls (observed and referenced), each read and keyed once."""
+        self.facts: dict[int, Any] = {}
+        """What the rules find of one call alone (its schema findings, its tool's family, whether a policy rule
+        reads its tool), by registry id: the scorer's, filled on first need."""
 
     def entry(self, case: Case, redactor: Redactor | None, tools: Mapping[str, ToolSpec],
               extra: dict[str, str] | None = None) -> _CaseEntry:
@@ -209,6 +220,8 @@ def _case_entry(case: Case, redactor: Redactor | None, tools: Mapping[str, ToolS
     ids = tuple(registry.reference(call) for call in expected)
     mode = MatchMode.of_case(case)
     plain = not extra and rules is None and len(case.plans) == 1 and mode == UNORDERED
+    families = frozenset(spec.family for call in expected
+                         if (spec := tools.get(call.name)) is not None and spec.family)
     return _CaseEntry(case, rules, list(expected), [call.to_record() for call in expected], ids,
                       frozenset(registry.ragas[i] for i in ids), input_key(case.input) or "", mode, plain,
-                      bool(extra))
+                      bool(extra), plain and not trajectory_case(case), families)

@@ -28,9 +28,10 @@ from tooleval.capture.envelope import boundary_calls, digest_ok, envelope_calls
 from tooleval.capture.transcript import Transcript
 from tooleval.capture.provenance import failure_owner, first_divergent_boundary, input_key, join_check_key
 from tooleval.capture.redaction import MARKER_KEY, Redactor
-from tooleval.matching import match_evidence, pair_wrong_args
+from tooleval.matching import f1_score, match_evidence, pair_wrong_args
 from tooleval.models import Call, Case, ToolSpec
-from tooleval.rules import KeywordConfirmation, PolicyConfig, RuleMatch, evaluate_row
+from tooleval.rules import (SCHEMA_RULE, KeywordConfirmation, PolicyConfig, RuleMatch, evaluate_row, schema_findings,
+                            schema_violations, trajectory_tool, write_violations)
 from tooleval.scoring._cases import CallRegistry, ShardMemo, case_inputs, trace_reference_secrets
 from tooleval.scoring.ragas_metric import ragas_version
 from tooleval.storage import ROW_SCHEMA, ROW_SCHEMA_VERSION, VIEW_FIELDS, split_error
@@ -161,8 +162,14 @@ def score_table(envelopes: pa.Table, sources: ScoringSources) -> pa.Table:
     observed_ids = _observed_ids(envelopes, errors, sources.digests_verified, registry)
     counts = _Counts(entries, observed_ids, errors, registry)
     envelope_of = _EnvelopeRows(envelopes, column, view)
+    quiet = _QuietRows(sources, view, out, counts) if view is not None else None
     for i in range(n):
-        _score_row(i, entries[i], out, counts, observed_ids[i], envelope_of, sources)
+        entry = entries[i]
+        if quiet is None or not entry.quiet or errors[i] is not None or not quiet.row(i, entry, observed_ids[i]):
+            _score_row(i, entry, out, counts, observed_ids[i], envelope_of, sources)
+        else:
+            _provenance(i, out, envelope_of, _row_inputs(entry, sources), [registry.calls[k] for k in observed_ids[i]],
+                        True)
     return _table(envelopes, out, names)
 
 
@@ -281,6 +288,12 @@ class _Flat:
         if self.valid is not None and not self.valid[i]:
             return None
         return self.values[self.offsets[i]:self.offsets[i + 1]]
+
+    def length(self, i: int) -> int | None:
+        """The length of row ``i``'s list (``None`` for a null list)."""
+        if self.valid is not None and not self.valid[i]:
+            return None
+        return self.offsets[i + 1] - self.offsets[i]
 
 
 class _Lazy:
@@ -421,6 +434,120 @@ _RULE_COLUMNS = ("missing_calls", "extra_calls", "wrong_args", "duplicate_calls"
                  "coercions", "chosen_plan", "reference_calls", "tool_families", "schema_findings", "calls_match",
                  "name_only")
 """The columns the rules set on a scored row (null again when scoring the row failed)."""
+
+
+_BROKEN = object()
+"""A call's schema findings when its tool's schema is not a valid JSON Schema (the row is scored as an error)."""
+
+
+class _QuietRows:
+    """The rows of quiet cases (:attr:`tooleval.scoring._cases._CaseEntry.quiet`) whose observed calls' tools no
+    policy rule reads either: no policy can find anything on them, so their trajectory is not read. What they
+    carry is their calls' match (the batch's counts, the leftover calls and their pairing) and what the rules
+    find of each call alone, found once per distinct call of the shard (:attr:`ShardMemo.facts`)."""
+
+    def __init__(self, sources: ScoringSources, view: _View, out: _Columns, counts: _Counts) -> None:
+        self.tools, self.view, self.out, self.counts = sources.tools, view, out, counts
+        self.policy = sources.policy or PolicyConfig()
+        self.memo = sources.memo
+        self.registry = sources.memo.registry
+        self.families = any(spec.family for spec in self.tools.values())
+        self.tp, self.duplicates, self.malformed = counts.tp.tolist(), counts.duplicates.tolist(), \
+            counts.malformed.tolist()
+        self.columns = [out[name] for name in _QUIET_COLUMNS]
+
+    def fact(self, k: int) -> tuple:
+        """Call ``k``'s ``(trajectory, family, findings, what)``: whether a policy rule reads the trajectory
+        around a call of its tool, its tool's family, its schema findings ``(kind, path, detail)``
+        (:data:`_BROKEN` when its tool's schema is invalid) and the text of its ``tool_schema`` violation after
+        ``call #n``."""
+        found = self.memo.facts.get(k)
+        if found is None:
+            call, tools = self.registry.calls[k], self.tools
+            spec = tools.get(call.name)
+            findings: Any = ()
+            what = None
+            if tools:
+                try:
+                    checked = schema_findings([call], tools)
+                except ValueError:
+                    findings = _BROKEN
+                else:
+                    findings = tuple((f.kind, f.path, f.detail) for f in checked)
+                    if checked:
+                        what = schema_violations(checked, [call])[0].detail.split(" ", 2)[2]
+            family = spec.family if spec is not None and spec.family else None
+            found = self.memo.facts[k] = (trajectory_tool(spec, self.policy), family, findings, what)
+        return found
+
+    def is_write(self, name: str) -> bool:
+        spec = self.tools.get(name)
+        return spec is not None and spec.side_effect == "write"
+
+    def row(self, i: int, entry: Any, ids: list) -> bool:
+        """Fill row ``i``'s columns but its provenance; ``False`` (nothing filled) when a rule must read it."""
+        facts = [self.fact(k) for k in ids]
+        for fact in facts:
+            if fact[0] or fact[2] is _BROKEN:
+                return False
+        view = self.view
+        if view.roles[i] is not None and (view.steps_error[i] is not None or view.steps.length(i) != len(ids)):
+            return False  # the stored calls are not the messages' calls: the general path says so
+        registry = self.registry
+        expected = entry.expected
+        tp, n_expected, n_observed = self.tp[i], len(expected), len(ids)
+        counts = self.counts
+        if tp == n_expected and tp == n_observed:
+            missing = extra = wrong = ()
+        else:
+            e0, o0 = counts.e_start[i], counts.o_start[i]
+            left = counts.missing
+            missing = [call for k, call in enumerate(expected) if left[e0 + k]]
+            left = counts.extra
+            extra = [registry.calls[k] for j, k in enumerate(ids) if left[o0 + j]]
+            wrong = pair_wrong_args(missing, extra)
+        fp, fn = n_observed - tp, n_expected - tp
+        duplicates, malformed = self.duplicates[i], self.malformed[i]
+        findings: list | None = None
+        violations = [v.to_record() for v in write_violations(missing, wrong, self.is_write)] if fn else []
+        blocking = bool(violations)
+        if self.tools:
+            findings = []
+            calls = registry.calls
+            for index, (k, fact) in enumerate(zip(ids, facts)):
+                if fact[2]:
+                    name = calls[k].name
+                    findings += [{"call_index": index, "tool": name, "kind": kind, "path": path, "detail": detail}
+                                 for kind, path, detail in fact[2]]
+                    violations.append({"rule": SCHEMA_RULE, "severity": "advisory", "tool": name,
+                                       "detail": f"call #{index + 1} {fact[3]}"})
+        categories = [name for name, present in (("missing", fn > 0), ("extra", fp > 0), ("wrong_args", bool(wrong)),
+                                                 ("duplicate", duplicates > 0), ("malformed", malformed > 0))
+                      if present]
+        if findings:
+            categories.append("schema")
+        families = sorted(entry.families.union(fact[1] for fact in facts if fact[1])) if self.families else []
+        exact = fp == 0 and fn == 0
+        records = registry.records
+        values = (
+            entry.case.slice, entry.expected_records, entry.mode.label, [records[k] for k in ids],
+            [call.to_record() for call in missing], [call.to_record() for call in extra],
+            [pair.to_record() for pair in wrong], duplicates, malformed, tp, fp, fn,
+            tp / n_observed if n_observed else None, tp / n_expected if n_expected else None, f1_score(tp, fp, fn),
+            exact, categories, violations, blocking, [], 0, entry.expected_records, families, findings, exact, False,
+            counts.ragas[i],
+        )
+        for column, value in zip(self.columns, values):
+            column[i] = value
+        return True
+
+
+_QUIET_COLUMNS = ("slice", "expected_calls", "match_mode", "observed_calls", "missing_calls", "extra_calls",
+                  "wrong_args", "duplicate_calls", "malformed_calls", "tp", "fp", "fn", "precision", "recall", "f1",
+                  "exact_match", "mismatch_categories", "violations", "blocking", "coercions", "chosen_plan",
+                  "reference_calls", "tool_families", "schema_findings", "calls_match", "name_only",
+                  "ragas_tool_call_f1")
+"""The columns :meth:`_QuietRows.row` fills, in the order of its values."""
 
 
 def _plain_match(i: int, entry: Any, observed: list[Call], counts: _Counts) -> RuleMatch:
