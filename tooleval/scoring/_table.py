@@ -167,9 +167,7 @@ def score_table(envelopes: pa.Table, sources: ScoringSources) -> pa.Table:
         entry = entries[i]
         if quiet is None or not entry.quiet or errors[i] is not None or not quiet.row(i, entry, observed_ids[i]):
             _score_row(i, entry, out, counts, observed_ids[i], envelope_of, sources)
-        else:
-            _provenance(i, out, envelope_of, _row_inputs(entry, sources), [registry.calls[k] for k in observed_ids[i]],
-                        True)
+    _provenance(out, envelope_of, entries, observed_ids, sources)
     return _table(envelopes, out, names)
 
 
@@ -378,11 +376,15 @@ class _EnvelopeRows:
         self.cache: dict[str, list] = {}
         self.view = view
 
-    def value(self, name: str, i: int) -> Any:
+    def values(self, name: str) -> list:
+        """Column ``name`` as a list, read once."""
         values = self.cache.get(name)
         if values is None:
             values = self.cache[name] = self.column(name)
-        return values[i]
+        return values
+
+    def value(self, name: str, i: int) -> Any:
+        return self.values(name)[i]
 
     def record(self, i: int) -> dict[str, Any]:
         return {name: self.value(name, i) for name in self.names}
@@ -396,11 +398,9 @@ def _score_row(i: int, entry: Any, out: _Columns, counts: _Counts, ids: list | N
     out["expected_calls"][i] = entry.expected_records
     out["match_mode"][i] = entry.mode.label
     error = envelope.value("error", i)
-    inputs = _row_inputs(entry, sources)
     if error is not None:
         out["error_kind"][i], out["error_message"][i] = split_error(error)
         out["observed_calls"][i] = envelope.value("model_calls", i) or None
-        _provenance(i, out, envelope, inputs, [], sources.digests_verified)
         return
     registry = sources.memo.registry
     observed = [registry.calls[k] for k in ids]
@@ -423,10 +423,8 @@ def _score_row(i: int, entry: Any, out: _Columns, counts: _Counts, ids: list | N
             out[name][i] = None
         out["observed_calls"][i] = envelope.value("model_calls", i) or None
         out["error_kind"][i], out["error_message"][i] = "scoring_error", str(exc)
-        _provenance(i, out, envelope, inputs, observed, sources.digests_verified)
         return
     out["ragas_tool_call_f1"][i] = counts.ragas[i]
-    _provenance(i, out, envelope, inputs, observed, sources.digests_verified)
 
 
 _RULE_COLUMNS = ("missing_calls", "extra_calls", "wrong_args", "duplicate_calls", "malformed_calls", "tp", "fp", "fn",
@@ -607,33 +605,37 @@ def _row_inputs(entry: Any, sources: ScoringSources) -> Mapping[str, list[str]]:
     return given if not entry.extra else {**given, entry.input_key: [entry.case.case_id]}
 
 
-def _provenance(i: int, out: _Columns, envelope: _EnvelopeRows, inputs: Mapping[str, list[str]],
-                observed: list[Call], verified: bool) -> None:
-    """The row's join check, first divergent boundary and failure owner
-    (:mod:`tooleval.capture.provenance`)."""
-    if verified:
-        intact = envelope.value("trace_digest", i) is not None
-    else:
-        intact = digest_ok(envelope.record(i))
+def _provenance(out: _Columns, envelope: _EnvelopeRows, entries: list, observed_ids: list,
+                sources: ScoringSources) -> None:
+    """Every row's join check, first divergent boundary and failure owner (:mod:`tooleval.capture.provenance`),
+    from the batch's columns read once."""
+    values = envelope.values
+    digests, case_ids = values("trace_digest"), values("case_id")
+    request_ids, response_ids = values("request_id"), values("response_id")
+    adapters, executors = values("adapter_calls"), values("executor_calls")
+    verified = sources.digests_verified
     if envelope.view is not None:  # the request's join key, as capture computed it from the decoded request
-        key = envelope.value("request_key", i)
+        keys = values("request_key")
     else:
-        request = envelope.value("request_messages_json", i)
-        key = None if request is None else input_key(loads_text(request)) or ""
-    status, detail = join_check_key(envelope.value("case_id", i), key, envelope.value("request_id", i),
-                                    envelope.value("response_id", i), intact, inputs)
-    adapter_records, executor_records = envelope.value("adapter_calls", i), envelope.value("executor_calls", i)
-    boundary = None
-    if adapter_records is not None or executor_records is not None:
-        adapter, executor = boundary_calls({"adapter_calls": adapter_records, "executor_calls": executor_records})
-        boundary = first_divergent_boundary(observed, adapter, executor)
-    out["provenance_status"][i] = status
-    out["provenance_detail"][i] = detail
-    out["first_divergent_boundary"][i] = boundary
-    exact, name_only_row = out["exact_match"][i], out["name_only"][i]
-    # a name-only row is never an exact match, yet calls matched by name are no failure of the agent's
-    matched = exact if not name_only_row else (out["fp"][i] == 0 and out["fn"][i] == 0)
-    out["failure_owner"][i] = failure_owner(status, boundary, matched)
+        keys = [None if request is None else input_key(loads_text(request)) or ""
+                for request in values("request_messages_json")]
+    calls = sources.memo.registry.calls
+    exact, name_only, fp, fn = out["exact_match"], out["name_only"], out["fp"], out["fn"]
+    statuses, details, boundaries, owners = (out[name] for name in ("provenance_status", "provenance_detail",
+                                                                    "first_divergent_boundary", "failure_owner"))
+    for i, entry in enumerate(entries):
+        intact = digests[i] is not None if verified else digest_ok(envelope.record(i))
+        status, detail = join_check_key(case_ids[i], keys[i], request_ids[i], response_ids[i], intact,
+                                        _row_inputs(entry, sources))
+        boundary = None
+        if adapters[i] is not None or executors[i] is not None:
+            adapter, executor = boundary_calls({"adapter_calls": adapters[i], "executor_calls": executors[i]})
+            ids = observed_ids[i]
+            boundary = first_divergent_boundary([] if ids is None else [calls[k] for k in ids], adapter, executor)
+        statuses[i], details[i], boundaries[i] = status, detail, boundary
+        # a name-only row is never an exact match, yet calls matched by name are no failure of the agent's
+        matched = exact[i] if not name_only[i] else (fp[i] == 0 and fn[i] == 0)
+        owners[i] = failure_owner(status, boundary, matched)
 
 
 def _table(envelopes: pa.Table, out: _Columns, names: set) -> pa.Table:
