@@ -10,6 +10,8 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any, Mapping
 
+import pyarrow as pa
+
 from tooleval.canonical import loads_text
 from tooleval.capture.provenance import input_key
 from tooleval.capture.redaction import MARKER_KEY, Redactor
@@ -18,6 +20,7 @@ from tooleval.rules import (ANY_ITEM, ANY_KEY, UNORDERED, KeywordConfirmation, M
                             trajectory_case)
 from tooleval.scoring.ragas_f1 import _hashable
 from tooleval.scoring.ragas_metric import ragas_args
+from tooleval.storage import CALL_TYPE
 
 __all__ = ["CallRegistry", "ShardMemo", "reference_calls", "case_inputs", "redacted_case", "redacted_rules",
            "trace_reference_secrets"]
@@ -38,6 +41,7 @@ class CallRegistry:
         self.malformed: list[bool] = []
         self._ragas_ids: dict[Any, int] = {}
         self._canonical: dict[tuple[str, str], int] = {}
+        self._array: pa.StructArray | None = None
 
     def add(self, call: Call) -> int:
         """The id of ``call`` (by its key: equal keys are the same call for every column a row carries)."""
@@ -53,6 +57,15 @@ class CallRegistry:
         ragas_key = (call.name, _hashable(ragas_args(call)))
         self.ragas.append(self._ragas_ids.setdefault(ragas_key, len(self._ragas_ids)))
         return found
+
+    def record_array(self) -> pa.StructArray:
+        """:attr:`records` as one Arrow array of :data:`tooleval.storage.CALL_TYPE` (index = call id), extended
+        by the calls added since it was last asked for."""
+        have = 0 if self._array is None else len(self._array)
+        if have < len(self.records):
+            added = pa.array(self.records[have:], CALL_TYPE)
+            self._array = added if self._array is None else pa.concat_arrays([self._array, added])
+        return self._array if self._array is not None else pa.array([], CALL_TYPE)
 
     @property
     def ragas_keys(self) -> int:

@@ -30,8 +30,8 @@ from tooleval.capture.provenance import failure_owner, first_divergent_boundary,
 from tooleval.capture.redaction import MARKER_KEY, Redactor
 from tooleval.matching import f1_score, match_evidence, pair_wrong_args
 from tooleval.models import Call, Case, ToolSpec
-from tooleval.rules import (SCHEMA_RULE, KeywordConfirmation, PolicyConfig, RuleMatch, evaluate_row, schema_findings,
-                            schema_violations, trajectory_tool, write_violations)
+from tooleval.rules import (SCHEMA_RULE, KeywordConfirmation, PolicyConfig, RuleMatch, SchemaFinding, evaluate_row,
+                            schema_findings, schema_violations, trajectory_tool, write_violations)
 from tooleval.scoring._cases import CallRegistry, ShardMemo, case_inputs, trace_reference_secrets
 from tooleval.scoring.ragas_metric import ragas_version
 from tooleval.storage import ROW_SCHEMA, ROW_SCHEMA_VERSION, VIEW_FIELDS, split_error
@@ -162,13 +162,14 @@ def score_table(envelopes: pa.Table, sources: ScoringSources) -> pa.Table:
     observed_ids = _observed_ids(envelopes, errors, sources.digests_verified, registry)
     counts = _Counts(entries, observed_ids, errors, registry)
     envelope_of = _EnvelopeRows(envelopes, column, view)
-    quiet = _QuietRows(sources, view, out, counts) if view is not None else None
+    facts = _CallFacts(sources) if view is not None else None
+    quiet = _QuietRows(sources, view, out, counts, facts) if facts is not None else None
     for i in range(n):
         entry = entries[i]
         if quiet is None or not entry.quiet or errors[i] is not None or not quiet.row(i, entry, observed_ids[i]):
-            _score_row(i, entry, out, counts, observed_ids[i], envelope_of, sources)
+            _score_row(i, entry, out, counts, observed_ids[i], envelope_of, sources, facts)
     _provenance(out, envelope_of, entries, observed_ids, sources)
-    return _table(envelopes, out, names)
+    return _table(envelopes, out, names, registry)
 
 
 def _observed_ids(envelopes: pa.Table, errors: list, verified: bool, registry: CallRegistry) -> list:
@@ -391,11 +392,12 @@ class _EnvelopeRows:
 
 
 def _score_row(i: int, entry: Any, out: _Columns, counts: _Counts, ids: list | None, envelope: _EnvelopeRows,
-               sources: ScoringSources) -> None:
-    """Fill row ``i``'s columns that need Python: its error, or its evidence, rules and provenance."""
+               sources: ScoringSources, facts: "_CallFacts | None" = None) -> None:
+    """Fill row ``i``'s columns that need Python: its error, or its evidence and rules (``facts``: the shard's
+    findings per distinct call, for a case checked against the dataset's tools)."""
     case = entry.case
     out["slice"][i] = case.slice
-    out["expected_calls"][i] = entry.expected_records
+    out["expected_calls"][i] = entry.expected_ids
     out["match_mode"][i] = entry.mode.label
     error = envelope.value("error", i)
     if error is not None:
@@ -404,7 +406,7 @@ def _score_row(i: int, entry: Any, out: _Columns, counts: _Counts, ids: list | N
         return
     registry = sources.memo.registry
     observed = [registry.calls[k] for k in ids]
-    out["observed_calls"][i] = [registry.records[k] for k in ids]
+    out["observed_calls"][i] = ids
     transcript = messages = None
     if envelope.view is not None:  # capture's view of the trace: its messages are not decoded again
         transcript = envelope.view.transcript(i, [call.name for call in observed])
@@ -413,9 +415,10 @@ def _score_row(i: int, entry: Any, out: _Columns, counts: _Counts, ids: list | N
         messages = loads_text(text) if text else None
     try:
         match = _plain_match(i, entry, observed, counts) if entry.plain and not counts.name_only[i] else None
+        checked = facts.findings(ids) if facts is not None and sources.tools and not case.tools else None
         rules = evaluate_row(case, sources.tools, messages if transcript is None else transcript, observed,
                              policy=sources.policy, rules=entry.rules, confirmation=sources.memo.confirmation,
-                             match=match)
+                             match=match, checked=checked)
         for name, value in rules.columns().items():
             out[name][i] = value
     except ValueError as exc:  # the stored calls are not the messages' calls: the envelope is inconsistent
@@ -438,21 +441,16 @@ _BROKEN = object()
 """A call's schema findings when its tool's schema is not a valid JSON Schema (the row is scored as an error)."""
 
 
-class _QuietRows:
-    """The rows of quiet cases (:attr:`tooleval.scoring._cases._CaseEntry.quiet`) whose observed calls' tools no
-    policy rule reads either: no policy can find anything on them, so their trajectory is not read. What they
-    carry is their calls' match (the batch's counts, the leftover calls and their pairing) and what the rules
-    find of each call alone, found once per distinct call of the shard (:attr:`ShardMemo.facts`)."""
+class _CallFacts:
+    """What the rules find of one call alone, found once per distinct call of the shard and kept in its memo
+    (:attr:`ShardMemo.facts`): valid for the dataset's own tools (a case with tool specs of its own is checked
+    against those, by the rules themselves)."""
 
-    def __init__(self, sources: ScoringSources, view: _View, out: _Columns, counts: _Counts) -> None:
-        self.tools, self.view, self.out, self.counts = sources.tools, view, out, counts
+    def __init__(self, sources: ScoringSources) -> None:
+        self.tools = sources.tools
         self.policy = sources.policy or PolicyConfig()
         self.memo = sources.memo
         self.registry = sources.memo.registry
-        self.families = any(spec.family for spec in self.tools.values())
-        self.tp, self.duplicates, self.malformed = counts.tp.tolist(), counts.duplicates.tolist(), \
-            counts.malformed.tolist()
-        self.columns = [out[name] for name in _QUIET_COLUMNS]
 
     def fact(self, k: int) -> tuple:
         """Call ``k``'s ``(trajectory, family, findings, what)``: whether a policy rule reads the trajectory
@@ -478,6 +476,36 @@ class _QuietRows:
             found = self.memo.facts[k] = (trajectory_tool(spec, self.policy), family, findings, what)
         return found
 
+    def findings(self, ids: list) -> list[SchemaFinding] | None:
+        """The schema findings of calls ``ids`` (a row's observed calls, in order) as
+        :func:`tooleval.rules.schema_findings` gives them; ``None`` when a tool's schema is invalid (the rules
+        raise for it again)."""
+        found: list[SchemaFinding] = []
+        calls = self.registry.calls
+        for index, k in enumerate(ids):
+            fact = self.fact(k)
+            if fact[2] is _BROKEN:
+                return None
+            found += [SchemaFinding(index, calls[k].name, kind, path, detail) for kind, path, detail in fact[2]]
+        return found
+
+
+class _QuietRows:
+    """The rows of quiet cases (:attr:`tooleval.scoring._cases._CaseEntry.quiet`) whose observed calls' tools no
+    policy rule reads either: no policy can find anything on them, so their trajectory is not read. What they
+    carry is their calls' match (the batch's counts, the leftover calls and their pairing) and what the rules
+    find of each call alone, found once per distinct call of the shard (:attr:`ShardMemo.facts`)."""
+
+    def __init__(self, sources: ScoringSources, view: _View, out: _Columns, counts: _Counts,
+                 facts: "_CallFacts") -> None:
+        self.tools, self.view, self.out, self.counts = sources.tools, view, out, counts
+        self.fact = facts.fact
+        self.registry = sources.memo.registry
+        self.families = any(spec.family for spec in self.tools.values())
+        self.tp, self.duplicates, self.malformed = counts.tp.tolist(), counts.duplicates.tolist(), \
+            counts.malformed.tolist()
+        self.columns = [out[name] for name in _QUIET_COLUMNS]
+
     def is_write(self, name: str) -> bool:
         spec = self.tools.get(name)
         return spec is not None and spec.side_effect == "write"
@@ -496,13 +524,15 @@ class _QuietRows:
         tp, n_expected, n_observed = self.tp[i], len(expected), len(ids)
         counts = self.counts
         if tp == n_expected and tp == n_observed:
-            missing = extra = wrong = ()
+            missing = extra = wrong = missing_ids = extra_ids = ()
         else:
             e0, o0 = counts.e_start[i], counts.o_start[i]
             left = counts.missing
-            missing = [call for k, call in enumerate(expected) if left[e0 + k]]
+            missing_ids = [k for j, k in enumerate(entry.expected_ids) if left[e0 + j]]
+            missing = [call for j, call in enumerate(expected) if left[e0 + j]]
             left = counts.extra
-            extra = [registry.calls[k] for j, k in enumerate(ids) if left[o0 + j]]
+            extra_ids = [k for j, k in enumerate(ids) if left[o0 + j]]
+            extra = [registry.calls[k] for k in extra_ids]
             wrong = pair_wrong_args(missing, extra)
         fp, fn = n_observed - tp, n_expected - tp
         duplicates, malformed = self.duplicates[i], self.malformed[i]
@@ -526,13 +556,11 @@ class _QuietRows:
             categories.append("schema")
         families = sorted(entry.families.union(fact[1] for fact in facts if fact[1])) if self.families else []
         exact = fp == 0 and fn == 0
-        records = registry.records
         values = (
-            entry.case.slice, entry.expected_records, entry.mode.label, [records[k] for k in ids],
-            [call.to_record() for call in missing], [call.to_record() for call in extra],
+            entry.case.slice, entry.expected_ids, entry.mode.label, ids, missing_ids, extra_ids,
             [pair.to_record() for pair in wrong], duplicates, malformed, tp, fp, fn,
             tp / n_observed if n_observed else None, tp / n_expected if n_expected else None, f1_score(tp, fp, fn),
-            exact, categories, violations, blocking, [], 0, entry.expected_records, families, findings, exact, False,
+            exact, categories, violations, blocking, [], 0, entry.expected_ids, families, findings, exact, False,
             counts.ragas[i],
         )
         for column, value in zip(self.columns, values):
@@ -638,7 +666,38 @@ def _provenance(out: _Columns, envelope: _EnvelopeRows, entries: list, observed_
         owners[i] = failure_owner(status, boundary, matched)
 
 
-def _table(envelopes: pa.Table, out: _Columns, names: set) -> pa.Table:
+_CALL_COLUMNS = frozenset({"expected_calls", "observed_calls", "missing_calls", "extra_calls", "reference_calls"})
+"""The row columns of call lists, whose values in :class:`_Columns` may be call ids (:func:`_call_column`)."""
+
+
+def _call_column(values: list, registry: CallRegistry) -> pa.ListArray:
+    """A list column of call records from one value per row: ``None`` (a null list), a sequence of registry ids,
+    or a list of record dicts. Records of the registry's calls are taken from its array
+    (:meth:`CallRegistry.record_array`), not converted from dicts again for every row that repeats them."""
+    base = registry.record_array()
+    width = len(base)
+    offsets, flat, nulls, given = [0], [], [], []
+    for value in values:
+        if value is None:
+            nulls.append(len(offsets) - 1)
+        elif value and type(value[0]) is not int:  # records of calls the registry does not hold
+            start = width + len(given)
+            flat += range(start, start + len(value))
+            given += value
+        else:
+            flat += value
+        offsets.append(len(flat))
+    records = base if not given else pa.concat_arrays([base, pa.array(given, base.type)])
+    mask = None
+    if nulls:
+        null = np.zeros(len(values), bool)
+        null[nulls] = True
+        mask = pa.array(null)
+    return pa.ListArray.from_arrays(pa.array(offsets, pa.int32()), records.take(pa.array(flat, pa.int64())),
+                                    mask=mask)
+
+
+def _table(envelopes: pa.Table, out: _Columns, names: set, registry: CallRegistry) -> pa.Table:
     """The rows as a table of :data:`ROW_SCHEMA`: the envelope's own columns taken over, constants repeated, the
     rest from ``out``."""
     n = envelopes.num_rows
@@ -650,6 +709,8 @@ def _table(envelopes: pa.Table, out: _Columns, names: set) -> pa.Table:
             arrays.append(envelopes.column(item.name).cast(item.type))
         elif item.name in constants:
             arrays.append(pa.array([constants[item.name]] * n, item.type))
+        elif item.name in _CALL_COLUMNS and item.name in out:
+            arrays.append(_call_column(out[item.name], registry).cast(item.type))
         elif item.name in out:
             arrays.append(pa.array(out[item.name], item.type))
         else:
