@@ -22,6 +22,7 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from tooleval.canonical import loads_text
 from tooleval.capture.envelope import boundary_calls, digest_ok, envelope_calls
@@ -174,26 +175,43 @@ def score_table(envelopes: pa.Table, sources: ScoringSources) -> pa.Table:
 
 def _observed_ids(envelopes: pa.Table, errors: list, verified: bool, registry: CallRegistry) -> list:
     """Each row's observed calls as registry ids (``None`` for a row with an error): from the envelope's
-    ``model_calls`` (a verified envelope's canonical texts are read once per distinct call), or, unverified, as
-    :func:`tooleval.capture.envelope.envelope_calls` reads them."""
-    records = envelopes.column("model_calls").to_pylist() if "model_calls" in envelopes.schema.names \
-        else [None] * envelopes.num_rows
-    out: list = []
-    for error, calls in zip(errors, records):
-        if error is not None:
-            out.append(None)
-        elif not verified:
-            out.append([registry.add(call) for call in envelope_calls({"model_calls": calls})])
-        else:
-            ids = []
-            for record in calls or ():
-                text = record.get("args_json")
-                if record.get("parse_error") is not None or text is None:
-                    ids.append(registry.add(Call.from_record(record)))
-                else:
-                    ids.append(registry.canonical(record["name"], text))
-            out.append(ids)
-    return out
+    ``model_calls``, or, unverified, as :func:`tooleval.capture.envelope.envelope_calls` reads them. A verified
+    envelope's well-formed calls are keyed over the whole batch at once (name and canonical text dictionary-encoded
+    into integer pairs), and each distinct pair is read once (:meth:`CallRegistry.canonical`)."""
+    n = envelopes.num_rows
+    if "model_calls" not in envelopes.schema.names:
+        return [None if error is not None else [] for error in errors]
+    if not verified:
+        records = envelopes.column("model_calls").to_pylist()
+        return [None if error is not None else [registry.add(call) for call in envelope_calls({"model_calls": calls})]
+                for error, calls in zip(errors, records)]
+    column = envelopes.column("model_calls")
+    calls = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+    offsets = np.asarray(calls.offsets, np.int64)
+    flat = calls.values.slice(int(offsets[0]), int(offsets[-1] - offsets[0]))
+    offsets = offsets - offsets[0]
+    keep = np.fromiter((error is None for error in errors), bool, n)  # a row with an error has no observed calls
+    if calls.null_count:
+        keep &= np.asarray(calls.is_valid())
+    taken = np.repeat(keep, np.diff(offsets))
+    ids = np.full(len(flat), -1, np.int64)
+    if taken.any():
+        names, texts = flat.field("name").dictionary_encode(), flat.field("args_json").dictionary_encode()
+        canonical = np.asarray(pc.and_(texts.is_valid(), flat.field("parse_error").is_null()).fill_null(False))
+        wanted = canonical & taken
+        width = max(len(texts.dictionary), 1)
+        codes = np.asarray(names.indices.fill_null(0), np.int64) * width + \
+            np.asarray(texts.indices.fill_null(0), np.int64)
+        distinct, inverse = np.unique(codes[wanted], return_inverse=True)
+        name_values, text_values = names.dictionary.to_pylist(), texts.dictionary.to_pylist()
+        found = np.fromiter((registry.canonical(name_values[code // width], text_values[code % width])
+                             for code in distinct.tolist()), np.int64, len(distinct))
+        ids[wanted] = found[inverse]
+        for j in np.flatnonzero(taken & ~canonical).tolist():  # malformed, or arguments never captured
+            ids[j] = registry.add(Call.from_record(flat.slice(j, 1).to_pylist()[0]))
+    values, bounds, kept = ids.tolist(), offsets.tolist(), keep.tolist()
+    return [values[bounds[i]:bounds[i + 1]] if kept[i] else None if errors[i] is not None else []
+            for i in range(n)]
 
 
 class _Counts:
