@@ -231,12 +231,14 @@ def check_policies(
             succeeded[key] = s.index
     _budgets(case, steps, add)
     _required_arguments(case, tools, steps, add)
+    confidential = confidential_fields(tools)
+    if not case.expected_outputs and not any(s.call.name in confidential for s in steps):
+        return out  # neither rule below has anything to look for: the replies need not be read
     replies = transcript.replies()
     for text in missing_outputs(None, case.expected_outputs or [], scope=policy.outputs_in,
                                 ignore_chars=policy.output_ignore_chars, replies=replies):
         where = "the final reply" if policy.outputs_in == "final_reply" else "any reply"
         add("missing_output", None, f"{where} does not contain {text!r}")
-    confidential = confidential_fields(tools)
     for step, name, value, index in leaked_values_in(transcript, steps, confidential,
                                                      min_length=policy.leak_min_length, replies=replies):
         add("leaked_field", step.call.name, f"{step.call.name}.{name} (value {_mask(value)!r}) from the result of "
@@ -298,6 +300,9 @@ def _budgets(case: Case, steps: list[Step], add) -> None:
 
 
 def _required_arguments(case: Case, tools: Mapping[str, ToolSpec], steps: list[Step], add) -> None:
+    if not case.required_arguments and not any((spec := tools.get(s.call.name)) is not None
+                                               and spec.required_arguments for s in steps):
+        return
     for s in steps:
         spec = tools.get(s.call.name)
         names = set((case.required_arguments or {}).get(s.call.name, []))
