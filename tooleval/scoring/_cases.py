@@ -93,8 +93,10 @@ def reference_calls(calls: list[Call], redactor: Redactor | None, extra: dict[st
     redaction is on (``extra``: the trace's own secrets in the references, :func:`trace_reference_secrets`)."""
     if redactor is None:
         return list(calls)
-    # a reference call's own argument rules stay with it: they are how it is compared
-    return [with_rules(Call.from_raw(c.name, redactor.redact_args(c.args or {}, extra)),
+    # a reference call's own argument rules stay with it: they are how it is compared. Its arguments were read
+    # and checked with its case (no non-finite number, lone surrogate or excess nesting), and redaction only puts
+    # tokens in place of values: they are made canonical without that walk again
+    return [with_rules(Call.from_plain_args(c.name, redactor.redact_args(c.args or {}, extra)),
                        redacted_rules(c.argument_rules, redactor, extra))
             for c in calls]
 
@@ -189,10 +191,11 @@ class _CaseEntry:
     row's counts are the batch's multiset counts, and no rule-aware matching is needed."""
     extra: bool
     quiet: bool = False
-    """Plain, and the case sets no rule key a policy rule reads the trajectory for
-    (:func:`tooleval.rules.trajectory_case`): a row of it whose observed calls' tools no rule reads the trajectory
-    for either (:func:`tooleval.rules.trajectory_tool`) has only the violations of its match and of its calls
-    alone."""
+    """Plain, and no tool specs of its own: a row of it is matched from the batch's counts and checked against the
+    dataset's tools, with what the rules find of each call alone kept per distinct call."""
+    ruled: bool = False
+    """The case sets a rule key a policy rule reads the trajectory or the counts for
+    (:func:`tooleval.rules.trajectory_case`)."""
     families: frozenset = frozenset()
     """The tool families of the expected calls."""
 
@@ -237,4 +240,4 @@ def _case_entry(case: Case, redactor: Redactor | None, tools: Mapping[str, ToolS
                          if (spec := tools.get(call.name)) is not None and spec.family)
     return _CaseEntry(case, rules, list(expected), [call.to_record() for call in expected], ids,
                       frozenset(registry.ragas[i] for i in ids), input_key(case.input) or "", mode, plain,
-                      bool(extra), plain and not trajectory_case(case), families)
+                      bool(extra), plain and not case.tools, trajectory_case(case), families)

@@ -29,10 +29,10 @@ from tooleval.capture.envelope import boundary_calls, digest_ok, envelope_calls
 from tooleval.capture.transcript import Transcript
 from tooleval.capture.provenance import failure_owner, first_divergent_boundary, input_key, join_check_key
 from tooleval.capture.redaction import MARKER_KEY, Redactor
-from tooleval.matching import f1_score, match_evidence, pair_wrong_args
+from tooleval.matching import MatchResult, f1_score, match_evidence, pair_wrong_args
 from tooleval.models import Call, Case, ToolSpec
-from tooleval.rules import (SCHEMA_RULE, KeywordConfirmation, PolicyConfig, RuleMatch, SchemaFinding, evaluate_row,
-                            schema_findings, schema_violations, trajectory_tool, write_violations)
+from tooleval.rules import (SCHEMA_RULE, KeywordConfirmation, PolicyConfig, RuleMatch, SchemaFinding, check_policies,
+                            evaluate_row, schema_findings, schema_violations, trajectory_tool, write_violations)
 from tooleval.scoring._cases import CallRegistry, ShardMemo, case_inputs, trace_reference_secrets
 from tooleval.scoring.ragas_metric import ragas_version
 from tooleval.storage import ROW_SCHEMA, ROW_SCHEMA_VERSION, VIEW_FIELDS, split_error
@@ -509,14 +509,16 @@ class _CallFacts:
 
 
 class _QuietRows:
-    """The rows of quiet cases (:attr:`tooleval.scoring._cases._CaseEntry.quiet`) whose observed calls' tools no
-    policy rule reads either: no policy can find anything on them, so their trajectory is not read. What they
-    carry is their calls' match (the batch's counts, the leftover calls and their pairing) and what the rules
-    find of each call alone, found once per distinct call of the shard (:attr:`ShardMemo.facts`)."""
+    """The rows of quiet cases (:attr:`tooleval.scoring._cases._CaseEntry.quiet`) whose calls' arguments were
+    all captured: their match is the batch's counts with the leftover calls and their pairing, what the rules
+    find of each call alone is found once per distinct call of the shard (:attr:`ShardMemo.facts`), and the policy
+    rules run only on a row whose case sets a rule key or whose calls' tools a rule reads the trajectory for (the
+    others can break none but the write rules, which read the match alone)."""
 
     def __init__(self, sources: ScoringSources, view: _View, out: _Columns, counts: _Counts,
                  facts: "_CallFacts") -> None:
         self.tools, self.view, self.out, self.counts = sources.tools, view, out, counts
+        self.policy, self.confirmation = sources.policy, sources.memo.confirmation
         self.fact = facts.fact
         self.registry = sources.memo.registry
         self.families = any(spec.family for spec in self.tools.values())
@@ -531,9 +533,11 @@ class _QuietRows:
     def row(self, i: int, entry: Any, ids: list) -> bool:
         """Fill row ``i``'s columns but its provenance; ``False`` (nothing filled) when a rule must read it."""
         facts = [self.fact(k) for k in ids]
+        trajectory = entry.ruled
         for fact in facts:
-            if fact[0] or fact[2] is _BROKEN:
+            if fact[2] is _BROKEN:
                 return False
+            trajectory = trajectory or fact[0]
         view = self.view
         if view.roles[i] is not None and (view.steps_error[i] is not None or view.steps.length(i) != len(ids)):
             return False  # the stored calls are not the messages' calls: the general path says so
@@ -555,8 +559,26 @@ class _QuietRows:
         fp, fn = n_observed - tp, n_expected - tp
         duplicates, malformed = self.duplicates[i], self.malformed[i]
         findings: list | None = None
-        violations = [v.to_record() for v in write_violations(missing, wrong, self.is_write)] if fn else []
-        blocking = bool(violations)
+        categories = [name for name, present in (("missing", fn > 0), ("extra", fp > 0), ("wrong_args", bool(wrong)),
+                                                 ("duplicate", duplicates > 0), ("malformed", malformed > 0))
+                      if present]
+        exact = fp == 0 and fn == 0
+        precision, recall = tp / n_observed if n_observed else None, tp / n_expected if n_expected else None
+        f1 = f1_score(tp, fp, fn)
+        if trajectory:  # the policy rules read the row's trajectory (its transcript view) and its match
+            observed = [registry.calls[k] for k in ids]
+            transcript = view.transcript(i, [call.name for call in observed])
+            match = MatchResult(tp, fp, fn, precision, recall, f1, exact, duplicates, malformed, list(missing),
+                                list(extra), list(wrong), categories)
+            try:
+                found = check_policies(entry.case, self.tools, transcript, observed, match, policy=self.policy,
+                                       confirmation=self.confirmation, rules=entry.rules)
+            except ValueError:
+                return False  # the general path makes the row's scoring error
+        else:
+            found = write_violations(missing, wrong, self.is_write) if fn else []
+        violations = [v.to_record() for v in found]
+        blocking = any(v.severity == "blocking" for v in found)
         if self.tools:
             findings = []
             calls = registry.calls
@@ -567,17 +589,12 @@ class _QuietRows:
                                  for kind, path, detail in fact[2]]
                     violations.append({"rule": SCHEMA_RULE, "severity": "advisory", "tool": name,
                                        "detail": f"call #{index + 1} {fact[3]}"})
-        categories = [name for name, present in (("missing", fn > 0), ("extra", fp > 0), ("wrong_args", bool(wrong)),
-                                                 ("duplicate", duplicates > 0), ("malformed", malformed > 0))
-                      if present]
         if findings:
-            categories.append("schema")
+            categories = [*categories, "schema"]
         families = sorted(entry.families.union(fact[1] for fact in facts if fact[1])) if self.families else []
-        exact = fp == 0 and fn == 0
         values = (
             entry.case.slice, entry.expected_ids, entry.mode.label, ids, missing_ids, extra_ids,
-            [pair.to_record() for pair in wrong], duplicates, malformed, tp, fp, fn,
-            tp / n_observed if n_observed else None, tp / n_expected if n_expected else None, f1_score(tp, fp, fn),
+            [pair.to_record() for pair in wrong], duplicates, malformed, tp, fp, fn, precision, recall, f1,
             exact, categories, violations, blocking, [], 0, entry.expected_ids, families, findings, exact, False,
             counts.ragas[i],
         )
