@@ -520,15 +520,12 @@ class _QuietRows:
         self.tools, self.view, self.out, self.counts = sources.tools, view, out, counts
         self.policy, self.confirmation = sources.policy, sources.memo.confirmation
         self.fact = facts.fact
+        self.is_write = frozenset(name for name, spec in self.tools.items() if spec.side_effect == "write").__contains__
         self.registry = sources.memo.registry
         self.families = any(spec.family for spec in self.tools.values())
         self.tp, self.duplicates, self.malformed = counts.tp.tolist(), counts.duplicates.tolist(), \
             counts.malformed.tolist()
         self.columns = [out[name] for name in _QUIET_COLUMNS]
-
-    def is_write(self, name: str) -> bool:
-        spec = self.tools.get(name)
-        return spec is not None and spec.side_effect == "write"
 
     def row(self, i: int, entry: Any, ids: list) -> bool:
         """Fill row ``i``'s columns but its provenance; ``False`` (nothing filled) when a rule must read it."""
@@ -576,7 +573,8 @@ class _QuietRows:
             except ValueError:
                 return False  # the general path makes the row's scoring error
         else:
-            found = write_violations(missing, wrong, self.is_write) if fn else []
+            is_write = self.is_write
+            found = write_violations(missing, wrong, is_write) if any(is_write(call.name) for call in missing) else []
         violations = [v.to_record() for v in found]
         blocking = any(v.severity == "blocking" for v in found)
         if self.tools:
