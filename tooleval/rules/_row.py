@@ -112,7 +112,6 @@ def evaluate_row(
     confirmation: ConfirmationDetector | None = None,
     rules: ArgumentRules | None = None,
     match: RuleMatch | None = None,
-    checked: list[SchemaFinding] | None = None,
 ) -> RowRules:
     """Match, choose the plan and check the policies of one (case, trial).
 
@@ -129,8 +128,6 @@ def evaluate_row(
         match: The row's match against ``case.plans[0]`` when the caller computed it already (a case with one plan,
             no argument rules and the plain unordered mode, whose rows a scorer matches a whole batch at once);
             ``None``: matched here over every plan (:func:`match_plans`).
-        checked: :func:`schema_findings` of ``observed`` against ``tools`` when the caller found them already
-            (for a case without tool specs of its own); ``None``: found here.
 
     Raises:
         ValueError: when ``observed`` is not the call sequence of ``messages``, or a tool's ``parameters`` is not a
@@ -149,7 +146,7 @@ def evaluate_row(
         chosen = match.chosen_plan
     violations = check_policies(case, tools, messages, observed, match, policy=policy, confirmation=confirmation,
                                 rules=rules)
-    findings = (schema_findings(observed, tools) if checked is None else checked) if tools else None
+    findings = schema_findings(observed, tools) if tools else None
     violations += schema_violations(findings or [], observed)
     violations += name_only_violations(observed)
     families = tool_families([*plans[chosen], *observed], tools)

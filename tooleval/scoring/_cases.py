@@ -179,7 +179,6 @@ class _CaseEntry:
     case: Case
     rules: Any
     expected: list[Call]
-    expected_records: list[dict]
     expected_ids: tuple[int, ...]
     """The expected calls' ids in the shard's :class:`CallRegistry`."""
     ragas_ids: frozenset
@@ -238,6 +237,6 @@ def _case_entry(case: Case, redactor: Redactor | None, tools: Mapping[str, ToolS
     plain = not extra and rules is None and len(case.plans) == 1 and mode == UNORDERED
     families = frozenset(spec.family for call in expected
                          if (spec := tools.get(call.name)) is not None and spec.family)
-    return _CaseEntry(case, rules, list(expected), [call.to_record() for call in expected], ids,
+    return _CaseEntry(case, rules, list(expected), ids,
                       frozenset(registry.ragas[i] for i in ids), input_key(case.input) or "", mode, plain,
                       bool(extra), plain and not case.tools, trajectory_case(case), families)

@@ -1,14 +1,21 @@
 """Scoring a batch of envelopes as columns: one Arrow table of rows from one Arrow table of envelopes.
 
-The envelope columns a row repeats (its key, agent, ids, digest, versions) are taken over as columns. Each distinct
+The envelope columns a row repeats (its key, agent, ids, digest, versions) are taken over as columns. A verified
+batch's observed calls are keyed at once (names and canonical argument texts dictionary-encoded) and each distinct
 call of a shard is read once and given an integer id (:class:`CallRegistry`), each case's references once
 (:class:`tooleval.scoring._cases.ShardMemo`), and the counts every row carries — tp, fp, fn, precision, recall, f1,
-exact match, duplicate and malformed calls, the mismatch categories and the ragas set-F1 column — are computed
-over the whole batch at once with numpy on those ids. Python runs per row only for what needs a value: the
-evidence of a row whose calls do not all match (which calls are missing or extra, the wrong-argument pairing), the
-policy rules over its trajectory, its schema findings and its provenance; and per row for the few rows whose case
-needs the rule-aware matcher (argument rules, accepted plans, a match mode other than plain unordered), whose
-observed calls were matched by name only, or whose trace carries its own secrets into the references.
+exact match, duplicate and malformed calls, which calls are left over, and the ragas set-F1 column — are computed
+over the whole batch at once with numpy on those ids. The call-list columns are taken from one Arrow array of the
+registry's records by id. What the rules find of one call alone (its schema findings, its tool's family, whether a
+rule reads the trajectory around it) is found once per distinct call (:class:`_CallFacts`).
+
+Python runs per row only for what needs a value. A row of a plain case (one plan, no argument rules, unordered)
+with every call's arguments captured (:class:`_QuietRows`) pairs its leftover calls of one tool by optimal
+assignment, and runs the policy rules over its transcript view only when its case sets a rule key or one of its
+calls' tools has a property a rule reads; otherwise only the write rules, which read the match alone. The other
+rows (argument rules, accepted plans, another match mode, calls matched by name only, a case with tool specs of its
+own, envelopes read back without capture's view) go through the rule-aware matcher and
+:func:`tooleval.rules.evaluate_row`. Provenance is one pass over the batch's columns.
 
 The rows are the ones :func:`tooleval.scoring.rows.score_rows` defines column for column: that function is this
 one applied to envelope dicts.
@@ -31,8 +38,8 @@ from tooleval.capture.provenance import failure_owner, first_divergent_boundary,
 from tooleval.capture.redaction import MARKER_KEY, Redactor
 from tooleval.matching import MatchResult, f1_score, match_evidence, pair_wrong_args
 from tooleval.models import Call, Case, ToolSpec
-from tooleval.rules import (SCHEMA_RULE, KeywordConfirmation, PolicyConfig, RuleMatch, SchemaFinding, check_policies,
-                            evaluate_row, schema_findings, schema_violations, trajectory_tool, write_violations)
+from tooleval.rules import (SCHEMA_RULE, KeywordConfirmation, PolicyConfig, RuleMatch, check_policies, evaluate_row,
+                            schema_findings, schema_violations, trajectory_tool, write_violations)
 from tooleval.scoring._cases import CallRegistry, ShardMemo, case_inputs, trace_reference_secrets
 from tooleval.scoring.ragas_metric import ragas_version
 from tooleval.storage import ROW_SCHEMA, ROW_SCHEMA_VERSION, VIEW_FIELDS, split_error
@@ -168,7 +175,7 @@ def score_table(envelopes: pa.Table, sources: ScoringSources) -> pa.Table:
     for i in range(n):
         entry = entries[i]
         if quiet is None or not entry.quiet or errors[i] is not None or not quiet.row(i, entry, observed_ids[i]):
-            _score_row(i, entry, out, counts, observed_ids[i], envelope_of, sources, facts)
+            _score_row(i, entry, out, counts, observed_ids[i], envelope_of, sources)
     _provenance(out, envelope_of, entries, observed_ids, sources)
     return _table(envelopes, out, names, registry)
 
@@ -410,9 +417,8 @@ class _EnvelopeRows:
 
 
 def _score_row(i: int, entry: Any, out: _Columns, counts: _Counts, ids: list | None, envelope: _EnvelopeRows,
-               sources: ScoringSources, facts: "_CallFacts | None" = None) -> None:
-    """Fill row ``i``'s columns that need Python: its error, or its evidence and rules (``facts``: the shard's
-    findings per distinct call, for a case checked against the dataset's tools)."""
+               sources: ScoringSources) -> None:
+    """Fill row ``i``'s columns that need Python but its provenance: its error, or its evidence and rules."""
     case = entry.case
     out["slice"][i] = case.slice
     out["expected_calls"][i] = entry.expected_ids
@@ -433,10 +439,9 @@ def _score_row(i: int, entry: Any, out: _Columns, counts: _Counts, ids: list | N
         messages = loads_text(text) if text else None
     try:
         match = _plain_match(i, entry, observed, counts) if entry.plain and not counts.name_only[i] else None
-        checked = facts.findings(ids) if facts is not None and sources.tools and not case.tools else None
         rules = evaluate_row(case, sources.tools, messages if transcript is None else transcript, observed,
                              policy=sources.policy, rules=entry.rules, confirmation=sources.memo.confirmation,
-                             match=match, checked=checked)
+                             match=match)
         for name, value in rules.columns().items():
             out[name][i] = value
     except ValueError as exc:  # the stored calls are not the messages' calls: the envelope is inconsistent
@@ -492,19 +497,6 @@ class _CallFacts:
                         what = schema_violations(checked, [call])[0].detail.split(" ", 2)[2]
             family = spec.family if spec is not None and spec.family else None
             found = self.memo.facts[k] = (trajectory_tool(spec, self.policy), family, findings, what)
-        return found
-
-    def findings(self, ids: list) -> list[SchemaFinding] | None:
-        """The schema findings of calls ``ids`` (a row's observed calls, in order) as
-        :func:`tooleval.rules.schema_findings` gives them; ``None`` when a tool's schema is invalid (the rules
-        raise for it again)."""
-        found: list[SchemaFinding] = []
-        calls = self.registry.calls
-        for index, k in enumerate(ids):
-            fact = self.fact(k)
-            if fact[2] is _BROKEN:
-                return None
-            found += [SchemaFinding(index, calls[k].name, kind, path, detail) for kind, path, detail in fact[2]]
         return found
 
 
