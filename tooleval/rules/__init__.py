@@ -35,7 +35,8 @@ from tooleval.rules._gate_config import (
 from tooleval.rules._junit import write_junit
 from tooleval.rules._match import Coercion, RuleMatch, match_plans, match_with_rules
 from tooleval.rules._modes import MODE_LABELS, UNORDERED, MatchMode
-from tooleval.rules._policy import RULE_NAMES, PolicyConfig, Violation, check_policies
+from tooleval.rules._policy import (RULE_NAMES, PolicyConfig, Violation, check_policies, trajectory_case,
+                                   trajectory_tool, write_violations)
 from tooleval.rules._schema import FINDING_KINDS, SCHEMA_RULE, SchemaFinding, schema_findings, schema_violations
 from tooleval.rules._row import RowRules, case_rules, case_tools, evaluate_row, tool_families
 from tooleval.rules._tools import ToolTable, confidential_tools
@@ -64,6 +65,9 @@ __all__ = [
     "Violation",
     "PolicyConfig",
     "check_policies",
+    "trajectory_case",
+    "trajectory_tool",
+    "write_violations",
     "ConfirmationDetector",
     "ConfirmationConfig",
     "KeywordConfirmation",

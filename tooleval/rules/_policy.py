@@ -13,11 +13,11 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
-from typing import Any, Literal, Mapping
+from typing import Any, Callable, Literal, Mapping
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from tooleval.matching import MatchResult
+from tooleval.matching import MatchResult, WrongArgs
 from tooleval.models import Call, Case, ToolSpec
 from tooleval.rules._arguments import ArgumentRules
 from tooleval.rules._coerce import coerce_arguments
@@ -34,7 +34,8 @@ from tooleval.rules._tools import confidential_fields
 from tooleval.rules._trajectory import Step, aligned_steps, messages_from_calls
 from tooleval.capture import Transcript
 
-__all__ = ["RULE_NAMES", "Severity", "Violation", "PolicyConfig", "check_policies", "describe_call"]
+__all__ = ["RULE_NAMES", "Severity", "Violation", "PolicyConfig", "check_policies", "describe_call", "write_violations",
+           "trajectory_tool", "trajectory_case"]
 
 RULE_NAMES = (
     "forbidden_tool", "unexpected_tool", "repeated_call", "missing_write", "wrong_write_arguments",
@@ -190,19 +191,7 @@ def check_policies(
                 add("repeated_call", s.call.name, f"{describe_call(s)} repeats call #{first[key] + 1}")
             else:
                 first[key] = s.index
-    paired: Counter = Counter()
-    wrong_writes = [pair for pair in match.wrong_args if is_write(pair.name)]
-    for pair in wrong_writes:
-        paired[pair.expected.key] += 1
-    for call in match.missing_calls:
-        if is_write(call.name):
-            if paired[call.key] > 0:
-                paired[call.key] -= 1
-            else:
-                add("missing_write", call.name, f"reference write {describe_call(call)} was not made")
-    for pair in wrong_writes:
-        add("wrong_write_arguments", pair.name, f"expected {describe_call(pair.expected)}, observed "
-            f"{describe_call(pair.observed)}; differs at {', '.join(pair.paths)}")
+    out += write_violations(match.missing_calls, match.wrong_args, is_write)
     if case.min_f1 is not None and match.f1 < case.min_f1:
         add("f1_below_floor", None, f"f1 {match.f1:.4f} is below the case's min_f1 {case.min_f1}")
     if case.require_exact and (match.fp or match.fn):  # calls never captured are rule args_not_captured's
@@ -242,17 +231,60 @@ def check_policies(
             succeeded[key] = s.index
     _budgets(case, steps, add)
     _required_arguments(case, tools, steps, add)
+    confidential = confidential_fields(tools)
+    if not case.expected_outputs and not any(s.call.name in confidential for s in steps):
+        return out  # neither rule below has anything to look for: the replies need not be read
     replies = transcript.replies()
     for text in missing_outputs(None, case.expected_outputs or [], scope=policy.outputs_in,
                                 ignore_chars=policy.output_ignore_chars, replies=replies):
         where = "the final reply" if policy.outputs_in == "final_reply" else "any reply"
         add("missing_output", None, f"{where} does not contain {text!r}")
-    confidential = confidential_fields(tools)
     for step, name, value, index in leaked_values_in(transcript, steps, confidential,
                                                      min_length=policy.leak_min_length, replies=replies):
         add("leaked_field", step.call.name, f"{step.call.name}.{name} (value {_mask(value)!r}) from the result of "
             f"call #{step.index + 1} appears in assistant message {index}")
     return out
+
+
+def write_violations(missing: list[Call], wrong: list[WrongArgs], is_write: Callable[[str], bool]) -> list[Violation]:
+    """Rules ``missing_write`` and ``wrong_write_arguments`` of a row's match: what they find depends on the
+    match alone (its missing calls and wrong-argument pairs, ``is_write`` of a tool name), never on the
+    trajectory. A missing write paired with an observed call of other arguments is a wrong write, not a missing
+    one."""
+    out: list[Violation] = []
+    paired: Counter = Counter()
+    wrong_writes = [pair for pair in wrong if is_write(pair.name)]
+    for pair in wrong_writes:
+        paired[pair.expected.key] += 1
+    for call in missing:
+        if is_write(call.name):
+            if paired[call.key] > 0:
+                paired[call.key] -= 1
+            else:
+                out.append(Violation("missing_write", "blocking", call.name,
+                                     f"reference write {describe_call(call)} was not made"))
+    for pair in wrong_writes:
+        out.append(Violation("wrong_write_arguments", "blocking", pair.name, f"expected {describe_call(pair.expected)}, "
+                             f"observed {describe_call(pair.observed)}; differs at {', '.join(pair.paths)}"))
+    return out
+
+
+def trajectory_tool(spec: ToolSpec | None, policy: PolicyConfig) -> bool:
+    """Whether a policy rule reads the trajectory around a call of this tool (``None``: an undeclared tool, a read
+    without rules): confirmation, idempotence, required arguments, confidential fields, and a write when
+    ``forbid_unreferenced_writes`` is on. A plain write is read only through the row's match
+    (:func:`write_violations`)."""
+    return spec is not None and (spec.requires_confirmation or spec.idempotent is False
+                                 or bool(spec.required_arguments) or bool(spec.confidential_fields)
+                                 or (policy.forbid_unreferenced_writes and spec.side_effect == "write"))
+
+
+def trajectory_case(case: Case) -> bool:
+    """Whether the case sets a rule key a policy rule reads the trajectory or the counts for (forbidden or allowed
+    tools, repeats, floors, order, budgets, required arguments, outputs), or tool specs of its own."""
+    return bool(case.tools or case.forbidden_tools or case.allowed_tools is not None or case.no_repeated_calls
+                or case.min_f1 is not None or case.require_exact or case.sequence_rules or case.required_arguments
+                or case.max_calls is not None or case.expected_outputs)
 
 
 def _budgets(case: Case, steps: list[Step], add) -> None:
@@ -268,6 +300,9 @@ def _budgets(case: Case, steps: list[Step], add) -> None:
 
 
 def _required_arguments(case: Case, tools: Mapping[str, ToolSpec], steps: list[Step], add) -> None:
+    if not case.required_arguments and not any((spec := tools.get(s.call.name)) is not None
+                                               and spec.required_arguments for s in steps):
+        return
     for s in steps:
         spec = tools.get(s.call.name)
         names = set((case.required_arguments or {}).get(s.call.name, []))

@@ -10,13 +10,17 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any, Mapping
 
+import pyarrow as pa
+
 from tooleval.canonical import loads_text
 from tooleval.capture.provenance import input_key
 from tooleval.capture.redaction import MARKER_KEY, Redactor
 from tooleval.models import ArgumentRule, Call, Case, ToolSpec, with_rules
-from tooleval.rules import ANY_ITEM, ANY_KEY, UNORDERED, KeywordConfirmation, MatchMode, case_rules, parse_pattern
+from tooleval.rules import (ANY_ITEM, ANY_KEY, UNORDERED, KeywordConfirmation, MatchMode, case_rules, parse_pattern,
+                            trajectory_case)
 from tooleval.scoring.ragas_f1 import _hashable
 from tooleval.scoring.ragas_metric import ragas_args
+from tooleval.storage import CALL_TYPE
 
 __all__ = ["CallRegistry", "ShardMemo", "reference_calls", "case_inputs", "redacted_case", "redacted_rules",
            "trace_reference_secrets"]
@@ -37,6 +41,7 @@ class CallRegistry:
         self.malformed: list[bool] = []
         self._ragas_ids: dict[Any, int] = {}
         self._canonical: dict[tuple[str, str], int] = {}
+        self._array: pa.StructArray | None = None
 
     def add(self, call: Call) -> int:
         """The id of ``call`` (by its key: equal keys are the same call for every column a row carries)."""
@@ -52,6 +57,15 @@ class CallRegistry:
         ragas_key = (call.name, _hashable(ragas_args(call)))
         self.ragas.append(self._ragas_ids.setdefault(ragas_key, len(self._ragas_ids)))
         return found
+
+    def record_array(self) -> pa.StructArray:
+        """:attr:`records` as one Arrow array of :data:`tooleval.storage.CALL_TYPE` (index = call id), extended
+        by the calls added since it was last asked for."""
+        have = 0 if self._array is None else len(self._array)
+        if have < len(self.records):
+            added = pa.array(self.records[have:], CALL_TYPE)
+            self._array = added if self._array is None else pa.concat_arrays([self._array, added])
+        return self._array if self._array is not None else pa.array([], CALL_TYPE)
 
     @property
     def ragas_keys(self) -> int:
@@ -79,8 +93,10 @@ def reference_calls(calls: list[Call], redactor: Redactor | None, extra: dict[st
     redaction is on (``extra``: the trace's own secrets in the references, :func:`trace_reference_secrets`)."""
     if redactor is None:
         return list(calls)
-    # a reference call's own argument rules stay with it: they are how it is compared
-    return [with_rules(Call.from_raw(c.name, redactor.redact_args(c.args or {}, extra)),
+    # a reference call's own argument rules stay with it: they are how it is compared. Its arguments were read
+    # and checked with its case (no non-finite number, lone surrogate or excess nesting), and redaction only puts
+    # tokens in place of values: they are made canonical without that walk again
+    return [with_rules(Call.from_plain_args(c.name, redactor.redact_args(c.args or {}, extra)),
                        redacted_rules(c.argument_rules, redactor, extra))
             for c in calls]
 
@@ -163,7 +179,6 @@ class _CaseEntry:
     case: Case
     rules: Any
     expected: list[Call]
-    expected_records: list[dict]
     expected_ids: tuple[int, ...]
     """The expected calls' ids in the shard's :class:`CallRegistry`."""
     ragas_ids: frozenset
@@ -174,6 +189,14 @@ class _CaseEntry:
     """One plan, no argument rules, the plain unordered mode, references redacted with the base secrets: the
     row's counts are the batch's multiset counts, and no rule-aware matching is needed."""
     extra: bool
+    quiet: bool = False
+    """Plain, and no tool specs of its own: a row of it is matched from the batch's counts and checked against the
+    dataset's tools, with what the rules find of each call alone kept per distinct call."""
+    ruled: bool = False
+    """The case sets a rule key a policy rule reads the trajectory or the counts for
+    (:func:`tooleval.rules.trajectory_case`)."""
+    families: frozenset = frozenset()
+    """The tool families of the expected calls."""
 
 
 class ShardMemo:
@@ -188,6 +211,9 @@ class ShardMemo:
         self.cases: dict[str, _CaseEntry] = {}
         self.registry = CallRegistry()
         """The shard's distinct calls (observed and referenced), each read and keyed once."""
+        self.facts: dict[int, Any] = {}
+        """What the rules find of one call alone (its schema findings, its tool's family, whether a policy rule
+        reads its tool), by registry id: the scorer's, filled on first need."""
 
     def entry(self, case: Case, redactor: Redactor | None, tools: Mapping[str, ToolSpec],
               extra: dict[str, str] | None = None) -> _CaseEntry:
@@ -209,6 +235,8 @@ def _case_entry(case: Case, redactor: Redactor | None, tools: Mapping[str, ToolS
     ids = tuple(registry.reference(call) for call in expected)
     mode = MatchMode.of_case(case)
     plain = not extra and rules is None and len(case.plans) == 1 and mode == UNORDERED
-    return _CaseEntry(case, rules, list(expected), [call.to_record() for call in expected], ids,
+    families = frozenset(spec.family for call in expected
+                         if (spec := tools.get(call.name)) is not None and spec.family)
+    return _CaseEntry(case, rules, list(expected), ids,
                       frozenset(registry.ragas[i] for i in ids), input_key(case.input) or "", mode, plain,
-                      bool(extra))
+                      bool(extra), plain and not case.tools, trajectory_case(case), families)

@@ -1,14 +1,21 @@
 """Scoring a batch of envelopes as columns: one Arrow table of rows from one Arrow table of envelopes.
 
-The envelope columns a row repeats (its key, agent, ids, digest, versions) are taken over as columns. Each distinct
+The envelope columns a row repeats (its key, agent, ids, digest, versions) are taken over as columns. A verified
+batch's observed calls are keyed at once (names and canonical argument texts dictionary-encoded) and each distinct
 call of a shard is read once and given an integer id (:class:`CallRegistry`), each case's references once
 (:class:`tooleval.scoring._cases.ShardMemo`), and the counts every row carries — tp, fp, fn, precision, recall, f1,
-exact match, duplicate and malformed calls, the mismatch categories and the ragas set-F1 column — are computed
-over the whole batch at once with numpy on those ids. Python runs per row only for what needs a value: the
-evidence of a row whose calls do not all match (which calls are missing or extra, the wrong-argument pairing), the
-policy rules over its trajectory, its schema findings and its provenance; and per row for the few rows whose case
-needs the rule-aware matcher (argument rules, accepted plans, a match mode other than plain unordered), whose
-observed calls were matched by name only, or whose trace carries its own secrets into the references.
+exact match, duplicate and malformed calls, which calls are left over, and the ragas set-F1 column — are computed
+over the whole batch at once with numpy on those ids. The call-list columns are taken from one Arrow array of the
+registry's records by id. What the rules find of one call alone (its schema findings, its tool's family, whether a
+rule reads the trajectory around it) is found once per distinct call (:class:`_CallFacts`).
+
+Python runs per row only for what needs a value. A row of a plain case (one plan, no argument rules, unordered)
+with every call's arguments captured (:class:`_QuietRows`) pairs its leftover calls of one tool by optimal
+assignment, and runs the policy rules over its transcript view only when its case sets a rule key or one of its
+calls' tools has a property a rule reads; otherwise only the write rules, which read the match alone. The other
+rows (argument rules, accepted plans, another match mode, calls matched by name only, a case with tool specs of its
+own, envelopes read back without capture's view) go through the rule-aware matcher and
+:func:`tooleval.rules.evaluate_row`. Provenance is one pass over the batch's columns.
 
 The rows are the ones :func:`tooleval.scoring.rows.score_rows` defines column for column: that function is this
 one applied to envelope dicts.
@@ -22,15 +29,17 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from tooleval.canonical import loads_text
 from tooleval.capture.envelope import boundary_calls, digest_ok, envelope_calls
 from tooleval.capture.transcript import Transcript
 from tooleval.capture.provenance import failure_owner, first_divergent_boundary, input_key, join_check_key
 from tooleval.capture.redaction import MARKER_KEY, Redactor
-from tooleval.matching import match_evidence, pair_wrong_args
+from tooleval.matching import MatchResult, f1_score, match_evidence, pair_wrong_args
 from tooleval.models import Call, Case, ToolSpec
-from tooleval.rules import KeywordConfirmation, PolicyConfig, RuleMatch, evaluate_row
+from tooleval.rules import (SCHEMA_RULE, KeywordConfirmation, PolicyConfig, RuleMatch, check_policies, evaluate_row,
+                            schema_findings, schema_violations, trajectory_tool, write_violations)
 from tooleval.scoring._cases import CallRegistry, ShardMemo, case_inputs, trace_reference_secrets
 from tooleval.scoring.ragas_metric import ragas_version
 from tooleval.storage import ROW_SCHEMA, ROW_SCHEMA_VERSION, VIEW_FIELDS, split_error
@@ -161,33 +170,55 @@ def score_table(envelopes: pa.Table, sources: ScoringSources) -> pa.Table:
     observed_ids = _observed_ids(envelopes, errors, sources.digests_verified, registry)
     counts = _Counts(entries, observed_ids, errors, registry)
     envelope_of = _EnvelopeRows(envelopes, column, view)
+    facts = _CallFacts(sources) if view is not None else None
+    quiet = _QuietRows(sources, view, out, counts, facts) if facts is not None else None
     for i in range(n):
-        _score_row(i, entries[i], out, counts, observed_ids[i], envelope_of, sources)
-    return _table(envelopes, out, names)
+        entry = entries[i]
+        if quiet is None or not entry.quiet or errors[i] is not None or not quiet.row(i, entry, observed_ids[i]):
+            _score_row(i, entry, out, counts, observed_ids[i], envelope_of, sources)
+    _provenance(out, envelope_of, entries, observed_ids, sources)
+    return _table(envelopes, out, names, registry)
 
 
 def _observed_ids(envelopes: pa.Table, errors: list, verified: bool, registry: CallRegistry) -> list:
     """Each row's observed calls as registry ids (``None`` for a row with an error): from the envelope's
-    ``model_calls`` (a verified envelope's canonical texts are read once per distinct call), or, unverified, as
-    :func:`tooleval.capture.envelope.envelope_calls` reads them."""
-    records = envelopes.column("model_calls").to_pylist() if "model_calls" in envelopes.schema.names \
-        else [None] * envelopes.num_rows
-    out: list = []
-    for error, calls in zip(errors, records):
-        if error is not None:
-            out.append(None)
-        elif not verified:
-            out.append([registry.add(call) for call in envelope_calls({"model_calls": calls})])
-        else:
-            ids = []
-            for record in calls or ():
-                text = record.get("args_json")
-                if record.get("parse_error") is not None or text is None:
-                    ids.append(registry.add(Call.from_record(record)))
-                else:
-                    ids.append(registry.canonical(record["name"], text))
-            out.append(ids)
-    return out
+    ``model_calls``, or, unverified, as :func:`tooleval.capture.envelope.envelope_calls` reads them. A verified
+    envelope's well-formed calls are keyed over the whole batch at once (name and canonical text dictionary-encoded
+    into integer pairs), and each distinct pair is read once (:meth:`CallRegistry.canonical`)."""
+    n = envelopes.num_rows
+    if "model_calls" not in envelopes.schema.names:
+        return [None if error is not None else [] for error in errors]
+    if not verified:
+        records = envelopes.column("model_calls").to_pylist()
+        return [None if error is not None else [registry.add(call) for call in envelope_calls({"model_calls": calls})]
+                for error, calls in zip(errors, records)]
+    column = envelopes.column("model_calls")
+    calls = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+    offsets = np.asarray(calls.offsets, np.int64)
+    flat = calls.values.slice(int(offsets[0]), int(offsets[-1] - offsets[0]))
+    offsets = offsets - offsets[0]
+    keep = np.fromiter((error is None for error in errors), bool, n)  # a row with an error has no observed calls
+    if calls.null_count:
+        keep &= np.asarray(calls.is_valid())
+    taken = np.repeat(keep, np.diff(offsets))
+    ids = np.full(len(flat), -1, np.int64)
+    if taken.any():
+        names, texts = flat.field("name").dictionary_encode(), flat.field("args_json").dictionary_encode()
+        canonical = np.asarray(pc.and_(texts.is_valid(), flat.field("parse_error").is_null()).fill_null(False))
+        wanted = canonical & taken
+        width = max(len(texts.dictionary), 1)
+        codes = np.asarray(names.indices.fill_null(0), np.int64) * width + \
+            np.asarray(texts.indices.fill_null(0), np.int64)
+        distinct, inverse = np.unique(codes[wanted], return_inverse=True)
+        name_values, text_values = names.dictionary.to_pylist(), texts.dictionary.to_pylist()
+        found = np.fromiter((registry.canonical(name_values[code // width], text_values[code % width])
+                             for code in distinct.tolist()), np.int64, len(distinct))
+        ids[wanted] = found[inverse]
+        for j in np.flatnonzero(taken & ~canonical).tolist():  # malformed, or arguments never captured
+            ids[j] = registry.add(Call.from_record(flat.slice(j, 1).to_pylist()[0]))
+    values, bounds, kept = ids.tolist(), offsets.tolist(), keep.tolist()
+    return [values[bounds[i]:bounds[i + 1]] if kept[i] else None if errors[i] is not None else []
+            for i in range(n)]
 
 
 class _Counts:
@@ -282,6 +313,12 @@ class _Flat:
             return None
         return self.values[self.offsets[i]:self.offsets[i + 1]]
 
+    def length(self, i: int) -> int | None:
+        """The length of row ``i``'s list (``None`` for a null list)."""
+        if self.valid is not None and not self.valid[i]:
+            return None
+        return self.offsets[i + 1] - self.offsets[i]
+
 
 class _Lazy:
     """A column of a batch converted on first use (the view columns only a configured rule reads)."""
@@ -365,11 +402,15 @@ class _EnvelopeRows:
         self.cache: dict[str, list] = {}
         self.view = view
 
-    def value(self, name: str, i: int) -> Any:
+    def values(self, name: str) -> list:
+        """Column ``name`` as a list, read once."""
         values = self.cache.get(name)
         if values is None:
             values = self.cache[name] = self.column(name)
-        return values[i]
+        return values
+
+    def value(self, name: str, i: int) -> Any:
+        return self.values(name)[i]
 
     def record(self, i: int) -> dict[str, Any]:
         return {name: self.value(name, i) for name in self.names}
@@ -377,21 +418,19 @@ class _EnvelopeRows:
 
 def _score_row(i: int, entry: Any, out: _Columns, counts: _Counts, ids: list | None, envelope: _EnvelopeRows,
                sources: ScoringSources) -> None:
-    """Fill row ``i``'s columns that need Python: its error, or its evidence, rules and provenance."""
+    """Fill row ``i``'s columns that need Python but its provenance: its error, or its evidence and rules."""
     case = entry.case
     out["slice"][i] = case.slice
-    out["expected_calls"][i] = entry.expected_records
+    out["expected_calls"][i] = entry.expected_ids
     out["match_mode"][i] = entry.mode.label
     error = envelope.value("error", i)
-    inputs = _row_inputs(entry, sources)
     if error is not None:
         out["error_kind"][i], out["error_message"][i] = split_error(error)
         out["observed_calls"][i] = envelope.value("model_calls", i) or None
-        _provenance(i, out, envelope, inputs, [], sources.digests_verified)
         return
     registry = sources.memo.registry
     observed = [registry.calls[k] for k in ids]
-    out["observed_calls"][i] = [registry.records[k] for k in ids]
+    out["observed_calls"][i] = ids
     transcript = messages = None
     if envelope.view is not None:  # capture's view of the trace: its messages are not decoded again
         transcript = envelope.view.transcript(i, [call.name for call in observed])
@@ -410,10 +449,8 @@ def _score_row(i: int, entry: Any, out: _Columns, counts: _Counts, ids: list | N
             out[name][i] = None
         out["observed_calls"][i] = envelope.value("model_calls", i) or None
         out["error_kind"][i], out["error_message"][i] = "scoring_error", str(exc)
-        _provenance(i, out, envelope, inputs, observed, sources.digests_verified)
         return
     out["ragas_tool_call_f1"][i] = counts.ragas[i]
-    _provenance(i, out, envelope, inputs, observed, sources.digests_verified)
 
 
 _RULE_COLUMNS = ("missing_calls", "extra_calls", "wrong_args", "duplicate_calls", "malformed_calls", "tp", "fp", "fn",
@@ -421,6 +458,147 @@ _RULE_COLUMNS = ("missing_calls", "extra_calls", "wrong_args", "duplicate_calls"
                  "coercions", "chosen_plan", "reference_calls", "tool_families", "schema_findings", "calls_match",
                  "name_only")
 """The columns the rules set on a scored row (null again when scoring the row failed)."""
+
+
+_BROKEN = object()
+"""A call's schema findings when its tool's schema is not a valid JSON Schema (the row is scored as an error)."""
+
+
+class _CallFacts:
+    """What the rules find of one call alone, found once per distinct call of the shard and kept in its memo
+    (:attr:`ShardMemo.facts`): valid for the dataset's own tools (a case with tool specs of its own is checked
+    against those, by the rules themselves)."""
+
+    def __init__(self, sources: ScoringSources) -> None:
+        self.tools = sources.tools
+        self.policy = sources.policy or PolicyConfig()
+        self.memo = sources.memo
+        self.registry = sources.memo.registry
+
+    def fact(self, k: int) -> tuple:
+        """Call ``k``'s ``(trajectory, family, findings, what)``: whether a policy rule reads the trajectory
+        around a call of its tool, its tool's family, its schema findings ``(kind, path, detail)``
+        (:data:`_BROKEN` when its tool's schema is invalid) and the text of its ``tool_schema`` violation after
+        ``call #n``."""
+        found = self.memo.facts.get(k)
+        if found is None:
+            call, tools = self.registry.calls[k], self.tools
+            spec = tools.get(call.name)
+            findings: Any = ()
+            what = None
+            if tools:
+                try:
+                    checked = schema_findings([call], tools)
+                except ValueError:
+                    findings = _BROKEN
+                else:
+                    findings = tuple((f.kind, f.path, f.detail) for f in checked)
+                    if checked:
+                        what = schema_violations(checked, [call])[0].detail.split(" ", 2)[2]
+            family = spec.family if spec is not None and spec.family else None
+            found = self.memo.facts[k] = (trajectory_tool(spec, self.policy), family, findings, what)
+        return found
+
+
+class _QuietRows:
+    """The rows of quiet cases (:attr:`tooleval.scoring._cases._CaseEntry.quiet`) whose calls' arguments were
+    all captured: their match is the batch's counts with the leftover calls and their pairing, what the rules
+    find of each call alone is found once per distinct call of the shard (:attr:`ShardMemo.facts`), and the policy
+    rules run only on a row whose case sets a rule key or whose calls' tools a rule reads the trajectory for (the
+    others can break none but the write rules, which read the match alone)."""
+
+    def __init__(self, sources: ScoringSources, view: _View, out: _Columns, counts: _Counts,
+                 facts: "_CallFacts") -> None:
+        self.tools, self.view, self.out, self.counts = sources.tools, view, out, counts
+        self.policy, self.confirmation = sources.policy, sources.memo.confirmation
+        self.fact = facts.fact
+        self.is_write = frozenset(name for name, spec in self.tools.items() if spec.side_effect == "write").__contains__
+        self.registry = sources.memo.registry
+        self.families = any(spec.family for spec in self.tools.values())
+        self.tp, self.duplicates, self.malformed = counts.tp.tolist(), counts.duplicates.tolist(), \
+            counts.malformed.tolist()
+        self.columns = [out[name] for name in _QUIET_COLUMNS]
+
+    def row(self, i: int, entry: Any, ids: list) -> bool:
+        """Fill row ``i``'s columns but its provenance; ``False`` (nothing filled) when a rule must read it."""
+        facts = [self.fact(k) for k in ids]
+        trajectory = entry.ruled
+        for fact in facts:
+            if fact[2] is _BROKEN:
+                return False
+            trajectory = trajectory or fact[0]
+        view = self.view
+        if view.roles[i] is not None and (view.steps_error[i] is not None or view.steps.length(i) != len(ids)):
+            return False  # the stored calls are not the messages' calls: the general path says so
+        registry = self.registry
+        expected = entry.expected
+        tp, n_expected, n_observed = self.tp[i], len(expected), len(ids)
+        counts = self.counts
+        if tp == n_expected and tp == n_observed:
+            missing = extra = wrong = missing_ids = extra_ids = ()
+        else:
+            e0, o0 = counts.e_start[i], counts.o_start[i]
+            left = counts.missing
+            missing_ids = [k for j, k in enumerate(entry.expected_ids) if left[e0 + j]]
+            missing = [call for j, call in enumerate(expected) if left[e0 + j]]
+            left = counts.extra
+            extra_ids = [k for j, k in enumerate(ids) if left[o0 + j]]
+            extra = [registry.calls[k] for k in extra_ids]
+            wrong = pair_wrong_args(missing, extra)
+        fp, fn = n_observed - tp, n_expected - tp
+        duplicates, malformed = self.duplicates[i], self.malformed[i]
+        findings: list | None = None
+        categories = [name for name, present in (("missing", fn > 0), ("extra", fp > 0), ("wrong_args", bool(wrong)),
+                                                 ("duplicate", duplicates > 0), ("malformed", malformed > 0))
+                      if present]
+        exact = fp == 0 and fn == 0
+        precision, recall = tp / n_observed if n_observed else None, tp / n_expected if n_expected else None
+        f1 = f1_score(tp, fp, fn)
+        if trajectory:  # the policy rules read the row's trajectory (its transcript view) and its match
+            observed = [registry.calls[k] for k in ids]
+            transcript = view.transcript(i, [call.name for call in observed])
+            match = MatchResult(tp, fp, fn, precision, recall, f1, exact, duplicates, malformed, list(missing),
+                                list(extra), list(wrong), categories)
+            try:
+                found = check_policies(entry.case, self.tools, transcript, observed, match, policy=self.policy,
+                                       confirmation=self.confirmation, rules=entry.rules)
+            except ValueError:
+                return False  # the general path makes the row's scoring error
+        else:
+            is_write = self.is_write
+            found = write_violations(missing, wrong, is_write) if any(is_write(call.name) for call in missing) else []
+        violations = [v.to_record() for v in found]
+        blocking = any(v.severity == "blocking" for v in found)
+        if self.tools:
+            findings = []
+            calls = registry.calls
+            for index, (k, fact) in enumerate(zip(ids, facts)):
+                if fact[2]:
+                    name = calls[k].name
+                    findings += [{"call_index": index, "tool": name, "kind": kind, "path": path, "detail": detail}
+                                 for kind, path, detail in fact[2]]
+                    violations.append({"rule": SCHEMA_RULE, "severity": "advisory", "tool": name,
+                                       "detail": f"call #{index + 1} {fact[3]}"})
+        if findings:
+            categories = [*categories, "schema"]
+        families = sorted(entry.families.union(fact[1] for fact in facts if fact[1])) if self.families else []
+        values = (
+            entry.case.slice, entry.expected_ids, entry.mode.label, ids, missing_ids, extra_ids,
+            [pair.to_record() for pair in wrong], duplicates, malformed, tp, fp, fn, precision, recall, f1,
+            exact, categories, violations, blocking, [], 0, entry.expected_ids, families, findings, exact, False,
+            counts.ragas[i],
+        )
+        for column, value in zip(self.columns, values):
+            column[i] = value
+        return True
+
+
+_QUIET_COLUMNS = ("slice", "expected_calls", "match_mode", "observed_calls", "missing_calls", "extra_calls",
+                  "wrong_args", "duplicate_calls", "malformed_calls", "tp", "fp", "fn", "precision", "recall", "f1",
+                  "exact_match", "mismatch_categories", "violations", "blocking", "coercions", "chosen_plan",
+                  "reference_calls", "tool_families", "schema_findings", "calls_match", "name_only",
+                  "ragas_tool_call_f1")
+"""The columns :meth:`_QuietRows.row` fills, in the order of its values."""
 
 
 def _plain_match(i: int, entry: Any, observed: list[Call], counts: _Counts) -> RuleMatch:
@@ -480,36 +658,71 @@ def _row_inputs(entry: Any, sources: ScoringSources) -> Mapping[str, list[str]]:
     return given if not entry.extra else {**given, entry.input_key: [entry.case.case_id]}
 
 
-def _provenance(i: int, out: _Columns, envelope: _EnvelopeRows, inputs: Mapping[str, list[str]],
-                observed: list[Call], verified: bool) -> None:
-    """The row's join check, first divergent boundary and failure owner
-    (:mod:`tooleval.capture.provenance`)."""
-    if verified:
-        intact = envelope.value("trace_digest", i) is not None
-    else:
-        intact = digest_ok(envelope.record(i))
+def _provenance(out: _Columns, envelope: _EnvelopeRows, entries: list, observed_ids: list,
+                sources: ScoringSources) -> None:
+    """Every row's join check, first divergent boundary and failure owner (:mod:`tooleval.capture.provenance`),
+    from the batch's columns read once."""
+    values = envelope.values
+    digests, case_ids = values("trace_digest"), values("case_id")
+    request_ids, response_ids = values("request_id"), values("response_id")
+    adapters, executors = values("adapter_calls"), values("executor_calls")
+    verified = sources.digests_verified
     if envelope.view is not None:  # the request's join key, as capture computed it from the decoded request
-        key = envelope.value("request_key", i)
+        keys = values("request_key")
     else:
-        request = envelope.value("request_messages_json", i)
-        key = None if request is None else input_key(loads_text(request)) or ""
-    status, detail = join_check_key(envelope.value("case_id", i), key, envelope.value("request_id", i),
-                                    envelope.value("response_id", i), intact, inputs)
-    adapter_records, executor_records = envelope.value("adapter_calls", i), envelope.value("executor_calls", i)
-    boundary = None
-    if adapter_records is not None or executor_records is not None:
-        adapter, executor = boundary_calls({"adapter_calls": adapter_records, "executor_calls": executor_records})
-        boundary = first_divergent_boundary(observed, adapter, executor)
-    out["provenance_status"][i] = status
-    out["provenance_detail"][i] = detail
-    out["first_divergent_boundary"][i] = boundary
-    exact, name_only_row = out["exact_match"][i], out["name_only"][i]
-    # a name-only row is never an exact match, yet calls matched by name are no failure of the agent's
-    matched = exact if not name_only_row else (out["fp"][i] == 0 and out["fn"][i] == 0)
-    out["failure_owner"][i] = failure_owner(status, boundary, matched)
+        keys = [None if request is None else input_key(loads_text(request)) or ""
+                for request in values("request_messages_json")]
+    calls = sources.memo.registry.calls
+    exact, name_only, fp, fn = out["exact_match"], out["name_only"], out["fp"], out["fn"]
+    statuses, details, boundaries, owners = (out[name] for name in ("provenance_status", "provenance_detail",
+                                                                    "first_divergent_boundary", "failure_owner"))
+    for i, entry in enumerate(entries):
+        intact = digests[i] is not None if verified else digest_ok(envelope.record(i))
+        status, detail = join_check_key(case_ids[i], keys[i], request_ids[i], response_ids[i], intact,
+                                        _row_inputs(entry, sources))
+        boundary = None
+        if adapters[i] is not None or executors[i] is not None:
+            adapter, executor = boundary_calls({"adapter_calls": adapters[i], "executor_calls": executors[i]})
+            ids = observed_ids[i]
+            boundary = first_divergent_boundary([] if ids is None else [calls[k] for k in ids], adapter, executor)
+        statuses[i], details[i], boundaries[i] = status, detail, boundary
+        # a name-only row is never an exact match, yet calls matched by name are no failure of the agent's
+        matched = exact[i] if not name_only[i] else (fp[i] == 0 and fn[i] == 0)
+        owners[i] = failure_owner(status, boundary, matched)
 
 
-def _table(envelopes: pa.Table, out: _Columns, names: set) -> pa.Table:
+_CALL_COLUMNS = frozenset({"expected_calls", "observed_calls", "missing_calls", "extra_calls", "reference_calls"})
+"""The row columns of call lists, whose values in :class:`_Columns` may be call ids (:func:`_call_column`)."""
+
+
+def _call_column(values: list, registry: CallRegistry) -> pa.ListArray:
+    """A list column of call records from one value per row: ``None`` (a null list), a sequence of registry ids,
+    or a list of record dicts. Records of the registry's calls are taken from its array
+    (:meth:`CallRegistry.record_array`), not converted from dicts again for every row that repeats them."""
+    base = registry.record_array()
+    width = len(base)
+    offsets, flat, nulls, given = [0], [], [], []
+    for value in values:
+        if value is None:
+            nulls.append(len(offsets) - 1)
+        elif value and type(value[0]) is not int:  # records of calls the registry does not hold
+            start = width + len(given)
+            flat += range(start, start + len(value))
+            given += value
+        else:
+            flat += value
+        offsets.append(len(flat))
+    records = base if not given else pa.concat_arrays([base, pa.array(given, base.type)])
+    mask = None
+    if nulls:
+        null = np.zeros(len(values), bool)
+        null[nulls] = True
+        mask = pa.array(null)
+    return pa.ListArray.from_arrays(pa.array(offsets, pa.int32()), records.take(pa.array(flat, pa.int64())),
+                                    mask=mask)
+
+
+def _table(envelopes: pa.Table, out: _Columns, names: set, registry: CallRegistry) -> pa.Table:
     """The rows as a table of :data:`ROW_SCHEMA`: the envelope's own columns taken over, constants repeated, the
     rest from ``out``."""
     n = envelopes.num_rows
@@ -521,6 +734,8 @@ def _table(envelopes: pa.Table, out: _Columns, names: set) -> pa.Table:
             arrays.append(envelopes.column(item.name).cast(item.type))
         elif item.name in constants:
             arrays.append(pa.array([constants[item.name]] * n, item.type))
+        elif item.name in _CALL_COLUMNS and item.name in out:
+            arrays.append(_call_column(out[item.name], registry).cast(item.type))
         elif item.name in out:
             arrays.append(pa.array(out[item.name], item.type))
         else:
