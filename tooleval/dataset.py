@@ -293,6 +293,26 @@ class Cases(Mapping[str, Case]):
         self._recent[case_id] = case
         return case
 
+    def read_ahead(self, case_ids: Iterable[str]) -> None:
+        """Read the cases of ``case_ids`` not kept yet, in file order through one open file, and keep them (up to
+        :data:`CASE_CACHE`), so that asking for them one by one next reads nothing: a batch of rows asks for its
+        few hundred cases at once, and opening the file and seeking for each cost more than parsing it.
+
+        Raises:
+            KeyError: an id the dataset does not hold (before anything is read).
+            InputFileError: a line changed since the dataset was loaded.
+        """
+        wanted = sorted((self._index[case_id], case_id) for case_id in dict.fromkeys(case_ids)
+                        if case_id not in self._recent)[:CASE_CACHE]
+        if not wanted:
+            return
+        with open(self._path, "rb", buffering=1 << 16) as handle:
+            for (offset, number), case_id in wanted:
+                case = self._read(case_id, offset, number, handle)
+                if len(self._recent) >= CASE_CACHE:
+                    self._recent.pop(next(iter(self._recent), None), None)  # the least recently used
+                self._recent[case_id] = case
+
     def _read(self, case_id: str, offset: int, number: int, handle: BinaryIO | None = None) -> Case:
         if handle is None:
             with open(self._path, "rb") as own:

@@ -88,3 +88,22 @@ def test_trusted_load_indexes_what_the_full_load_validated(tmp_path):
     with pytest.raises(InputFileError) as info:
         load_dataset_trusted(data, full.content_digest)
     assert "changed while the run was going on" in str(info.value) and str(data.resolve()) in str(info.value)
+
+
+def test_cases_read_ahead_are_kept_and_then_read_nothing(tmp_path):
+    """A batch's cases read ahead in one pass are the cases a lookup would read, and asking for them afterwards
+    reads nothing: the file can be gone by then. An id the dataset does not hold is refused before any read."""
+    data = write_synth(300, 0, "bfcl", tmp_path / "data").path
+    cases = load_dataset(data).cases
+    lines = [json.loads(line) for line in (data / "cases.jsonl").read_text().splitlines() if line.strip()]
+    wanted = [line["case_id"] for line in lines[::3]][::-1]  # out of file order, as a batch's rows may be
+    with pytest.raises(KeyError):
+        cases.read_ahead([wanted[0], "no such case"])
+    cases._recent.clear()
+    cases.read_ahead(wanted + wanted[:2])  # repeats are read once
+    (data / "cases.jsonl").rename(data / "moved.jsonl")
+    by_id = {line["case_id"]: line for line in lines}
+    for case_id in wanted:
+        assert cases[case_id] == Case.model_validate(by_id[case_id])
+    with pytest.raises(OSError):  # a case not read ahead would need the file
+        cases[lines[1]["case_id"]]

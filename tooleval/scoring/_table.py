@@ -34,6 +34,7 @@ import pyarrow.compute as pc
 from tooleval.canonical import loads_text
 from tooleval.capture.envelope import boundary_calls, digest_ok, envelope_calls
 from tooleval.capture.transcript import Transcript
+from tooleval.dataset import Cases
 from tooleval.capture.provenance import failure_owner, first_divergent_boundary, input_key, join_check_key
 from tooleval.capture.redaction import MARKER_KEY, Redactor
 from tooleval.matching import MatchResult, f1_score, match_evidence, pair_wrong_args
@@ -151,6 +152,8 @@ def score_table(envelopes: pa.Table, sources: ScoringSources) -> pa.Table:
     out = _Columns(n)
     entries = [None] * n
     view = _View.of(envelopes) if sources.digests_verified else None
+    if isinstance(sources.cases, Cases):  # the batch's cases read in one pass, not one open file each
+        sources.cases.read_ahead(case_ids)
     if view is not None:  # what capture read of each trace's metadata, as columns
         out["recorded_reward"] = envelopes.column("recorded_reward").to_pylist()
         secrets = column("reference_secrets_json") if redactor is not None else [None] * n
