@@ -12,7 +12,8 @@ from tooleval.agents._openai import (
     openai_tools,
     request_id_for,
 )
-from tooleval.agents._replay import ReplayAgentConfig, WorkItem, as_text_record, replay_generate
+from tooleval.agents._replay import (ReplayAgentConfig, WorkItem, as_text_record, line_problem, redaction_error,
+                                     replay_generate, replay_lines)
 from tooleval.agents._store import GenerationStore, item_key
 
 __all__ = [
@@ -25,9 +26,12 @@ __all__ = [
     "as_text_record",
     "generation_digest",
     "item_key",
+    "line_problem",
     "openai_generate",
     "openai_tools",
     "read_tool_results",
+    "redaction_error",
     "replay_generate",
+    "replay_lines",
     "request_id_for",
 ]

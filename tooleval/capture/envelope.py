@@ -22,16 +22,17 @@ from datetime import datetime, timezone
 from typing import Any, Collection
 
 import orjson
+import pyarrow as pa
 
 from tooleval.canonical import (ORJSON_CANONICAL, orjson_canonical, canonical_dumps, canonical_json,
                                 canonical_loads, canonical_text, canonical_value, dumps_text, loads_text)
 from tooleval.capture._call_state import MARKER_KEY
 from tooleval.capture.provenance import input_key
 from tooleval.models import AgentInfo, Call, RecordedTrace, call_records_from_messages
-from tooleval.capture.transcript import transcript_columns
-from tooleval.storage import ENVELOPE_VERSION, VIEW_FIELDS
+from tooleval.capture.transcript import transcript_values, view_arrays_of
+from tooleval.storage import CAPTURE_SCHEMA, ENVELOPE_SCHEMA, ENVELOPE_VERSION, VIEW_FIELDS
 
-__all__ = ["build_envelope", "generation_envelope", "envelope_digest", "digest_ok", "envelope_calls", "boundary_calls"]
+__all__ = ["EnvelopeColumns", "build_envelope", "generation_envelope", "envelope_digest", "digest_ok", "envelope_calls", "boundary_calls"]
 
 _NOT_CONTENT = {"run_id", "dataset_revision", "captured_at", "trace_digest", "error", *VIEW_FIELDS.names}
 """Columns the version-3 digest leaves out: the partition columns, the capture time, the digest itself and the
@@ -161,72 +162,167 @@ def build_envelope(
             fields, whose results the leak rule reads); ``None``: every tool's.
 
     Returns:
-        A dict with the envelope columns; ``run_id`` is ``None`` until publication. ``error`` is set (and
-        ``model_calls`` empty) when the messages hold a tool call that cannot be read at all (no tool name), and
-        (``generation_error: recorded: <text>``) when the trace records that its agent failed (``error``).
+        A dict with the envelope columns and the view columns (:data:`tooleval.storage.VIEW_FIELDS`); ``run_id``
+        is ``None`` until publication. ``error`` is set (and ``model_calls`` empty) when the messages hold a tool
+        call that cannot be read at all (no tool name), and (``generation_error: recorded: <text>``) when the
+        trace records that its agent failed (``error``).
 
     Raises:
         ValueError: ``captured_at`` is naive.
     """
     if captured_at.tzinfo is None:
         raise ValueError("captured_at must be timezone-aware (UTC)")
-    error = None
-    try:
-        calls = call_records_from_messages(trace.messages)
-    except ValueError as exc:
-        calls, error = [], f"bad_trace: {exc}"
-    recorded_error = (trace.model_extra or {}).get("error")
-    if error is None and isinstance(recorded_error, str):
-        # the recorded agent failed to answer (BFCL's "Error during inference: ..."): a failing row that says so,
-        # never a row scored as if the agent had chosen to make no call
-        error = f"generation_error: recorded: {recorded_error}"
-    request = trace.request.get("messages") if isinstance(trace.request, dict) else None
-    metadata = trace.metadata or {}
-    record: dict[str, Any] = {
-        "envelope_version": ENVELOPE_VERSION,
-        "dataset_revision": revision,
-        "run_id": None,
-        "case_id": trace.case_id,
-        "trial": trace.trial,
-        "agent_name": trace.agent.name,
-        "agent_version": trace.agent.version,
-        "agent_model": trace.agent.model,
-        "request_id": trace.request_id,
-        "response_id": trace.response_id,
-        "messages_json": dumps_text(trace.messages),
-        "model_calls": calls,
-        "metadata_json": dumps_text(metadata, sort_keys=True),
-        "captured_at": captured_at,
-        "trace_digest": None,
-        "error": error,
-        "request_messages_json": None if request is None else dumps_text(request),
-        "adapter_calls": _call_records(trace.adapter_calls),
-        "executor_calls": _executor_records(trace.executor_calls),
-        "prompt_version": trace.prompt_version,
-        "tool_schema_version": trace.tool_schema_version or tool_schema_version,
-        "generation_started_at": trace.generation_started_at,
-        "generation_finished_at": trace.generation_finished_at,
-        "redacted_fields": sorted(redacted_fields or []),
-    }
-    record["trace_digest"] = _digest_of_values(record, {"messages_json": trace.messages, "metadata_json": metadata,
-                                                        "request_messages_json": request})
-    record.update(_view(trace.messages, calls, request, metadata, kept_results))
+    columns = EnvelopeColumns(captured_at, tool_schema_version, kept_results)
+    columns.add_model(trace, redacted_fields)
+    record = columns.record(0)
+    record["dataset_revision"] = revision
     return record
 
 
+_AT = {name: index for index, name in enumerate(CAPTURE_SCHEMA.names)}
+"""Column name -> its position in a capture stage row."""
+
+
+class EnvelopeColumns:
+    """A batch of capture stage rows being built, one Python list per :data:`tooleval.storage.CAPTURE_SCHEMA`
+    column (:meth:`table` makes the Arrow table at once): each trace's values are appended straight to the columns,
+    with no record per row in between.
+
+    What depends on one value only is computed once per distinct value for the batch's life (a shard's): the
+    call record of a (tool name, argument text) — tool names and argument texts recur across a case's trials and
+    across cases.
+
+    Args:
+        captured_at: Timezone-aware UTC capture time (every row's).
+        tool_schema_version: Recorded for a trace that does not name its own.
+        kept: The tools whose result texts the transcript view keeps; ``None``: every tool's.
+    """
+
+    def __init__(self, captured_at: datetime, tool_schema_version: str | None,
+                 kept: Collection[str] | None) -> None:
+        self.captured_at = captured_at
+        self.tool_schema_version = tool_schema_version
+        self.kept = kept
+        self.calls_seen: dict[tuple[str, str], dict[str, str | None]] = {}
+        """(tool name, argument text) -> its call record (shared by the rows: never modified)."""
+        self.clear()
+
+    def clear(self) -> None:
+        """Start a new batch (the memo of call records stays)."""
+        self.columns: list[list[Any]] = [[] for _ in CAPTURE_SCHEMA.names]
+        self.text = 0
+        """Characters of JSON text in the batch (where a stage file's record batch ends: ``STAGE_GROUP_TEXT``)."""
+
+    def __len__(self) -> int:
+        return len(self.columns[0])
+
+    def record(self, index: int) -> dict[str, Any]:
+        """Row ``index`` as a dict of every :data:`~tooleval.storage.CAPTURE_SCHEMA` column."""
+        return {name: column[index] for name, column in zip(CAPTURE_SCHEMA.names, self.columns)}
+
+    def table(self) -> pa.Table:
+        """The batch as a table of :data:`~tooleval.storage.CAPTURE_SCHEMA`, built column by column."""
+        columns = self.columns
+        count = len(ENVELOPE_SCHEMA)
+        envelope = [pa.array(values, field.type) for values, field in zip(columns, ENVELOPE_SCHEMA)]
+        return pa.Table.from_arrays([*envelope, *view_arrays_of(columns[count:])], schema=CAPTURE_SCHEMA)
+
+    def add_failed(self, case_id: str, trial: int, error: str | None) -> None:
+        """A row without a trace (its generation failed, or its line is not a valid trace): ``error`` and no
+        calls, every other column null."""
+        row: list[Any] = [None] * len(self.columns)
+        row[_AT["envelope_version"]] = ENVELOPE_VERSION
+        row[_AT["case_id"]] = case_id
+        row[_AT["trial"]] = trial
+        row[_AT["captured_at"]] = self.captured_at
+        row[_AT["model_calls"]] = []
+        row[_AT["error"]] = error
+        for column, value in zip(self.columns, row):
+            column.append(value)
+
+    def add_model(self, trace: RecordedTrace, redacted_fields: list[str] | None, error: str | None = None) -> None:
+        """:meth:`add` of a validated :class:`~tooleval.models.RecordedTrace`."""
+        self.add(trace.case_id, trace.trial, trace.agent.name, trace.agent.version, trace.agent.model,
+                 trace.request_id, trace.response_id, trace.messages, trace.metadata, trace.request,
+                 trace.adapter_calls, trace.executor_calls, trace.prompt_version, trace.tool_schema_version,
+                 trace.generation_started_at, trace.generation_finished_at, (trace.model_extra or {}).get("error"),
+                 redacted_fields, error)
+
+    def add_values(self, trace: dict[str, Any], error: str | None = None) -> None:
+        """:meth:`add` of a trace's decoded JSON values (redacted, with their ``redacted_fields``) whose shape
+        :func:`plain_trace_shape` proved valid: what :class:`~tooleval.models.RecordedTrace` would hold, read from
+        the values without building it."""
+        get = trace.get
+        case_id = trace["case_id"]
+        agent = get("agent")
+        if agent is None:
+            name, version, model = "unknown", None, None
+        else:
+            name, version, model = agent.get("name", "unknown"), agent.get("version"), agent.get("model")
+        self.add(case_id if type(case_id) is str else str(case_id), trace["trial"], name, version, model,
+                 get("request_id"), get("response_id"), trace["messages"], get("metadata"), get("request"),
+                 get("adapter_calls"), get("executor_calls"), get("prompt_version"), get("tool_schema_version"),
+                 None, None, get("error"), get("redacted_fields"), error)
+
+    def add(self, case_id: str, trial: int, agent_name: str, agent_version: str | None, agent_model: str | None,
+            request_id: str | None, response_id: str | None, messages: list, metadata: dict | None,
+            request: dict | None, adapter_calls: list | None, executor_calls: list | None,
+            prompt_version: str | None, tool_schema_version: str | None, started: datetime | None,
+            finished: datetime | None, recorded_error: Any, redacted_fields: list[str] | None,
+            error: str | None = None) -> None:
+        """Append one trace's row (the columns :func:`build_envelope` documents). ``error``: the generation's
+        error, which replaces the trace's own (a failed generation keeps what was captured)."""
+        try:
+            calls = self._model_calls(messages)
+            own_error = None
+        except ValueError as exc:
+            calls, own_error = [], f"bad_trace: {exc}"
+        if own_error is None and isinstance(recorded_error, str):
+            # the recorded agent failed to answer (BFCL's "Error during inference: ..."): a failing row that says
+            # so, never a row scored as if the agent had chosen to make no call
+            own_error = f"generation_error: recorded: {recorded_error}"
+        request_messages = request.get("messages") if isinstance(request, dict) else None
+        metadata = metadata or {}
+        messages_json = dumps_text(messages)
+        metadata_json = dumps_text(metadata, sort_keys=True)
+        request_json = None if request_messages is None else dumps_text(request_messages)
+        small = {
+            "envelope_version": ENVELOPE_VERSION, "case_id": case_id, "trial": trial, "agent_name": agent_name,
+            "agent_version": agent_version, "agent_model": agent_model, "request_id": request_id,
+            "response_id": response_id, "model_calls": calls, "adapter_calls": _call_records(adapter_calls),
+            "executor_calls": _executor_records(executor_calls), "prompt_version": prompt_version,
+            "tool_schema_version": tool_schema_version or self.tool_schema_version,
+            "generation_started_at": started, "generation_finished_at": finished,
+            "redacted_fields": sorted(redacted_fields or []),
+        }
+        digest = _digest_of_values(small, {"messages_json": messages, "metadata_json": metadata,
+                                           "request_messages_json": request_messages})
+        view = _view(messages, calls, request_messages, metadata, self.kept)
+        row = (ENVELOPE_VERSION, None, None, case_id, trial, agent_name, agent_version, agent_model, request_id,
+               response_id, messages_json, calls, metadata_json, self.captured_at, digest, error or own_error,
+               request_json, small["adapter_calls"], small["executor_calls"], prompt_version,
+               small["tool_schema_version"], started, finished, small["redacted_fields"], *view)
+        for column, value in zip(self.columns, row):
+            column.append(value)
+        self.text += len(messages_json) + len(metadata_json) + (0 if request_json is None else len(request_json)) \
+            + (0 if view[-1] is None else len(view[-1]))
+
+    def _model_calls(self, messages: list) -> list[dict[str, str | None]]:
+        """:func:`tooleval.models.call_records_from_messages`, each (tool name, argument text) read once."""
+        return call_records_from_messages(messages, self.calls_seen)
+
+
 def _view(messages: list, calls: list[dict], request: Any, metadata: dict,
-          kept: Collection[str] | None) -> dict[str, Any]:
-    """The capture stage's view columns (:data:`tooleval.storage.VIEW_FIELDS`) of a trace being enveloped: what
-    the scoring stage reads of its content, taken from the values decoded here."""
-    view = transcript_columns(messages, [call["name"] for call in calls], kept)
-    view["request_key"] = None if request is None else input_key(request) or ""
+          kept: Collection[str] | None) -> tuple:
+    """The capture stage's view columns (:data:`tooleval.storage.VIEW_FIELDS`, in their order) of a trace being
+    enveloped: what the scoring stage reads of its content, taken from the values decoded here."""
+    transcript = transcript_values(messages, [call["name"] for call in calls], kept)
+    request_key = None if request is None else input_key(request) or ""
     reward = metadata.get("reward")
-    view["recorded_reward"] = None if isinstance(reward, bool) or not isinstance(reward, (int, float)) \
-        else float(reward)
+    recorded_reward = None if isinstance(reward, bool) or not isinstance(reward, (int, float)) else float(reward)
     marker = metadata.get(MARKER_KEY)
     secrets = marker.get("reference_secrets") if isinstance(marker, dict) else None
-    view["reference_secrets_json"] = None if secrets is None else json.dumps(secrets)
-    return view
+    return (*transcript, request_key, recorded_reward, None if secrets is None else json.dumps(secrets))
 
 
 def _recorded_trace(payload: dict[str, Any]) -> RecordedTrace:

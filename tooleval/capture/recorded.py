@@ -59,7 +59,7 @@ if TYPE_CHECKING:
 __all__ = [
     "TraceLine", "TraceIndex", "iter_json_lines", "iter_trace_lines", "index_traces", "file_digest",
     "trace_line_problem", "trace_key", "read_trace_line", "read_trace_bytes", "load_unique_json", "replay_keys",
-    "decode_line", "fast_object", "plainly_recorded_trace",
+    "decode_line", "fast_object", "plainly_recorded_trace", "plain_trace_shape",
 ]
 
 
@@ -837,7 +837,12 @@ def plainly_recorded_trace(line: TraceLine) -> bool:
     """
     if not line.plain or line.problem is not None:
         return False
-    data = line.data
+    return plain_trace_shape(line.data)
+
+
+def plain_trace_shape(data: dict) -> bool:
+    """:func:`plainly_recorded_trace`'s test of the shape alone, for values known to be plain (read by orjson, or
+    made of such values by redaction, which writes only text)."""
     case_id, trial = data.get("case_id"), data.get("trial")
     if not (type(case_id) is str and case_id or type(case_id) is int):
         return False

@@ -39,7 +39,7 @@ import pyarrow as pa
 from tooleval.storage import VIEW_FIELDS
 
 
-__all__ = ["Transcript", "written_texts", "read_written", "view_arrays", "transcript_columns", "align_calls",
+__all__ = ["Transcript", "written_texts", "read_written", "view_arrays", "view_arrays_of", "transcript_values", "transcript_columns", "align_calls",
            "message_text"]
 
 
@@ -347,32 +347,45 @@ def view_arrays(records: list[dict[str, Any]]) -> list[pa.Array]:
     """The :data:`VIEW_FIELDS` columns of a batch of envelope records built by
     :func:`tooleval.capture.build_envelope` (a record without them, an envelope of a failed generation, gives
     nulls), built column by column rather than record by record."""
-    def get(name: str) -> list:
-        return [record.get(name) for record in records]
+    return view_arrays_of([[record.get(name) for record in records] for name in VIEW_FIELDS.names])
 
+
+def view_arrays_of(columns: list[list]) -> list[pa.Array]:
+    """The :data:`VIEW_FIELDS` columns from one Python list of values per column, in their order."""
+    (roles, texts, errors, flags, steps, steps_error, results, written, request_key, reward,
+     secrets) = columns
     return [
-        pa.array(get("message_roles"), pa.string()),
-        _lists(get("message_texts"), pa.string()),
-        _lists(get("error_messages"), pa.int32()),
-        _lists(get("user_flags"), _FLAG, _structs(_FLAG)),
-        _lists(get("steps"), _STEP, _structs(_STEP)),
-        pa.array(get("steps_error"), pa.string()),
-        _lists(get("result_texts"), pa.string()),
-        _lists(get("written_arguments"), pa.string()),
-        pa.array(get("request_key"), pa.string()),
-        pa.array(get("recorded_reward"), pa.float64()),
-        pa.array(get("reference_secrets_json"), pa.string()),
+        pa.array(roles, pa.string()),
+        _lists(texts, pa.string()),
+        _lists(errors, pa.int32()),
+        _lists(flags, _FLAG, _structs(_FLAG)),
+        _lists(steps, _STEP, _structs(_STEP)),
+        pa.array(steps_error, pa.string()),
+        _lists(results, pa.string()),
+        _lists(written, pa.string()),
+        pa.array(request_key, pa.string()),
+        pa.array(reward, pa.float64()),
+        pa.array(secrets, pa.string()),
     ]
+
+
+_TRANSCRIPT_NAMES = ("message_roles", "message_texts", "error_messages", "user_flags", "steps", "steps_error",
+                     "result_texts", "written_arguments")
+
+
+def transcript_values(messages: list[Any] | None, names: Sequence[str],
+                      kept: Collection[str] | None = None) -> tuple:
+    """The transcript fields of a trace's messages as the values of the capture stage's first eight view columns
+    (:data:`VIEW_FIELDS`, in their order); all ``None`` without messages."""
+    if messages is None:
+        return (None,) * len(_TRANSCRIPT_NAMES)
+    view = Transcript.of_messages(messages, names, kept, for_capture=True)
+    return (view.roles, view.texts, view.error_messages, view.flags, view.steps, view.steps_error, view.results,
+            view.written)
 
 
 def transcript_columns(messages: list[Any] | None, names: Sequence[str],
                        kept: Collection[str] | None = None) -> dict[str, Any]:
     """The transcript fields of a trace's messages as the values of the capture stage's view columns
     (:data:`VIEW_FIELDS`, :func:`view_arrays` turns a batch of them into columns); all null without messages."""
-    if messages is None:
-        return dict.fromkeys(("message_roles", "message_texts", "error_messages", "user_flags", "steps",
-                              "steps_error", "result_texts", "written_arguments"))
-    view = Transcript.of_messages(messages, names, kept, for_capture=True)
-    return {"message_roles": view.roles, "message_texts": view.texts, "error_messages": view.error_messages,
-            "user_flags": view.flags, "steps": view.steps, "steps_error": view.steps_error,
-            "result_texts": view.results, "written_arguments": view.written}
+    return dict(zip(_TRANSCRIPT_NAMES, transcript_values(messages, names, kept)))
