@@ -25,7 +25,8 @@ import orjson
 import pyarrow as pa
 
 from tooleval.canonical import (ORJSON_CANONICAL, orjson_canonical, canonical_dumps, canonical_json,
-                                canonical_loads, canonical_text, canonical_value, dumps_text, loads_text)
+                                canonical_loads, canonical_text, canonical_text_written, canonical_value, dumps_text,
+                                loads_text)
 from tooleval.capture._call_state import MARKER_KEY
 from tooleval.capture.provenance import input_key
 from tooleval.models import AgentInfo, Call, RecordedTrace, call_records_from_messages
@@ -179,6 +180,20 @@ def build_envelope(
     return record
 
 
+def _no_float(executor: list[dict] | None, redacted: list) -> bool:
+    """Whether the small columns of an envelope whose timestamps are null hold no float, seen from the only values
+    a trace may give any JSON type: an executor call's status and the redacted field paths it names itself."""
+    if executor is not None:
+        for call in executor:
+            status = call["status"]
+            if status is not None and type(status) is not str:
+                return False
+    for path in redacted:
+        if type(path) is not str:
+            return False
+    return True
+
+
 _AT = {name: index for index, name in enumerate(CAPTURE_SCHEMA.names)}
 """Column name -> its position in a capture stage row."""
 
@@ -273,7 +288,7 @@ class EnvelopeColumns:
         """Append one trace's row (the columns :func:`build_envelope` documents). ``error``: the generation's
         error, which replaces the trace's own (a failed generation keeps what was captured)."""
         try:
-            calls = self._model_calls(messages)
+            calls = call_records_from_messages(messages, self.calls_seen)
             own_error = None
         except ValueError as exc:
             calls, own_error = [], f"bad_trace: {exc}"
@@ -284,45 +299,66 @@ class EnvelopeColumns:
         request_messages = request.get("messages") if isinstance(request, dict) else None
         metadata = metadata or {}
         messages_json = dumps_text(messages)
-        metadata_json = dumps_text(metadata, sort_keys=True)
+        try:  # the metadata's sorted writing is also its canonical text when it holds no float
+            written = orjson.dumps(metadata, option=ORJSON_CANONICAL)
+            metadata_json, canonical_metadata = written.decode(), canonical_text_written(metadata, written)
+        except (TypeError, orjson.JSONEncodeError):
+            metadata_json, canonical_metadata = dumps_text(metadata, sort_keys=True), None
         request_json = None if request_messages is None else dumps_text(request_messages)
+        adapter = _call_records(adapter_calls)
+        executor = _executor_records(executor_calls)
+        schema_version = tool_schema_version or self.tool_schema_version
+        redacted = sorted(redacted_fields or [])
         small = {
-            "envelope_version": ENVELOPE_VERSION, "case_id": case_id, "trial": trial, "agent_name": agent_name,
-            "agent_version": agent_version, "agent_model": agent_model, "request_id": request_id,
-            "response_id": response_id, "model_calls": calls, "adapter_calls": _call_records(adapter_calls),
-            "executor_calls": _executor_records(executor_calls), "prompt_version": prompt_version,
-            "tool_schema_version": tool_schema_version or self.tool_schema_version,
-            "generation_started_at": started, "generation_finished_at": finished,
-            "redacted_fields": sorted(redacted_fields or []),
+            "adapter_calls": adapter, "agent_model": agent_model, "agent_name": agent_name,
+            "agent_version": agent_version, "case_id": case_id, "envelope_version": ENVELOPE_VERSION,
+            "executor_calls": executor, "generation_finished_at": finished, "generation_started_at": started,
+            "model_calls": calls, "prompt_version": prompt_version, "redacted_fields": redacted,
+            "request_id": request_id, "response_id": response_id, "tool_schema_version": schema_version,
+            "trial": trial,
         }
-        digest = _digest_of_values(small, {"messages_json": messages, "metadata_json": metadata,
-                                           "request_messages_json": request_messages})
+        digest = None
+        if canonical_metadata is not None and started is None and finished is None \
+                and _no_float(executor, redacted):
+            # the small columns hold text, integers and null only: orjson's sorted writing is their canonical text
+            # (:func:`_digest_of_values` decides the same of any record, at the cost of writing them twice)
+            small["messages_json"] = orjson.Fragment(canonical_text(messages))
+            small["metadata_json"] = orjson.Fragment(canonical_metadata)
+            small["request_messages_json"] = orjson.Fragment(
+                "null" if request_messages is None else canonical_text(request_messages))
+            try:
+                digest = hashlib.sha256(orjson.dumps(small, option=ORJSON_CANONICAL)).hexdigest()
+            except (TypeError, orjson.JSONEncodeError):  # text orjson refuses (a lone surrogate): the slow way
+                for key in _JSON_TEXT:
+                    del small[key]
+        if digest is None:
+            digest = _digest_of_values(small, {"messages_json": messages, "metadata_json": metadata,
+                                               "request_messages_json": request_messages})
         view = _view(messages, calls, request_messages, metadata, self.kept)
         row = (ENVELOPE_VERSION, None, None, case_id, trial, agent_name, agent_version, agent_model, request_id,
                response_id, messages_json, calls, metadata_json, self.captured_at, digest, error or own_error,
-               request_json, small["adapter_calls"], small["executor_calls"], prompt_version,
-               small["tool_schema_version"], started, finished, small["redacted_fields"], *view)
+               request_json, adapter, executor, prompt_version, schema_version, started, finished, redacted, *view)
         for column, value in zip(self.columns, row):
             column.append(value)
         self.text += len(messages_json) + len(metadata_json) + (0 if request_json is None else len(request_json)) \
             + (0 if view[-1] is None else len(view[-1]))
-
-    def _model_calls(self, messages: list) -> list[dict[str, str | None]]:
-        """:func:`tooleval.models.call_records_from_messages`, each (tool name, argument text) read once."""
-        return call_records_from_messages(messages, self.calls_seen)
 
 
 def _view(messages: list, calls: list[dict], request: Any, metadata: dict,
           kept: Collection[str] | None) -> tuple:
     """The capture stage's view columns (:data:`tooleval.storage.VIEW_FIELDS`, in their order) of a trace being
     enveloped: what the scoring stage reads of its content, taken from the values decoded here."""
-    transcript = transcript_values(messages, [call["name"] for call in calls], kept)
+    return (*transcript_values(messages, [call["name"] for call in calls], kept), *_view_rest(request, metadata))
+
+
+def _view_rest(request: Any, metadata: dict) -> tuple:
+    """The last three view columns: the request's join key, the recorded reward and the redaction's markers."""
     request_key = None if request is None else input_key(request) or ""
     reward = metadata.get("reward")
     recorded_reward = None if isinstance(reward, bool) or not isinstance(reward, (int, float)) else float(reward)
     marker = metadata.get(MARKER_KEY)
     secrets = marker.get("reference_secrets") if isinstance(marker, dict) else None
-    return (*transcript, request_key, recorded_reward, None if secrets is None else json.dumps(secrets))
+    return request_key, recorded_reward, None if secrets is None else json.dumps(secrets)
 
 
 def _recorded_trace(payload: dict[str, Any]) -> RecordedTrace:
