@@ -74,6 +74,18 @@ def capture_tables(records: Iterable[dict[str, Any]], captured_at: datetime, too
         yield columns.table()
 
 
+def _same_values(redacted: dict[str, Any], data: dict[str, Any]) -> bool:
+    """Whether the redaction kept every value of ``data`` as it is (the same objects): then the redacted trace has
+    the shape the line was found to have."""
+    for key, value in data.items():
+        if redacted.get(key, _ABSENT) is not value:
+            return False
+    return True
+
+
+_ABSENT = object()
+
+
 def _add_record(columns: EnvelopeColumns, record: dict[str, Any]) -> None:
     """A generation record that holds its response (a live agent's redacted text) or only its error."""
     text = record.get("payload_json")
@@ -106,7 +118,7 @@ def _add_line(columns: EnvelopeColumns, path: Path, line: TraceLine | None, item
             columns.add_failed(key[0], key[1], redaction_error(key, exc, where, str(path), line.line))
             return
     try:
-        if plain and plain_trace_shape(data):
+        if plain and (data is line.data or _same_values(data, line.data) or plain_trace_shape(data)):
             columns.add_values(data)
         else:
             payload = dict(data)

@@ -30,7 +30,7 @@ from tooleval.canonical import (ORJSON_CANONICAL, orjson_canonical, canonical_du
 from tooleval.capture._call_state import MARKER_KEY
 from tooleval.capture.provenance import input_key
 from tooleval.models import AgentInfo, Call, RecordedTrace, call_records_from_messages
-from tooleval.capture.transcript import transcript_values, view_arrays_of
+from tooleval.capture.transcript import transcript_values
 from tooleval.storage import CAPTURE_SCHEMA, ENVELOPE_SCHEMA, ENVELOPE_VERSION, VIEW_FIELDS
 
 __all__ = ["EnvelopeColumns", "build_envelope", "generation_envelope", "envelope_digest", "digest_ok", "envelope_calls", "boundary_calls"]
@@ -224,36 +224,37 @@ class EnvelopeColumns:
 
     def clear(self) -> None:
         """Start a new batch (the memo of call records stays)."""
-        self.columns: list[list[Any]] = [[] for _ in CAPTURE_SCHEMA.names]
+        self.rows: list[tuple] = []
+        """Each row's values, in :data:`~tooleval.storage.CAPTURE_SCHEMA`'s order (turned into columns at once by
+        :meth:`table`)."""
         self.text = 0
         """Characters of JSON text in the batch (where a stage file's record batch ends: ``STAGE_GROUP_TEXT``)."""
 
     def __len__(self) -> int:
-        return len(self.columns[0])
+        return len(self.rows)
 
     def record(self, index: int) -> dict[str, Any]:
         """Row ``index`` as a dict of every :data:`~tooleval.storage.CAPTURE_SCHEMA` column."""
-        return {name: column[index] for name, column in zip(CAPTURE_SCHEMA.names, self.columns)}
+        return dict(zip(CAPTURE_SCHEMA.names, self.rows[index]))
 
     def table(self) -> pa.Table:
-        """The batch as a table of :data:`~tooleval.storage.CAPTURE_SCHEMA`, built column by column."""
-        columns = self.columns
-        count = len(ENVELOPE_SCHEMA)
-        envelope = [pa.array(values, field.type) for values, field in zip(columns, ENVELOPE_SCHEMA)]
-        return pa.Table.from_arrays([*envelope, *view_arrays_of(columns[count:])], schema=CAPTURE_SCHEMA)
+        """The batch as a table of :data:`~tooleval.storage.CAPTURE_SCHEMA`, built column by column (nested
+        values, the view's lists of tuples included, converted by Arrow itself)."""
+        columns = zip(*self.rows) if self.rows else [()] * len(CAPTURE_SCHEMA)
+        return pa.Table.from_arrays([pa.array(values, field.type) for values, field in zip(columns, CAPTURE_SCHEMA)],
+                                    schema=CAPTURE_SCHEMA)
 
     def add_failed(self, case_id: str, trial: int, error: str | None) -> None:
         """A row without a trace (its generation failed, or its line is not a valid trace): ``error`` and no
         calls, every other column null."""
-        row: list[Any] = [None] * len(self.columns)
+        row: list[Any] = [None] * len(CAPTURE_SCHEMA)
         row[_AT["envelope_version"]] = ENVELOPE_VERSION
         row[_AT["case_id"]] = case_id
         row[_AT["trial"]] = trial
         row[_AT["captured_at"]] = self.captured_at
         row[_AT["model_calls"]] = []
         row[_AT["error"]] = error
-        for column, value in zip(self.columns, row):
-            column.append(value)
+        self.rows.append(tuple(row))
 
     def add_model(self, trace: RecordedTrace, redacted_fields: list[str] | None, error: str | None = None) -> None:
         """:meth:`add` of a validated :class:`~tooleval.models.RecordedTrace`."""
@@ -335,11 +336,10 @@ class EnvelopeColumns:
             digest = _digest_of_values(small, {"messages_json": messages, "metadata_json": metadata,
                                                "request_messages_json": request_messages})
         view = _view(messages, calls, request_messages, metadata, self.kept)
-        row = (ENVELOPE_VERSION, None, None, case_id, trial, agent_name, agent_version, agent_model, request_id,
-               response_id, messages_json, calls, metadata_json, self.captured_at, digest, error or own_error,
-               request_json, adapter, executor, prompt_version, schema_version, started, finished, redacted, *view)
-        for column, value in zip(self.columns, row):
-            column.append(value)
+        self.rows.append((ENVELOPE_VERSION, None, None, case_id, trial, agent_name, agent_version, agent_model,
+                          request_id, response_id, messages_json, calls, metadata_json, self.captured_at, digest,
+                          error or own_error, request_json, adapter, executor, prompt_version, schema_version,
+                          started, finished, redacted, *view))
         self.text += len(messages_json) + len(metadata_json) + (0 if request_json is None else len(request_json)) \
             + (0 if view[-1] is None else len(view[-1]))
 

@@ -818,6 +818,7 @@ def _add_event(part: TracePart, event: RowError | tuple[str, int, int]) -> None:
         part.key_lines.append(event[2])
 
 
+_DICT_ONLY = {dict}
 _TEXT_OR_NULL = ("request_id", "response_id", "prompt_version", "tool_schema_version")
 
 
@@ -855,10 +856,12 @@ def plain_trace_shape(data: dict) -> bool:
         if any(agent.get(key) is not None and type(agent[key]) is not str for key in ("version", "model")):
             return False
     messages = data.get("messages")
-    if type(messages) is not list or any(type(message) is not dict for message in messages):
+    if type(messages) is not list or messages and set(map(type, messages)) != _DICT_ONLY:
         return False
-    if any(data.get(key) is not None and type(data[key]) is not str for key in _TEXT_OR_NULL):
-        return False
+    for key in _TEXT_OR_NULL:
+        value = data.get(key)
+        if value is not None and type(value) is not str:
+            return False
     metadata = data.get("metadata")
     if metadata is not None:
         if type(metadata) is not dict:
