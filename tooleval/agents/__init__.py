@@ -12,8 +12,8 @@ from tooleval.agents._openai import (
     openai_tools,
     request_id_for,
 )
-from tooleval.agents._replay import (ReplayAgentConfig, WorkItem, as_text_record, line_problem, redaction_error,
-                                     replay_generate, replay_lines)
+from tooleval.agents._replay import (ReplayAgentConfig, WorkItem, line_problem, redaction_error, replay_generate,
+                                     replay_lines)
 from tooleval.agents._store import GenerationStore, item_key
 
 __all__ = [
@@ -23,7 +23,6 @@ __all__ = [
     "ToolExecutor",
     "UNKNOWN_TOOL",
     "WorkItem",
-    "as_text_record",
     "generation_digest",
     "item_key",
     "line_problem",

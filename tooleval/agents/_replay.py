@@ -17,8 +17,7 @@ from tooleval.capture.recorded import (TraceLine, iter_json_lines, iter_trace_li
                                        plainly_recorded_trace, read_trace_bytes, trace_key, trace_line_problem)
 from tooleval.errors import RowError
 
-__all__ = ["ReplayAgentConfig", "WorkItem", "as_text_record", "line_problem", "redaction_error", "replay_generate",
-           "replay_lines"]
+__all__ = ["ReplayAgentConfig", "WorkItem", "line_problem", "redaction_error", "replay_generate", "replay_lines"]
 
 
 class ReplayAgentConfig(BaseModel):
@@ -74,45 +73,20 @@ def redaction_error(key: tuple[str, int], exc: BaseException, where: str, path: 
 
 
 def _record(path: Path, line: TraceLine, key: tuple[str, Any], seed: int,
-            encode: Callable[[dict[str, Any]], str] | None, keep_values: bool = False) -> dict[str, Any]:
-    """The generation record of one trace line (see :func:`replay_generate`)."""
+            encode: Callable[[dict[str, Any]], str] | None) -> dict[str, Any]:
+    """The generation record of one trace line (see :func:`replay_generate`): its payload as ``encode`` writes it
+    (redaction; default :func:`tooleval.canonical.dumps_text`), or its row's error when the line is not a valid
+    trace or its values cannot be written (text it cannot write as UTF-8, a number without canonical JSON, nesting
+    beyond Python's recursion limit), instead of stopping the shard."""
     error, _ = line_problem(path, line, key)
-    if error is not None:
-        return {"case_id": key[0], "trial": key[1], "seed": seed, "payload_json": None, "error": error}
-    return _payload_record(line.data, key, seed, encode, f"line {line.line} of {path}", str(path), line.line,
-                           keep_values)
-
-
-def _payload_record(data: dict[str, Any], key: tuple[str, Any], seed: int,
-                    encode: Callable[[dict[str, Any]], str | dict[str, Any]] | None, where: str,
-                    path: str | None = None,
-                    line: int | None = None, keep_values: bool = False) -> dict[str, Any]:
-    """The record of a trace whose payload ``encode`` makes (redaction); a value it cannot process (text it cannot
-    write as UTF-8, a number without canonical JSON, nesting beyond Python's recursion limit) makes that row's
-    error instead of stopping the shard. ``keep_values`` without ``encode``, or an ``encode`` that returns JSON
-    values rather than text: the decoded (or encoded) values are the record's ``payload``, for a reader in the same
-    process that would only decode the text again (:func:`as_text_record` gives the record of the text)."""
-    if keep_values and encode is None:
-        return {"case_id": key[0], "trial": key[1], "seed": seed, "payload": data, "payload_json": None,
-                "error": None, "source": (where, path, line)}
-    try:
-        payload = encode(data) if encode else dumps_text(data)
-        if isinstance(payload, dict):  # an encoding to values (redaction for trace capture): kept as they are
-            return {"case_id": key[0], "trial": key[1], "seed": seed, "payload": payload, "payload_json": None,
-                    "error": None, "source": (where, path, line)}
-    except (ValueError, RecursionError) as exc:  # UnicodeError is a ValueError
-        error = redaction_error(key, exc, where, path, line)
-        return {"case_id": key[0], "trial": key[1], "seed": seed, "payload_json": None, "error": error}
-    return {"case_id": key[0], "trial": key[1], "seed": seed, "payload_json": payload, "error": None}
-
-
-def as_text_record(record: dict[str, Any]) -> dict[str, Any]:
-    """A record made with ``keep_values`` (its ``payload`` the decoded line) as the record the default encoding
-    makes of it: the payload written as text, or the row's error when its values cannot be written (nesting beyond
-    Python's recursion limit), for a reader that could not take the values as they are."""
-    where, path, line = record["source"]
-    return _payload_record(record["payload"], (record["case_id"], record["trial"]), record["seed"], None, where,
-                           path, line)
+    if error is None:
+        try:
+            payload = encode(line.data) if encode else dumps_text(line.data)
+        except (ValueError, RecursionError) as exc:  # UnicodeError is a ValueError
+            error = redaction_error(key, exc, f"line {line.line} of {path}", str(path), line.line)
+        else:
+            return {"case_id": key[0], "trial": key[1], "seed": seed, "payload_json": payload, "error": None}
+    return {"case_id": key[0], "trial": key[1], "seed": seed, "payload_json": None, "error": error}
 
 
 _READ_RUN = 8 << 20
@@ -256,7 +230,6 @@ def replay_generate(
     items: list[WorkItem],
     offsets: list[tuple[int, int]] | None = None,
     encode: Callable[[dict[str, Any]], str] | None = None,
-    keep_values: bool = False,
 ) -> Iterator[dict[str, Any]]:
     """Look up the recorded response of each work item, one at a time (a generator: a shard's records are made as
     the caller asks for them; :func:`replay_lines` reads the lines).
@@ -269,8 +242,6 @@ def replay_generate(
         encode: Turns each parsed trace into its payload text (redaction:
             :meth:`tooleval.capture.redaction.Redactor.redact_trace_text`), so a line is decoded and encoded once;
             default :func:`tooleval.canonical.dumps_text`.
-        keep_values: Without ``encode``, hand each decoded line over as the record's ``payload`` (its JSON values)
-            instead of writing it as text.
 
     Raises:
         tooleval.errors.InputFileError: the file became unreadable, or (read at the plan's offsets) no longer
@@ -289,4 +260,4 @@ def replay_generate(
             yield {"case_id": item.case_id, "trial": item.trial, "seed": item.seed, "payload_json": None,
                    "error": f"generation_error: no recorded response for case {item.case_id!r} trial {item.trial}"}
             continue
-        yield _record(path, line, key, item.seed, encode, keep_values)
+        yield _record(path, line, key, item.seed, encode)
