@@ -1,6 +1,6 @@
 """Trace capture of one shard, batch by batch: each generation record's trace decoded once (a replayed line read
-in bulk with its neighbours), redacted, and its envelope and view values appended straight to the columns of the
-stage file's next record batch (:class:`tooleval.capture.envelope.EnvelopeColumns`).
+in bulk with its neighbours), redacted, and its envelope and view values appended as one row to the stage file's next
+record batch (:class:`tooleval.capture.envelope.EnvelopeColumns`), which becomes Arrow columns at once.
 
 What trace capture writes is documented in ``tasks/capture.py``; this module is how, without a record per row in
 between and with what depends on one value computed once per distinct value of the shard.

@@ -33,7 +33,8 @@ from tooleval.models import AgentInfo, Call, RecordedTrace, call_records_from_me
 from tooleval.capture.transcript import transcript_values
 from tooleval.storage import CAPTURE_SCHEMA, ENVELOPE_SCHEMA, ENVELOPE_VERSION, VIEW_FIELDS
 
-__all__ = ["EnvelopeColumns", "build_envelope", "generation_envelope", "envelope_digest", "digest_ok", "envelope_calls", "boundary_calls"]
+__all__ = ["EnvelopeColumns", "build_envelope", "generation_envelope", "envelope_digest", "digest_ok", "envelope_calls",
+           "boundary_calls"]
 
 _NOT_CONTENT = {"run_id", "dataset_revision", "captured_at", "trace_digest", "error", *VIEW_FIELDS.names}
 """Columns the version-3 digest leaves out: the partition columns, the capture time, the digest itself and the
@@ -199,9 +200,9 @@ _AT = {name: index for index, name in enumerate(CAPTURE_SCHEMA.names)}
 
 
 class EnvelopeColumns:
-    """A batch of capture stage rows being built, one Python list per :data:`tooleval.storage.CAPTURE_SCHEMA`
-    column (:meth:`table` makes the Arrow table at once): each trace's values are appended straight to the columns,
-    with no record per row in between.
+    """A batch of capture stage rows being built: each trace's values, in :data:`tooleval.storage.CAPTURE_SCHEMA`'s
+    order, kept as one tuple (no record per row, nor the layers of calls that built one), and turned into Arrow
+    columns at once by :meth:`table`.
 
     What depends on one value only is computed once per distinct value for the batch's life (a shard's): the
     call record of a (tool name, argument text) — tool names and argument texts recur across a case's trials and

@@ -38,8 +38,8 @@ import pyarrow as pa
 from tooleval.storage import VIEW_FIELDS
 
 
-__all__ = ["Transcript", "written_texts", "read_written", "view_arrays", "transcript_values", "transcript_columns", "align_calls",
-           "message_text"]
+__all__ = ["Transcript", "written_texts", "read_written", "view_arrays", "transcript_values", "transcript_columns",
+           "align_calls", "message_text"]
 
 
 def message_text(message: dict[str, Any]) -> str:
