@@ -21,12 +21,12 @@ from prefect import task
 from prefect.cache_policies import INPUTS, TASK_SOURCE
 
 from tooleval.agents import ReplayAgentConfig, WorkItem, replay_lines
-from tooleval.capture._shard import capture_tables
+from tooleval.capture import capture_tables
 from tooleval.capture.redaction import RedactionConfig
 from tooleval.dataset import load_dataset_trusted
 from tooleval.runs.plan import DatasetRef
 from tooleval.storage import CAPTURE_SCHEMA, iter_file_batches
-from tooleval.storage.stages import STAGE_GROUP_TEXT, STAGE_ROW_GROUP, StageRef, write_stage_tables
+from tooleval.storage.stages import STAGE_ROW_GROUP, StageRef, write_stage_tables
 from tasks._shared import cached_redactor
 
 __all__ = ["ReplayedLines", "capture_shard"]
@@ -105,6 +105,6 @@ def capture_shard(
             redact = redactor.redact_trace_values
             case_of = load_dataset_trusted(replay.dataset.path, replay.dataset.content_digest).cases.get
     kept = None if kept_results is None else frozenset(kept_results)
-    tables = capture_tables(records, captured_at, tool_schema_version, kept, rows_per_batch=STAGE_ROW_GROUP,
-                            text_per_batch=STAGE_GROUP_TEXT, lines=lines, redact=redact, case_of=case_of)
+    tables = capture_tables(records, captured_at, tool_schema_version, kept, lines=lines, redact=redact,
+                            case_of=case_of)
     return write_stage_tables(stage_dir, "capture", tables, CAPTURE_SCHEMA, started=started, arrow=True)

@@ -12,8 +12,7 @@ from tooleval.agents._openai import (
     openai_tools,
     request_id_for,
 )
-from tooleval.agents._replay import (ReplayAgentConfig, WorkItem, line_problem, redaction_error, replay_generate,
-                                     replay_lines)
+from tooleval.agents._replay import ReplayAgentConfig, WorkItem, replay_generate, replay_lines
 from tooleval.agents._store import GenerationStore, item_key
 
 __all__ = [
@@ -25,11 +24,9 @@ __all__ = [
     "WorkItem",
     "generation_digest",
     "item_key",
-    "line_problem",
     "openai_generate",
     "openai_tools",
     "read_tool_results",
-    "redaction_error",
     "replay_generate",
     "replay_lines",
     "request_id_for",

@@ -13,11 +13,10 @@ from typing import Any, Callable, Iterator, Literal
 from pydantic import BaseModel, ConfigDict
 
 from tooleval.canonical import dumps_text
-from tooleval.capture.recorded import (TraceLine, iter_json_lines, iter_trace_lines, parse_trace,
-                                       plainly_recorded_trace, read_trace_bytes, trace_key, trace_line_problem)
-from tooleval.errors import RowError
+from tooleval.capture.recorded import (TraceLine, iter_json_lines, iter_trace_lines, line_problem, read_trace_bytes,
+                                       redaction_error, trace_key)
 
-__all__ = ["ReplayAgentConfig", "WorkItem", "line_problem", "redaction_error", "replay_generate", "replay_lines"]
+__all__ = ["ReplayAgentConfig", "WorkItem", "replay_generate", "replay_lines"]
 
 
 class ReplayAgentConfig(BaseModel):
@@ -43,33 +42,6 @@ class WorkItem(BaseModel):
     """Replay: sha256 (32 hex) of the recorded trace line's bytes, so a shard's cache key follows the content of
     its own lines, not the digest of the whole file: a traces file that grows by a few lines keeps every other
     shard's cached generation."""
-
-
-def line_problem(path: Path, line: TraceLine, key: tuple[str, int]) -> tuple[str | None, bool]:
-    """Whether a replayed line can become a row: ``(its row's error text, None)`` when it cannot (the message names
-    the file and line, as an errors.json entry would), else ``(None, plain)``; ``plain``: the reading and the
-    shape alone proved it a valid :class:`~tooleval.models.RecordedTrace`
-    (:func:`tooleval.capture.recorded.plainly_recorded_trace`), so its values are read without the model. The one
-    place a replayed line is validated (the plan read only its key)."""
-    problem = trace_line_problem(line)
-    kind = line.kind
-    plain = problem is None and plainly_recorded_trace(line)
-    if problem is None and not plain:  # the shape alone rarely leaves a doubt
-        trace = parse_trace(path, line)
-        if isinstance(trace, RowError):  # a field of the wrong type or range: the row carries the error
-            problem, kind = trace.message, trace.kind
-    if problem is not None:
-        return str(RowError(kind, key[0], key[1], f"{problem} (line {line.line} of {path})", str(path),
-                            line.line)), False
-    return None, plain
-
-
-def redaction_error(key: tuple[str, int], exc: BaseException, where: str, path: str | None = None,
-                    line: int | None = None) -> str:
-    """The row error of a trace whose values cannot be processed (text it cannot write as UTF-8, a number without
-    canonical JSON, nesting beyond Python's recursion limit)."""
-    return str(RowError("bad_trace", key[0], key[1], f"the trace cannot be redacted: {type(exc).__name__}: {exc} "
-                        f"({where})", path, line))
 
 
 def _record(path: Path, line: TraceLine, key: tuple[str, Any], seed: int,

@@ -14,10 +14,10 @@ from typing import Any, Callable, Collection, Iterable, Iterator
 
 import pyarrow as pa
 
-from tooleval.agents import WorkItem, line_problem, redaction_error
 from tooleval.canonical import dumps_text, loads_text
 from tooleval.capture.envelope import EnvelopeColumns, _recorded_trace
-from tooleval.capture.recorded import TraceLine, plain_trace_shape
+from tooleval.capture.recorded import TraceLine, line_problem, plain_trace_shape, redaction_error
+from tooleval.storage.stages import STAGE_GROUP_TEXT, STAGE_ROW_GROUP
 
 __all__ = ["capture_tables"]
 
@@ -26,12 +26,13 @@ Redact = Callable[[dict[str, Any], Any], dict[str, Any]]
 
 
 def capture_tables(records: Iterable[dict[str, Any]], captured_at: datetime, tool_schema_version: str | None,
-                   kept: Collection[str] | None, *, rows_per_batch: int, text_per_batch: int,
-                   lines: tuple[Path, Iterator[TraceLine | None], list[WorkItem]] | None = None,
+                   kept: Collection[str] | None, *,
+                   lines: tuple[Path, Iterator[TraceLine | None], list[Any]] | None = None,
                    redact: Redact | None = None, case_of: Callable[[str], Any] | None = None
                    ) -> Iterator[pa.Table]:
     """The capture stage file's record batches, as tables of :data:`tooleval.storage.CAPTURE_SCHEMA`, each closed
-    at ``rows_per_batch`` rows or ``text_per_batch`` characters of JSON text.
+    at :data:`~tooleval.storage.stages.STAGE_ROW_GROUP` rows or :data:`~tooleval.storage.stages.STAGE_GROUP_TEXT`
+    characters of JSON text (as :func:`~tooleval.storage.stages.write_stage_table` groups records).
 
     Args:
         records: The generation records, in the generation file's order (a generator is consumed once).
@@ -39,7 +40,8 @@ def capture_tables(records: Iterable[dict[str, Any]], captured_at: datetime, too
         tool_schema_version: Recorded for a trace that does not name its own.
         kept: The tools whose result texts the transcript view keeps; ``None``: every tool's.
         lines: For a generation file that refers to recorded lines: the traces file, each work item's line
-            (:func:`tooleval.agents.replay_lines`) and the work items, in the generation file's order.
+            (:func:`tooleval.agents.replay_lines`) and the work items (:class:`tooleval.agents.WorkItem`), in the
+            generation file's order.
         redact: Applied to each replayed line's values (a live response was redacted by the generation stage).
         case_of: Case id -> its case (for the redaction's markers; looked up only for a trace with secrets).
 
@@ -67,7 +69,7 @@ def capture_tables(records: Iterable[dict[str, Any]], captured_at: datetime, too
                              "naming the traces file")
         if record is not None:
             _add_record(columns, record)
-        if len(columns) >= rows_per_batch or columns.text >= text_per_batch:
+        if len(columns) >= STAGE_ROW_GROUP or columns.text >= STAGE_GROUP_TEXT:
             yield columns.table()
             columns.clear()
     if len(columns):
@@ -97,7 +99,7 @@ def _add_record(columns: EnvelopeColumns, record: dict[str, Any]) -> None:
     columns.add_model(_recorded_trace(payload), redacted, record.get("error"))
 
 
-def _add_line(columns: EnvelopeColumns, path: Path, line: TraceLine | None, item: WorkItem,
+def _add_line(columns: EnvelopeColumns, path: Path, line: TraceLine | None, item: Any,
               redact: Redact | None, case_of: Callable[[str], Any] | None) -> None:
     """A replayed line's row: its error when it is not a valid trace, else its redacted envelope."""
     key = (item.case_id, item.trial)

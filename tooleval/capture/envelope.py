@@ -19,7 +19,7 @@ from __future__ import annotations
 import hashlib
 import json
 from datetime import datetime, timezone
-from typing import Any, Collection
+from typing import Any, Collection, NamedTuple
 
 import orjson
 import pyarrow as pa
@@ -195,6 +195,30 @@ def _no_float(executor: list[dict] | None, redacted: list) -> bool:
     return True
 
 
+class TraceFields(NamedTuple):
+    """What an envelope is made of: a recorded trace's fields (as :class:`~tooleval.models.RecordedTrace` holds
+    them), its recorded ``error`` (a field the model keeps as an extra) and the paths its redaction replaced."""
+
+    case_id: str
+    trial: int
+    agent_name: str
+    agent_version: str | None
+    agent_model: str | None
+    request_id: str | None
+    response_id: str | None
+    messages: list
+    metadata: dict | None
+    request: dict | None
+    adapter_calls: list | None
+    executor_calls: list | None
+    prompt_version: str | None
+    tool_schema_version: str | None
+    started: datetime | None
+    finished: datetime | None
+    recorded_error: Any
+    redacted_fields: list[str] | None
+
+
 _AT = {name: index for index, name in enumerate(CAPTURE_SCHEMA.names)}
 """Column name -> its position in a capture stage row."""
 
@@ -259,11 +283,11 @@ class EnvelopeColumns:
 
     def add_model(self, trace: RecordedTrace, redacted_fields: list[str] | None, error: str | None = None) -> None:
         """:meth:`add` of a validated :class:`~tooleval.models.RecordedTrace`."""
-        self.add(trace.case_id, trace.trial, trace.agent.name, trace.agent.version, trace.agent.model,
-                 trace.request_id, trace.response_id, trace.messages, trace.metadata, trace.request,
-                 trace.adapter_calls, trace.executor_calls, trace.prompt_version, trace.tool_schema_version,
-                 trace.generation_started_at, trace.generation_finished_at, (trace.model_extra or {}).get("error"),
-                 redacted_fields, error)
+        self.add(TraceFields(
+            trace.case_id, trace.trial, trace.agent.name, trace.agent.version, trace.agent.model, trace.request_id,
+            trace.response_id, trace.messages, trace.metadata, trace.request, trace.adapter_calls,
+            trace.executor_calls, trace.prompt_version, trace.tool_schema_version, trace.generation_started_at,
+            trace.generation_finished_at, (trace.model_extra or {}).get("error"), redacted_fields), error)
 
     def add_values(self, trace: dict[str, Any], error: str | None = None) -> None:
         """:meth:`add` of a trace's decoded JSON values (redacted, with their ``redacted_fields``) whose shape
@@ -276,19 +300,18 @@ class EnvelopeColumns:
             name, version, model = "unknown", None, None
         else:
             name, version, model = agent.get("name", "unknown"), agent.get("version"), agent.get("model")
-        self.add(case_id if type(case_id) is str else str(case_id), trace["trial"], name, version, model,
-                 get("request_id"), get("response_id"), trace["messages"], get("metadata"), get("request"),
-                 get("adapter_calls"), get("executor_calls"), get("prompt_version"), get("tool_schema_version"),
-                 None, None, get("error"), get("redacted_fields"), error)
+        self.add(TraceFields(
+            case_id if type(case_id) is str else str(case_id), trace["trial"], name, version, model,
+            get("request_id"), get("response_id"), trace["messages"], get("metadata"), get("request"),
+            get("adapter_calls"), get("executor_calls"), get("prompt_version"), get("tool_schema_version"), None,
+            None, get("error"), get("redacted_fields")), error)
 
-    def add(self, case_id: str, trial: int, agent_name: str, agent_version: str | None, agent_model: str | None,
-            request_id: str | None, response_id: str | None, messages: list, metadata: dict | None,
-            request: dict | None, adapter_calls: list | None, executor_calls: list | None,
-            prompt_version: str | None, tool_schema_version: str | None, started: datetime | None,
-            finished: datetime | None, recorded_error: Any, redacted_fields: list[str] | None,
-            error: str | None = None) -> None:
+    def add(self, fields: TraceFields, error: str | None = None) -> None:
         """Append one trace's row (the columns :func:`build_envelope` documents). ``error``: the generation's
         error, which replaces the trace's own (a failed generation keeps what was captured)."""
+        (case_id, trial, agent_name, agent_version, agent_model, request_id, response_id, messages, metadata,
+         request, adapter_calls, executor_calls, prompt_version, tool_schema_version, started, finished,
+         recorded_error, redacted_fields) = fields
         try:
             calls = call_records_from_messages(messages, self.calls_seen)
             own_error = None

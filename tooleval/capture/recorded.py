@@ -59,7 +59,7 @@ if TYPE_CHECKING:
 __all__ = [
     "TraceLine", "TraceIndex", "iter_json_lines", "iter_trace_lines", "index_traces", "file_digest",
     "trace_line_problem", "trace_key", "read_trace_line", "read_trace_bytes", "load_unique_json", "replay_keys",
-    "decode_line", "fast_object", "plainly_recorded_trace", "plain_trace_shape",
+    "decode_line", "fast_object", "plainly_recorded_trace", "plain_trace_shape", "line_problem", "redaction_error",
 ]
 
 
@@ -489,6 +489,33 @@ def _readable_case(data: dict) -> str | None:
     if type(case_id) is int:
         return str(case_id)
     return case_id if isinstance(case_id, str) and case_id else None
+
+
+def line_problem(path: Path, line: TraceLine, key: tuple[str, int]) -> tuple[str | None, bool]:
+    """Whether a replayed line can become a row: ``(its row's error text, None)`` when it cannot (the message names
+    the file and line, as an errors.json entry would), else ``(None, plain)``; ``plain``: the reading and the
+    shape alone proved it a valid :class:`~tooleval.models.RecordedTrace`
+    (:func:`tooleval.capture.recorded.plainly_recorded_trace`), so its values are read without the model. The one
+    place a replayed line is validated (the plan read only its key)."""
+    problem = trace_line_problem(line)
+    kind = line.kind
+    plain = problem is None and plainly_recorded_trace(line)
+    if problem is None and not plain:  # the shape alone rarely leaves a doubt
+        trace = parse_trace(path, line)
+        if isinstance(trace, RowError):  # a field of the wrong type or range: the row carries the error
+            problem, kind = trace.message, trace.kind
+    if problem is not None:
+        return str(RowError(kind, key[0], key[1], f"{problem} (line {line.line} of {path})", str(path),
+                            line.line)), False
+    return None, plain
+
+
+def redaction_error(key: tuple[str, int], exc: BaseException, where: str, path: str | None = None,
+                    line: int | None = None) -> str:
+    """The row error of a trace whose values cannot be processed (text it cannot write as UTF-8, a number without
+    canonical JSON, nesting beyond Python's recursion limit)."""
+    return str(RowError("bad_trace", key[0], key[1], f"the trace cannot be redacted: {type(exc).__name__}: {exc} "
+                        f"({where})", path, line))
 
 
 def trace_line_problem(line: TraceLine) -> str | None:
