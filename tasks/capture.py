@@ -17,20 +17,16 @@ from __future__ import annotations
 
 import time
 from datetime import datetime, timezone
-from typing import Any, Iterator
-
-import pyarrow as pa
 from prefect import task
 from prefect.cache_policies import INPUTS, TASK_SOURCE
 
-from tooleval.agents import ReplayAgentConfig, WorkItem, as_text_record, replay_generate
-from tooleval.capture.envelope import generation_envelope
+from tooleval.agents import ReplayAgentConfig, WorkItem, replay_lines
+from tooleval.capture import capture_tables
 from tooleval.capture.redaction import RedactionConfig
 from tooleval.dataset import load_dataset_trusted
-from tooleval.capture import view_arrays
 from tooleval.runs.plan import DatasetRef
-from tooleval.storage import CAPTURE_SCHEMA, ENVELOPE_SCHEMA, iter_file_batches
-from tooleval.storage.stages import STAGE_ROW_GROUP, StageRef, write_stage_table
+from tooleval.storage import CAPTURE_SCHEMA, iter_file_batches
+from tooleval.storage.stages import STAGE_ROW_GROUP, StageRef, write_stage_tables
 from tasks._shared import cached_redactor
 
 __all__ = ["ReplayedLines", "capture_shard"]
@@ -100,62 +96,15 @@ def capture_shard(
     # without a str between
     batches = iter_file_batches(generation.path, STAGE_ROW_GROUP, binary=("payload_json",))
     records = (record for batch in batches for record in batch)
+    lines, redact, case_of = None, None, None
     if replay is not None:
-        records = _replayed(records, replay, redaction)
+        path, found = replay_lines(replay.agent, replay.items, replay.offsets)
+        lines = (path, found, replay.items)
+        redactor = cached_redactor(replay.out, redaction, replay.dataset)
+        if redactor is not None:
+            redact = redactor.redact_trace_values
+            case_of = load_dataset_trusted(replay.dataset.path, replay.dataset.content_digest).cases.get
     kept = None if kept_results is None else frozenset(kept_results)
-    envelopes = (_envelope(_referenced(record), captured_at, tool_schema_version, kept) for record in records)
-    return write_stage_table(stage_dir, "capture", envelopes, CAPTURE_SCHEMA, started=started, arrow=True,
-                             build=_capture_table)
-
-
-def _capture_table(records: list[dict[str, Any]]) -> pa.Table:
-    """One record batch of the capture stage file, built column by column: each envelope column from the records'
-    values (a quarter of the time of converting the records one by one on 16 KB tau traces), then the view columns
-    (:func:`tooleval.capture.view_arrays`). A key a record lacks is null, as in a record-wise conversion."""
-    envelope = [pa.array([record.get(name) for record in records], field.type)
-                for name, field in zip(ENVELOPE_SCHEMA.names, ENVELOPE_SCHEMA)]
-    return pa.Table.from_arrays([*envelope, *view_arrays(records)], schema=CAPTURE_SCHEMA)
-
-
-def _envelope(record: dict[str, Any], captured_at: datetime, tool_schema_version: str | None,
-              kept: frozenset[str] | None) -> dict[str, Any]:
-    """:func:`tooleval.capture.envelope.generation_envelope` of ``record``; a decoded line whose values cannot be
-    written (nesting beyond Python's recursion limit) takes the way of its text, which makes that row's error."""
-    if "payload" in record:
-        try:
-            return generation_envelope(record, captured_at, tool_schema_version, kept)
-        except (ValueError, RecursionError):
-            record = as_text_record(record)
-    return generation_envelope(record, captured_at, tool_schema_version, kept)
-
-
-def _referenced(record: dict[str, Any]) -> dict[str, Any]:
-    """``record`` itself, unless it still refers to a recorded line that nobody read (a caller that gave no
-    ``replay``): that is a caller's mistake, not a row's."""
-    if record.get("line_digest") and record.get("payload_json") is None and "payload" not in record \
-            and record.get("error") is None:
-        raise ValueError("the generation stage file refers to recorded trace lines: pass replay=ReplayedLines(...) "
-                         "naming the traces file")
-    return record
-
-
-def _replayed(records: Iterator[dict[str, Any]], replay: ReplayedLines, redaction: RedactionConfig | None
-              ) -> Iterator[dict[str, Any]]:
-    """The generation records with each recorded line read, decoded and redacted
-    (:func:`tooleval.agents.replay_generate`), one at a time and in the generation file's order."""
-    redactor = cached_redactor(replay.out, redaction, replay.dataset)
-    encode = None
-    if redactor is not None:
-        cases = load_dataset_trusted(replay.dataset.path, replay.dataset.content_digest).cases
-
-        def encode(trace: dict) -> dict:  # the decoded line, redacted to values: never written as text and read
-            return redactor.redact_trace_values(trace, cases.get(str(trace.get("case_id"))))
-
-    lines = replay_generate(replay.agent, replay.items, replay.offsets, encode=encode, keep_values=True)
-    items = iter(replay.items)
-    for record in records:
-        item = next(items, None)
-        if item is None or (record["case_id"], record["trial"]) != (item.case_id, item.trial):
-            raise ValueError("the generation stage file does not list the shard's work items in order")
-        line = next(lines)  # one per work item, in order, whether or not this record refers to it
-        yield line if record.get("line_digest") and record.get("payload_json") is None else record
+    tables = capture_tables(records, captured_at, tool_schema_version, kept, lines=lines, redact=redact,
+                            case_of=case_of)
+    return write_stage_tables(stage_dir, "capture", tables, CAPTURE_SCHEMA, started=started, arrow=True)

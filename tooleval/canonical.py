@@ -34,7 +34,7 @@ __all__ = [
     "DuplicateKeyError", "repeated_keys", "repeated_key_at", "json_type_name",
     "json_value_problem", "text_holds_no_value_problem", "MAX_DEPTH", "MISSING", "dumps_text", "loads_text",
     "may_hold_wide_integer", "nesting_within", "kept_bytes", "holds_no_float", "ORJSON_CANONICAL", "orjson_canonical",
-    "key_path", "same_scalar", "writable_text",
+    "key_path", "same_scalar", "writable_text", "canonical_text_written",
 ]
 
 MAX_DEPTH = 200
@@ -452,6 +452,11 @@ def orjson_canonical(value: Any) -> str | None:
         data = orjson.dumps(value, option=ORJSON_CANONICAL)
     except (TypeError, orjson.JSONEncodeError):
         return None
+    return _canonical_if_no_float(value, data)
+
+
+def _canonical_if_no_float(value: Any, data: bytes) -> str | None:
+    """:func:`orjson_canonical` of ``value`` given ``data``, its writing with :data:`ORJSON_CANONICAL`."""
     if data[:1] not in (b"{", b"[", b'"') and (b"." in data or b"e" in data or b"E" in data):
         return None  # a number on its own (no separator before it for the screen to see), true, false
     walked = len(data) >= _WALK_FROM
@@ -460,6 +465,14 @@ def orjson_canonical(value: Any) -> str | None:
     if may_hold_float(data) and (walked or not holds_no_float(value)):
         return None  # orjson spells some floats otherwise (1e-7, 0.00001) and keeps integral ones (250.0)
     return data.decode()
+
+
+def canonical_text_written(value: Any, data: bytes) -> str:
+    """:func:`canonical_text` of ``value`` given ``data``, its writing by ``orjson.dumps(value,
+    option=ORJSON_CANONICAL)`` (a caller that also keeps that sorted writing, as the envelope does a trace's
+    metadata, need not write the value twice): the same text."""
+    text = _canonical_if_no_float(value, data)
+    return canonical_text(value) if text is None else text
 
 
 _WALK_FROM = 4096

@@ -576,19 +576,30 @@ def calls_from_messages(messages: list[dict[str, Any]]) -> list[Call]:
     return calls
 
 
-def call_records_from_messages(messages: list[dict[str, Any]]) -> list[dict[str, str | None]]:
+def call_records_from_messages(messages: list[dict[str, Any]],
+                               seen: dict[tuple[str, str], dict[str, str | None]] | None = None
+                               ) -> list[dict[str, str | None]]:
     """``[call.to_record() for call in calls_from_messages(messages)]``, without building a :class:`Call` for a
     call whose argument text reads the compact way (:func:`tooleval.canonical.compact_arguments`: nearly every
     call; its record is the canonical text itself). A call of any other shape is read by :meth:`Call.from_raw`,
     and a message list holding a tool call that is not a plain object with a string name (or that says
     ``arguments_captured``) by :func:`calls_from_messages` itself, which names the problem.
 
+    Args:
+        messages: The chat messages.
+        seen: ``(tool name, argument text) -> record`` of the calls read before (a batch's memo: a call's record
+            depends on its name and text alone), added to here; the records are shared, never to be modified.
+
     Raises:
         ValueError: as :func:`calls_from_messages`.
     """
     records: list[dict[str, str | None]] = []
+    memo = {} if seen is None else seen
     for message in messages:
-        if not isinstance(message, dict) or message.get("role") != "assistant":
+        if type(message) is not dict:
+            if not isinstance(message, dict):
+                continue
+        if message.get("role") != "assistant":
             continue
         tool_calls = message.get("tool_calls")
         if not tool_calls:
@@ -601,11 +612,16 @@ def call_records_from_messages(messages: list[dict[str, Any]]) -> list[dict[str,
             if type(name) is not str or "arguments_captured" in tool_call:
                 return [call.to_record() for call in calls_from_messages(messages)]
             raw = body["arguments"] if "arguments" in body else body.get("args")
-            compact = compact_arguments(raw) if type(raw) is str else None
-            if compact is None:
+            if type(raw) is not str:
                 records.append(Call.from_raw(name, raw).to_record())
-            else:
-                records.append({"name": name, "args_json": compact[1], "args_raw": None, "parse_error": None})
+                continue
+            record = memo.get((name, raw))
+            if record is None:
+                compact = compact_arguments(raw)
+                record = Call.from_raw(name, raw).to_record() if compact is None else \
+                    {"name": name, "args_json": compact[1], "args_raw": None, "parse_error": None}
+                memo[name, raw] = record
+            records.append(record)
     return records
 
 

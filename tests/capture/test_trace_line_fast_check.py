@@ -221,7 +221,8 @@ def test_bytes_read_as_their_text_is_read(raw):
 
 def test_synthetic_corpora_replayed_alike_with_and_without_the_shape_check(tmp_path, monkeypatch):
     # trace capture's one validation of a line: the shape check answers for the pydantic validation when it can
-    from tooleval.agents import _replay, replay_generate
+    from tooleval.agents import replay_generate
+    from tooleval.capture import recorded
     from tooleval.runs.plan import plan_run
     from tooleval.runs.spec import RunSpec
     from tooleval.synth import write_synth
@@ -240,7 +241,7 @@ def test_synthetic_corpora_replayed_alike_with_and_without_the_shape_check(tmp_p
 
         fast = records()
         with monkeypatch.context() as patched:
-            patched.setattr(_replay, "plainly_recorded_trace", lambda line: False)
+            patched.setattr(recorded, "plainly_recorded_trace", lambda line: False)
             slow = records()
         assert fast == slow and len(fast) == 400 and all(record["error"] is None for record in fast)
 

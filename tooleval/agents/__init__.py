@@ -12,7 +12,7 @@ from tooleval.agents._openai import (
     openai_tools,
     request_id_for,
 )
-from tooleval.agents._replay import ReplayAgentConfig, WorkItem, as_text_record, replay_generate
+from tooleval.agents._replay import ReplayAgentConfig, WorkItem, replay_generate, replay_lines
 from tooleval.agents._store import GenerationStore, item_key
 
 __all__ = [
@@ -22,12 +22,12 @@ __all__ = [
     "ToolExecutor",
     "UNKNOWN_TOOL",
     "WorkItem",
-    "as_text_record",
     "generation_digest",
     "item_key",
     "openai_generate",
     "openai_tools",
     "read_tool_results",
     "replay_generate",
+    "replay_lines",
     "request_id_for",
 ]

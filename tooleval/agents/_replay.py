@@ -13,11 +13,10 @@ from typing import Any, Callable, Iterator, Literal
 from pydantic import BaseModel, ConfigDict
 
 from tooleval.canonical import dumps_text
-from tooleval.capture.recorded import (TraceLine, iter_json_lines, iter_trace_lines, parse_trace,
-                                       plainly_recorded_trace, read_trace_bytes, trace_key, trace_line_problem)
-from tooleval.errors import RowError
+from tooleval.capture.recorded import (TraceLine, iter_json_lines, iter_trace_lines, line_problem, read_trace_bytes,
+                                       redaction_error, trace_key)
 
-__all__ = ["ReplayAgentConfig", "WorkItem", "as_text_record", "replay_generate"]
+__all__ = ["ReplayAgentConfig", "WorkItem", "replay_generate", "replay_lines"]
 
 
 class ReplayAgentConfig(BaseModel):
@@ -46,122 +45,156 @@ class WorkItem(BaseModel):
 
 
 def _record(path: Path, line: TraceLine, key: tuple[str, Any], seed: int,
-            encode: Callable[[dict[str, Any]], str] | None, keep_values: bool = False) -> dict[str, Any]:
-    """The generation record of one trace line (see :func:`replay_generate`): the one place a replayed line is
-    validated (the plan read only its key)."""
-    problem = trace_line_problem(line)
-    kind = line.kind
-    if problem is None and not plainly_recorded_trace(line):  # the shape alone rarely leaves a doubt
-        trace = parse_trace(path, line)
-        if isinstance(trace, RowError):  # a field of the wrong type or range: the row carries the error
-            problem, kind = trace.message, trace.kind
-    if problem is not None:  # the row's message names the file and line, as an errors.json entry would
-        error = str(RowError(kind, key[0], key[1], f"{problem} (line {line.line} of {path})", str(path),
-                             line.line))
-        return {"case_id": key[0], "trial": key[1], "seed": seed, "payload_json": None, "error": error}
-    return _payload_record(line.data, key, seed, encode, f"line {line.line} of {path}", str(path), line.line,
-                           keep_values)
+            encode: Callable[[dict[str, Any]], str] | None) -> dict[str, Any]:
+    """The generation record of one trace line (see :func:`replay_generate`): its payload as ``encode`` writes it
+    (redaction; default :func:`tooleval.canonical.dumps_text`), or its row's error when the line is not a valid
+    trace or its values cannot be written (text it cannot write as UTF-8, a number without canonical JSON, nesting
+    beyond Python's recursion limit), instead of stopping the shard."""
+    error, _ = line_problem(path, line, key)
+    if error is None:
+        try:
+            payload = encode(line.data) if encode else dumps_text(line.data)
+        except (ValueError, RecursionError) as exc:  # UnicodeError is a ValueError
+            error = redaction_error(key, exc, f"line {line.line} of {path}", str(path), line.line)
+        else:
+            return {"case_id": key[0], "trial": key[1], "seed": seed, "payload_json": payload, "error": None}
+    return {"case_id": key[0], "trial": key[1], "seed": seed, "payload_json": None, "error": error}
 
 
-def _payload_record(data: dict[str, Any], key: tuple[str, Any], seed: int,
-                    encode: Callable[[dict[str, Any]], str | dict[str, Any]] | None, where: str,
-                    path: str | None = None,
-                    line: int | None = None, keep_values: bool = False) -> dict[str, Any]:
-    """The record of a trace whose payload ``encode`` makes (redaction); a value it cannot process (text it cannot
-    write as UTF-8, a number without canonical JSON, nesting beyond Python's recursion limit) makes that row's
-    error instead of stopping the shard. ``keep_values`` without ``encode``, or an ``encode`` that returns JSON
-    values rather than text: the decoded (or encoded) values are the record's ``payload``, for a reader in the same
-    process that would only decode the text again (:func:`as_text_record` gives the record of the text)."""
-    if keep_values and encode is None:
-        return {"case_id": key[0], "trial": key[1], "seed": seed, "payload": data, "payload_json": None,
-                "error": None, "source": (where, path, line)}
-    try:
-        payload = encode(data) if encode else dumps_text(data)
-        if isinstance(payload, dict):  # an encoding to values (redaction for trace capture): kept as they are
-            return {"case_id": key[0], "trial": key[1], "seed": seed, "payload": payload, "payload_json": None,
-                    "error": None, "source": (where, path, line)}
-    except (ValueError, RecursionError) as exc:  # UnicodeError is a ValueError
-        error = str(RowError("bad_trace", key[0], key[1], f"the trace cannot be redacted: "
-                             f"{type(exc).__name__}: {exc} ({where})", path, line))
-        return {"case_id": key[0], "trial": key[1], "seed": seed, "payload_json": None, "error": error}
-    return {"case_id": key[0], "trial": key[1], "seed": seed, "payload_json": payload, "error": None}
+_READ_RUN = 8 << 20
+"""Bytes read at once from a run of nearby lines (a shard's lines follow one another in the file: one read, then
+split, instead of a seek and a read per line)."""
+_READ_GAP = 1 << 16
+"""Bytes between two wanted lines up to which both are read in one run (the bytes between are read and dropped)."""
+_READ_LINES = 256
+"""Work items whose lines are read at a time: a batch's bytes stay a few MB even for 16 KB lines."""
 
 
-def as_text_record(record: dict[str, Any]) -> dict[str, Any]:
-    """A record made with ``keep_values`` (its ``payload`` the decoded line) as the record the default encoding
-    makes of it: the payload written as text, or the row's error when its values cannot be written (nesting beyond
-    Python's recursion limit), for a reader that could not take the values as they are."""
-    where, path, line = record["source"]
-    return _payload_record(record["payload"], (record["case_id"], record["trial"]), record["seed"], None, where,
-                           path, line)
+def _changed(path: Path, key: tuple[str, int], where: str) -> Exception:
+    from tooleval.errors import InputFileError
+
+    return InputFileError(path, None, f"the traces file changed after the run was planned (case {key[0]!r} trial "
+                          f"{key[1]} is no longer {where} the plan found it).",
+                          "keep the file unchanged during a run, and run again (the plan reads it anew).")
 
 
-_READ_BUFFER = 1 << 20
-"""Bytes read ahead at a time: a shard's lines follow one another in the file, and a multi-turn line (~16 KB) read
-through the default 8 KB buffer after a seek cost ~3x as much (measured on tau lines)."""
+def _raw_at(handle, spots: list[int]) -> dict[int, bytes]:
+    """Byte offset -> the bytes of the line that starts there (its line end included), for ``spots``: nearby offsets
+    read in runs (:data:`_READ_GAP`, :data:`_READ_RUN`), each run with one read, then split."""
+    found: dict[int, bytes] = {}
+    ordered = sorted(set(spots))
+    index = 0
+    while index < len(ordered):
+        first = last = index
+        while last + 1 < len(ordered) and ordered[last + 1] - ordered[last] <= _READ_GAP \
+                and ordered[last + 1] - ordered[first] <= _READ_RUN:
+            last += 1
+        start = ordered[first]
+        handle.seek(start)
+        data = handle.read(ordered[last] - start) + handle.readline()
+        find = data.find
+        for offset in ordered[first:last + 1]:
+            begin = offset - start
+            end = find(b"\n", begin)
+            found[offset] = data[begin:] if end < 0 else data[begin:end + 1]
+        index = last + 1
+    return found
 
 
-def _records_at(path: Path, items: list[WorkItem], offsets: list[tuple[int, ...]],
-                encode: Callable[[dict[str, Any]], str] | None, keep_values: bool = False
-                ) -> Iterator[dict[str, Any]]:
-    """The records of ``items``, in their order, each read from its line at its ``(byte offset, line number)`` the
-    moment it is asked for (a shard's records are never all held at once). Each line is decoded and validated here,
-    once (:func:`tooleval.capture.recorded.read_trace_bytes`, then :func:`_record`): the plan read only its key.
+def _lines_at(path: Path, items: list[WorkItem], offsets: list[tuple[int, ...]]) -> Iterator[TraceLine]:
+    """The line of each of ``items``, in their order, read at its ``(byte offset, line number)`` a few hundred
+    lines at a time (:func:`_raw_at`) and decoded (:func:`tooleval.capture.recorded.read_trace_bytes`), its key
+    checked: the plan read only its key.
 
     Raises:
         tooleval.errors.InputFileError: a planned line is no longer at its offset (the file changed).
     """
-    first: dict[tuple[str, int], tuple[WorkItem, int, int]] = {}
-    for item, where in zip(items, offsets):
-        first.setdefault((item.case_id, item.trial), (item, where[0], where[1]))
-    with path.open("rb", buffering=_READ_BUFFER) as handle:
-        for key, (item, offset, number) in first.items():
-            handle.seek(offset)
-            line = read_trace_bytes(number, handle.readline())
-            if line is None or trace_key(line.data) != key:
-                from tooleval.errors import InputFileError
-
-                raise InputFileError(path, None, f"the traces file changed after the run was planned (case "
-                                     f"{key[0]!r} trial {key[1]} is no longer where the plan found it).",
-                                     "keep the file unchanged during a run, and run again (the plan reads it anew).")
-            yield _record(path, line, key, item.seed, encode, keep_values)
+    with path.open("rb") as handle:
+        for begin in range(0, len(items), _READ_LINES):
+            wanted = offsets[begin:begin + _READ_LINES]
+            raw = _raw_at(handle, [where[0] for where in wanted])
+            for item, where in zip(items[begin:begin + _READ_LINES], wanted):
+                line = read_trace_bytes(where[1], raw[where[0]])
+                key = (item.case_id, item.trial)
+                if line is None or trace_key(line.data) != key:
+                    raise _changed(path, key, "where")
+                yield line
 
 
-def _records_numbered(path: Path, items: list[WorkItem], offsets: list[tuple[int, ...]],
-                      encode: Callable[[dict[str, Any]], str] | None, keep_values: bool = False
-                      ) -> Iterator[dict[str, Any]]:
-    """The records of ``items``, in their order, from a file read from its start (a gzip file: no offsets to seek
-    to) where the plan gave each item's line number: only those lines are decoded, each once, and the reading
+def _lines_numbered(path: Path, items: list[WorkItem], offsets: list[tuple[int, ...]]) -> Iterator[TraceLine]:
+    """The line of each of ``items``, in their order, from a file read from its start (a gzip file: no offsets to
+    seek to) where the plan gave each item's line number: only those lines are decoded, each once, and the reading
     stops after the last of them (every other line is passed over as bytes).
 
     Raises:
         tooleval.errors.InputFileError: a planned line no longer holds its key (the file changed).
     """
-    wanted: dict[int, tuple[tuple[str, int], WorkItem]] = {}
+    wanted: dict[int, tuple[str, int]] = {}
     for item, where in zip(items, offsets):
-        wanted.setdefault(where[1], ((item.case_id, item.trial), item))
+        wanted.setdefault(where[1], (item.case_id, item.trial))
     last = max(wanted)
-    found: dict[tuple[str, int], dict[str, Any]] = {}
+    found: dict[tuple[str, int], TraceLine] = {}
 
     def parse(number: int, raw: bytes) -> Any:
         return read_trace_bytes(number, raw) if number in wanted else None
 
     for line in iter_json_lines(path, missing="traces file not found.", fix="check the --traces path.",
                                 parse_line=parse):
-        key, item = wanted[line.line]
+        key = wanted[line.line]
         if trace_key(line.data) != key:
             break  # the file changed: named below
-        found[key] = _record(path, line, key, item.seed, encode, keep_values)
+        found[key] = line
         if line.line == last:
             break
-    for key in dict.fromkeys((item.case_id, item.trial) for item in items):
+    for item in items:
+        key = (item.case_id, item.trial)
         if key not in found:
-            from tooleval.errors import InputFileError
+            raise _changed(path, key, "on the line where")
+        yield found[key]
 
-            raise InputFileError(path, None, f"the traces file changed after the run was planned (case {key[0]!r} "
-                                 f"trial {key[1]} is no longer on the line where the plan found it).",
-                                 "keep the file unchanged during a run, and run again (the plan reads it anew).")
-        yield found.pop(key)
+
+def replay_lines(config: ReplayAgentConfig, items: list[WorkItem], offsets: list[tuple[int, int]] | None = None
+                 ) -> tuple[Path, Iterator[TraceLine | None]]:
+    """The traces file (this machine's copy) and the recorded line of each work item, in ``items`` order (a
+    generator: a few hundred lines are held at a time), each decoded once and its key checked; ``None`` for an item
+    the file does not answer (read from its start, without the plan's offsets).
+
+    Args:
+        config: Which traces file to replay.
+        items: Work items; each must name a (case_id, trial) present in the file (the planner guarantees it).
+        offsets: ``(byte offset, line number)`` of each item's line (from the plan's index); ``None`` or an offset
+            of -1 (a gzip file) reads the file from the start until every item is found.
+
+    Raises:
+        tooleval.errors.InputFileError: (while iterating) the file became unreadable, or (read at the plan's
+            offsets) no longer holds a planned line: the file changed after the plan (exit 2, nothing published).
+    """
+    path = Path(config.traces_path)
+    if "://" in config.traces_path:  # --traces s3://…: this machine's copy of the object
+        from tooleval.storage import local_copy
+
+        path = local_copy(config.traces_path)
+    if offsets is not None and all(where[0] >= 0 for where in offsets):
+        return path, _lines_at(path, items, offsets)
+    if offsets is not None and offsets and all(where[1] > 0 for where in offsets):
+        return path, _lines_numbered(path, items, offsets)
+    return path, _lines_scanned(path, items)
+
+
+def _lines_scanned(path: Path, items: list[WorkItem]) -> Iterator[TraceLine | None]:
+    """:func:`replay_lines` of a file read from its start until every item is found (a gzip file, or no offsets); a
+    line naming no row is passed over, as planned."""
+    wanted = {(item.case_id, item.trial) for item in items}
+    found: dict[tuple[str, int], TraceLine] = {}
+    for line in iter_trace_lines(path, keep_unreadable=True):
+        key = trace_key(line.data)
+        if key not in wanted or key in found:
+            continue
+        found[key] = line
+        if len(found) == len(wanted):
+            break
+    for item in items:
+        yield found.get((item.case_id, item.trial))
 
 
 def replay_generate(
@@ -169,10 +202,9 @@ def replay_generate(
     items: list[WorkItem],
     offsets: list[tuple[int, int]] | None = None,
     encode: Callable[[dict[str, Any]], str] | None = None,
-    keep_values: bool = False,
 ) -> Iterator[dict[str, Any]]:
-    """Look up the recorded response of each work item, one at a time (a generator: read at the plan's offsets,
-    a shard's records are made as the stage writer asks for them, never all held at once).
+    """Look up the recorded response of each work item, one at a time (a generator: a shard's records are made as
+    the caller asks for them; :func:`replay_lines` reads the lines).
 
     Args:
         config: Which traces file to replay.
@@ -182,8 +214,6 @@ def replay_generate(
         encode: Turns each parsed trace into its payload text (redaction:
             :meth:`tooleval.capture.redaction.Redactor.redact_trace_text`), so a line is decoded and encoded once;
             default :func:`tooleval.canonical.dumps_text`.
-        keep_values: Without ``encode``, hand each decoded line over as the record's ``payload`` (its JSON values)
-            instead of writing it as text: for trace capture, which builds the envelope from the values at once.
 
     Raises:
         tooleval.errors.InputFileError: the file became unreadable, or (read at the plan's offsets) no longer
@@ -195,27 +225,11 @@ def replay_generate(
         ``payload_json`` is null as well when the line holds what no row can keep
         (:func:`tooleval.capture.recorded.trace_line_problem`).
     """
-    path = Path(config.traces_path)
-    if "://" in config.traces_path:  # --traces s3://…: this machine's copy of the object
-        from tooleval.storage import local_copy
-
-        path = local_copy(config.traces_path)
-    if offsets is not None and all(where[0] >= 0 for where in offsets):
-        yield from _records_at(path, items, offsets, encode, keep_values)
-        return
-    if offsets is not None and offsets and all(where[1] > 0 for where in offsets):
-        yield from _records_numbered(path, items, offsets, encode, keep_values)
-        return
-    wanted = {(item.case_id, item.trial): item for item in items}
-    found: dict[tuple[str, int], dict[str, Any]] = {}
-    for line in iter_trace_lines(path, keep_unreadable=True):  # a gzip file, or no offsets: read from the start
-        key = trace_key(line.data)  # until all are found; a line naming no row is passed over, as planned
-        if key not in wanted or key in found:
+    path, lines = replay_lines(config, items, offsets)
+    for item, line in zip(items, lines):
+        key = (item.case_id, item.trial)
+        if line is None:
+            yield {"case_id": item.case_id, "trial": item.trial, "seed": item.seed, "payload_json": None,
+                   "error": f"generation_error: no recorded response for case {item.case_id!r} trial {item.trial}"}
             continue
-        found[key] = _record(path, line, key, wanted[key].seed, encode, keep_values)
-        if len(found) == len(wanted):
-            break
-    for key, item in wanted.items():
-        yield (found.get(key)
-               or {"case_id": item.case_id, "trial": item.trial, "seed": item.seed, "payload_json": None,
-                   "error": f"generation_error: no recorded response for case {item.case_id!r} trial {item.trial}"})
+        yield _record(path, line, key, item.seed, encode)

@@ -9,6 +9,7 @@ from tooleval.faces import lazy_face
 _EXPORTS = {
     "boundary_calls": "tooleval.capture.envelope",
     "build_envelope": "tooleval.capture.envelope",
+    "capture_tables": "tooleval.capture._shard",
     "digest_ok": "tooleval.capture.envelope",
     "envelope_calls": "tooleval.capture.envelope",
     "envelope_digest": "tooleval.capture.envelope",

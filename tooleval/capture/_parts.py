@@ -42,6 +42,7 @@ __all__ = ["PLAIN_JSON", "PartMemo"]
 PLAIN_JSON = orjson.OPT_PASSTHROUGH_SUBCLASS | orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_DATACLASS
 """Refuse what orjson would write as something else (a ``str`` subclass as a string, a date as text): such a
 value goes to the whole walk, which reads it by its own type."""
+_TEXT_TYPES = frozenset((str, type(None)))
 _RESULTS_KEPT = 8
 """Redacted texts kept per part (one per set of own secrets occurring in it; a part holding a secret of its own
 trace's alone, unlike a case's tool result, would otherwise add one per trace)."""
@@ -55,9 +56,11 @@ class _Part:
     (``Redactor._judge_quiet``); ``results``: own secrets occurring in it -> (redacted
     text, redacted field paths)."""
 
-    __slots__ = ("found", "exact", "walk", "quiet", "results")
+    __slots__ = ("found", "exact", "walk", "quiet", "results", "text")
 
     def __init__(self, found: tuple[tuple[str, str], ...], exact: bool, walk: bool, quiet: bool = False) -> None:
+        self.text = b""
+        """The part's orjson text (its writing with :data:`PLAIN_JSON`)."""
         self.found = found
         self.exact = exact
         self.walk = walk
@@ -104,11 +107,22 @@ class PartMemo:
                 return None
             listed = type(value) is list
             for part in (value if listed else (value,)):
-                try:
-                    text = orjson.dumps(part, option=PLAIN_JSON)
-                except (TypeError, orjson.JSONEncodeError):
-                    return None
-                entry = learned((key, text))
+                # a part of text and null values only is found by its keys and values themselves: writing a part
+                # costs more than hashing its texts (orjson gives each writing a buffer of 4 KB at least), and
+                # equal keys and texts are the same part; any other part by its text
+                if type(part) is dict and set(map(type, texts_of := tuple(part.values()))) <= _TEXT_TYPES:
+                    ident = (key, tuple(part), texts_of)
+                    entry = learned(ident)
+                    text = None if entry is None else entry.text
+                else:
+                    ident = entry = text = None
+                if text is None:
+                    try:
+                        text = orjson.dumps(part, option=PLAIN_JSON)
+                    except (TypeError, orjson.JSONEncodeError):
+                        return None
+                    if ident is None:
+                        entry = learned((key, text))
                 if not entries and (entry is None or entry.quiet):
                     # a trace whose first part is new or quiet is judged whole first (one look at its text): most
                     # short traces hold no secret, and their parts, seldom seen again, need not be learned; a
@@ -118,7 +132,8 @@ class PartMemo:
                         whole = {**keep, **body, "redacted_fields": []}
                         return whole if values else dumps_text(whole)
                 if entry is None:
-                    entry = self._learn(redactor, key, part, text, _Call)
+                    entry = self._learn(redactor, key, part, text, _Call, ident)
+                    text = entry.text
                 parts.append(part)
                 texts.append(text)
                 entries.append(entry)
@@ -189,7 +204,9 @@ class PartMemo:
         except (TypeError, orjson.JSONEncodeError):  # a kept value orjson cannot write: the whole walk writes it
             return None
 
-    def _learn(self, redactor: "Redactor", key: str, part: Any, text: bytes, call_type: type) -> _Part:
+    def _learn(self, redactor: "Redactor", key: str, part: Any, text: bytes, call_type: type,
+               ident: tuple | None = None) -> _Part:
+        """The part's entry, made and kept under ``ident`` (its keys and texts) or else ``(key, text)``."""
         text = kept_bytes(text)  # kept as the memo's key (and maybe a result): orjson's buffer is 4 KB at least
         decoded = text.decode()
         exact = "\\u" not in decoded and "\\/" not in decoded
@@ -207,7 +224,8 @@ class PartMemo:
         if self._chars + size > self._limit:
             self._entries.clear()
             self._chars = 0
-        self._entries[key, text] = entry
+        entry.text = text
+        self._entries[(key, text) if ident is None else ident] = entry
         self._chars += size
         return entry
 

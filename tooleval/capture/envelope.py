@@ -19,19 +19,22 @@ from __future__ import annotations
 import hashlib
 import json
 from datetime import datetime, timezone
-from typing import Any, Collection
+from typing import Any, Collection, NamedTuple
 
 import orjson
+import pyarrow as pa
 
 from tooleval.canonical import (ORJSON_CANONICAL, orjson_canonical, canonical_dumps, canonical_json,
-                                canonical_loads, canonical_text, canonical_value, dumps_text, loads_text)
+                                canonical_loads, canonical_text, canonical_text_written, canonical_value, dumps_text,
+                                loads_text)
 from tooleval.capture._call_state import MARKER_KEY
 from tooleval.capture.provenance import input_key
 from tooleval.models import AgentInfo, Call, RecordedTrace, call_records_from_messages
-from tooleval.capture.transcript import transcript_columns
-from tooleval.storage import ENVELOPE_VERSION, VIEW_FIELDS
+from tooleval.capture.transcript import transcript_values
+from tooleval.storage import CAPTURE_SCHEMA, ENVELOPE_SCHEMA, ENVELOPE_VERSION, VIEW_FIELDS
 
-__all__ = ["build_envelope", "generation_envelope", "envelope_digest", "digest_ok", "envelope_calls", "boundary_calls"]
+__all__ = ["EnvelopeColumns", "build_envelope", "generation_envelope", "envelope_digest", "digest_ok", "envelope_calls",
+           "boundary_calls"]
 
 _NOT_CONTENT = {"run_id", "dataset_revision", "captured_at", "trace_digest", "error", *VIEW_FIELDS.names}
 """Columns the version-3 digest leaves out: the partition columns, the capture time, the digest itself and the
@@ -161,72 +164,225 @@ def build_envelope(
             fields, whose results the leak rule reads); ``None``: every tool's.
 
     Returns:
-        A dict with the envelope columns; ``run_id`` is ``None`` until publication. ``error`` is set (and
-        ``model_calls`` empty) when the messages hold a tool call that cannot be read at all (no tool name), and
-        (``generation_error: recorded: <text>``) when the trace records that its agent failed (``error``).
+        A dict with the envelope columns and the view columns (:data:`tooleval.storage.VIEW_FIELDS`); ``run_id``
+        is ``None`` until publication. ``error`` is set (and ``model_calls`` empty) when the messages hold a tool
+        call that cannot be read at all (no tool name), and (``generation_error: recorded: <text>``) when the
+        trace records that its agent failed (``error``).
 
     Raises:
         ValueError: ``captured_at`` is naive.
     """
     if captured_at.tzinfo is None:
         raise ValueError("captured_at must be timezone-aware (UTC)")
-    error = None
-    try:
-        calls = call_records_from_messages(trace.messages)
-    except ValueError as exc:
-        calls, error = [], f"bad_trace: {exc}"
-    recorded_error = (trace.model_extra or {}).get("error")
-    if error is None and isinstance(recorded_error, str):
-        # the recorded agent failed to answer (BFCL's "Error during inference: ..."): a failing row that says so,
-        # never a row scored as if the agent had chosen to make no call
-        error = f"generation_error: recorded: {recorded_error}"
-    request = trace.request.get("messages") if isinstance(trace.request, dict) else None
-    metadata = trace.metadata or {}
-    record: dict[str, Any] = {
-        "envelope_version": ENVELOPE_VERSION,
-        "dataset_revision": revision,
-        "run_id": None,
-        "case_id": trace.case_id,
-        "trial": trace.trial,
-        "agent_name": trace.agent.name,
-        "agent_version": trace.agent.version,
-        "agent_model": trace.agent.model,
-        "request_id": trace.request_id,
-        "response_id": trace.response_id,
-        "messages_json": dumps_text(trace.messages),
-        "model_calls": calls,
-        "metadata_json": dumps_text(metadata, sort_keys=True),
-        "captured_at": captured_at,
-        "trace_digest": None,
-        "error": error,
-        "request_messages_json": None if request is None else dumps_text(request),
-        "adapter_calls": _call_records(trace.adapter_calls),
-        "executor_calls": _executor_records(trace.executor_calls),
-        "prompt_version": trace.prompt_version,
-        "tool_schema_version": trace.tool_schema_version or tool_schema_version,
-        "generation_started_at": trace.generation_started_at,
-        "generation_finished_at": trace.generation_finished_at,
-        "redacted_fields": sorted(redacted_fields or []),
-    }
-    record["trace_digest"] = _digest_of_values(record, {"messages_json": trace.messages, "metadata_json": metadata,
-                                                        "request_messages_json": request})
-    record.update(_view(trace.messages, calls, request, metadata, kept_results))
+    columns = EnvelopeColumns(captured_at, tool_schema_version, kept_results)
+    columns.add_model(trace, redacted_fields)
+    record = columns.record(0)
+    record["dataset_revision"] = revision
     return record
 
 
+def _no_float(executor: list[dict] | None, redacted: list) -> bool:
+    """Whether the small columns of an envelope whose timestamps are null hold no float, seen from the only values
+    a trace may give any JSON type: an executor call's status and the redacted field paths it names itself."""
+    if executor is not None:
+        for call in executor:
+            status = call["status"]
+            if status is not None and type(status) is not str:
+                return False
+    for path in redacted:
+        if type(path) is not str:
+            return False
+    return True
+
+
+class TraceFields(NamedTuple):
+    """What an envelope is made of: a recorded trace's fields (as :class:`~tooleval.models.RecordedTrace` holds
+    them), its recorded ``error`` (a field the model keeps as an extra) and the paths its redaction replaced."""
+
+    case_id: str
+    trial: int
+    agent_name: str
+    agent_version: str | None
+    agent_model: str | None
+    request_id: str | None
+    response_id: str | None
+    messages: list
+    metadata: dict | None
+    request: dict | None
+    adapter_calls: list | None
+    executor_calls: list | None
+    prompt_version: str | None
+    tool_schema_version: str | None
+    started: datetime | None
+    finished: datetime | None
+    recorded_error: Any
+    redacted_fields: list[str] | None
+
+
+_AT = {name: index for index, name in enumerate(CAPTURE_SCHEMA.names)}
+"""Column name -> its position in a capture stage row."""
+
+
+class EnvelopeColumns:
+    """A batch of capture stage rows being built: each trace's values, in :data:`tooleval.storage.CAPTURE_SCHEMA`'s
+    order, kept as one tuple (no record per row, nor the layers of calls that built one), and turned into Arrow
+    columns at once by :meth:`table`.
+
+    What depends on one value only is computed once per distinct value for the batch's life (a shard's): the
+    call record of a (tool name, argument text) — tool names and argument texts recur across a case's trials and
+    across cases.
+
+    Args:
+        captured_at: Timezone-aware UTC capture time (every row's).
+        tool_schema_version: Recorded for a trace that does not name its own.
+        kept: The tools whose result texts the transcript view keeps; ``None``: every tool's.
+    """
+
+    def __init__(self, captured_at: datetime, tool_schema_version: str | None,
+                 kept: Collection[str] | None) -> None:
+        self.captured_at = captured_at
+        self.tool_schema_version = tool_schema_version
+        self.kept = kept
+        self.calls_seen: dict[tuple[str, str], dict[str, str | None]] = {}
+        """(tool name, argument text) -> its call record (shared by the rows: never modified)."""
+        self.clear()
+
+    def clear(self) -> None:
+        """Start a new batch (the memo of call records stays)."""
+        self.rows: list[tuple] = []
+        """Each row's values, in :data:`~tooleval.storage.CAPTURE_SCHEMA`'s order (turned into columns at once by
+        :meth:`table`)."""
+        self.text = 0
+        """Characters of JSON text in the batch (where a stage file's record batch ends: ``STAGE_GROUP_TEXT``)."""
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def record(self, index: int) -> dict[str, Any]:
+        """Row ``index`` as a dict of every :data:`~tooleval.storage.CAPTURE_SCHEMA` column."""
+        return dict(zip(CAPTURE_SCHEMA.names, self.rows[index]))
+
+    def table(self) -> pa.Table:
+        """The batch as a table of :data:`~tooleval.storage.CAPTURE_SCHEMA`, built column by column (nested
+        values, the view's lists of tuples included, converted by Arrow itself)."""
+        columns = zip(*self.rows) if self.rows else [()] * len(CAPTURE_SCHEMA)
+        return pa.Table.from_arrays([pa.array(values, field.type) for values, field in zip(columns, CAPTURE_SCHEMA)],
+                                    schema=CAPTURE_SCHEMA)
+
+    def add_failed(self, case_id: str, trial: int, error: str | None) -> None:
+        """A row without a trace (its generation failed, or its line is not a valid trace): ``error`` and no
+        calls, every other column null."""
+        row: list[Any] = [None] * len(CAPTURE_SCHEMA)
+        row[_AT["envelope_version"]] = ENVELOPE_VERSION
+        row[_AT["case_id"]] = case_id
+        row[_AT["trial"]] = trial
+        row[_AT["captured_at"]] = self.captured_at
+        row[_AT["model_calls"]] = []
+        row[_AT["error"]] = error
+        self.rows.append(tuple(row))
+
+    def add_model(self, trace: RecordedTrace, redacted_fields: list[str] | None, error: str | None = None) -> None:
+        """:meth:`add` of a validated :class:`~tooleval.models.RecordedTrace`."""
+        self.add(TraceFields(
+            trace.case_id, trace.trial, trace.agent.name, trace.agent.version, trace.agent.model, trace.request_id,
+            trace.response_id, trace.messages, trace.metadata, trace.request, trace.adapter_calls,
+            trace.executor_calls, trace.prompt_version, trace.tool_schema_version, trace.generation_started_at,
+            trace.generation_finished_at, (trace.model_extra or {}).get("error"), redacted_fields), error)
+
+    def add_values(self, trace: dict[str, Any], error: str | None = None) -> None:
+        """:meth:`add` of a trace's decoded JSON values (redacted, with their ``redacted_fields``) whose shape
+        :func:`plain_trace_shape` proved valid: what :class:`~tooleval.models.RecordedTrace` would hold, read from
+        the values without building it."""
+        get = trace.get
+        case_id = trace["case_id"]
+        agent = get("agent")
+        if agent is None:
+            name, version, model = "unknown", None, None
+        else:
+            name, version, model = agent.get("name", "unknown"), agent.get("version"), agent.get("model")
+        self.add(TraceFields(
+            case_id if type(case_id) is str else str(case_id), trace["trial"], name, version, model,
+            get("request_id"), get("response_id"), trace["messages"], get("metadata"), get("request"),
+            get("adapter_calls"), get("executor_calls"), get("prompt_version"), get("tool_schema_version"), None,
+            None, get("error"), get("redacted_fields")), error)
+
+    def add(self, fields: TraceFields, error: str | None = None) -> None:
+        """Append one trace's row (the columns :func:`build_envelope` documents). ``error``: the generation's
+        error, which replaces the trace's own (a failed generation keeps what was captured)."""
+        (case_id, trial, agent_name, agent_version, agent_model, request_id, response_id, messages, metadata,
+         request, adapter_calls, executor_calls, prompt_version, tool_schema_version, started, finished,
+         recorded_error, redacted_fields) = fields
+        try:
+            calls = call_records_from_messages(messages, self.calls_seen)
+            own_error = None
+        except ValueError as exc:
+            calls, own_error = [], f"bad_trace: {exc}"
+        if own_error is None and isinstance(recorded_error, str):
+            # the recorded agent failed to answer (BFCL's "Error during inference: ..."): a failing row that says
+            # so, never a row scored as if the agent had chosen to make no call
+            own_error = f"generation_error: recorded: {recorded_error}"
+        request_messages = request.get("messages") if isinstance(request, dict) else None
+        metadata = metadata or {}
+        messages_json = dumps_text(messages)
+        try:  # the metadata's sorted writing is also its canonical text when it holds no float
+            written = orjson.dumps(metadata, option=ORJSON_CANONICAL)
+            metadata_json, canonical_metadata = written.decode(), canonical_text_written(metadata, written)
+        except (TypeError, orjson.JSONEncodeError):
+            metadata_json, canonical_metadata = dumps_text(metadata, sort_keys=True), None
+        request_json = None if request_messages is None else dumps_text(request_messages)
+        adapter = _call_records(adapter_calls)
+        executor = _executor_records(executor_calls)
+        schema_version = tool_schema_version or self.tool_schema_version
+        redacted = sorted(redacted_fields or [])
+        small = {
+            "adapter_calls": adapter, "agent_model": agent_model, "agent_name": agent_name,
+            "agent_version": agent_version, "case_id": case_id, "envelope_version": ENVELOPE_VERSION,
+            "executor_calls": executor, "generation_finished_at": finished, "generation_started_at": started,
+            "model_calls": calls, "prompt_version": prompt_version, "redacted_fields": redacted,
+            "request_id": request_id, "response_id": response_id, "tool_schema_version": schema_version,
+            "trial": trial,
+        }
+        digest = None
+        if canonical_metadata is not None and started is None and finished is None \
+                and _no_float(executor, redacted):
+            # the small columns hold text, integers and null only: orjson's sorted writing is their canonical text
+            # (:func:`_digest_of_values` decides the same of any record, at the cost of writing them twice)
+            small["messages_json"] = orjson.Fragment(canonical_text(messages))
+            small["metadata_json"] = orjson.Fragment(canonical_metadata)
+            small["request_messages_json"] = orjson.Fragment(
+                "null" if request_messages is None else canonical_text(request_messages))
+            try:
+                digest = hashlib.sha256(orjson.dumps(small, option=ORJSON_CANONICAL)).hexdigest()
+            except (TypeError, orjson.JSONEncodeError):  # text orjson refuses (a lone surrogate): the slow way
+                for key in _JSON_TEXT:
+                    del small[key]
+        if digest is None:
+            digest = _digest_of_values(small, {"messages_json": messages, "metadata_json": metadata,
+                                               "request_messages_json": request_messages})
+        view = _view(messages, calls, request_messages, metadata, self.kept)
+        self.rows.append((ENVELOPE_VERSION, None, None, case_id, trial, agent_name, agent_version, agent_model,
+                          request_id, response_id, messages_json, calls, metadata_json, self.captured_at, digest,
+                          error or own_error, request_json, adapter, executor, prompt_version, schema_version,
+                          started, finished, redacted, *view))
+        self.text += len(messages_json) + len(metadata_json) + (0 if request_json is None else len(request_json)) \
+            + (0 if view[-1] is None else len(view[-1]))
+
+
 def _view(messages: list, calls: list[dict], request: Any, metadata: dict,
-          kept: Collection[str] | None) -> dict[str, Any]:
-    """The capture stage's view columns (:data:`tooleval.storage.VIEW_FIELDS`) of a trace being enveloped: what
-    the scoring stage reads of its content, taken from the values decoded here."""
-    view = transcript_columns(messages, [call["name"] for call in calls], kept)
-    view["request_key"] = None if request is None else input_key(request) or ""
+          kept: Collection[str] | None) -> tuple:
+    """The capture stage's view columns (:data:`tooleval.storage.VIEW_FIELDS`, in their order) of a trace being
+    enveloped: what the scoring stage reads of its content, taken from the values decoded here."""
+    return (*transcript_values(messages, [call["name"] for call in calls], kept), *_view_rest(request, metadata))
+
+
+def _view_rest(request: Any, metadata: dict) -> tuple:
+    """The last three view columns: the request's join key, the recorded reward and the redaction's markers."""
+    request_key = None if request is None else input_key(request) or ""
     reward = metadata.get("reward")
-    view["recorded_reward"] = None if isinstance(reward, bool) or not isinstance(reward, (int, float)) \
-        else float(reward)
+    recorded_reward = None if isinstance(reward, bool) or not isinstance(reward, (int, float)) else float(reward)
     marker = metadata.get(MARKER_KEY)
     secrets = marker.get("reference_secrets") if isinstance(marker, dict) else None
-    view["reference_secrets_json"] = None if secrets is None else json.dumps(secrets)
-    return view
+    return request_key, recorded_reward, None if secrets is None else json.dumps(secrets)
 
 
 def _recorded_trace(payload: dict[str, Any]) -> RecordedTrace:

@@ -59,7 +59,7 @@ if TYPE_CHECKING:
 __all__ = [
     "TraceLine", "TraceIndex", "iter_json_lines", "iter_trace_lines", "index_traces", "file_digest",
     "trace_line_problem", "trace_key", "read_trace_line", "read_trace_bytes", "load_unique_json", "replay_keys",
-    "decode_line", "fast_object", "plainly_recorded_trace",
+    "decode_line", "fast_object", "plainly_recorded_trace", "plain_trace_shape", "line_problem", "redaction_error",
 ]
 
 
@@ -491,6 +491,33 @@ def _readable_case(data: dict) -> str | None:
     return case_id if isinstance(case_id, str) and case_id else None
 
 
+def line_problem(path: Path, line: TraceLine, key: tuple[str, int]) -> tuple[str | None, bool]:
+    """Whether a replayed line can become a row: ``(its row's error text, None)`` when it cannot (the message names
+    the file and line, as an errors.json entry would), else ``(None, plain)``; ``plain``: the reading and the
+    shape alone proved it a valid :class:`~tooleval.models.RecordedTrace`
+    (:func:`tooleval.capture.recorded.plainly_recorded_trace`), so its values are read without the model. The one
+    place a replayed line is validated (the plan read only its key)."""
+    problem = trace_line_problem(line)
+    kind = line.kind
+    plain = problem is None and plainly_recorded_trace(line)
+    if problem is None and not plain:  # the shape alone rarely leaves a doubt
+        trace = parse_trace(path, line)
+        if isinstance(trace, RowError):  # a field of the wrong type or range: the row carries the error
+            problem, kind = trace.message, trace.kind
+    if problem is not None:
+        return str(RowError(kind, key[0], key[1], f"{problem} (line {line.line} of {path})", str(path),
+                            line.line)), False
+    return None, plain
+
+
+def redaction_error(key: tuple[str, int], exc: BaseException, where: str, path: str | None = None,
+                    line: int | None = None) -> str:
+    """The row error of a trace whose values cannot be processed (text it cannot write as UTF-8, a number without
+    canonical JSON, nesting beyond Python's recursion limit)."""
+    return str(RowError("bad_trace", key[0], key[1], f"the trace cannot be redacted: {type(exc).__name__}: {exc} "
+                        f"({where})", path, line))
+
+
 def trace_line_problem(line: TraceLine) -> str | None:
     """Why a traces-file line cannot become a scored row (see the module docstring), or ``None``."""
     if line.problem is not None:
@@ -818,6 +845,7 @@ def _add_event(part: TracePart, event: RowError | tuple[str, int, int]) -> None:
         part.key_lines.append(event[2])
 
 
+_DICT_ONLY = {dict}
 _TEXT_OR_NULL = ("request_id", "response_id", "prompt_version", "tool_schema_version")
 
 
@@ -837,7 +865,12 @@ def plainly_recorded_trace(line: TraceLine) -> bool:
     """
     if not line.plain or line.problem is not None:
         return False
-    data = line.data
+    return plain_trace_shape(line.data)
+
+
+def plain_trace_shape(data: dict) -> bool:
+    """:func:`plainly_recorded_trace`'s test of the shape alone, for values known to be plain (read by orjson, or
+    made of such values by redaction, which writes only text)."""
     case_id, trial = data.get("case_id"), data.get("trial")
     if not (type(case_id) is str and case_id or type(case_id) is int):
         return False
@@ -850,10 +883,12 @@ def plainly_recorded_trace(line: TraceLine) -> bool:
         if any(agent.get(key) is not None and type(agent[key]) is not str for key in ("version", "model")):
             return False
     messages = data.get("messages")
-    if type(messages) is not list or any(type(message) is not dict for message in messages):
+    if type(messages) is not list or messages and set(map(type, messages)) != _DICT_ONLY:
         return False
-    if any(data.get(key) is not None and type(data[key]) is not str for key in _TEXT_OR_NULL):
-        return False
+    for key in _TEXT_OR_NULL:
+        value = data.get(key)
+        if value is not None and type(value) is not str:
+            return False
     metadata = data.get("metadata")
     if metadata is not None:
         if type(metadata) is not dict:

@@ -333,7 +333,9 @@ class Redactor:
         Args:
             trace: The recorded trace (not modified).
             case: Its :class:`tooleval.models.Case`: the trace's own secrets that occur in the case's references
-                are recorded as markers (see the class docstring) so that scoring redacts the references alike.
+                are recorded as markers (see the class docstring) so that scoring redacts the references alike;
+                or a function of no argument that returns it (or ``None``), called only when the trace holds
+                secrets of its own (a case is parsed on first use).
 
         Returns:
             A new trace dict: the redacted trace plus ``redacted_fields``, the sorted dotted paths of the values
@@ -481,6 +483,10 @@ class Redactor:
     def _markers(self, own: dict[str, str], case: Any) -> list[list[Any]]:
         if not own:
             return []
+        if callable(case):  # the case is looked up (and parsed) only for a trace with secrets of its own
+            case = case()
+            if case is None:
+                return []
         texts, joined = self._texts_of(case)
         markers = set()
         for form, token in own.items():

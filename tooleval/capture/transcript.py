@@ -32,15 +32,14 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Collection, Sequence
 
-import numpy as np
 import orjson
 import pyarrow as pa
 
 from tooleval.storage import VIEW_FIELDS
 
 
-__all__ = ["Transcript", "written_texts", "read_written", "view_arrays", "transcript_columns", "align_calls",
-           "message_text"]
+__all__ = ["Transcript", "written_texts", "read_written", "view_arrays", "transcript_values", "transcript_columns",
+           "align_calls", "message_text"]
 
 
 def message_text(message: dict[str, Any]) -> str:
@@ -74,16 +73,25 @@ def align_calls(messages: list[dict[str, Any]], names: Sequence[str],
     Raises:
         ValueError: when the messages hold a different sequence of tool names than ``names``.
     """
-    steps: list[tuple[int, int | None, bool]] = []
-    position = 0
-    n_messages = len(messages)
-    n_observed = len(names)
+    blocks = []
     for m_index, message in enumerate(messages):
         if not isinstance(message, dict) or message.get("role") != "assistant":
             continue
         block = message.get("tool_calls")
-        if not block:
-            continue
+        if block:
+            blocks.append((m_index, block))
+    return _align(messages, names, texts, blocks)
+
+
+def _align(messages: list[Any], names: Sequence[str], texts: Sequence[str] | None,
+           blocks: list[tuple[int, Any]]) -> list[tuple[int, int | None, bool]]:
+    """:func:`align_calls` given ``blocks``: ``(index, tool_calls)`` of each assistant message (a dict) whose
+    ``tool_calls`` is not empty, in message order."""
+    steps: list[tuple[int, int | None, bool]] = []
+    position = 0
+    n_messages = len(messages)
+    n_observed = len(names)
+    for m_index, block in blocks:
         block = list(block)
         results: list[int | None] = [None] * len(block)
         cursor = m_index + 1
@@ -178,6 +186,7 @@ class Transcript:
         flags: list[tuple[int, str, bool, bool]] = []
         written: list[str | None] = []
         calls_of: dict[int, list] | None = None if for_capture else {}
+        blocks: list[tuple[int, Any]] = []
         for index, message in enumerate(messages):
             if type(message) is not dict:
                 if isinstance(message, dict):  # a dict of another type: read the slow way, alike
@@ -209,6 +218,7 @@ class Transcript:
                 texts.append(text)
                 tool_calls = message.get("tool_calls")
                 if tool_calls:
+                    blocks.append((index, tool_calls))
                     _written_of(tool_calls, written)
                     if calls_of is not None:
                         calls_of[index] = [name if isinstance(name, str) else None for name in (
@@ -219,7 +229,7 @@ class Transcript:
         steps, results, error = None, None, "no observed calls were given"
         if names is not None:
             try:
-                steps, error = align_calls(messages, names, full), None
+                steps, error = _align(messages, names, full, blocks), None
             except ValueError as exc:
                 error = str(exc)
         if steps is not None:
@@ -312,67 +322,30 @@ def read_written(texts: Sequence[str | None]) -> list[object]:
     return out
 
 
-_FLAG, _STEP = VIEW_FIELDS.field("user_flags").type.value_type, VIEW_FIELDS.field("steps").type.value_type
-
-
-def _lists(rows: list, value_type: pa.DataType, build=None) -> pa.Array:
-    """A list column from one Python list (or ``None``) per row: the values flattened once, then offsets."""
-    offsets = [0]
-    values: list = []
-    nulls = []
-    for items in rows:
-        if items is None:
-            nulls.append(len(offsets) - 1)
-        else:
-            values.extend(items)
-        offsets.append(len(values))
-    flat = pa.array(values, value_type) if build is None else build(values)
-    mask = None
-    if nulls:
-        mask = np.zeros(len(rows), bool)
-        mask[nulls] = True
-        mask = pa.array(mask)
-    return pa.ListArray.from_arrays(pa.array(offsets, pa.int32()), flat, type=pa.list_(value_type), mask=mask)
-
-
-def _structs(fields: pa.DataType):
-    def build(values: list) -> pa.Array:
-        columns = list(zip(*values)) if values else [[] for _ in range(fields.num_fields)]
-        return pa.StructArray.from_arrays([pa.array(list(c), fields.field(k).type) for k, c in enumerate(columns)],
-                                          fields=list(fields))
-    return build
-
-
 def view_arrays(records: list[dict[str, Any]]) -> list[pa.Array]:
     """The :data:`VIEW_FIELDS` columns of a batch of envelope records built by
     :func:`tooleval.capture.build_envelope` (a record without them, an envelope of a failed generation, gives
-    nulls), built column by column rather than record by record."""
-    def get(name: str) -> list:
-        return [record.get(name) for record in records]
+    nulls), built column by column rather than record by record (Arrow converts the lists of tuples itself)."""
+    return [pa.array([record.get(field.name) for record in records], field.type) for field in VIEW_FIELDS]
 
-    return [
-        pa.array(get("message_roles"), pa.string()),
-        _lists(get("message_texts"), pa.string()),
-        _lists(get("error_messages"), pa.int32()),
-        _lists(get("user_flags"), _FLAG, _structs(_FLAG)),
-        _lists(get("steps"), _STEP, _structs(_STEP)),
-        pa.array(get("steps_error"), pa.string()),
-        _lists(get("result_texts"), pa.string()),
-        _lists(get("written_arguments"), pa.string()),
-        pa.array(get("request_key"), pa.string()),
-        pa.array(get("recorded_reward"), pa.float64()),
-        pa.array(get("reference_secrets_json"), pa.string()),
-    ]
+
+_TRANSCRIPT_NAMES = ("message_roles", "message_texts", "error_messages", "user_flags", "steps", "steps_error",
+                     "result_texts", "written_arguments")
+
+
+def transcript_values(messages: list[Any] | None, names: Sequence[str],
+                      kept: Collection[str] | None = None) -> tuple:
+    """The transcript fields of a trace's messages as the values of the capture stage's first eight view columns
+    (:data:`VIEW_FIELDS`, in their order); all ``None`` without messages."""
+    if messages is None:
+        return (None,) * len(_TRANSCRIPT_NAMES)
+    view = Transcript.of_messages(messages, names, kept, for_capture=True)
+    return (view.roles, view.texts, view.error_messages, view.flags, view.steps, view.steps_error, view.results,
+            view.written)
 
 
 def transcript_columns(messages: list[Any] | None, names: Sequence[str],
                        kept: Collection[str] | None = None) -> dict[str, Any]:
     """The transcript fields of a trace's messages as the values of the capture stage's view columns
     (:data:`VIEW_FIELDS`, :func:`view_arrays` turns a batch of them into columns); all null without messages."""
-    if messages is None:
-        return dict.fromkeys(("message_roles", "message_texts", "error_messages", "user_flags", "steps",
-                              "steps_error", "result_texts", "written_arguments"))
-    view = Transcript.of_messages(messages, names, kept, for_capture=True)
-    return {"message_roles": view.roles, "message_texts": view.texts, "error_messages": view.error_messages,
-            "user_flags": view.flags, "steps": view.steps, "steps_error": view.steps_error,
-            "result_texts": view.results, "written_arguments": view.written}
+    return dict(zip(_TRANSCRIPT_NAMES, transcript_values(messages, names, kept)))
