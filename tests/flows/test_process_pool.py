@@ -68,7 +68,7 @@ def _client_in_use() -> tuple[int, bool, bool]:
             kept is not None and FlowRunContext.get().client is kept.client)
 
 
-@pytest.mark.slow  # starts Prefect's test harness and a worker process
+@pytest.mark.slow  # a process-pool worker process under the Prefect test harness
 def test_a_worker_keeps_one_api_client_for_every_task_run(prefect_harness):
     """Every task run a pool worker receives uses the client the worker made when it started (no TLS context and
     version request of its own): both shard tasks, in one worker, find the kept client context, and the flow

@@ -21,6 +21,7 @@ import pyarrow.json as pj
 import pytest
 
 from tasks import ReplayedLines, cached_redactor, capture_shard, generate_shard, score_shard
+from tests.support.datasets import tool_call, trace, write_dataset
 from tests.support.paths import BUNDLED, REPO
 from tooleval.dataset import load_dataset_cached
 from tooleval.rules import ToolTable, confidential_tools, load_policy
@@ -157,3 +158,24 @@ def test_rows_from_the_view_equal_rows_from_the_decoded_messages(dataset, tmp_pa
     assert with_view == without
     assert len(with_view) == len(rows)
     assert any(row["violations"] for row in with_view)  # the rules had something to find
+
+
+def test_calls_without_arguments_are_matched_by_name_through_the_stages(tmp_path, monkeypatch):
+    """A trace whose calls carry no arguments (content capture off) is scored through capture's view as the
+    rule-aware matcher scores it: by name, apart from the argument-level figures. Worked by hand: case n1 expects
+    get_order(A-9) and the agent called get_order without arguments: matched by name, tp 1, f1 1.0, name_only,
+    not exact (the arguments are unknown); case n2 expects get_order and refund and got only get_order by name:
+    tp 1, fn 1, f1 2/3. The trace with captured arguments beside them stays argument-level: wrong arguments, f1 0."""
+    monkeypatch.setenv("TOOLEVAL_REDACTION_KEY", KEY)
+    unrecorded = {"id": "c", "type": "function", "function": {"name": "get_order"}, "arguments_captured": False}
+    cases = [{"case_id": "n1", "input": "n1", "expected_calls": [{"name": "get_order", "args": {"order_id": "A-9"}}]},
+             {"case_id": "n2", "input": "n2", "expected_calls": [{"name": "get_order", "args": {"order_id": "A-2"}},
+                                                                {"name": "refund", "args": {"order_id": "A-2"}}]}]
+    traces = [trace("n1", 0, [unrecorded]), trace("n2", 0, [unrecorded]),
+              trace("n1", 1, [tool_call("get_order", '{"order_id": "A-1"}')])]
+    dataset = write_dataset(tmp_path / "names", cases, traces)
+    rows, _ = _run_stages(dataset, tmp_path / "out")
+    got = {(r["case_id"], r["trial"]): (r["name_only"], r["tp"], r["fn"], round(r["f1"], 4), r["exact_match"])
+           for r in rows}
+    assert got == {("n1", 0): (True, 1, 0, 1.0, False), ("n2", 0): (True, 1, 1, 0.6667, False),
+                   ("n1", 1): (False, 0, 1, 0.0, False)}

@@ -524,6 +524,8 @@ class _QuietRows:
 
     def row(self, i: int, entry: Any, ids: list) -> bool:
         """Fill row ``i``'s columns but its provenance; ``False`` (nothing filled) when a rule must read it."""
+        if self.counts.name_only[i]:  # a call without its arguments is matched by name: the rule-aware matcher's
+            return False
         facts = [self.fact(k) for k in ids]
         trajectory = entry.ruled
         for fact in facts:
