@@ -288,10 +288,14 @@ class Cases(Mapping[str, Case]):
         if case is None:
             offset, number = self._index[case_id]  # KeyError for a case the dataset does not hold
             case = self._read(case_id, offset, number)
-            if len(self._recent) >= CASE_CACHE:
-                self._recent.pop(next(iter(self._recent), None), None)  # the least recently used
-        self._recent[case_id] = case
+        self._keep(case_id, case)
         return case
+
+    def _keep(self, case_id: str, case: Case) -> None:
+        """Keep ``case`` as the most recently used, dropping the least recently used beyond :data:`CASE_CACHE`."""
+        if case_id not in self._recent and len(self._recent) >= CASE_CACHE:
+            self._recent.pop(next(iter(self._recent), None), None)
+        self._recent[case_id] = case
 
     def read_ahead(self, case_ids: Iterable[str]) -> None:
         """Read the cases of ``case_ids`` not kept yet, in file order through one open file, and keep them (up to
@@ -308,10 +312,7 @@ class Cases(Mapping[str, Case]):
             return
         with open(self._path, "rb", buffering=1 << 16) as handle:
             for (offset, number), case_id in wanted:
-                case = self._read(case_id, offset, number, handle)
-                if len(self._recent) >= CASE_CACHE:
-                    self._recent.pop(next(iter(self._recent), None), None)  # the least recently used
-                self._recent[case_id] = case
+                self._keep(case_id, self._read(case_id, offset, number, handle))
 
     def _read(self, case_id: str, offset: int, number: int, handle: BinaryIO | None = None) -> Case:
         if handle is None:
