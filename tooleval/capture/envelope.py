@@ -26,11 +26,12 @@ import pyarrow as pa
 
 from tooleval.canonical import (ORJSON_CANONICAL, orjson_canonical, canonical_dumps, canonical_json,
                                 canonical_loads, canonical_text, canonical_text_written, canonical_value, dumps_text,
-                                loads_text)
+                                kept_bytes, loads_text)
 from tooleval.capture._call_state import MARKER_KEY
 from tooleval.capture.provenance import input_key
 from tooleval.models import AgentInfo, Call, RecordedTrace, call_records_from_messages
 from tooleval.capture.transcript import transcript_values
+from tooleval.capture._walk import MessagesWalk, walk_messages
 from tooleval.storage import CAPTURE_SCHEMA, ENVELOPE_SCHEMA, ENVELOPE_VERSION, VIEW_FIELDS
 
 __all__ = ["EnvelopeColumns", "build_envelope", "generation_envelope", "envelope_digest", "digest_ok", "envelope_calls",
@@ -245,6 +246,8 @@ class EnvelopeColumns:
         self.kept = kept
         self.calls_seen: dict[tuple[str, str], dict[str, str | None]] = {}
         """(tool name, argument text) -> its call record (shared by the rows: never modified)."""
+        self.metadata_seen: dict[bytes, tuple[str, str | None]] = {}
+        """A metadata object's sorted writing -> its JSON text and canonical text."""
         self.clear()
 
     def clear(self) -> None:
@@ -312,11 +315,15 @@ class EnvelopeColumns:
         (case_id, trial, agent_name, agent_version, agent_model, request_id, response_id, messages, metadata,
          request, adapter_calls, executor_calls, prompt_version, tool_schema_version, started, finished,
          recorded_error, redacted_fields) = fields
-        try:
-            calls = call_records_from_messages(messages, self.calls_seen)
-            own_error = None
-        except ValueError as exc:
-            calls, own_error = [], f"bad_trace: {exc}"
+        walked = walk_messages(messages, self.calls_seen, self.kept) if type(messages) is list else None
+        if walked is not None:
+            calls, own_error = walked.calls, None
+        else:
+            try:
+                calls = call_records_from_messages(messages, self.calls_seen)
+                own_error = None
+            except ValueError as exc:
+                calls, own_error = [], f"bad_trace: {exc}"
         if own_error is None and isinstance(recorded_error, str):
             # the recorded agent failed to answer (BFCL's "Error during inference: ..."): a failing row that says
             # so, never a row scored as if the agent had chosen to make no call
@@ -326,7 +333,17 @@ class EnvelopeColumns:
         messages_json = dumps_text(messages)
         try:  # the metadata's sorted writing is also its canonical text when it holds no float
             written = orjson.dumps(metadata, option=ORJSON_CANONICAL)
-            metadata_json, canonical_metadata = written.decode(), canonical_text_written(metadata, written)
+            # the texts depend on the writing alone (orjson's writing of plain JSON values tells them apart, an
+            # integral float from an integer included), and most traces of a corpus record one of a few metadata
+            # objects (a reward of 0.0 or 1.0): computed once per distinct writing
+            known = self.metadata_seen.get(written)
+            if known is None:
+                known = (written.decode(), canonical_text_written(metadata, written))
+                if len(written) <= _METADATA_KEPT:
+                    if len(self.metadata_seen) >= _METADATA_ENTRIES:
+                        self.metadata_seen.clear()
+                    self.metadata_seen[kept_bytes(written)] = known
+            metadata_json, canonical_metadata = known
         except (TypeError, orjson.JSONEncodeError):
             metadata_json, canonical_metadata = dumps_text(metadata, sort_keys=True), None
         request_json = None if request_messages is None else dumps_text(request_messages)
@@ -347,7 +364,7 @@ class EnvelopeColumns:
                 and _no_float(executor, redacted):
             # the small columns hold text, integers and null only: orjson's sorted writing is their canonical text
             # (:func:`_digest_of_values` decides the same of any record, at the cost of writing them twice)
-            small["messages_json"] = orjson.Fragment(canonical_text(messages))
+            small["messages_json"] = orjson.Fragment(_canonical_messages(messages, walked))
             small["metadata_json"] = orjson.Fragment(canonical_metadata)
             small["request_messages_json"] = orjson.Fragment(
                 "null" if request_messages is None else canonical_text(request_messages))
@@ -359,13 +376,32 @@ class EnvelopeColumns:
         if digest is None:
             digest = _digest_of_values(small, {"messages_json": messages, "metadata_json": metadata,
                                                "request_messages_json": request_messages})
-        view = _view(messages, calls, request_messages, metadata, self.kept)
+        view = _view(messages, calls, request_messages, metadata, self.kept) if walked is None else \
+            (*walked.view, *_view_rest(request_messages, metadata))
         self.rows.append((ENVELOPE_VERSION, None, None, case_id, trial, agent_name, agent_version, agent_model,
                           request_id, response_id, messages_json, calls, metadata_json, self.captured_at, digest,
                           error or own_error, request_json, adapter, executor, prompt_version, schema_version,
                           started, finished, redacted, *view))
         self.text += len(messages_json) + len(metadata_json) + (0 if request_json is None else len(request_json)) \
             + (0 if view[-1] is None else len(view[-1]))
+
+
+_METADATA_KEPT = 512
+"""Bytes of metadata text up to which its texts are remembered (a trace's own metadata, unlike a corpus's few
+recurring ones, is seldom seen again)."""
+_METADATA_ENTRIES = 4096
+"""Metadata texts remembered before starting afresh."""
+
+
+def _canonical_messages(messages: list, walked: MessagesWalk | None) -> str:
+    """:func:`tooleval.canonical.canonical_text` of a trace's messages, written at once when the walk found no
+    float in them (orjson's sorted writing is then the canonical text)."""
+    if walked is not None and walked.no_float:
+        try:
+            return orjson.dumps(messages, option=ORJSON_CANONICAL).decode()
+        except (TypeError, orjson.JSONEncodeError):
+            pass
+    return canonical_text(messages)
 
 
 def _view(messages: list, calls: list[dict], request: Any, metadata: dict,
