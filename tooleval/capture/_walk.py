@@ -36,7 +36,8 @@ class MessagesWalk(NamedTuple):
     """Whether the messages hold no float (:func:`tooleval.canonical.holds_no_float` of them)."""
 
 
-_ENDS_TEXT = (str, type(None), bool, int)
+_TEXT_LIKE = frozenset((str, type(None), int))
+"""The types of a message's values that need no second look (no flag, no float, nothing nested)."""
 
 
 def walk_messages(messages: list[Any], memo: dict[tuple[str, str], dict[str, str | None]],
@@ -72,17 +73,19 @@ def walk_messages(messages: list[Any], memo: dict[tuple[str, str], dict[str, str
         if text[:6] == "Error:":
             errors.append(index)
         user = role == "user"
-        for key, value in message.items():
-            kind = type(value)
-            if kind is str or value is None or kind is int:
-                continue
-            if kind is bool:
-                if user:
-                    flags.append((index, key, value, False))
-            elif kind is dict or kind is list:
-                deep.append(value)
-            else:
-                no_float = False
+        kinds = set(map(type, message.values()))
+        if not kinds <= _TEXT_LIKE:  # a flag, a nested value or a float: looked at value by value
+            for key, value in message.items():
+                kind = type(value)
+                if kind is str or value is None or kind is int:
+                    continue
+                if kind is bool:
+                    if user:
+                        flags.append((index, key, value, False))
+                elif kind is dict or kind is list:
+                    deep.append(value)
+                else:
+                    no_float = False
         if user:
             roles.append("u")
             texts.append(text)
@@ -157,8 +160,12 @@ def _steps(messages: list[dict[str, Any]], full: list[str],
     steps: list[tuple[int, int | None, bool]] = []
     n_messages = len(messages)
     for m_index, block in blocks:
-        results: list[int | None] = [None] * len(block)
         cursor = m_index + 1
+        if len(block) == 1:  # the first tool message that follows holds its result, whatever its id says
+            result = cursor if cursor < n_messages and messages[cursor].get("role") == "tool" else None
+            steps.append((m_index, result, result is not None and _is_error(messages[result], full[result])))
+            continue
+        results: list[int | None] = [None] * len(block)
         if cursor < n_messages:
             ids = [tool_call.get("id") for tool_call in block]
             while cursor < n_messages:

@@ -411,6 +411,21 @@ class Redactor:
             text = orjson.dumps(body).decode()
         except (TypeError, orjson.JSONEncodeError):  # a lone surrogate, an integer beyond 64 bits: the slow way
             return False
+        return self._untouched_text(text)
+
+    def untouched_text(self, written: bytes) -> bool:
+        """True when redaction provably leaves a trace as it is, judged on orjson's compact writing of the whole
+        trace (``written``: UTF-8 bytes, possibly inside list brackets), as :meth:`_untouched` judges the writing
+        of its redacted part. What that test looks for — a name in a key or a text, a credential or a base secret
+        form in a text, a number's spelling, an escape — lies inside one string or number, which the whole
+        trace's writing spells as the part's does; the whole writing only adds text (the key fields, brackets),
+        so a trace it passes, the part's writing passes too."""
+        if self._base_plain is False:
+            return False
+        return self._untouched_text(written.decode())
+
+    def _untouched_text(self, text: str) -> bool:
+        """:meth:`_untouched` given orjson's writing of the values."""
         lowered = text.lower()  # the names first: on a line that holds one (most that hold any secret) it decides
         if any(name in lowered for name in self._names):
             return False
