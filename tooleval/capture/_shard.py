@@ -114,7 +114,6 @@ def _add_line(columns: EnvelopeColumns, path: Path, line: TraceLine | None, item
     if error is not None:
         columns.add_failed(key[0], key[1], error)
         return
-    where = f"line {line.line} of {path}"
     data = line.data
     if redact is not None and untouched is not None and line.written is not None and untouched(line.written):
         # redaction would return the same values with no redacted field (replacing any the line names)
@@ -124,7 +123,8 @@ def _add_line(columns: EnvelopeColumns, path: Path, line: TraceLine | None, item
         try:
             data = redact(data, (lambda: case_of(key[0])) if case_of is not None else None)
         except (ValueError, RecursionError) as exc:  # UnicodeError is a ValueError
-            columns.add_failed(key[0], key[1], redaction_error(key, exc, where, str(path), line.line))
+            columns.add_failed(key[0], key[1], redaction_error(key, exc, f"line {line.line} of {path}", str(path),
+                                                                 line.line))
             return
     try:
         if plain and (data is line.data or _same_values(data, line.data) or plain_trace_shape(data)):
@@ -139,7 +139,8 @@ def _add_line(columns: EnvelopeColumns, path: Path, line: TraceLine | None, item
         try:
             text = dumps_text(data)
         except (ValueError, RecursionError) as exc:
-            columns.add_failed(key[0], key[1], redaction_error(key, exc, where, str(path), line.line))
+            columns.add_failed(key[0], key[1], redaction_error(key, exc, f"line {line.line} of {path}", str(path),
+                                                                 line.line))
             return
         payload = loads_text(text)
         redacted = payload.pop("redacted_fields", None)

@@ -17,7 +17,7 @@ from typing import Any, Collection, NamedTuple
 
 import orjson
 
-from tooleval.canonical import compact_arguments, holds_no_float
+from tooleval.canonical import compact_arguments, float_arguments, holds_no_float
 from tooleval.capture.transcript import _is_error, message_text
 from tooleval.models import Call
 
@@ -115,7 +115,7 @@ def walk_messages(messages: list[Any], memo: dict[tuple[str, str], dict[str, str
                         written.append(raw)
                         record = memo.get((name, raw))
                         if record is None:
-                            compact = compact_arguments(raw)
+                            compact = compact_arguments(raw) or float_arguments(raw)
                             record = Call.from_raw(name, raw).to_record() if compact is None else \
                                 {"name": name, "args_json": compact[1], "args_raw": None, "parse_error": None}
                             memo[name, raw] = record

@@ -224,6 +224,12 @@ _AT = {name: index for index, name in enumerate(CAPTURE_SCHEMA.names)}
 """Column name -> its position in a capture stage row."""
 
 
+_SAME_IN_EVERY_ROW = frozenset(_AT[name] for name in ("envelope_version", "run_id", "dataset_revision", "captured_at"))
+"""The columns whose value every row of a batch shares (the version, the partition columns a stage file leaves null,
+the capture time)."""
+_MESSAGES_AT = _AT["messages_json"]
+
+
 class EnvelopeColumns:
     """A batch of capture stage rows being built: each trace's values, in :data:`tooleval.storage.CAPTURE_SCHEMA`'s
     order, kept as one tuple (no record per row, nor the layers of calls that built one), and turned into Arrow
@@ -263,14 +269,29 @@ class EnvelopeColumns:
 
     def record(self, index: int) -> dict[str, Any]:
         """Row ``index`` as a dict of every :data:`~tooleval.storage.CAPTURE_SCHEMA` column."""
-        return dict(zip(CAPTURE_SCHEMA.names, self.rows[index]))
+        record = dict(zip(CAPTURE_SCHEMA.names, self.rows[index]))
+        if type(record["messages_json"]) is bytes:
+            record["messages_json"] = record["messages_json"].decode()
+        return record
 
     def table(self) -> pa.Table:
         """The batch as a table of :data:`~tooleval.storage.CAPTURE_SCHEMA`, built column by column (nested
         values, the view's lists of tuples included, converted by Arrow itself)."""
         columns = zip(*self.rows) if self.rows else [()] * len(CAPTURE_SCHEMA)
-        return pa.Table.from_arrays([pa.array(values, field.type) for values, field in zip(columns, CAPTURE_SCHEMA)],
-                                    schema=CAPTURE_SCHEMA)
+        count = len(self.rows)
+        arrays = []
+        for at, (values, field) in enumerate(zip(columns, CAPTURE_SCHEMA)):
+            if at in _SAME_IN_EVERY_ROW:  # one value for the whole batch: not converted row by row
+                arrays.append(pa.repeat(pa.scalar(values[0] if count else None, field.type), count))
+            elif at == _MESSAGES_AT:  # orjson's UTF-8 bytes, or text where the standard library wrote them
+                if any(type(value) is str for value in values):
+                    values = [value.decode() if type(value) is bytes else value for value in values]
+                    arrays.append(pa.array(values, field.type))
+                else:
+                    arrays.append(pa.array(values, pa.binary()).view(field.type))
+            else:
+                arrays.append(pa.array(values, field.type))
+        return pa.Table.from_arrays(arrays, schema=CAPTURE_SCHEMA)
 
     def add_failed(self, case_id: str, trial: int, error: str | None) -> None:
         """A row without a trace (its generation failed, or its line is not a valid trace): ``error`` and no
@@ -330,7 +351,12 @@ class EnvelopeColumns:
             own_error = f"generation_error: recorded: {recorded_error}"
         request_messages = request.get("messages") if isinstance(request, dict) else None
         metadata = metadata or {}
-        messages_json = dumps_text(messages)
+        try:  # as UTF-8 bytes, which Arrow takes as they are (orjson writes valid UTF-8): no text object between
+            messages_json: str | bytes = orjson.dumps(messages)
+            if len(messages_json) < 4096:  # held for the batch's life: not in orjson's 4 KB buffer
+                messages_json = kept_bytes(messages_json)
+        except (TypeError, orjson.JSONEncodeError):
+            messages_json = dumps_text(messages)
         try:  # the metadata's sorted writing is also its canonical text when it holds no float
             written = orjson.dumps(metadata, option=ORJSON_CANONICAL)
             # the texts depend on the writing alone (orjson's writing of plain JSON values tells them apart, an
@@ -393,12 +419,13 @@ _METADATA_ENTRIES = 4096
 """Metadata texts remembered before starting afresh."""
 
 
-def _canonical_messages(messages: list, walked: MessagesWalk | None) -> str:
-    """:func:`tooleval.canonical.canonical_text` of a trace's messages, written at once when the walk found no
-    float in them (orjson's sorted writing is then the canonical text)."""
+def _canonical_messages(messages: list, walked: MessagesWalk | None) -> str | bytes:
+    """:func:`tooleval.canonical.canonical_text` of a trace's messages (or its UTF-8 bytes: it becomes an
+    ``orjson.Fragment``), written at once when the walk found no float in them (orjson's sorted writing is then the
+    canonical text)."""
     if walked is not None and walked.no_float:
         try:
-            return orjson.dumps(messages, option=ORJSON_CANONICAL).decode()
+            return orjson.dumps(messages, option=ORJSON_CANONICAL)
         except (TypeError, orjson.JSONEncodeError):
             pass
     return canonical_text(messages)

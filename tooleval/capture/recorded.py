@@ -896,16 +896,18 @@ def plain_trace_shape(data: dict) -> bool:
     messages = data.get("messages")
     if type(messages) is not list or messages and set(map(type, messages)) != _DICT_ONLY:
         return False
-    for key in _TEXT_OR_NULL:
-        value = data.get(key)
-        if value is not None and type(value) is not str:
-            return False
     metadata = data.get("metadata")
     if metadata is not None:
         if type(metadata) is not dict:
             return False
         reward = metadata.get("reward")
         if reward is not None and type(reward) is not int and type(reward) is not float:
+            return False
+    if len(data) == 3 + ("agent" in data) + ("metadata" in data):
+        return True  # no other field: each of them is absent, which the shape allows
+    for key in _TEXT_OR_NULL:
+        value = data.get(key)
+        if value is not None and type(value) is not str:
             return False
     if data.get("request") is not None and type(data["request"]) is not dict:
         return False
