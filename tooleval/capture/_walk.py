@@ -61,20 +61,18 @@ def walk_messages(messages: list[Any], memo: dict[tuple[str, str], dict[str, str
     blocks: list[tuple[int, list]] = []
     deep: list[Any] = []
     no_float = True
-    index = -1
-    for message in messages:
-        index += 1
+    for index, message in enumerate(messages):
         if type(message) is not dict:
             return None
         role = message.get("role")
         content = message.get("content")
-        text = content if type(content) is str else message_text(message)
+        text = content if type(content) is str else "" if content is None else message_text(message)
         full.append(text)
         if text[:6] == "Error:":
             errors.append(index)
         user = role == "user"
-        kinds = set(map(type, message.values()))
-        if not kinds <= _TEXT_LIKE:  # a flag, a nested value or a float: looked at value by value
+        if not _TEXT_LIKE.issuperset(map(type, message.values())):
+            # a flag, a nested value or a float: looked at value by value
             for key, value in message.items():
                 kind = type(value)
                 if kind is str or value is None or kind is int:

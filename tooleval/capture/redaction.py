@@ -426,7 +426,7 @@ class Redactor:
             return False
         # a name spelled in lower case already (a long trace's system prompt names the profile's fields) decides
         # before the whole text is decoded and lowered (~2 ns a character)
-        if any(name in written for name in self._ascii_names):
+        if len(written) > _LONG_WRITING and any(name in written for name in self._ascii_names):
             return False
         return self._untouched_text(written.decode())
 
@@ -694,6 +694,9 @@ _TOKENS_KEPT = 1 << 16
 _CASES_KEPT = 64
 """Cases whose reference texts a redactor keeps (:meth:`Redactor._texts_of`)."""
 _LONG_TEXT = 256
+_LONG_WRITING = 4096
+"""Bytes of a trace's writing from which the redaction's screen looks for a name before lowering the text (a long
+trace's system prompt names the profile's fields; on a short trace the look would be spent twice)."""
 """Characters from which a string's credentials are remembered (a shorter one is screened about as fast as it is
 looked up)."""
 _TEXT_CHARS_KEPT = 1 << 23
