@@ -96,15 +96,15 @@ def capture_shard(
     # without a str between
     batches = iter_file_batches(generation.path, STAGE_ROW_GROUP, binary=("payload_json",))
     records = (record for batch in batches for record in batch)
-    lines, redact, case_of = None, None, None
+    lines, redact, case_of, untouched = None, None, None, None
     if replay is not None:
         path, found = replay_lines(replay.agent, replay.items, replay.offsets)
         lines = (path, found, replay.items)
         redactor = cached_redactor(replay.out, redaction, replay.dataset)
         if redactor is not None:
-            redact = redactor.redact_trace_values
+            redact, untouched = redactor.redact_trace_values, redactor.untouched_text
             case_of = load_dataset_trusted(replay.dataset.path, replay.dataset.content_digest).cases.get
     kept = None if kept_results is None else frozenset(kept_results)
     tables = capture_tables(records, captured_at, tool_schema_version, kept, lines=lines, redact=redact,
-                            case_of=case_of)
+                            case_of=case_of, untouched=untouched)
     return write_stage_tables(stage_dir, "capture", tables, CAPTURE_SCHEMA, started=started, arrow=True)

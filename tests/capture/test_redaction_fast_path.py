@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from tests.support.paths import BUNDLED
 from tests.support.profiles import examples
-from tooleval.capture.recorded import iter_trace_lines
+from tooleval.capture.recorded import iter_trace_lines, read_trace_bytes
 from tooleval.capture.redaction import RedactionConfig, Redactor, case_reference_values
 from tooleval.dataset import find_traces_file, load_dataset
 from tooleval.synth import write_synth
@@ -192,3 +192,34 @@ def test_the_credentials_of_a_long_text_are_found_again():
     for trial in range(2):
         out = redactor.redact_trace({"case_id": "c1", "trial": trial, "messages": [{"role": "user", "content": text}]})
         assert out["messages"][0]["content"] == want
+
+
+@pytest.mark.parametrize(("content", "args", "fast"), [
+    ("what is the weather", '{"city": "Paris"}', True),
+    ("mail me at EMAIL: ana@x.org", '{"city": "Paris"}', False),
+    ("hello", '{"em\\u0061il": "ana@x.org"}', False),
+    ("hello", '{"Phone": "555-0100"}', False),
+    ("account ACC-778899 please", '{"city": "Paris"}', False),
+    ("pay", '{"n": 4.111111111111111e15}', False),
+    ("pay", '{"n": 4111111111111111}', False),
+])
+def test_the_whole_line_screen_judges_as_the_body_s(content, args, fast):
+    # trace capture screens the writing its reading of the line checked (case id, trial and agent included)
+    trace = _trace(content, args)
+    line = read_trace_bytes(1, json.dumps(trace).encode())
+    assert line.written is not None
+    assert _redactor(SEED).untouched_text(line.written) is fast
+    walker = _redactor(SEED)
+    walker._base_plain = False
+    if fast:
+        assert walker.redact_trace(trace) == {**trace, "redacted_fields": []}
+
+
+def test_the_whole_line_screen_also_reads_the_key_fields():
+    # a name in the agent's name (never redacted) makes the whole line's screen send it the slow way: stricter
+    # than the body's screen, never looser
+    trace = {**_trace("what is the weather"), "agent": {"name": "email-bot"}}
+    line = read_trace_bytes(1, json.dumps(trace).encode())
+    redactor = _redactor(SEED)
+    assert redactor._untouched({"messages": trace["messages"]}) is True
+    assert redactor.untouched_text(line.written) is False

@@ -52,6 +52,8 @@ _CREDENTIAL = re.compile("|".join(f"(?:{rule})" for rule in _RULES.values()))
 _KEYWORDS = ("T3BlbkFJ", "sk-ant-", "A3T", "AKIA", "ASIA", "ABIA", "ACCA", ".ey")
 """Text every credential of :data:`_RULES` but the bearer token holds (the scanners' keywords; ``.ey`` starts a
 JWT's second part), with no character JSON escapes: spelled alike in JSON text at any nesting depth."""
+_A_KEYWORD = re.compile(r"A(?:3T|KIA|SIA|BIA|CCA)")
+"""The keywords of :data:`_KEYWORDS` that start with ``A``."""
 _MAY_HOLD = re.compile(r"T3BlbkFJ|sk-ant-(?:api03|admin01)-|(?:A3T[A-Z0-9]|AKIA|ASIA|ABIA|ACCA)[A-Z2-7]{16}"
                        r"|ey[a-zA-Z0-9]{17,}\.ey")
 """What those credentials hold, more closely: a line that holds a keyword is confirmed with it (a regular
@@ -88,4 +90,7 @@ def may_hold_credential(text: str, lowered: str | None = None) -> bool:
     """
     if "bearer" in (text.lower() if lowered is None else lowered):
         return True
-    return any(keyword in text for keyword in _KEYWORDS) and _MAY_HOLD.search(text) is not None
+    # whether a keyword occurs: the four that start with ``A`` by one expression (whose search looks for the ``A``
+    # alone first), the others by a substring search each: a third of the time of one search per keyword
+    return ("T3BlbkFJ" in text or "sk-ant-" in text or ".ey" in text or _A_KEYWORD.search(text) is not None) \
+        and _MAY_HOLD.search(text) is not None

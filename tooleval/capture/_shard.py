@@ -28,8 +28,8 @@ Redact = Callable[[dict[str, Any], Any], dict[str, Any]]
 def capture_tables(records: Iterable[dict[str, Any]], captured_at: datetime, tool_schema_version: str | None,
                    kept: Collection[str] | None, *,
                    lines: tuple[Path, Iterator[TraceLine | None], list[Any]] | None = None,
-                   redact: Redact | None = None, case_of: Callable[[str], Any] | None = None
-                   ) -> Iterator[pa.Table]:
+                   redact: Redact | None = None, case_of: Callable[[str], Any] | None = None,
+                   untouched: Callable[[bytes], bool] | None = None) -> Iterator[pa.Table]:
     """The capture stage file's record batches, as tables of :data:`tooleval.storage.CAPTURE_SCHEMA`, each closed
     at :data:`~tooleval.storage.stages.STAGE_ROW_GROUP` rows or :data:`~tooleval.storage.stages.STAGE_GROUP_TEXT`
     characters of JSON text (as :func:`~tooleval.storage.stages.write_stage_table` groups records).
@@ -44,6 +44,8 @@ def capture_tables(records: Iterable[dict[str, Any]], captured_at: datetime, too
             generation file's order.
         redact: Applied to each replayed line's values (a live response was redacted by the generation stage).
         case_of: Case id -> its case (for the redaction's markers; looked up only for a trace with secrets).
+        untouched: Whether ``redact`` provably leaves a trace as it is, judged on orjson's writing of the whole
+            line (:meth:`tooleval.capture.redaction.Redactor.untouched_text`): such a line is not redacted.
 
     Raises:
         ValueError: a record refers to a recorded line and ``lines`` is ``None``, or the records are not the work
@@ -61,7 +63,7 @@ def capture_tables(records: Iterable[dict[str, Any]], captured_at: datetime, too
                 raise ValueError("the generation stage file does not list the shard's work items in order")
             line = next(found)  # one per work item, in order, whether or not this record refers to it
             if refers:
-                _add_line(columns, path, line, item, redact, case_of)
+                _add_line(columns, path, line, item, redact, case_of, untouched)
                 refers = False
                 record = None
         elif refers and record.get("error") is None:
@@ -100,7 +102,8 @@ def _add_record(columns: EnvelopeColumns, record: dict[str, Any]) -> None:
 
 
 def _add_line(columns: EnvelopeColumns, path: Path, line: TraceLine | None, item: Any,
-              redact: Redact | None, case_of: Callable[[str], Any] | None) -> None:
+              redact: Redact | None, case_of: Callable[[str], Any] | None,
+              untouched: Callable[[bytes], bool] | None = None) -> None:
     """A replayed line's row: its error when it is not a valid trace, else its redacted envelope."""
     key = (item.case_id, item.trial)
     if line is None:
@@ -111,13 +114,17 @@ def _add_line(columns: EnvelopeColumns, path: Path, line: TraceLine | None, item
     if error is not None:
         columns.add_failed(key[0], key[1], error)
         return
-    where = f"line {line.line} of {path}"
     data = line.data
-    if redact is not None:
+    if redact is not None and untouched is not None and line.written is not None and untouched(line.written):
+        # redaction would return the same values with no redacted field (replacing any the line names)
+        if "redacted_fields" in data:
+            data = {**data, "redacted_fields": []}
+    elif redact is not None:
         try:
             data = redact(data, (lambda: case_of(key[0])) if case_of is not None else None)
         except (ValueError, RecursionError) as exc:  # UnicodeError is a ValueError
-            columns.add_failed(key[0], key[1], redaction_error(key, exc, where, str(path), line.line))
+            columns.add_failed(key[0], key[1], redaction_error(key, exc, f"line {line.line} of {path}", str(path),
+                                                                 line.line))
             return
     try:
         if plain and (data is line.data or _same_values(data, line.data) or plain_trace_shape(data)):
@@ -132,7 +139,8 @@ def _add_line(columns: EnvelopeColumns, path: Path, line: TraceLine | None, item
         try:
             text = dumps_text(data)
         except (ValueError, RecursionError) as exc:
-            columns.add_failed(key[0], key[1], redaction_error(key, exc, where, str(path), line.line))
+            columns.add_failed(key[0], key[1], redaction_error(key, exc, f"line {line.line} of {path}", str(path),
+                                                                 line.line))
             return
         payload = loads_text(text)
         redacted = payload.pop("redacted_fields", None)

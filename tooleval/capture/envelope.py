@@ -26,11 +26,12 @@ import pyarrow as pa
 
 from tooleval.canonical import (ORJSON_CANONICAL, orjson_canonical, canonical_dumps, canonical_json,
                                 canonical_loads, canonical_text, canonical_text_written, canonical_value, dumps_text,
-                                loads_text)
+                                kept_bytes, loads_text)
 from tooleval.capture._call_state import MARKER_KEY
 from tooleval.capture.provenance import input_key
 from tooleval.models import AgentInfo, Call, RecordedTrace, call_records_from_messages
 from tooleval.capture.transcript import transcript_values
+from tooleval.capture._walk import MessagesWalk, walk_messages
 from tooleval.storage import CAPTURE_SCHEMA, ENVELOPE_SCHEMA, ENVELOPE_VERSION, VIEW_FIELDS
 
 __all__ = ["EnvelopeColumns", "build_envelope", "generation_envelope", "envelope_digest", "digest_ok", "envelope_calls",
@@ -223,6 +224,12 @@ _AT = {name: index for index, name in enumerate(CAPTURE_SCHEMA.names)}
 """Column name -> its position in a capture stage row."""
 
 
+_SAME_IN_EVERY_ROW = frozenset(_AT[name] for name in ("envelope_version", "run_id", "dataset_revision", "captured_at"))
+"""The columns whose value every row of a batch shares (the version, the partition columns a stage file leaves null,
+the capture time)."""
+_MESSAGES_AT = _AT["messages_json"]
+
+
 class EnvelopeColumns:
     """A batch of capture stage rows being built: each trace's values, in :data:`tooleval.storage.CAPTURE_SCHEMA`'s
     order, kept as one tuple (no record per row, nor the layers of calls that built one), and turned into Arrow
@@ -245,6 +252,8 @@ class EnvelopeColumns:
         self.kept = kept
         self.calls_seen: dict[tuple[str, str], dict[str, str | None]] = {}
         """(tool name, argument text) -> its call record (shared by the rows: never modified)."""
+        self.metadata_seen: dict[bytes, tuple[str, str | None]] = {}
+        """A metadata object's sorted writing -> its JSON text and canonical text."""
         self.clear()
 
     def clear(self) -> None:
@@ -260,14 +269,29 @@ class EnvelopeColumns:
 
     def record(self, index: int) -> dict[str, Any]:
         """Row ``index`` as a dict of every :data:`~tooleval.storage.CAPTURE_SCHEMA` column."""
-        return dict(zip(CAPTURE_SCHEMA.names, self.rows[index]))
+        record = dict(zip(CAPTURE_SCHEMA.names, self.rows[index]))
+        if type(record["messages_json"]) is bytes:
+            record["messages_json"] = record["messages_json"].decode()
+        return record
 
     def table(self) -> pa.Table:
         """The batch as a table of :data:`~tooleval.storage.CAPTURE_SCHEMA`, built column by column (nested
         values, the view's lists of tuples included, converted by Arrow itself)."""
         columns = zip(*self.rows) if self.rows else [()] * len(CAPTURE_SCHEMA)
-        return pa.Table.from_arrays([pa.array(values, field.type) for values, field in zip(columns, CAPTURE_SCHEMA)],
-                                    schema=CAPTURE_SCHEMA)
+        count = len(self.rows)
+        arrays = []
+        for at, (values, field) in enumerate(zip(columns, CAPTURE_SCHEMA)):
+            if at in _SAME_IN_EVERY_ROW:  # one value for the whole batch: not converted row by row
+                arrays.append(pa.repeat(pa.scalar(values[0] if count else None, field.type), count))
+            elif at == _MESSAGES_AT:  # orjson's UTF-8 bytes, or text where the standard library wrote them
+                if any(type(value) is str for value in values):
+                    values = [value.decode() if type(value) is bytes else value for value in values]
+                    arrays.append(pa.array(values, field.type))
+                else:
+                    arrays.append(pa.array(values, pa.binary()).view(field.type))
+            else:
+                arrays.append(pa.array(values, field.type))
+        return pa.Table.from_arrays(arrays, schema=CAPTURE_SCHEMA)
 
     def add_failed(self, case_id: str, trial: int, error: str | None) -> None:
         """A row without a trace (its generation failed, or its line is not a valid trace): ``error`` and no
@@ -312,21 +336,40 @@ class EnvelopeColumns:
         (case_id, trial, agent_name, agent_version, agent_model, request_id, response_id, messages, metadata,
          request, adapter_calls, executor_calls, prompt_version, tool_schema_version, started, finished,
          recorded_error, redacted_fields) = fields
-        try:
-            calls = call_records_from_messages(messages, self.calls_seen)
-            own_error = None
-        except ValueError as exc:
-            calls, own_error = [], f"bad_trace: {exc}"
+        walked = walk_messages(messages, self.calls_seen, self.kept) if type(messages) is list else None
+        if walked is not None:
+            calls, own_error = walked.calls, None
+        else:
+            try:
+                calls = call_records_from_messages(messages, self.calls_seen)
+                own_error = None
+            except ValueError as exc:
+                calls, own_error = [], f"bad_trace: {exc}"
         if own_error is None and isinstance(recorded_error, str):
             # the recorded agent failed to answer (BFCL's "Error during inference: ..."): a failing row that says
             # so, never a row scored as if the agent had chosen to make no call
             own_error = f"generation_error: recorded: {recorded_error}"
         request_messages = request.get("messages") if isinstance(request, dict) else None
         metadata = metadata or {}
-        messages_json = dumps_text(messages)
+        try:  # as UTF-8 bytes, which Arrow takes as they are (orjson writes valid UTF-8): no text object between
+            messages_json: str | bytes = orjson.dumps(messages)
+            if len(messages_json) < 4096:  # held for the batch's life: not in orjson's 4 KB buffer
+                messages_json = kept_bytes(messages_json)
+        except (TypeError, orjson.JSONEncodeError):
+            messages_json = dumps_text(messages)
         try:  # the metadata's sorted writing is also its canonical text when it holds no float
             written = orjson.dumps(metadata, option=ORJSON_CANONICAL)
-            metadata_json, canonical_metadata = written.decode(), canonical_text_written(metadata, written)
+            # the texts depend on the writing alone (orjson's writing of plain JSON values tells them apart, an
+            # integral float from an integer included), and most traces of a corpus record one of a few metadata
+            # objects (a reward of 0.0 or 1.0): computed once per distinct writing
+            known = self.metadata_seen.get(written)
+            if known is None:
+                known = (written.decode(), canonical_text_written(metadata, written))
+                if len(written) <= _METADATA_KEPT:
+                    if len(self.metadata_seen) >= _METADATA_ENTRIES:
+                        self.metadata_seen.clear()
+                    self.metadata_seen[kept_bytes(written)] = known
+            metadata_json, canonical_metadata = known
         except (TypeError, orjson.JSONEncodeError):
             metadata_json, canonical_metadata = dumps_text(metadata, sort_keys=True), None
         request_json = None if request_messages is None else dumps_text(request_messages)
@@ -347,7 +390,7 @@ class EnvelopeColumns:
                 and _no_float(executor, redacted):
             # the small columns hold text, integers and null only: orjson's sorted writing is their canonical text
             # (:func:`_digest_of_values` decides the same of any record, at the cost of writing them twice)
-            small["messages_json"] = orjson.Fragment(canonical_text(messages))
+            small["messages_json"] = orjson.Fragment(_canonical_messages(messages, walked))
             small["metadata_json"] = orjson.Fragment(canonical_metadata)
             small["request_messages_json"] = orjson.Fragment(
                 "null" if request_messages is None else canonical_text(request_messages))
@@ -359,13 +402,33 @@ class EnvelopeColumns:
         if digest is None:
             digest = _digest_of_values(small, {"messages_json": messages, "metadata_json": metadata,
                                                "request_messages_json": request_messages})
-        view = _view(messages, calls, request_messages, metadata, self.kept)
+        view = _view(messages, calls, request_messages, metadata, self.kept) if walked is None else \
+            (*walked.view, *_view_rest(request_messages, metadata))
         self.rows.append((ENVELOPE_VERSION, None, None, case_id, trial, agent_name, agent_version, agent_model,
                           request_id, response_id, messages_json, calls, metadata_json, self.captured_at, digest,
                           error or own_error, request_json, adapter, executor, prompt_version, schema_version,
                           started, finished, redacted, *view))
         self.text += len(messages_json) + len(metadata_json) + (0 if request_json is None else len(request_json)) \
             + (0 if view[-1] is None else len(view[-1]))
+
+
+_METADATA_KEPT = 512
+"""Bytes of metadata text up to which its texts are remembered (a trace's own metadata, unlike a corpus's few
+recurring ones, is seldom seen again)."""
+_METADATA_ENTRIES = 4096
+"""Metadata texts remembered before starting afresh."""
+
+
+def _canonical_messages(messages: list, walked: MessagesWalk | None) -> str | bytes:
+    """:func:`tooleval.canonical.canonical_text` of a trace's messages (or its UTF-8 bytes: it becomes an
+    ``orjson.Fragment``), written at once when the walk found no float in them (orjson's sorted writing is then the
+    canonical text)."""
+    if walked is not None and walked.no_float:
+        try:
+            return orjson.dumps(messages, option=ORJSON_CANONICAL)
+        except (TypeError, orjson.JSONEncodeError):
+            pass
+    return canonical_text(messages)
 
 
 def _view(messages: list, calls: list[dict], request: Any, metadata: dict,

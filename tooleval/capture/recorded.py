@@ -81,6 +81,10 @@ class TraceLine:
     surrogates) and its writing showed it nests at most :data:`~tooleval.canonical.MAX_DEPTH` levels
     (:func:`fast_object`), or the strict reading parsed it (no non-finite number) and
     :func:`~tooleval.canonical.text_holds_no_value_problem` holds."""
+    written: bytes | None = field(default=None, repr=False, compare=False)
+    """orjson's compact writing of ``data`` (inside a few list brackets) when orjson read the line
+    (:func:`fast_object`): what was written to check the reading, kept so that the redaction's screen of the whole
+    line (:meth:`tooleval.capture.redaction.Redactor.untouched_text`) need not write the values again."""
 
 
 def file_digest(path: Path) -> str:
@@ -312,6 +316,13 @@ def _fast_object_bytes(data: bytes) -> dict | None:
     to write more than :data:`_ORJSON_DEPTH` levels), and whether an integer beyond 64 bits was read as a float (orjson
     writes every float of magnitude 1e16 or more with an exponent, ``1.8446744073709552e+19``, and an integer it
     cannot hold is at least 2**63 in magnitude). ``None`` for a line nested deeper: the strict way names the path."""
+    read = _fast_object_written(data)
+    return None if read is None else read[0]
+
+
+def _fast_object_written(data: bytes) -> tuple[dict, bytes] | None:
+    """:func:`_fast_object_bytes` with the writing it checked: ``(the object, orjson's compact writing of it inside
+    :data:`_WRAPPING` list brackets)``."""
     if b"\\u003" in data and _ESCAPED_COLON.search(data):
         return None
     try:
@@ -330,7 +341,7 @@ def _fast_object_bytes(data: bytes) -> dict | None:
         innermost[0] = None
     if _has_exponent(written):
         return None
-    return value if written.count(b":") == data.count(b":") else None
+    return (value, written) if written.count(b":") == data.count(b":") else None
 
 
 def _orjson_depth() -> int:
@@ -434,9 +445,9 @@ def _read_trace_bytes(number: int, raw: bytes) -> TraceLine | None:
     stripped from their end is all that stripping the decoded text would take away (any other trailing character
     makes orjson refuse the line, which then takes the text's way)."""
     data = raw.rstrip()
-    value = _fast_object_bytes(data) if data else None
-    if value is not None:
-        return TraceLine(number, value, plain=True)
+    read = _fast_object_written(data) if data else None
+    if read is not None:
+        return TraceLine(number, read[0], plain=True, written=read[1])
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -885,16 +896,18 @@ def plain_trace_shape(data: dict) -> bool:
     messages = data.get("messages")
     if type(messages) is not list or messages and set(map(type, messages)) != _DICT_ONLY:
         return False
-    for key in _TEXT_OR_NULL:
-        value = data.get(key)
-        if value is not None and type(value) is not str:
-            return False
     metadata = data.get("metadata")
     if metadata is not None:
         if type(metadata) is not dict:
             return False
         reward = metadata.get("reward")
         if reward is not None and type(reward) is not int and type(reward) is not float:
+            return False
+    if len(data) == 3 + ("agent" in data) + ("metadata" in data):
+        return True  # no other field: each of them is absent, which the shape allows
+    for key in _TEXT_OR_NULL:
+        value = data.get(key)
+        if value is not None and type(value) is not str:
             return False
     if data.get("request") is not None and type(data["request"]) is not dict:
         return False

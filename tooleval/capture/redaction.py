@@ -126,6 +126,8 @@ class Redactor:
         """String value -> token; other values are keyed by their canonical JSON in ``_canonical_tokens``."""
         self._canonical_tokens: dict[str, str] = {}
         self._names = sorted({f.lower() for f in self._fields} | {p.lower().rsplit(".", 1)[-1] for p in self._paths})
+        self._ascii_names = tuple(name.encode() for name in self._names if name.isascii())
+        """The names that are ASCII, as UTF-8 bytes (found in a writing's bytes as they are)."""
         self._names_spelled_alike = all(_SPELLED_ALIKE.fullmatch(name) for name in self._names)
         """Whether every name is spelled the same in any JSON text, raw or nested (see :meth:`_quiet_parts`)."""
         self._base_plain: bool | None = True
@@ -411,6 +413,25 @@ class Redactor:
             text = orjson.dumps(body).decode()
         except (TypeError, orjson.JSONEncodeError):  # a lone surrogate, an integer beyond 64 bits: the slow way
             return False
+        return self._untouched_text(text)
+
+    def untouched_text(self, written: bytes) -> bool:
+        """True when redaction provably leaves a trace as it is, judged on orjson's compact writing of the whole
+        trace (``written``: UTF-8 bytes, possibly inside list brackets), as :meth:`_untouched` judges the writing
+        of its redacted part. What that test looks for — a name in a key or a text, a credential or a base secret
+        form in a text, a number's spelling, an escape — lies inside one string or number, which the whole
+        trace's writing spells as the part's does; the whole writing only adds text (the key fields, brackets),
+        so a trace it passes, the part's writing passes too."""
+        if self._base_plain is False:
+            return False
+        # a name spelled in lower case already (a long trace's system prompt names the profile's fields) decides
+        # before the whole text is decoded and lowered (~2 ns a character)
+        if len(written) > _LONG_WRITING and any(name in written for name in self._ascii_names):
+            return False
+        return self._untouched_text(written.decode())
+
+    def _untouched_text(self, text: str) -> bool:
+        """:meth:`_untouched` given orjson's writing of the values."""
         lowered = text.lower()  # the names first: on a line that holds one (most that hold any secret) it decides
         if any(name in lowered for name in self._names):
             return False
@@ -673,6 +694,9 @@ _TOKENS_KEPT = 1 << 16
 _CASES_KEPT = 64
 """Cases whose reference texts a redactor keeps (:meth:`Redactor._texts_of`)."""
 _LONG_TEXT = 256
+_LONG_WRITING = 4096
+"""Bytes of a trace's writing from which the redaction's screen looks for a name before lowering the text (a long
+trace's system prompt names the profile's fields; on a short trace the look would be spent twice)."""
 """Characters from which a string's credentials are remembered (a shorter one is screened about as fast as it is
 looked up)."""
 _TEXT_CHARS_KEPT = 1 << 23

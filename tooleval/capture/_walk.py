@@ -1,0 +1,182 @@
+"""One walk over a trace's messages for trace capture: its call records, its transcript view and whether its values
+hold a float, read together instead of by a walk each (:func:`tooleval.models.call_records_from_messages`,
+:meth:`tooleval.capture.Transcript.of_messages` and :func:`tooleval.canonical.holds_no_float` walked them in turn).
+
+The walk takes the shape nearly every recorded trace has: each message a plain object, and each tool call of an
+assistant message a plain object whose body (its ``function``, or itself) is an object naming its tool with text and
+not saying ``arguments_captured``. Then the observed calls' names are the names the alignment of calls and results
+reads, in the same order, so the alignment's checks hold by construction and only its pairing of calls with
+results remains. Any other shape returns ``None``: the caller takes the separate functions, which name what is
+wrong with it.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Collection, NamedTuple
+
+import orjson
+
+from tooleval.canonical import compact_arguments, float_arguments, holds_no_float
+from tooleval.capture.transcript import _is_error, message_text
+from tooleval.models import Call
+
+__all__ = ["MessagesWalk", "walk_messages"]
+
+
+class MessagesWalk(NamedTuple):
+    """What one walk over a trace's messages gives (the transcript fields as the module
+    :mod:`tooleval.capture.transcript` documents them)."""
+
+    calls: list[dict[str, str | None]]
+    """Each observed call's record (shared with the memo: never modified)."""
+    view: tuple
+    """The first eight view columns' values (:data:`tooleval.storage.VIEW_FIELDS`, in their order)."""
+    no_float: bool
+    """Whether the messages hold no float (:func:`tooleval.canonical.holds_no_float` of them)."""
+
+
+_TEXT_LIKE = frozenset((str, type(None), int))
+"""The types of a message's values that need no second look (no flag, no float, nothing nested)."""
+
+
+def walk_messages(messages: list[Any], memo: dict[tuple[str, str], dict[str, str | None]],
+                  kept: Collection[str] | None) -> MessagesWalk | None:
+    """The call records, the transcript view and the float verdict of ``messages`` in one walk, or ``None`` for a
+    trace of another shape than the module docstring's.
+
+    Args:
+        messages: The trace's chat messages (a list).
+        memo: ``(tool name, argument text) -> call record`` of the calls read before (added to here).
+        kept: The tools whose result texts the view keeps; ``None``: every tool's.
+    """
+    records: list[dict[str, str | None]] = []
+    names: list[str] = []
+    roles: list[str] = []
+    texts: list[str | None] = []
+    full: list[str] = []
+    errors: list[int] = []
+    flags: list[tuple[int, str, bool, bool]] = []
+    written: list[str | None] = []
+    blocks: list[tuple[int, list]] = []
+    deep: list[Any] = []
+    no_float = True
+    for index, message in enumerate(messages):
+        if type(message) is not dict:
+            return None
+        role = message.get("role")
+        content = message.get("content")
+        text = content if type(content) is str else "" if content is None else message_text(message)
+        full.append(text)
+        if text[:6] == "Error:":
+            errors.append(index)
+        user = role == "user"
+        if not _TEXT_LIKE.issuperset(map(type, message.values())):
+            # a flag, a nested value or a float: looked at value by value
+            for key, value in message.items():
+                kind = type(value)
+                if kind is str or value is None or kind is int:
+                    continue
+                if kind is bool:
+                    if user:
+                        flags.append((index, key, value, False))
+                elif kind is dict or kind is list:
+                    deep.append(value)
+                else:
+                    no_float = False
+        if user:
+            roles.append("u")
+            texts.append(text)
+            metadata = message.get("metadata")
+            if isinstance(metadata, dict):
+                for key, value in metadata.items():
+                    if value is True or value is False:
+                        flags.append((index, key, value, True))
+        elif role == "assistant":
+            roles.append("a")
+            texts.append(text)
+            tool_calls = message.get("tool_calls")
+            if tool_calls:
+                if type(tool_calls) is not list:
+                    return None
+                for tool_call in tool_calls:
+                    if type(tool_call) is not dict or "arguments_captured" in tool_call:
+                        return None
+                    body = tool_call.get("function", tool_call)
+                    if type(body) is not dict:
+                        return None
+                    name = body.get("name")
+                    if type(name) is not str:
+                        return None
+                    raw = body["arguments"] if "arguments" in body else body.get("args")
+                    if type(raw) is str:
+                        written.append(raw)
+                        record = memo.get((name, raw))
+                        if record is None:
+                            compact = compact_arguments(raw) or float_arguments(raw)
+                            record = Call.from_raw(name, raw).to_record() if compact is None else \
+                                {"name": name, "args_json": compact[1], "args_raw": None, "parse_error": None}
+                            memo[name, raw] = record
+                    else:
+                        written.append(_written(raw))
+                        record = Call.from_raw(name, raw).to_record()
+                    records.append(record)
+                    names.append(name)
+                blocks.append((index, tool_calls))
+        else:
+            roles.append(".")
+            texts.append(None)
+    if no_float:
+        for value in deep:
+            if not holds_no_float(value):
+                no_float = False
+                break
+    steps = _steps(messages, full, blocks)
+    results = [None if result is None or (kept is not None and name not in kept) else full[result]
+               for name, (_, result, _) in zip(names, steps)]
+    view = ("".join(roles), texts, errors, flags, steps, None, results, written)
+    return MessagesWalk(records, view, no_float)
+
+
+def _written(raw: Any) -> str | None:
+    """A call's arguments as written when they are not text (:func:`tooleval.capture.transcript._written_of`)."""
+    if isinstance(raw, dict):
+        try:
+            return orjson.dumps(raw).decode()
+        except (TypeError, orjson.JSONEncodeError):
+            try:
+                return json.dumps(raw)
+            except (ValueError, RecursionError):
+                return None
+    return None
+
+
+def _steps(messages: list[dict[str, Any]], full: list[str],
+           blocks: list[tuple[int, list]]) -> list[tuple[int, int | None, bool]]:
+    """``(message index, result index, failed)`` of each call, as :func:`tooleval.capture.transcript.align_calls`
+    pairs calls with the tool messages that follow their assistant message (the names agree by construction)."""
+    steps: list[tuple[int, int | None, bool]] = []
+    n_messages = len(messages)
+    for m_index, block in blocks:
+        cursor = m_index + 1
+        if len(block) == 1:  # the first tool message that follows holds its result, whatever its id says
+            result = cursor if cursor < n_messages and messages[cursor].get("role") == "tool" else None
+            steps.append((m_index, result, result is not None and _is_error(messages[result], full[result])))
+            continue
+        results: list[int | None] = [None] * len(block)
+        if cursor < n_messages:
+            ids = [tool_call.get("id") for tool_call in block]
+            while cursor < n_messages:
+                reply = messages[cursor]
+                if reply.get("role") != "tool":
+                    break
+                call_id = reply.get("tool_call_id")
+                slot = ids.index(call_id) if call_id is not None and ids.count(call_id) == 1 else None
+                if slot is None or results[slot] is not None:
+                    slot = next((k for k, r in enumerate(results) if r is None), None)
+                if slot is not None:
+                    results[slot] = cursor
+                cursor += 1
+        for result in results:
+            steps.append((m_index, result, result is not None and _is_error(messages[result], full[result])))
+    return steps
