@@ -23,6 +23,7 @@ one applied to envelope dicts.
 
 from __future__ import annotations
 
+import functools
 import json
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
@@ -431,18 +432,35 @@ def _tuples(flat: pa.StructArray) -> list:
 
 class _View:
     """The transcript view trace capture wrote beside a batch's envelopes (:data:`tooleval.storage.VIEW_FIELDS`),
-    one :class:`tooleval.capture.Transcript` per row on demand."""
+    one :class:`tooleval.capture.Transcript` per row on demand. Each column is read into Python when first used:
+    a batch whose rows are all scored in bulk reads none."""
 
     def __init__(self, envelopes: pa.Table) -> None:
+        self.column = envelopes.column
         column = envelopes.column
-        self.roles = column("message_roles").to_pylist()
-        self.texts = _Flat(column("message_texts"))
-        self.steps = _Flat(column("steps"), _tuples)
-        self.errors = _Flat(column("error_messages"))
-        self.steps_error = column("steps_error").to_pylist()
         self.flags = _Lazy(column("user_flags"), _tuples)
         self.results = _Lazy(column("result_texts"))
         self.written = _Lazy(column("written_arguments"))
+
+    @functools.cached_property
+    def roles(self) -> list:
+        return self.column("message_roles").to_pylist()
+
+    @functools.cached_property
+    def texts(self) -> _Flat:
+        return _Flat(self.column("message_texts"))
+
+    @functools.cached_property
+    def steps(self) -> _Flat:
+        return _Flat(self.column("steps"), _tuples)
+
+    @functools.cached_property
+    def errors(self) -> _Flat:
+        return _Flat(self.column("error_messages"))
+
+    @functools.cached_property
+    def steps_error(self) -> list:
+        return self.column("steps_error").to_pylist()
 
     @classmethod
     def of(cls, envelopes: pa.Table) -> "_View | None":
