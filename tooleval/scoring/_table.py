@@ -9,12 +9,14 @@ over the whole batch at once with numpy on those ids. The call-list columns are 
 registry's records by id. What the rules find of one call alone (its schema findings, its tool's family, whether a
 rule reads the trajectory around it) is found once per distinct call (:class:`_CallFacts`).
 
-Python runs per row only for what needs a value. A row of a plain case (one plan, no argument rules, unordered)
-with every call's arguments captured (:class:`_QuietRows`) pairs its leftover calls of one tool by optimal
-assignment, and runs the policy rules over its transcript view only when its case sets a rule key or one of its
-calls' tools has a property a rule reads; otherwise only the write rules, which read the match alone. The other
-rows (argument rules, accepted plans, another match mode, calls matched by name only, a case with tool specs of its
-own, envelopes read back without capture's view) go through the rule-aware matcher and
+Python runs per row only for what needs a value. The rows of a plain case (one plan, no argument rules,
+unordered, no tool specs of its own) with every call's arguments captured are scored in bulk (:class:`_Bulk`):
+their columns are computed over the batch at once, and Python runs for a row only to pair its leftover calls of
+one tool by optimal assignment, to apply the write rules when a reference write is missing, to list its calls'
+schema findings, and to run the policy rules over its transcript view when its case sets a rule key or one of its
+calls' tools has a property a rule reads. The other rows (argument rules, accepted plans, another match mode,
+calls matched by name only, a case with tool specs of its own, stored calls that are not the messages' calls,
+envelopes read back without capture's view) go through the rule-aware matcher and
 :func:`tooleval.rules.evaluate_row`. Provenance is one pass over the batch's columns.
 
 The rows are the ones :func:`tooleval.scoring.rows.score_rows` defines column for column: that function is this
@@ -158,14 +160,10 @@ def score_table(envelopes: pa.Table, sources: ScoringSources) -> pa.Table:
     counts = _Counts(entries, scored, observed, registry)
     envelope_of = _EnvelopeRows(envelopes, column, view)
     facts = _CallFacts(sources) if view is not None else None
-    bulk = _Bulk(sources, envelopes, entries, scored, counts, facts) if facts is not None else None
-    quiet = _QuietRows(sources, view, out, counts, facts) if facts is not None else None
+    bulk = _Bulk(sources, envelopes, view, entries, scored, counts, facts) if facts is not None else None
     rows = entries.rows
     for i in (range(n) if bulk is None else bulk.others):
-        entry = rows[i]
-        ids = observed.row(i)
-        if quiet is None or not entry.quiet or errors[i] is not None or not quiet.row(i, entry, ids):
-            _score_row(i, entry, out, counts, ids, envelope_of, sources)
+        _score_row(i, rows[i], out, counts, observed.row(i), envelope_of, sources)
     _provenance(out, envelope_of, rows, observed, sources, bulk)
     return _table(envelopes, out, names, registry, bulk)
 
@@ -608,112 +606,18 @@ class _CallFacts:
         return found
 
 
-class _QuietRows:
-    """The rows of quiet cases (:attr:`tooleval.scoring._cases._CaseEntry.quiet`) whose calls' arguments were
-    all captured: their match is the batch's counts with the leftover calls and their pairing, what the rules
-    find of each call alone is found once per distinct call of the shard (:attr:`ShardMemo.facts`), and the policy
-    rules run only on a row whose case sets a rule key or whose calls' tools a rule reads the trajectory for (the
-    others can break none but the write rules, which read the match alone)."""
-
-    def __init__(self, sources: ScoringSources, view: _View, out: _Columns, counts: _Counts,
-                 facts: "_CallFacts") -> None:
-        self.tools, self.view, self.out, self.counts = sources.tools, view, out, counts
-        self.policy, self.confirmation = sources.policy, sources.memo.confirmation
-        self.fact = facts.fact
-        self.is_write = frozenset(name for name, spec in self.tools.items() if spec.side_effect == "write").__contains__
-        self.registry = sources.memo.registry
-        self.families = any(spec.family for spec in self.tools.values())
-        self.tp, self.duplicates, self.malformed = counts.tp.tolist(), counts.duplicates.tolist(), \
-            counts.malformed.tolist()
-        self.columns = [out[name] for name in _QUIET_COLUMNS]
-
-    def row(self, i: int, entry: Any, ids: list) -> bool:
-        """Fill row ``i``'s columns but its provenance; ``False`` (nothing filled) when a rule must read it."""
-        if self.counts.name_only[i]:  # a call without its arguments is matched by name: the rule-aware matcher's
-            return False
-        facts = [self.fact(k) for k in ids]
-        trajectory = entry.ruled
-        for fact in facts:
-            if fact[2] is _BROKEN:
-                return False
-            trajectory = trajectory or fact[0]
-        view = self.view
-        if view.roles[i] is not None and (view.steps_error[i] is not None or view.steps.length(i) != len(ids)):
-            return False  # the stored calls are not the messages' calls: the general path says so
-        registry = self.registry
-        expected = entry.expected
-        tp, n_expected, n_observed = self.tp[i], len(expected), len(ids)
-        counts = self.counts
-        if tp == n_expected and tp == n_observed:
-            missing = extra = wrong = missing_ids = extra_ids = ()
-        else:
-            e0, o0 = counts.e_start[i], counts.o_start[i]
-            left = counts.missing
-            missing_ids = [k for j, k in enumerate(entry.expected_ids) if left[e0 + j]]
-            missing = [call for j, call in enumerate(expected) if left[e0 + j]]
-            left = counts.extra
-            extra_ids = [k for j, k in enumerate(ids) if left[o0 + j]]
-            extra = [registry.calls[k] for k in extra_ids]
-            wrong = pair_wrong_args(missing, extra)
-        fp, fn = n_observed - tp, n_expected - tp
-        duplicates, malformed = self.duplicates[i], self.malformed[i]
-        findings: list | None = None
-        categories = [name for name, present in (("missing", fn > 0), ("extra", fp > 0), ("wrong_args", bool(wrong)),
-                                                 ("duplicate", duplicates > 0), ("malformed", malformed > 0))
-                      if present]
-        exact = fp == 0 and fn == 0
-        precision, recall = tp / n_observed if n_observed else None, tp / n_expected if n_expected else None
-        f1 = f1_score(tp, fp, fn)
-        if trajectory:  # the policy rules read the row's trajectory (its transcript view) and its match
-            observed = [registry.calls[k] for k in ids]
-            transcript = view.transcript(i, [call.name for call in observed])
-            match = MatchResult(tp, fp, fn, precision, recall, f1, exact, duplicates, malformed, list(missing),
-                                list(extra), list(wrong), categories)
-            try:
-                found = check_policies(entry.case, self.tools, transcript, observed, match, policy=self.policy,
-                                       confirmation=self.confirmation, rules=entry.rules)
-            except ValueError:
-                return False  # the general path makes the row's scoring error
-        else:
-            is_write = self.is_write
-            found = write_violations(missing, wrong, is_write) if any(is_write(call.name) for call in missing) else []
-        violations = [v.to_record() for v in found]
-        blocking = any(v.severity == "blocking" for v in found)
-        if self.tools:
-            findings = []
-            calls = registry.calls
-            for index, (k, fact) in enumerate(zip(ids, facts)):
-                if fact[2]:
-                    name = calls[k].name
-                    findings += [{"call_index": index, "tool": name, "kind": kind, "path": path, "detail": detail}
-                                 for kind, path, detail in fact[2]]
-                    violations.append({"rule": SCHEMA_RULE, "severity": "advisory", "tool": name,
-                                       "detail": f"call #{index + 1} {fact[3]}"})
-        if findings:
-            categories = [*categories, "schema"]
-        families = sorted(entry.families.union(fact[1] for fact in facts if fact[1])) if self.families else []
-        values = (
-            entry.case.slice, entry.expected_ids, entry.mode.label, ids, missing_ids, extra_ids,
-            [pair.to_record() for pair in wrong], duplicates, malformed, tp, fp, fn, precision, recall, f1,
-            exact, categories, violations, blocking, [], 0, entry.expected_ids, families, findings, exact, False,
-            float(counts.ragas[i]),
-        )
-        for column, value in zip(self.columns, values):
-            column[i] = value
-        return True
-
-
 class _Bulk:
     """The rows of a verified batch scored as columns: the rows of quiet cases
     (:attr:`tooleval.scoring._cases._CaseEntry.quiet`) whose calls' arguments were all captured, whose stored calls
-    are their messages' calls, whose tools' schemas are valid and whose case and tools no policy rule reads the
-    trajectory for. Their counts, ratios, call lists, categories, families and the ragas column are computed over
-    the batch at once; Python runs only for a row with leftover calls on both sides (their wrong-argument pairing,
-    once per distinct (missing, extra) pair of id lists of the shard), a missing write (the write rules, with it),
-    or a call with schema findings. ``others``: the rows left to the per-row paths, in order."""
+    are their messages' calls and whose tools' schemas are valid. Their counts, ratios, call lists, categories,
+    families and the ragas column are computed over the batch at once; Python runs only for a row with leftover
+    calls on both sides (their wrong-argument pairing, once per distinct (missing, extra) pair of id lists of the
+    shard), a missing write (the write rules, with it), a call with schema findings, or a case or tool a policy
+    rule reads the trajectory for (the policy rules, over the row's transcript view; a row they find inconsistent
+    goes to the general path, which says so). ``others``: the rows left to the per-row paths, in order."""
 
-    def __init__(self, sources: ScoringSources, envelopes: pa.Table, entries: _Entries, scored: np.ndarray,
-                 counts: _Counts, facts: "_CallFacts") -> None:
+    def __init__(self, sources: ScoringSources, envelopes: pa.Table, view: _View, entries: _Entries,
+                 scored: np.ndarray, counts: _Counts, facts: "_CallFacts") -> None:
         n = len(scored)
         memo, tools = sources.memo, sources.tools
         registry = memo.registry
@@ -740,9 +644,8 @@ class _Bulk:
         mismatch = np.asarray(roles.is_valid()) & (
             np.asarray(envelopes.column("steps_error").is_valid())
             | (np.asarray(pc.list_value_length(envelopes.column("steps")).fill_null(-1)) != counts.n_observed))
-        fast = candidates & ~any_call(broken) & ~mismatch & ~entries.attribute("ruled", bool) & ~any_call(trajectory)
-        self.fast, self.rows = fast, np.flatnonzero(fast)
-        self.others = np.flatnonzero(~fast).tolist()
+        fast = candidates & ~any_call(broken) & ~mismatch
+        ruled = fast & (entries.attribute("ruled", bool) | any_call(trajectory))
         self.exact = (counts.n_observed == counts.tp) & (counts.n_expected == counts.tp)
         # the rows that need a value from Python
         is_write = frozenset(name for name, spec in tools.items() if spec.side_effect == "write").__contains__
@@ -756,7 +659,8 @@ class _Bulk:
         self.wrong, self.violations, self.findings = {}, {}, {}
         self.wrong_flag, self.blocking, self.schema = np.zeros(n, bool), np.zeros(n, bool), np.zeros(n, bool)
         calls, pairs = registry.calls, memo.pairs
-        for i in np.flatnonzero(fast & (both | missing_write | findings)).tolist():
+        policies = _Policies(sources, view, entries, counts) if ruled.any() else None
+        for i in np.flatnonzero(fast & (both | missing_write | findings | ruled)).tolist():
             missing_ids, extra_ids = counts.left(i)
             key = (tuple(missing_ids), tuple(extra_ids))
             got = pairs.get(key)
@@ -765,15 +669,24 @@ class _Bulk:
                 wrong = pair_wrong_args(left, over) if left and over else []
                 write = write_violations(left, wrong, is_write) if any(is_write(c.name) for c in left) else []
                 got = pairs[key] = ([pair.to_record() for pair in wrong], [v.to_record() for v in write],
-                                    any(v.severity == "blocking" for v in write))
-            self.wrong[i], self.violations[i], self.blocking[i] = got
-            self.wrong_flag[i] = bool(got[0])
+                                    any(v.severity == "blocking" for v in write), wrong)
+            self.wrong[i], violations, self.blocking[i], wrong = got
+            self.wrong_flag[i] = bool(wrong)
+            if ruled[i]:  # the policy rules read the row's trajectory and its match
+                checked = policies.check(i, extra_ids, wrong)
+                if checked is None:
+                    fast[i] = False
+                    continue
+                violations, self.blocking[i] = checked
             if findings[i]:
-                self.findings[i], self.violations[i] = _schema_records(counts.observed(i), facts, calls, got[1])
+                self.findings[i], violations = _schema_records(counts.observed(i), facts, calls, violations)
                 self.schema[i] = True
+            self.violations[i] = violations
+        self.fast, self.rows = fast, np.flatnonzero(fast)
+        self.others = np.flatnonzero(~fast).tolist()
 
     def columns(self, registry: CallRegistry) -> dict[str, pa.Array]:
-        """The bulk rows' columns (those :meth:`_QuietRows.row` fills), one value per row of :attr:`rows`."""
+        """The bulk rows' columns but their provenance, one value per row of :attr:`rows`."""
         rows, counts, entries = self.rows, self.counts, self.entries
         count = len(rows)
         records = registry.record_array()
@@ -847,6 +760,42 @@ class _Bulk:
         return bool(self.exact[i])
 
 
+class _Policies:
+    """The policy rules of bulk rows whose case or calls a rule reads the trajectory for
+    (:func:`tooleval.rules.check_policies` over the row's transcript view and its match)."""
+
+    def __init__(self, sources: ScoringSources, view: _View, entries: _Entries, counts: _Counts) -> None:
+        self.tools, self.policy, self.confirmation = sources.tools, sources.policy, sources.memo.confirmation
+        self.view, self.entries, self.counts = view, entries, counts
+        self.calls = sources.memo.registry.calls
+
+    def check(self, i: int, extra_ids: list[int], wrong: list) -> tuple[list, bool] | None:
+        """Row ``i``'s violations (records) and whether one blocks; ``None`` when the rules find the row
+        inconsistent (the general path makes its scoring error)."""
+        counts, entry, calls = self.counts, self.entries.rows[i], self.calls
+        ids = counts.observed(i)
+        observed = [calls[k] for k in ids]
+        e0, e1 = counts.e_start[i], counts.e_start[i + 1]
+        missing = [call for call, left in zip(entry.expected, counts.missing[e0:e1].tolist()) if left]
+        extra = [calls[k] for k in extra_ids]
+        tp, n_observed, n_expected = int(counts.tp[i]), len(ids), len(entry.expected)
+        fp, fn = n_observed - tp, n_expected - tp
+        duplicates, malformed = int(counts.duplicates[i]), int(counts.malformed[i])
+        categories = [name for name, present in (("missing", fn > 0), ("extra", fp > 0), ("wrong_args", bool(wrong)),
+                                                 ("duplicate", duplicates > 0), ("malformed", malformed > 0))
+                      if present]
+        match = MatchResult(tp, fp, fn, tp / n_observed if n_observed else None,
+                            tp / n_expected if n_expected else None, f1_score(tp, fp, fn), fp == 0 and fn == 0,
+                            duplicates, malformed, missing, extra, list(wrong), categories)
+        transcript = self.view.transcript(i, [call.name for call in observed])
+        try:
+            found = check_policies(entry.case, self.tools, transcript, observed, match, policy=self.policy,
+                                   confirmation=self.confirmation, rules=entry.rules)
+        except ValueError:
+            return None
+        return [v.to_record() for v in found], any(v.severity == "blocking" for v in found)
+
+
 _CATEGORIES = ("missing", "extra", "wrong_args", "duplicate", "malformed", "schema")
 """The mismatch categories, in the order a row lists them."""
 
@@ -895,12 +844,6 @@ def _empty_lists(count: int, name: str) -> pa.Array:
                                     pa.array([], kind.value_type))
 
 
-_QUIET_COLUMNS = ("slice", "expected_calls", "match_mode", "observed_calls", "missing_calls", "extra_calls",
-                  "wrong_args", "duplicate_calls", "malformed_calls", "tp", "fp", "fn", "precision", "recall", "f1",
-                  "exact_match", "mismatch_categories", "violations", "blocking", "coercions", "chosen_plan",
-                  "reference_calls", "tool_families", "schema_findings", "calls_match", "name_only",
-                  "ragas_tool_call_f1")
-"""The columns :meth:`_QuietRows.row` fills, in the order of its values."""
 
 
 def _plain_match(i: int, entry: Any, observed: list[Call], counts: _Counts) -> RuleMatch:
