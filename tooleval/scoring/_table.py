@@ -40,7 +40,7 @@ from tooleval.capture.transcript import Transcript
 from tooleval.dataset import Cases
 from tooleval.capture.provenance import failure_owner, first_divergent_boundary, input_key, join_check_key
 from tooleval.capture.redaction import MARKER_KEY, Redactor
-from tooleval.matching import MatchResult, f1_score, match_evidence, pair_wrong_args
+from tooleval.matching import MatchResult, _call_diff_paths, f1_score, match_evidence, pair_wrong_args
 from tooleval.models import Call, Case, ToolSpec
 from tooleval.rules import (SCHEMA_RULE, KeywordConfirmation, PolicyConfig, RuleMatch, check_policies, evaluate_row,
                             schema_findings, schema_violations, trajectory_tool, write_violations)
@@ -659,8 +659,10 @@ class _Bulk:
         self.wrong, self.violations, self.findings = {}, {}, {}
         self.wrong_flag, self.blocking, self.schema = np.zeros(n, bool), np.zeros(n, bool), np.zeros(n, bool)
         calls, pairs = registry.calls, memo.pairs
+        plain = fast & both & ~missing_write & ~findings & ~ruled
+        paired = self._pair_alone(plain, registry) if plain.any() else np.zeros(n, bool)
         policies = _Policies(sources, view, entries, counts) if ruled.any() else None
-        for i in np.flatnonzero(fast & (both | missing_write | findings | ruled)).tolist():
+        for i in np.flatnonzero(fast & ((both & ~paired) | missing_write | findings | ruled)).tolist():
             missing_ids, extra_ids = counts.left(i)
             key = (tuple(missing_ids), tuple(extra_ids))
             got = pairs.get(key)
@@ -684,6 +686,48 @@ class _Bulk:
             self.violations[i] = violations
         self.fast, self.rows = fast, np.flatnonzero(fast)
         self.others = np.flatnonzero(~fast).tolist()
+
+    def _pair_alone(self, rows: np.ndarray, registry: CallRegistry) -> np.ndarray:
+        """The wrong-argument pairs of the ``rows`` whose leftover calls of each tool are at most one missing and
+        one extra (nearly every row with leftovers on both sides): such a pair is the optimal assignment itself
+        (:func:`tooleval.matching.pair_wrong_args`), so the pairs are found over the batch at once and only
+        their differing paths are read per pair. Which of ``rows`` were paired here (the others are left to
+        :func:`tooleval.matching.pair_wrong_args`)."""
+        counts, calls = self.counts, registry.calls
+        names: dict[str, int] = {}
+        tool = np.fromiter((names.setdefault(call.name, len(names)) for call in calls), np.int64, len(calls))
+        known = ~(np.asarray(registry.malformed, bool) | np.asarray(registry.not_captured, bool))
+        width = max(len(names), 1)
+        left = counts.missing & rows[counts.e_rows]  # malformed calls and calls without arguments pair with none
+        over = counts.extra & rows[counts.o_rows] & known[counts.o_ids]
+        e_ids, o_ids = counts.e_ids[left], counts.o_ids[over]
+        e_keys = counts.e_rows[left] * width + tool[e_ids]
+        o_keys = counts.o_rows[over] * width + tool[o_ids]
+        e_unique, e_count = np.unique(e_keys, return_counts=True)
+        o_unique, o_count = np.unique(o_keys, return_counts=True)
+        common, e_at, o_at = np.intersect1d(e_unique, o_unique, assume_unique=True, return_indices=True)
+        alone = (e_count[e_at] == 1) & (o_count[o_at] == 1)
+        done = rows.copy()
+        done[common[~alone] // width] = False  # a tool with more leftovers on one side: the assignment decides
+        keys = common[alone & done[common // width]]
+        e_take, o_take = np.isin(e_keys, keys), np.isin(o_keys, keys)
+        # each key once on either side: the observed call of the missing call at flat place j is the one whose
+        # key has the same rank among the keys
+        rank = np.empty(len(keys), np.int64)
+        rank[np.argsort(e_keys[e_take], kind="stable")] = np.arange(len(keys))
+        observed = o_ids[o_take][np.argsort(o_keys[o_take], kind="stable")][rank]
+        pair_rows = (e_keys[e_take] // width).tolist()
+        wrong = self.wrong
+        for row, e, o in zip(pair_rows, e_ids[e_take].tolist(), observed.tolist()):  # in missing-call order
+            record = {"name": calls[e].name, "expected_args_json": calls[e].args_json,
+                      "observed_args_json": calls[o].args_json, "paths": _call_diff_paths(calls[e], calls[o])}
+            found = wrong.get(row)
+            if found is None:
+                wrong[row] = [record]
+            else:
+                found.append(record)
+        self.wrong_flag[pair_rows] = True
+        return done
 
     def columns(self, registry: CallRegistry) -> dict[str, pa.Array]:
         """The bulk rows' columns but their provenance, one value per row of :attr:`rows`."""
