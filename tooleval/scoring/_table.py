@@ -40,7 +40,8 @@ from tooleval.capture.transcript import Transcript
 from tooleval.dataset import Cases
 from tooleval.capture.provenance import failure_owner, first_divergent_boundary, input_key, join_check_key
 from tooleval.capture.redaction import MARKER_KEY, Redactor
-from tooleval.matching import MatchResult, _call_diff_paths, f1_score, match_evidence, pair_wrong_args
+from tooleval.matching import (MatchResult, WrongArgs, _call_diff_paths, f1_score, match_evidence,
+                               pair_wrong_args)
 from tooleval.models import Call, Case, ToolSpec
 from tooleval.rules import (SCHEMA_RULE, KeywordConfirmation, PolicyConfig, RuleMatch, check_policies, evaluate_row,
                             schema_findings, schema_violations, trajectory_tool, write_violations)
@@ -657,23 +658,31 @@ class _Bulk:
         both = (counts.n_observed > counts.tp) & (counts.n_expected > counts.tp)
         findings = any_call(found)
         self.wrong, self.violations, self.findings = {}, {}, {}
+        self.pairs: dict[int, list] = {}  # the pairs found over the batch, as (expected id, observed id, paths)
         self.wrong_flag, self.blocking, self.schema = np.zeros(n, bool), np.zeros(n, bool), np.zeros(n, bool)
         calls, pairs = registry.calls, memo.pairs
-        plain = fast & both & ~missing_write & ~findings & ~ruled
-        paired = self._pair_alone(plain, registry) if plain.any() else np.zeros(n, bool)
+        paired = self._pair_alone(fast & both, registry)
         policies = _Policies(sources, view, entries, counts) if ruled.any() else None
         for i in np.flatnonzero(fast & ((both & ~paired) | missing_write | findings | ruled)).tolist():
             missing_ids, extra_ids = counts.left(i)
-            key = (tuple(missing_ids), tuple(extra_ids))
-            got = pairs.get(key)
-            if got is None:
-                left, over = [calls[k] for k in missing_ids], [calls[k] for k in extra_ids]
-                wrong = pair_wrong_args(left, over) if left and over else []
-                write = write_violations(left, wrong, is_write) if any(is_write(c.name) for c in left) else []
-                got = pairs[key] = ([pair.to_record() for pair in wrong], [v.to_record() for v in write],
-                                    any(v.severity == "blocking" for v in write), wrong)
-            self.wrong[i], violations, self.blocking[i], wrong = got
-            self.wrong_flag[i] = bool(wrong)
+            if paired[i]:  # its pairs are found: the write rules read them
+                wrong = [WrongArgs(calls[e].name, calls[e], calls[o], paths) for e, o, paths in self.pairs.get(i, ())]
+                violations = []
+                if missing_write[i] and not ruled[i]:
+                    write = write_violations([calls[k] for k in missing_ids], wrong, is_write)
+                    violations = [v.to_record() for v in write]
+                    self.blocking[i] = any(v.severity == "blocking" for v in write)
+            else:
+                key = (tuple(missing_ids), tuple(extra_ids))
+                got = pairs.get(key)
+                if got is None:
+                    left, over = [calls[k] for k in missing_ids], [calls[k] for k in extra_ids]
+                    wrong = pair_wrong_args(left, over) if left and over else []
+                    write = write_violations(left, wrong, is_write) if any(is_write(c.name) for c in left) else []
+                    got = pairs[key] = ([pair.to_record() for pair in wrong], [v.to_record() for v in write],
+                                        any(v.severity == "blocking" for v in write), wrong)
+                self.wrong[i], violations, self.blocking[i], wrong = got
+                self.wrong_flag[i] = bool(wrong)
             if ruled[i]:  # the policy rules read the row's trajectory and its match
                 checked = policies.check(i, extra_ids, wrong)
                 if checked is None:
@@ -717,15 +726,17 @@ class _Bulk:
         rank[np.argsort(e_keys[e_take], kind="stable")] = np.arange(len(keys))
         observed = o_ids[o_take][np.argsort(o_keys[o_take], kind="stable")][rank]
         pair_rows = (e_keys[e_take] // width).tolist()
-        wrong = self.wrong
+        wrong, pairs = self.wrong, self.pairs
         for row, e, o in zip(pair_rows, e_ids[e_take].tolist(), observed.tolist()):  # in missing-call order
+            paths = _call_diff_paths(calls[e], calls[o])
             record = {"name": calls[e].name, "expected_args_json": calls[e].args_json,
-                      "observed_args_json": calls[o].args_json, "paths": _call_diff_paths(calls[e], calls[o])}
+                      "observed_args_json": calls[o].args_json, "paths": paths}
             found = wrong.get(row)
             if found is None:
-                wrong[row] = [record]
+                wrong[row], pairs[row] = [record], [(e, o, paths)]
             else:
                 found.append(record)
+                pairs[row].append((e, o, paths))
         self.wrong_flag[pair_rows] = True
         return done
 
