@@ -40,7 +40,7 @@ from tooleval.capture.transcript import Transcript
 from tooleval.dataset import Cases
 from tooleval.capture.provenance import failure_owner, first_divergent_boundary, input_key, join_check_key
 from tooleval.capture.redaction import MARKER_KEY, Redactor
-from tooleval.matching import (MatchResult, WrongArgs, _call_diff_paths, f1_score, match_evidence,
+from tooleval.matching import (MatchResult, WrongArgs, call_diff_paths, f1_score, match_evidence,
                                pair_wrong_args)
 from tooleval.models import Call, Case, ToolSpec
 from tooleval.rules import (SCHEMA_RULE, KeywordConfirmation, PolicyConfig, RuleMatch, check_policies, evaluate_row,
@@ -728,7 +728,7 @@ class _Bulk:
         pair_rows = (e_keys[e_take] // width).tolist()
         wrong, pairs = self.wrong, self.pairs
         for row, e, o in zip(pair_rows, e_ids[e_take].tolist(), observed.tolist()):  # in missing-call order
-            paths = _call_diff_paths(calls[e], calls[o])
+            paths = call_diff_paths(calls[e], calls[o])
             record = {"name": calls[e].name, "expected_args_json": calls[e].args_json,
                       "observed_args_json": calls[o].args_json, "paths": paths}
             found = wrong.get(row)
