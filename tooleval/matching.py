@@ -40,7 +40,7 @@ from tooleval.canonical import diff_paths
 from tooleval.models import NOT_CAPTURED_KEY, Call
 
 __all__ = ["WrongArgs", "MatchResult", "match_calls", "match_calls_evidence", "match_evidence", "f1_score", "duplicate_count",
-           "optimal_pairs", "pair_wrong_args"]
+           "call_diff_paths", "optimal_pairs", "pair_wrong_args"]
 
 
 @dataclass(frozen=True)
@@ -185,9 +185,10 @@ _DIFFS: dict[tuple[str, str], list[str]] = {}
 _DIFFS_LIMIT = 65536
 
 
-def _call_diff_paths(expected: Call, observed: Call) -> list[str]:
-    """``diff_paths`` of two well-formed calls' arguments, kept per pair of canonical argument texts: the text is
-    the arguments' value (a call's key), and the trials of a case repeat their wrong calls."""
+def call_diff_paths(expected: Call, observed: Call) -> list[str]:
+    """``diff_paths`` of two well-formed calls' arguments (a new list of differing argument paths, as
+    :class:`WrongArgs` holds them), kept per pair of canonical argument texts: the text is the arguments' value (a
+    call's key), and the trials of a case repeat their wrong calls."""
     key = (expected.args_json, observed.args_json)
     paths = _DIFFS.get(key)
     if paths is None:
@@ -216,7 +217,7 @@ def pair_wrong_args(missing: list[Call], extra: list[Call]) -> list[WrongArgs]:
         cols = by_name_observed.get(name)
         if not cols:
             continue
-        paths = [[_call_diff_paths(missing[i], extra[j]) for j in cols] for i in rows]
+        paths = [[call_diff_paths(missing[i], extra[j]) for j in cols] for i in rows]
         costs = [[len(p) for p in row] for row in paths]
         pairs += [(rows[r], cols[c], paths[r][c]) for r, c in optimal_pairs(costs)]
     pairs.sort(key=lambda pair: (pair[0], pair[1]))

@@ -143,7 +143,7 @@ def test_dask_run_to_s3_with_a_killed_worker_equals_the_local_run_and_sql_reads_
                             dask_out, "--run-id", "dask", "--dask-address", cluster["address"], "--shard-size",
                             SHARD_ROWS], env=env,
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=base)
-    scored = f"{BUCKET}/nightly/.tooleval/stages/scoring/*.parquet"
+    scored = f"{BUCKET}/nightly/.tooleval/stages/scoring/*.arrow"
     deadline = time.monotonic() + 240
     while True:
         s3.invalidate_cache()

@@ -95,3 +95,60 @@ def test_an_invalid_schema_raises_even_for_a_call_the_plan_proves_typed():
     assert _typing_plan(bad.parameters)({"x": "a"})
     with pytest.raises(ValueError, match=r"tool 'bad' are not a valid JSON Schema"):
         schema_findings([Call.from_raw("bad", '{"x": "a"}')], {"bad": bad})
+
+
+PLAIN_SCHEMAS = [
+    True,
+    {"type": "object", "properties": {"a": {"type": "string", "description": "x"}, "b": {"type": ["integer", "null"]},
+                                      "c": {"type": "array", "items": {"type": "object", "properties": {}}},
+                                      "d": {"enum": ["x", 1, None]}, "e": {"default": {"k": [1]}}},
+     "required": ["a", "b"], "additionalProperties": False, "title": "t"},
+    {"type": "object", "additionalProperties": {"type": "number"}},
+    {},
+]
+NOT_PLAIN_SCHEMAS = [  # each but the last is invalid, and jsonschema must say so
+    {"type": "integr"},
+    {"type": []},
+    {"type": ["string", "string"]},
+    {"required": "x"},
+    {"required": ["x", "x"]},
+    {"properties": {"a": {"type": 1}}},
+    {"items": {"type": "strng"}},
+    {"additionalProperties": "no"},
+    {"description": 3},
+    {"enum": "x"},
+    {"type": "object", "minProperties": 1},  # valid, but a keyword the shape check does not know
+]
+
+
+@pytest.mark.parametrize("schema", PLAIN_SCHEMAS)
+def test_a_plain_schema_is_proved_valid_without_jsonschema(schema, monkeypatch):
+    from jsonschema import Draft202012Validator
+
+    Draft202012Validator.check_schema(schema)  # the proof agrees with jsonschema
+    assert _schema._plainly_valid(schema, 0)
+
+    def refuse(schema):
+        raise AssertionError("check_schema ran for a plain schema")
+
+    monkeypatch.setattr(_schema.Draft202012Validator, "check_schema", staticmethod(refuse))
+    monkeypatch.setattr(_schema, "_COMPILED", {})
+    monkeypatch.setattr(_schema, "_BY_SPEC", {})
+    parameters = schema if isinstance(schema, dict) else {"type": "object", "properties": {"p": schema}}
+    assert _schema.validator_for(ToolSpec(name="plain", parameters=parameters)).schema == parameters
+
+
+@pytest.mark.parametrize("schema", NOT_PLAIN_SCHEMAS)
+def test_a_schema_not_proved_plain_is_left_to_jsonschema(schema):
+    from jsonschema import Draft202012Validator
+    from jsonschema.exceptions import SchemaError
+
+    assert not _schema._plainly_valid(schema, 0)
+    spec = ToolSpec(name="other", parameters=schema)
+    if schema is NOT_PLAIN_SCHEMAS[-1]:
+        assert _schema.validator_for(spec).schema == schema
+        return
+    with pytest.raises(SchemaError):
+        Draft202012Validator.check_schema(schema)
+    with pytest.raises(ValueError, match=r"tool 'other' are not a valid JSON Schema"):
+        _schema.validator_for(spec)

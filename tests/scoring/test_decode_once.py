@@ -140,6 +140,32 @@ def test_rows_from_the_view_equal_rows_from_the_decoded_messages(dataset, tmp_pa
     """The view is a faithful stand-in: every capture stage file of a run, scored from its view, gives the rows
     the scoring stage gives the same envelopes without it (as published envelopes are scored: from their
     messages), column for column."""
+    _rows_with_and_without_view(dataset, tmp_path, monkeypatch)
+
+
+def test_rows_scored_in_bulk_equal_rows_scored_one_by_one_on_a_bfcl_corpus(tmp_path, monkeypatch):
+    """A bfcl corpus's rows are nearly all scored in bulk from the view (their wrong-argument pairs found over the
+    batch, their write rules per row), and the same envelopes without the view go one by one through the rule-aware
+    matcher and :func:`tooleval.rules.evaluate_row`: the rows are equal, column for column. The corpus holds both
+    shapes of leftover calls: at most one missing and one extra call of a tool (paired over the batch), and more
+    of one tool on one side (left to the optimal assignment)."""
+    from tooleval.synth import write_synth
+
+    synth = write_synth(1_400, 3, "bfcl", tmp_path / "bfcl")
+    rows = _rows_with_and_without_view(synth.path, tmp_path, monkeypatch)
+    shapes = Counter()
+    for row in rows:
+        missing = Counter(call["name"] for call in row["missing_calls"] or ())
+        extra = Counter(call["name"] for call in row["extra_calls"] or () if call["parse_error"] is None)
+        both = [(missing[name], extra[name]) for name in missing if extra[name]]
+        if both:
+            shapes["alone" if all(shape == (1, 1) for shape in both) else "several"] += 1
+    assert shapes["alone"] > 100 and shapes["several"] > 0, shapes
+    assert sum(1 for row in rows if row["wrong_args"]) >= shapes["alone"]
+    assert any(row["blocking"] for row in rows)  # a missing write: the write rules ran
+
+
+def _rows_with_and_without_view(dataset: Path, tmp_path: Path, monkeypatch) -> list[dict]:
     monkeypatch.setenv("TOOLEVAL_REDACTION_KEY", KEY)
     rows, _ = _run_stages(dataset, tmp_path / "out")
     plan = plan_run(RunSpec(dataset=str(dataset), traces=None, out=str(tmp_path / "out"), run_id="x", workers=1))
@@ -158,6 +184,7 @@ def test_rows_from_the_view_equal_rows_from_the_decoded_messages(dataset, tmp_pa
     assert with_view == without
     assert len(with_view) == len(rows)
     assert any(row["violations"] for row in with_view)  # the rules had something to find
+    return with_view
 
 
 def test_calls_without_arguments_are_matched_by_name_through_the_stages(tmp_path, monkeypatch):

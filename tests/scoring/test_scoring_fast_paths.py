@@ -18,7 +18,7 @@ from tooleval.capture.recorded import iter_trace_lines
 from tooleval.dataset import load_dataset
 from tooleval.models import ArgumentRule, Call, RecordedTrace, with_rules
 from tooleval.rules import ToolTable, load_policy
-from tooleval.matching import _call_diff_paths
+from tooleval.matching import call_diff_paths
 from tooleval.scoring.ragas_f1 import ragas_call_set, ragas_set_f1, ragas_set_f1_of_sets
 from tooleval.scoring import CallRegistry
 from tooleval.scoring.rows import ShardMemo, case_inputs, score_envelopes, score_rows
@@ -85,15 +85,15 @@ def test_a_reference_call_s_own_rules_do_not_reach_an_observed_call_of_its_key()
 def test_kept_wrong_argument_paths_are_diff_paths(expected, observed, other):
     e, o, x = (Call.from_raw("t", args) for args in (expected, observed, other))
     for _ in range(2):  # the second time from the memo
-        assert _call_diff_paths(e, o) == diff_paths(e.args, o.args)
-        assert _call_diff_paths(e, x) == diff_paths(e.args, x.args)
-        assert _call_diff_paths(x, o) == diff_paths(x.args, o.args)
+        assert call_diff_paths(e, o) == diff_paths(e.args, o.args)
+        assert call_diff_paths(e, x) == diff_paths(e.args, x.args)
+        assert call_diff_paths(x, o) == diff_paths(x.args, o.args)
 
 
 def test_kept_paths_are_a_copy():
     e, o = Call.from_raw("t", {"a": 1}), Call.from_raw("t", {"a": 2})
-    _call_diff_paths(e, o).append("changed")
-    assert _call_diff_paths(e, o) == ["a"]
+    call_diff_paths(e, o).append("changed")
+    assert call_diff_paths(e, o) == ["a"]
 
 
 @settings(max_examples=500, deadline=None)

@@ -211,6 +211,9 @@ class ShardMemo:
         self.cases: dict[str, _CaseEntry] = {}
         self.registry = CallRegistry()
         """The shard's distinct calls (observed and referenced), each read and keyed once."""
+        self.pairs: dict[tuple, Any] = {}
+        """The wrong-argument pairing and write violations of a row's leftover calls, by their ids
+        ``(missing, extra)``: the scorer's, filled on first need."""
         self.facts: dict[int, Any] = {}
         """What the rules find of one call alone (its schema findings, its tool's family, whether a policy rule
         reads its tool), by registry id: the scorer's, filled on first need."""

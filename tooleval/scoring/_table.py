@@ -9,12 +9,14 @@ over the whole batch at once with numpy on those ids. The call-list columns are 
 registry's records by id. What the rules find of one call alone (its schema findings, its tool's family, whether a
 rule reads the trajectory around it) is found once per distinct call (:class:`_CallFacts`).
 
-Python runs per row only for what needs a value. A row of a plain case (one plan, no argument rules, unordered)
-with every call's arguments captured (:class:`_QuietRows`) pairs its leftover calls of one tool by optimal
-assignment, and runs the policy rules over its transcript view only when its case sets a rule key or one of its
-calls' tools has a property a rule reads; otherwise only the write rules, which read the match alone. The other
-rows (argument rules, accepted plans, another match mode, calls matched by name only, a case with tool specs of its
-own, envelopes read back without capture's view) go through the rule-aware matcher and
+Python runs per row only for what needs a value. The rows of a plain case (one plan, no argument rules,
+unordered, no tool specs of its own) with every call's arguments captured are scored in bulk (:class:`_Bulk`):
+their columns are computed over the batch at once, and Python runs for a row only to pair its leftover calls of
+one tool by optimal assignment, to apply the write rules when a reference write is missing, to list its calls'
+schema findings, and to run the policy rules over its transcript view when its case sets a rule key or one of its
+calls' tools has a property a rule reads. The other rows (argument rules, accepted plans, another match mode,
+calls matched by name only, a case with tool specs of its own, stored calls that are not the messages' calls,
+envelopes read back without capture's view) go through the rule-aware matcher and
 :func:`tooleval.rules.evaluate_row`. Provenance is one pass over the batch's columns.
 
 The rows are the ones :func:`tooleval.scoring.rows.score_rows` defines column for column: that function is this
@@ -23,6 +25,7 @@ one applied to envelope dicts.
 
 from __future__ import annotations
 
+import functools
 import json
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
@@ -37,7 +40,8 @@ from tooleval.capture.transcript import Transcript
 from tooleval.dataset import Cases
 from tooleval.capture.provenance import failure_owner, first_divergent_boundary, input_key, join_check_key
 from tooleval.capture.redaction import MARKER_KEY, Redactor
-from tooleval.matching import MatchResult, f1_score, match_evidence, pair_wrong_args
+from tooleval.matching import (MatchResult, WrongArgs, call_diff_paths, f1_score, match_evidence,
+                               pair_wrong_args)
 from tooleval.models import Call, Case, ToolSpec
 from tooleval.rules import (SCHEMA_RULE, KeywordConfirmation, PolicyConfig, RuleMatch, check_policies, evaluate_row,
                             schema_findings, schema_violations, trajectory_tool, write_violations)
@@ -116,11 +120,12 @@ def _reward(metadata: Any) -> float | None:
 
 class _Columns(dict):
     """The row columns being filled: column name -> one value per row (a list made on first use), for the columns
-    that are not taken over from the envelopes."""
+    that are not taken over from the envelopes; ``arrays``: columns given whole, as Arrow arrays."""
 
     def __init__(self, n: int) -> None:
         super().__init__()
         self.n = n
+        self.arrays: dict[str, pa.Array | pa.ChunkedArray] = {}
 
     def __missing__(self, name: str) -> list:
         column = self[name] = [None] * self.n
@@ -146,61 +151,135 @@ def score_table(envelopes: pa.Table, sources: ScoringSources) -> pa.Table:
     def column(name: str) -> list:
         return envelopes.column(name).to_pylist() if name in names else [None] * n
 
-    memo, redactor = sources.memo, sources.redactor
-    registry: CallRegistry = memo.registry
-    case_ids, errors = column("case_id"), column("error")
+    registry: CallRegistry = sources.memo.registry
+    errors = column("error")
     out = _Columns(n)
-    entries = [None] * n
     view = _View.of(envelopes) if sources.digests_verified else None
-    if isinstance(sources.cases, Cases):  # the batch's cases read in one pass, not one open file each
-        sources.cases.read_ahead(case_ids)
-    if view is not None:  # what capture read of each trace's metadata, as columns
-        out["recorded_reward"] = envelopes.column("recorded_reward").to_pylist()
-        secrets = column("reference_secrets_json") if redactor is not None else [None] * n
-        for i in range(n):  # each row's case entry: its references redacted as its trace was
-            case = sources.cases[case_ids[i]]
-            extra = {} if secrets[i] is None else redactor.reference_secrets(case, json.loads(secrets[i]))
-            entries[i] = memo.entry(case, redactor, sources.tools, extra)
-    else:
-        metadata_texts = column("metadata_json")
-        for i in range(n):
-            meta = _metadata(metadata_texts[i])
-            case = sources.cases[case_ids[i]]
-            extra = trace_reference_secrets(redactor, case, {"metadata_json": metadata_texts[i]}, meta) \
-                if redactor is not None and metadata_texts[i] else {}
-            entries[i] = memo.entry(case, redactor, sources.tools, extra)
-            out["recorded_reward"][i] = _reward(meta)
-    observed_ids = _observed_ids(envelopes, errors, sources.digests_verified, registry)
-    counts = _Counts(entries, observed_ids, errors, registry)
+    entries = _Entries(envelopes, sources, out, view is not None)
+    scored = np.fromiter((error is None for error in errors), bool, n)
+    observed = _observed_ids(envelopes, scored, sources.digests_verified, registry)
+    counts = _Counts(entries, scored, observed, registry)
     envelope_of = _EnvelopeRows(envelopes, column, view)
     facts = _CallFacts(sources) if view is not None else None
-    quiet = _QuietRows(sources, view, out, counts, facts) if facts is not None else None
-    for i in range(n):
-        entry = entries[i]
-        if quiet is None or not entry.quiet or errors[i] is not None or not quiet.row(i, entry, observed_ids[i]):
-            _score_row(i, entry, out, counts, observed_ids[i], envelope_of, sources)
-    _provenance(out, envelope_of, entries, observed_ids, sources)
-    return _table(envelopes, out, names, registry)
+    bulk = _Bulk(sources, envelopes, view, entries, scored, counts, facts) if facts is not None else None
+    rows = entries.rows
+    for i in (range(n) if bulk is None else bulk.others):
+        _score_row(i, rows[i], out, counts, observed.row(i), envelope_of, sources)
+    _provenance(out, envelope_of, rows, observed, sources, bulk)
+    return _table(envelopes, out, names, registry, bulk)
 
 
-def _observed_ids(envelopes: pa.Table, errors: list, verified: bool, registry: CallRegistry) -> list:
-    """Each row's observed calls as registry ids (``None`` for a row with an error): from the envelope's
+class _Entries:
+    """Each row's case entry (:meth:`ShardMemo.entry`): one per distinct case of the batch, and one per row whose
+    trace carries its own secrets into the references. ``rows``: the entry of each row; ``distinct``: the
+    distinct entries; ``index``: each row's position in ``distinct`` (numpy)."""
+
+    def __init__(self, envelopes: pa.Table, sources: ScoringSources, out: _Columns, viewed: bool) -> None:
+        n = envelopes.num_rows
+        memo, redactor, cases, tools = sources.memo, sources.redactor, sources.cases, sources.tools
+        case_column = envelopes.column("case_id")
+        encoded = (case_column.combine_chunks() if isinstance(case_column, pa.ChunkedArray) else case_column) \
+            .dictionary_encode()
+        case_ids = encoded.dictionary.to_pylist()
+        codes = np.asarray(encoded.indices, np.int64)
+        if isinstance(cases, Cases):  # the batch's cases read in one pass, not one open file each
+            cases.read_ahead(case_ids)
+        distinct: list = []
+        index = np.empty(n, np.int64)
+        own: dict[int, Any] = {}  # the rows whose references take their trace's own secrets
+        if viewed:  # what capture read of each trace's metadata, as columns
+            out.arrays["recorded_reward"] = envelopes.column("recorded_reward")
+            if redactor is not None and "reference_secrets_json" in envelopes.schema.names:
+                secrets = envelopes.column("reference_secrets_json")
+                for i in np.flatnonzero(np.asarray(secrets.is_valid())).tolist():
+                    case = cases[case_ids[codes[i]]]
+                    extra = redactor.reference_secrets(case, json.loads(secrets[i].as_py()))
+                    if extra:
+                        own[i] = memo.entry(case, redactor, tools, extra)
+        else:
+            metadata_texts = envelopes.column("metadata_json").to_pylist() if "metadata_json" in \
+                envelopes.schema.names else [None] * n
+            rewards = out["recorded_reward"]
+            for i in range(n):
+                meta = _metadata(metadata_texts[i])
+                rewards[i] = _reward(meta)
+                if redactor is not None and metadata_texts[i]:
+                    case = cases[case_ids[codes[i]]]
+                    extra = trace_reference_secrets(redactor, case, {"metadata_json": metadata_texts[i]}, meta)
+                    if extra:
+                        own[i] = memo.entry(case, redactor, tools, extra)
+        for case_id in case_ids:
+            distinct.append(memo.entry(cases[case_id], redactor, tools))
+        index[:] = codes
+        for i, entry in own.items():
+            index[i] = len(distinct)
+            distinct.append(entry)
+        self.distinct, self.index = distinct, index
+        self.rows = [distinct[k] for k in index.tolist()]
+
+    def flat(self, attribute: str | list, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The entries' integer sequences ``attribute`` (``expected_ids`` or ``ragas_ids``, or one sequence per
+        distinct entry) of each row, empty where ``rows`` is false: ``(values, lengths)``, numpy, the values of
+        row 0 first."""
+        sequences = [getattr(entry, attribute) for entry in self.distinct] if isinstance(attribute, str) \
+            else attribute
+        lengths = np.fromiter((len(s) for s in sequences), np.int64, len(sequences))
+        values = np.fromiter((k for s in sequences for k in s), np.int64, int(lengths.sum()))
+        starts = np.concatenate(([0], np.cumsum(lengths)))
+        row_lengths = lengths[self.index] * rows
+        return values[_gather(starts[self.index], row_lengths)], row_lengths
+
+    def attribute(self, name: str, kind: type) -> np.ndarray:
+        """Attribute ``name`` of each row's entry, numpy of ``kind``."""
+        return np.fromiter((getattr(entry, name) for entry in self.distinct), kind, len(self.distinct))[self.index]
+
+
+def _gather(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """The positions ``starts[r] .. starts[r] + lengths[r] - 1`` of every ``r`` in turn, as one numpy array."""
+    total = int(lengths.sum())
+    if total == 0:
+        return np.zeros(0, np.int64)
+    ends = np.cumsum(lengths)
+    return np.arange(total, dtype=np.int64) + np.repeat(starts - (ends - lengths), lengths)
+
+
+class _Observed:
+    """Each row's observed calls as registry ids, flat: ``ids`` (numpy), ``lengths`` per row, ``offsets``, and
+    ``row(i)`` (``None`` for a row with an error)."""
+
+    __slots__ = ("ids", "lengths", "offsets", "scored")
+
+    def __init__(self, ids: np.ndarray, lengths: np.ndarray, scored: np.ndarray) -> None:
+        self.ids, self.lengths, self.scored = ids, lengths, scored
+        self.offsets = np.concatenate(([0], np.cumsum(lengths)))
+
+    def row(self, i: int) -> list | None:
+        if not self.scored[i]:
+            return None
+        return self.ids[self.offsets[i]:self.offsets[i + 1]].tolist()
+
+
+def _observed_ids(envelopes: pa.Table, scored: np.ndarray, verified: bool, registry: CallRegistry) -> _Observed:
+    """Each row's observed calls as registry ids (none for a row with an error): from the envelope's
     ``model_calls``, or, unverified, as :func:`tooleval.capture.envelope.envelope_calls` reads them. A verified
     envelope's well-formed calls are keyed over the whole batch at once (name and canonical text dictionary-encoded
     into integer pairs), and each distinct pair is read once (:meth:`CallRegistry.canonical`)."""
     n = envelopes.num_rows
     if "model_calls" not in envelopes.schema.names:
-        return [None if error is not None else [] for error in errors]
+        return _Observed(np.zeros(0, np.int64), np.zeros(n, np.int64), scored)
     if not verified:
         records = envelopes.column("model_calls").to_pylist()
-        return [None if error is not None else [registry.add(call) for call in envelope_calls({"model_calls": calls})]
-                for error, calls in zip(errors, records)]
+        lists = [[registry.add(call) for call in envelope_calls({"model_calls": calls})] if keep else []
+                 for keep, calls in zip(scored.tolist(), records)]
+        lengths = np.fromiter((len(ids) for ids in lists), np.int64, n)
+        return _Observed(np.fromiter((k for ids in lists for k in ids), np.int64, int(lengths.sum())), lengths,
+                         scored)
     column = envelopes.column("model_calls")
     calls = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
     offsets = np.asarray(calls.offsets, np.int64)
     flat = calls.values.slice(int(offsets[0]), int(offsets[-1] - offsets[0]))
     offsets = offsets - offsets[0]
-    keep = np.fromiter((error is None for error in errors), bool, n)  # a row with an error has no observed calls
+    keep = scored.copy()  # a row with an error has no observed calls
     if calls.null_count:
         keep &= np.asarray(calls.is_valid())
     taken = np.repeat(keep, np.diff(offsets))
@@ -219,28 +298,24 @@ def _observed_ids(envelopes: pa.Table, errors: list, verified: bool, registry: C
         ids[wanted] = found[inverse]
         for j in np.flatnonzero(taken & ~canonical).tolist():  # malformed, or arguments never captured
             ids[j] = registry.add(Call.from_record(flat.slice(j, 1).to_pylist()[0]))
-    values, bounds, kept = ids.tolist(), offsets.tolist(), keep.tolist()
-    return [values[bounds[i]:bounds[i + 1]] if kept[i] else None if errors[i] is not None else []
-            for i in range(n)]
+    return _Observed(ids[taken], np.diff(offsets) * keep, scored)
 
 
 class _Counts:
     """The counts of every row of a batch at once: for each row, the multiset intersection of its expected and
     observed call ids (``tp``), ``fp``, ``fn``, ``duplicate_calls``, ``malformed_calls`` and the ragas set-F1,
-    from integer codes ``row * ids + id`` (numpy ``unique`` and ``intersect1d``)."""
+    from integer codes ``row * ids + id`` (numpy ``unique`` and ``intersect1d``). ``missing`` and ``extra``: which
+    of the flat expected (``e_ids``) and observed (``observed.ids``) calls the matching leaves over."""
 
-    def __init__(self, entries: list, observed: list, errors: list, registry: CallRegistry) -> None:
-        n = len(entries)
-        self.scored = np.array([e is None for e in errors], dtype=bool)
+    def __init__(self, entries: _Entries, scored: np.ndarray, observed: _Observed, registry: CallRegistry) -> None:
+        n = len(scored)
         width = max(len(registry.calls), 1)
-        expected = [entry.expected_ids if scored else () for entry, scored in zip(entries, self.scored)]
-        seen = [ids if ids is not None else () for ids in observed]
-        self.n_expected = np.fromiter((len(e) for e in expected), np.int64, n)
-        self.n_observed = np.fromiter((len(o) for o in seen), np.int64, n)
-        e_codes = np.repeat(np.arange(n, dtype=np.int64), self.n_expected) * width + \
-            np.fromiter((k for e in expected for k in e), np.int64, int(self.n_expected.sum()))
-        o_ids = np.fromiter((k for o in seen for k in o), np.int64, int(self.n_observed.sum()))
-        o_rows = np.repeat(np.arange(n, dtype=np.int64), self.n_observed)
+        self.e_ids, self.n_expected = entries.flat("expected_ids", scored)
+        self.e_rows = np.repeat(np.arange(n, dtype=np.int64), self.n_expected)
+        e_codes = self.e_rows * width + self.e_ids
+        o_ids = self.o_ids = observed.ids
+        self.n_observed = observed.lengths
+        o_rows = self.o_rows = np.repeat(np.arange(n, dtype=np.int64), self.n_observed)
         o_codes = o_rows * width + o_ids
         e_keys, e_counts = np.unique(e_codes, return_counts=True)
         o_keys, o_counts = np.unique(o_codes, return_counts=True)
@@ -253,10 +328,10 @@ class _Counts:
         e_matched[e_at] = matched
         o_matched = np.zeros(len(o_keys), np.int64)
         o_matched[o_at] = matched
-        self.missing = (_ranks(e_codes) >= e_matched[np.searchsorted(e_keys, e_codes)]).tolist()
-        self.extra = (_ranks(o_codes) >= o_matched[np.searchsorted(o_keys, o_codes)]).tolist()
-        self.e_start = np.concatenate(([0], np.cumsum(self.n_expected))).tolist()
-        self.o_start = np.concatenate(([0], np.cumsum(self.n_observed))).tolist()
+        self.missing = _ranks(e_codes) >= e_matched[np.searchsorted(e_keys, e_codes)]
+        self.extra = _ranks(o_codes) >= o_matched[np.searchsorted(o_keys, o_codes)]
+        self.e_start = np.concatenate(([0], np.cumsum(self.n_expected)))
+        self.o_start = observed.offsets
         # duplicates: Σ max(0, observed(k) − max(expected(k), 1)) over keys whose arguments were captured
         expected_of = np.zeros(len(o_keys), np.int64)
         expected_of[o_at] = e_counts[e_at]
@@ -268,29 +343,41 @@ class _Counts:
         self.malformed = np.bincount(o_rows[malformed], minlength=n).astype(np.int64)
         no_args = np.asarray(registry.not_captured, dtype=bool)[o_ids] if len(o_ids) else np.zeros(0, bool)
         self.name_only = np.bincount(o_rows[no_args], minlength=n) > 0
-        self.ragas = self._ragas(entries, o_rows, o_ids, registry, n)
+        self.ragas = self._ragas(entries, scored, o_rows, o_ids, registry, n)
+
+    def left(self, i: int) -> tuple[list[int], list[int]]:
+        """Row ``i``'s expected (missing) and observed (extra) call ids the matching leaves over, in order."""
+        e0, e1, o0, o1 = self.e_start[i], self.e_start[i + 1], self.o_start[i], self.o_start[i + 1]
+        return self.e_ids[e0:e1][self.missing[e0:e1]].tolist(), self.o_ids[o0:o1][self.extra[o0:o1]].tolist()
+
+    def observed(self, i: int) -> list[int]:
+        """Row ``i``'s observed call ids, in order."""
+        return self.o_ids[self.o_start[i]:self.o_start[i + 1]].tolist()
 
     @staticmethod
-    def _ragas(entries: list, o_rows: np.ndarray, o_ids: np.ndarray, registry: CallRegistry, n: int) -> list:
+    def _ragas(entries: _Entries, scored: np.ndarray, o_rows: np.ndarray, o_ids: np.ndarray,
+               registry: CallRegistry, n: int) -> np.ndarray:
         """ragas 0.4.3's set-F1 of each row: its observed calls' ragas keys as a set against its reference's."""
         width = max(registry.ragas_keys, 1)
-        refs = [entry.ragas_ids for entry in entries]
-        n_ref = np.fromiter((len(r) for r in refs), np.int64, n)
-        r_codes = np.repeat(np.arange(n, dtype=np.int64), n_ref) * width + \
-            np.fromiter((k for r in refs for k in r), np.int64, int(n_ref.sum()))
+        r_ids, n_ref = entries.flat("ragas_ids", np.ones(n, bool))
+        r_codes = np.repeat(np.arange(n, dtype=np.int64), n_ref) * width + r_ids
         ragas_ids = np.asarray(registry.ragas, dtype=np.int64)[o_ids] if len(o_ids) else np.zeros(0, np.int64)
         a_codes = np.unique(o_rows * width + ragas_ids)
         n_actual = np.bincount(a_codes // width, minlength=n)
         common = np.intersect1d(np.unique(r_codes), a_codes, assume_unique=True)
         tp = np.bincount(common // width, minlength=n)
-        out = []
-        for t, a, r in zip(tp.tolist(), n_actual.tolist(), n_ref.tolist()):
-            # ragas' own arithmetic, in its order, so that the float is the same bit for bit
+        # each distinct (tp, actual, reference) once, with ragas' own arithmetic in its order, so that the float
+        # is the same bit for bit
+        side = int(max(n_actual.max(initial=0), n_ref.max(initial=0))) + 1
+        triples, inverse = np.unique((tp * side + n_actual) * side + n_ref, return_inverse=True)
+        values = []
+        for code in triples.tolist():
+            t, a, r = code // (side * side), code // side % side, code % side
             precision = t / a if a > 0 else 0.0
             recall = t / r if r > 0 else 0.0
             f1 = 2 * precision * recall / (precision + recall) if precision + recall > 0 else 0.0
-            out.append(round(f1, 4))
-        return out
+            values.append(round(f1, 4))
+        return np.array(values, np.float64)[inverse.reshape(-1)]
 
 
 _VIEW_NAMES = frozenset(VIEW_FIELDS.names)
@@ -344,18 +431,35 @@ def _tuples(flat: pa.StructArray) -> list:
 
 class _View:
     """The transcript view trace capture wrote beside a batch's envelopes (:data:`tooleval.storage.VIEW_FIELDS`),
-    one :class:`tooleval.capture.Transcript` per row on demand."""
+    one :class:`tooleval.capture.Transcript` per row on demand. Each column is read into Python when first used:
+    a batch whose rows are all scored in bulk reads none."""
 
     def __init__(self, envelopes: pa.Table) -> None:
+        self.column = envelopes.column
         column = envelopes.column
-        self.roles = column("message_roles").to_pylist()
-        self.texts = _Flat(column("message_texts"))
-        self.steps = _Flat(column("steps"), _tuples)
-        self.errors = _Flat(column("error_messages"))
-        self.steps_error = column("steps_error").to_pylist()
         self.flags = _Lazy(column("user_flags"), _tuples)
         self.results = _Lazy(column("result_texts"))
         self.written = _Lazy(column("written_arguments"))
+
+    @functools.cached_property
+    def roles(self) -> list:
+        return self.column("message_roles").to_pylist()
+
+    @functools.cached_property
+    def texts(self) -> _Flat:
+        return _Flat(self.column("message_texts"))
+
+    @functools.cached_property
+    def steps(self) -> _Flat:
+        return _Flat(self.column("steps"), _tuples)
+
+    @functools.cached_property
+    def errors(self) -> _Flat:
+        return _Flat(self.column("error_messages"))
+
+    @functools.cached_property
+    def steps_error(self) -> list:
+        return self.column("steps_error").to_pylist()
 
     @classmethod
     def of(cls, envelopes: pa.Table) -> "_View | None":
@@ -453,7 +557,7 @@ def _score_row(i: int, entry: Any, out: _Columns, counts: _Counts, ids: list | N
         out["observed_calls"][i] = envelope.value("model_calls", i) or None
         out["error_kind"][i], out["error_message"][i] = "scoring_error", str(exc)
         return
-    out["ragas_tool_call_f1"][i] = counts.ragas[i]
+    out["ragas_tool_call_f1"][i] = float(counts.ragas[i])
 
 
 _RULE_COLUMNS = ("missing_calls", "extra_calls", "wrong_args", "duplicate_calls", "malformed_calls", "tp", "fp", "fn",
@@ -503,107 +607,298 @@ class _CallFacts:
         return found
 
 
-class _QuietRows:
-    """The rows of quiet cases (:attr:`tooleval.scoring._cases._CaseEntry.quiet`) whose calls' arguments were
-    all captured: their match is the batch's counts with the leftover calls and their pairing, what the rules
-    find of each call alone is found once per distinct call of the shard (:attr:`ShardMemo.facts`), and the policy
-    rules run only on a row whose case sets a rule key or whose calls' tools a rule reads the trajectory for (the
-    others can break none but the write rules, which read the match alone)."""
+class _Bulk:
+    """The rows of a verified batch scored as columns: the rows of quiet cases
+    (:attr:`tooleval.scoring._cases._CaseEntry.quiet`) whose calls' arguments were all captured, whose stored calls
+    are their messages' calls and whose tools' schemas are valid. Their counts, ratios, call lists, categories,
+    families and the ragas column are computed over the batch at once; Python runs only for a row with leftover
+    calls on both sides (their wrong-argument pairing, once per distinct (missing, extra) pair of id lists of the
+    shard), a missing write (the write rules, with it), a call with schema findings, or a case or tool a policy
+    rule reads the trajectory for (the policy rules, over the row's transcript view; a row they find inconsistent
+    goes to the general path, which says so). ``others``: the rows left to the per-row paths, in order."""
 
-    def __init__(self, sources: ScoringSources, view: _View, out: _Columns, counts: _Counts,
-                 facts: "_CallFacts") -> None:
-        self.tools, self.view, self.out, self.counts = sources.tools, view, out, counts
-        self.policy, self.confirmation = sources.policy, sources.memo.confirmation
-        self.fact = facts.fact
-        self.is_write = frozenset(name for name, spec in self.tools.items() if spec.side_effect == "write").__contains__
-        self.registry = sources.memo.registry
-        self.families = any(spec.family for spec in self.tools.values())
-        self.tp, self.duplicates, self.malformed = counts.tp.tolist(), counts.duplicates.tolist(), \
-            counts.malformed.tolist()
-        self.columns = [out[name] for name in _QUIET_COLUMNS]
+    def __init__(self, sources: ScoringSources, envelopes: pa.Table, view: _View, entries: _Entries,
+                 scored: np.ndarray, counts: _Counts, facts: "_CallFacts") -> None:
+        n = len(scored)
+        memo, tools = sources.memo, sources.tools
+        registry = memo.registry
+        self.entries, self.counts, self.tools = entries, counts, tools
+        o_ids, o_rows = counts.o_ids, counts.o_rows
+        candidates = entries.attribute("quiet", bool) & scored & ~counts.name_only
+        size = len(registry.calls)
+        trajectory, broken, found = np.zeros(size, bool), np.zeros(size, bool), np.zeros(size, bool)
+        self.family_names = sorted({spec.family for spec in tools.values() if spec.family})
+        family_ids = {name: j for j, name in enumerate(self.family_names)}
+        self.call_family = np.full(size, -1, np.int64)
+        for k in np.unique(o_ids[candidates[o_rows]]).tolist():  # what the rules find of each distinct call
+            fact = facts.fact(k)
+            trajectory[k], broken[k] = fact[0], fact[2] is _BROKEN
+            found[k] = bool(fact[2]) and not broken[k]
+            if fact[1]:
+                self.call_family[k] = family_ids[fact[1]]
 
-    def row(self, i: int, entry: Any, ids: list) -> bool:
-        """Fill row ``i``'s columns but its provenance; ``False`` (nothing filled) when a rule must read it."""
-        if self.counts.name_only[i]:  # a call without its arguments is matched by name: the rule-aware matcher's
-            return False
-        facts = [self.fact(k) for k in ids]
-        trajectory = entry.ruled
-        for fact in facts:
-            if fact[2] is _BROKEN:
-                return False
-            trajectory = trajectory or fact[0]
-        view = self.view
-        if view.roles[i] is not None and (view.steps_error[i] is not None or view.steps.length(i) != len(ids)):
-            return False  # the stored calls are not the messages' calls: the general path says so
-        registry = self.registry
-        expected = entry.expected
-        tp, n_expected, n_observed = self.tp[i], len(expected), len(ids)
-        counts = self.counts
-        if tp == n_expected and tp == n_observed:
-            missing = extra = wrong = missing_ids = extra_ids = ()
-        else:
-            e0, o0 = counts.e_start[i], counts.o_start[i]
-            left = counts.missing
-            missing_ids = [k for j, k in enumerate(entry.expected_ids) if left[e0 + j]]
-            missing = [call for j, call in enumerate(expected) if left[e0 + j]]
-            left = counts.extra
-            extra_ids = [k for j, k in enumerate(ids) if left[o0 + j]]
-            extra = [registry.calls[k] for k in extra_ids]
-            wrong = pair_wrong_args(missing, extra)
+        def any_call(flags: np.ndarray) -> np.ndarray:
+            return np.bincount(o_rows[flags[o_ids]], minlength=n) > 0
+
+        # the stored calls are not the messages' calls: the general path says so
+        roles = envelopes.column("message_roles")
+        mismatch = np.asarray(roles.is_valid()) & (
+            np.asarray(envelopes.column("steps_error").is_valid())
+            | (np.asarray(pc.list_value_length(envelopes.column("steps")).fill_null(-1)) != counts.n_observed))
+        fast = candidates & ~any_call(broken) & ~mismatch
+        ruled = fast & (entries.attribute("ruled", bool) | any_call(trajectory))
+        self.exact = (counts.n_observed == counts.tp) & (counts.n_expected == counts.tp)
+        # the rows that need a value from Python
+        is_write = frozenset(name for name, spec in tools.items() if spec.side_effect == "write").__contains__
+        writes = np.zeros(size, bool)
+        e_ids, missing = counts.e_ids, counts.missing
+        for k in np.unique(e_ids[missing]).tolist():
+            writes[k] = is_write(registry.calls[k].name)
+        missing_write = np.bincount(counts.e_rows[missing & writes[e_ids]], minlength=n) > 0
+        both = (counts.n_observed > counts.tp) & (counts.n_expected > counts.tp)
+        findings = any_call(found)
+        self.wrong, self.violations, self.findings = {}, {}, {}
+        self.pairs: dict[int, list] = {}  # the pairs found over the batch, as (expected id, observed id, paths)
+        self.wrong_flag, self.blocking, self.schema = np.zeros(n, bool), np.zeros(n, bool), np.zeros(n, bool)
+        calls, pairs = registry.calls, memo.pairs
+        paired = self._pair_alone(fast & both, registry)
+        policies = _Policies(sources, view, entries, counts) if ruled.any() else None
+        for i in np.flatnonzero(fast & ((both & ~paired) | missing_write | findings | ruled)).tolist():
+            missing_ids, extra_ids = counts.left(i)
+            if paired[i]:  # its pairs are found: the write rules read them
+                wrong = [WrongArgs(calls[e].name, calls[e], calls[o], paths) for e, o, paths in self.pairs.get(i, ())]
+                violations = []
+                if missing_write[i] and not ruled[i]:
+                    write = write_violations([calls[k] for k in missing_ids], wrong, is_write)
+                    violations = [v.to_record() for v in write]
+                    self.blocking[i] = any(v.severity == "blocking" for v in write)
+            else:
+                key = (tuple(missing_ids), tuple(extra_ids))
+                got = pairs.get(key)
+                if got is None:
+                    left, over = [calls[k] for k in missing_ids], [calls[k] for k in extra_ids]
+                    wrong = pair_wrong_args(left, over) if left and over else []
+                    write = write_violations(left, wrong, is_write) if any(is_write(c.name) for c in left) else []
+                    got = pairs[key] = ([pair.to_record() for pair in wrong], [v.to_record() for v in write],
+                                        any(v.severity == "blocking" for v in write), wrong)
+                self.wrong[i], violations, self.blocking[i], wrong = got
+                self.wrong_flag[i] = bool(wrong)
+            if ruled[i]:  # the policy rules read the row's trajectory and its match
+                checked = policies.check(i, extra_ids, wrong)
+                if checked is None:
+                    fast[i] = False
+                    continue
+                violations, self.blocking[i] = checked
+            if findings[i]:
+                self.findings[i], violations = _schema_records(counts.observed(i), facts, calls, violations)
+                self.schema[i] = True
+            self.violations[i] = violations
+        self.fast, self.rows = fast, np.flatnonzero(fast)
+        self.others = np.flatnonzero(~fast).tolist()
+
+    def _pair_alone(self, rows: np.ndarray, registry: CallRegistry) -> np.ndarray:
+        """The wrong-argument pairs of the ``rows`` whose leftover calls of each tool are at most one missing and
+        one extra (nearly every row with leftovers on both sides): such a pair is the optimal assignment itself
+        (:func:`tooleval.matching.pair_wrong_args`), so the pairs are found over the batch at once and only
+        their differing paths are read per pair. Which of ``rows`` were paired here (the others are left to
+        :func:`tooleval.matching.pair_wrong_args`)."""
+        counts, calls = self.counts, registry.calls
+        names: dict[str, int] = {}
+        tool = np.fromiter((names.setdefault(call.name, len(names)) for call in calls), np.int64, len(calls))
+        known = ~(np.asarray(registry.malformed, bool) | np.asarray(registry.not_captured, bool))
+        width = max(len(names), 1)
+        left = counts.missing & rows[counts.e_rows]  # malformed calls and calls without arguments pair with none
+        over = counts.extra & rows[counts.o_rows] & known[counts.o_ids]
+        e_ids, o_ids = counts.e_ids[left], counts.o_ids[over]
+        e_keys = counts.e_rows[left] * width + tool[e_ids]
+        o_keys = counts.o_rows[over] * width + tool[o_ids]
+        e_unique, e_count = np.unique(e_keys, return_counts=True)
+        o_unique, o_count = np.unique(o_keys, return_counts=True)
+        common, e_at, o_at = np.intersect1d(e_unique, o_unique, assume_unique=True, return_indices=True)
+        alone = (e_count[e_at] == 1) & (o_count[o_at] == 1)
+        done = rows.copy()
+        done[common[~alone] // width] = False  # a tool with more leftovers on one side: the assignment decides
+        keys = common[alone & done[common // width]]
+        e_take, o_take = np.isin(e_keys, keys), np.isin(o_keys, keys)
+        # each key once on either side: the observed call of the missing call at flat place j is the one whose
+        # key has the same rank among the keys
+        rank = np.empty(len(keys), np.int64)
+        rank[np.argsort(e_keys[e_take], kind="stable")] = np.arange(len(keys))
+        observed = o_ids[o_take][np.argsort(o_keys[o_take], kind="stable")][rank]
+        pair_rows = (e_keys[e_take] // width).tolist()
+        wrong, pairs = self.wrong, self.pairs
+        for row, e, o in zip(pair_rows, e_ids[e_take].tolist(), observed.tolist()):  # in missing-call order
+            paths = call_diff_paths(calls[e], calls[o])
+            record = {"name": calls[e].name, "expected_args_json": calls[e].args_json,
+                      "observed_args_json": calls[o].args_json, "paths": paths}
+            found = wrong.get(row)
+            if found is None:
+                wrong[row], pairs[row] = [record], [(e, o, paths)]
+            else:
+                found.append(record)
+                pairs[row].append((e, o, paths))
+        self.wrong_flag[pair_rows] = True
+        return done
+
+    def columns(self, registry: CallRegistry) -> dict[str, pa.Array]:
+        """The bulk rows' columns but their provenance, one value per row of :attr:`rows`."""
+        rows, counts, entries = self.rows, self.counts, self.entries
+        count = len(rows)
+        records = registry.record_array()
+        tp, n_observed, n_expected = counts.tp[rows], counts.n_observed[rows], counts.n_expected[rows]
         fp, fn = n_observed - tp, n_expected - tp
-        duplicates, malformed = self.duplicates[i], self.malformed[i]
-        findings: list | None = None
+        duplicates, malformed = counts.duplicates[rows], counts.malformed[rows]
+        exact = self.exact[rows]
+        denominator = 2 * tp + fp + fn
+        expected = _id_lists(counts.e_start, counts.e_ids, rows, records)
+        distinct, index = entries.distinct, entries.index[rows]
+        flags = (fn > 0, fp > 0, self.wrong_flag[rows], duplicates > 0, malformed > 0, self.schema[rows])
+        codes = sum(flag.astype(np.int64) << bit for bit, flag in enumerate(flags))
+        kinds, inverse = np.unique(codes, return_inverse=True)
+        categories = pa.array([[name for bit, name in enumerate(_CATEGORIES) if code >> bit & 1]
+                               for code in kinds.tolist()], _TYPES["mismatch_categories"])
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return {
+                "slice": pa.array([e.case.slice for e in distinct], pa.string()).take(index),
+                "expected_calls": expected,
+                "match_mode": pa.array([e.mode.label for e in distinct], pa.string()).take(index),
+                "observed_calls": _id_lists(counts.o_start, counts.o_ids, rows, records),
+                "missing_calls": _id_lists(_kept(counts.e_start, counts.missing), counts.e_ids[counts.missing], rows,
+                                           records),
+                "extra_calls": _id_lists(_kept(counts.o_start, counts.extra), counts.o_ids[counts.extra], rows, records),
+                "wrong_args": _sparse(self.wrong, rows, "wrong_args"),
+                "duplicate_calls": pa.array(duplicates, pa.int32()),
+                "malformed_calls": pa.array(malformed, pa.int32()),
+                "tp": pa.array(tp, pa.int32()),
+                "fp": pa.array(fp, pa.int32()),
+                "fn": pa.array(fn, pa.int32()),
+                "precision": pa.array(tp / n_observed, pa.float64(), mask=n_observed == 0),
+                "recall": pa.array(tp / n_expected, pa.float64(), mask=n_expected == 0),
+                "f1": pa.array(np.where(denominator == 0, 1.0, 2 * tp / denominator), pa.float64()),
+                "exact_match": pa.array(exact, pa.bool_()),
+                "mismatch_categories": categories.take(pa.array(inverse.reshape(-1))),
+                "violations": _sparse(self.violations, rows, "violations"),
+                "blocking": pa.array(self.blocking[rows], pa.bool_()),
+                "coercions": _empty_lists(count, "coercions"),
+                "chosen_plan": pa.array(np.zeros(count, np.int32), pa.int32()),
+                "reference_calls": expected,
+                "tool_families": self._families(rows),
+                "schema_findings": _sparse(self.findings, rows, "schema_findings") if self.tools else
+                pa.nulls(count, _TYPES["schema_findings"]),
+                "calls_match": pa.array(exact, pa.bool_()),
+                "name_only": pa.array(np.zeros(count, bool), pa.bool_()),
+                "ragas_tool_call_f1": pa.array(counts.ragas[rows], pa.float64()),
+            }
+
+    def _families(self, rows: np.ndarray) -> pa.Array:
+        """Each bulk row's tool families: those of its case's expected calls and of its calls, sorted."""
+        if not self.family_names:
+            return _empty_lists(len(rows), "tool_families")
+        counts, entries = self.counts, self.entries
+        width, n = len(self.family_names), len(self.fast)
+        local = np.full(n, -1, np.int64)
+        local[rows] = np.arange(len(rows))
+        ids = {name: j for j, name in enumerate(self.family_names)}
+        of_entries = [sorted(ids[name] for name in entry.families) for entry in entries.distinct]
+        values, lengths = entries.flat(of_entries, self.fast)
+        families = self.call_family[counts.o_ids]
+        taken = self.fast[counts.o_rows] & (families >= 0)
+        codes = np.unique(np.concatenate((
+            local[counts.o_rows[taken]] * width + families[taken],
+            local[np.repeat(np.arange(n, dtype=np.int64), lengths)] * width + values)))
+        offsets = np.concatenate(([0], np.cumsum(np.bincount(codes // width, minlength=len(rows)))))
+        names = pa.array(self.family_names, pa.string()).take(pa.array(codes % width))
+        return pa.ListArray.from_arrays(pa.array(offsets, pa.int32()), names)
+
+    def matched(self, i: int) -> bool:
+        """Whether bulk row ``i``'s calls match (what the failure owner reads)."""
+        return bool(self.exact[i])
+
+
+class _Policies:
+    """The policy rules of bulk rows whose case or calls a rule reads the trajectory for
+    (:func:`tooleval.rules.check_policies` over the row's transcript view and its match)."""
+
+    def __init__(self, sources: ScoringSources, view: _View, entries: _Entries, counts: _Counts) -> None:
+        self.tools, self.policy, self.confirmation = sources.tools, sources.policy, sources.memo.confirmation
+        self.view, self.entries, self.counts = view, entries, counts
+        self.calls = sources.memo.registry.calls
+
+    def check(self, i: int, extra_ids: list[int], wrong: list) -> tuple[list, bool] | None:
+        """Row ``i``'s violations (records) and whether one blocks; ``None`` when the rules find the row
+        inconsistent (the general path makes its scoring error)."""
+        counts, entry, calls = self.counts, self.entries.rows[i], self.calls
+        ids = counts.observed(i)
+        observed = [calls[k] for k in ids]
+        e0, e1 = counts.e_start[i], counts.e_start[i + 1]
+        missing = [call for call, left in zip(entry.expected, counts.missing[e0:e1].tolist()) if left]
+        extra = [calls[k] for k in extra_ids]
+        tp, n_observed, n_expected = int(counts.tp[i]), len(ids), len(entry.expected)
+        fp, fn = n_observed - tp, n_expected - tp
+        duplicates, malformed = int(counts.duplicates[i]), int(counts.malformed[i])
         categories = [name for name, present in (("missing", fn > 0), ("extra", fp > 0), ("wrong_args", bool(wrong)),
                                                  ("duplicate", duplicates > 0), ("malformed", malformed > 0))
                       if present]
-        exact = fp == 0 and fn == 0
-        precision, recall = tp / n_observed if n_observed else None, tp / n_expected if n_expected else None
-        f1 = f1_score(tp, fp, fn)
-        if trajectory:  # the policy rules read the row's trajectory (its transcript view) and its match
-            observed = [registry.calls[k] for k in ids]
-            transcript = view.transcript(i, [call.name for call in observed])
-            match = MatchResult(tp, fp, fn, precision, recall, f1, exact, duplicates, malformed, list(missing),
-                                list(extra), list(wrong), categories)
-            try:
-                found = check_policies(entry.case, self.tools, transcript, observed, match, policy=self.policy,
-                                       confirmation=self.confirmation, rules=entry.rules)
-            except ValueError:
-                return False  # the general path makes the row's scoring error
-        else:
-            is_write = self.is_write
-            found = write_violations(missing, wrong, is_write) if any(is_write(call.name) for call in missing) else []
-        violations = [v.to_record() for v in found]
-        blocking = any(v.severity == "blocking" for v in found)
-        if self.tools:
-            findings = []
-            calls = registry.calls
-            for index, (k, fact) in enumerate(zip(ids, facts)):
-                if fact[2]:
-                    name = calls[k].name
-                    findings += [{"call_index": index, "tool": name, "kind": kind, "path": path, "detail": detail}
-                                 for kind, path, detail in fact[2]]
-                    violations.append({"rule": SCHEMA_RULE, "severity": "advisory", "tool": name,
-                                       "detail": f"call #{index + 1} {fact[3]}"})
-        if findings:
-            categories = [*categories, "schema"]
-        families = sorted(entry.families.union(fact[1] for fact in facts if fact[1])) if self.families else []
-        values = (
-            entry.case.slice, entry.expected_ids, entry.mode.label, ids, missing_ids, extra_ids,
-            [pair.to_record() for pair in wrong], duplicates, malformed, tp, fp, fn, precision, recall, f1,
-            exact, categories, violations, blocking, [], 0, entry.expected_ids, families, findings, exact, False,
-            counts.ragas[i],
-        )
-        for column, value in zip(self.columns, values):
-            column[i] = value
-        return True
+        match = MatchResult(tp, fp, fn, tp / n_observed if n_observed else None,
+                            tp / n_expected if n_expected else None, f1_score(tp, fp, fn), fp == 0 and fn == 0,
+                            duplicates, malformed, missing, extra, list(wrong), categories)
+        transcript = self.view.transcript(i, [call.name for call in observed])
+        try:
+            found = check_policies(entry.case, self.tools, transcript, observed, match, policy=self.policy,
+                                   confirmation=self.confirmation, rules=entry.rules)
+        except ValueError:
+            return None
+        return [v.to_record() for v in found], any(v.severity == "blocking" for v in found)
 
 
-_QUIET_COLUMNS = ("slice", "expected_calls", "match_mode", "observed_calls", "missing_calls", "extra_calls",
-                  "wrong_args", "duplicate_calls", "malformed_calls", "tp", "fp", "fn", "precision", "recall", "f1",
-                  "exact_match", "mismatch_categories", "violations", "blocking", "coercions", "chosen_plan",
-                  "reference_calls", "tool_families", "schema_findings", "calls_match", "name_only",
-                  "ragas_tool_call_f1")
-"""The columns :meth:`_QuietRows.row` fills, in the order of its values."""
+_CATEGORIES = ("missing", "extra", "wrong_args", "duplicate", "malformed", "schema")
+"""The mismatch categories, in the order a row lists them."""
+
+_TYPES = {item.name: item.type for item in ROW_SCHEMA}
+
+
+def _schema_records(ids: list[int], facts: "_CallFacts", calls: list[Call], violations: list) -> tuple[list, list]:
+    """A row's schema findings and its violations with the ``tool_schema`` ones added (``ids``: its calls)."""
+    findings, violations = [], list(violations)
+    for index, k in enumerate(ids):
+        fact = facts.fact(k)
+        if fact[2]:
+            name = calls[k].name
+            findings += [{"call_index": index, "tool": name, "kind": kind, "path": path, "detail": detail}
+                         for kind, path, detail in fact[2]]
+            violations.append({"rule": SCHEMA_RULE, "severity": "advisory", "tool": name,
+                               "detail": f"call #{index + 1} {fact[3]}"})
+    return findings, violations
+
+
+def _kept(starts: np.ndarray, kept: np.ndarray) -> np.ndarray:
+    """The offsets of each row's kept elements in ``flat[kept]``, from the offsets of its rows in ``flat``."""
+    return np.concatenate(([0], np.cumsum(kept)))[starts]
+
+
+def _id_lists(starts: np.ndarray, ids: np.ndarray, rows: np.ndarray, records: pa.StructArray) -> pa.ListArray:
+    """The call lists of ``rows`` as records, from a flat array of call ids and the offsets of every row's ids."""
+    lengths = (starts[1:] - starts[:-1])[rows]
+    taken = ids[_gather(starts[:-1][rows], lengths)]
+    offsets = np.concatenate(([0], np.cumsum(lengths)))
+    return pa.ListArray.from_arrays(pa.array(offsets, pa.int32()), records.take(pa.array(taken, pa.int64())))
+
+
+def _sparse(values: dict, rows: np.ndarray, name: str) -> pa.Array:
+    """A list column of ``rows`` from the values of the few rows that have one (the others' lists are empty)."""
+    if not values:
+        return _empty_lists(len(rows), name)
+    empty: list = []
+    return pa.array([values.get(i, empty) for i in rows.tolist()], _TYPES[name])
+
+
+def _empty_lists(count: int, name: str) -> pa.Array:
+    """``count`` empty lists of column ``name``'s type."""
+    kind = _TYPES[name]
+    return pa.ListArray.from_arrays(pa.array(np.zeros(count + 1, np.int32), pa.int32()),
+                                    pa.array([], kind.value_type))
+
+
 
 
 def _plain_match(i: int, entry: Any, observed: list[Call], counts: _Counts) -> RuleMatch:
@@ -663,8 +958,8 @@ def _row_inputs(entry: Any, sources: ScoringSources) -> Mapping[str, list[str]]:
     return given if not entry.extra else {**given, entry.input_key: [entry.case.case_id]}
 
 
-def _provenance(out: _Columns, envelope: _EnvelopeRows, entries: list, observed_ids: list,
-                sources: ScoringSources) -> None:
+def _provenance(out: _Columns, envelope: _EnvelopeRows, entries: list, observed: _Observed,
+                sources: ScoringSources, bulk: "_Bulk | None") -> None:
     """Every row's join check, first divergent boundary and failure owner (:mod:`tooleval.capture.provenance`),
     from the batch's columns read once."""
     values = envelope.values
@@ -681,6 +976,8 @@ def _provenance(out: _Columns, envelope: _EnvelopeRows, entries: list, observed_
     exact, name_only, fp, fn = out["exact_match"], out["name_only"], out["fp"], out["fn"]
     statuses, details, boundaries, owners = (out[name] for name in ("provenance_status", "provenance_detail",
                                                                     "first_divergent_boundary", "failure_owner"))
+    fast = bulk.fast.tolist() if bulk is not None else None
+    bulk_exact = bulk.exact.tolist() if bulk is not None else None
     for i, entry in enumerate(entries):
         intact = digests[i] is not None if verified else digest_ok(envelope.record(i))
         status, detail = join_check_key(case_ids[i], keys[i], request_ids[i], response_ids[i], intact,
@@ -688,11 +985,13 @@ def _provenance(out: _Columns, envelope: _EnvelopeRows, entries: list, observed_
         boundary = None
         if adapters[i] is not None or executors[i] is not None:
             adapter, executor = boundary_calls({"adapter_calls": adapters[i], "executor_calls": executors[i]})
-            ids = observed_ids[i]
+            ids = observed.row(i)
             boundary = first_divergent_boundary([] if ids is None else [calls[k] for k in ids], adapter, executor)
         statuses[i], details[i], boundaries[i] = status, detail, boundary
-        # a name-only row is never an exact match, yet calls matched by name are no failure of the agent's
-        matched = exact[i] if not name_only[i] else (fp[i] == 0 and fn[i] == 0)
+        if fast is not None and fast[i]:
+            matched = bool(bulk_exact[i])
+        else:  # a name-only row is never an exact match, yet calls matched by name are no failure of the agent's
+            matched = exact[i] if not name_only[i] else (fp[i] == 0 and fn[i] == 0)
         owners[i] = failure_owner(status, boundary, matched)
 
 
@@ -727,22 +1026,45 @@ def _call_column(values: list, registry: CallRegistry) -> pa.ListArray:
                                     mask=mask)
 
 
-def _table(envelopes: pa.Table, out: _Columns, names: set, registry: CallRegistry) -> pa.Table:
+def _table(envelopes: pa.Table, out: _Columns, names: set, registry: CallRegistry, bulk: "_Bulk | None") -> pa.Table:
     """The rows as a table of :data:`ROW_SCHEMA`: the envelope's own columns taken over, constants repeated, the
-    rest from ``out``."""
+    bulk rows' columns merged with the others' from ``out``, the rest from ``out``."""
     n = envelopes.num_rows
     constants = {"row_schema_version": ROW_SCHEMA_VERSION, "scorer_version": scorer_version(),
                  "ragas_version": ragas_version()}
+    columns = bulk.columns(registry) if bulk is not None and len(bulk.rows) else {}
+    others = bulk.others if columns else None
+    order = None
+    if columns and others:  # where each row is in the bulk rows' values followed by the others'
+        order = np.empty(n, np.int64)
+        order[bulk.rows] = np.arange(len(bulk.rows))
+        order[others] = np.arange(len(bulk.rows), n)
+        order = pa.array(order)
     arrays = []
     for item in ROW_SCHEMA:
-        if item.name in _TAKEN and item.name in names:
-            arrays.append(envelopes.column(item.name).cast(item.type))
-        elif item.name in constants:
-            arrays.append(pa.array([constants[item.name]] * n, item.type))
-        elif item.name in _CALL_COLUMNS and item.name in out:
-            arrays.append(_call_column(out[item.name], registry).cast(item.type))
-        elif item.name in out:
-            arrays.append(pa.array(out[item.name], item.type))
+        name = item.name
+        if name in _TAKEN and name in names:
+            arrays.append(envelopes.column(name).cast(item.type))
+        elif name in constants:
+            arrays.append(pa.array([constants[name]] * n, item.type))
+        elif name in out.arrays:
+            arrays.append(out.arrays[name].cast(item.type))
+        elif name in columns:
+            array = columns[name].cast(item.type)
+            if others:
+                values = out[name]
+                rest = _array([values[i] for i in others], name, item.type, registry)
+                array = pa.concat_arrays([array, rest]).take(order)
+            arrays.append(array)
+        elif name in out:
+            arrays.append(_array(out[name], name, item.type, registry))
         else:
             arrays.append(pa.nulls(n, item.type))
     return pa.Table.from_arrays(arrays, schema=ROW_SCHEMA)
+
+
+def _array(values: list, name: str, kind: pa.DataType, registry: CallRegistry) -> pa.Array:
+    """Column ``name`` of ``kind`` from one Python value per row (call lists may hold registry ids)."""
+    if name in _CALL_COLUMNS:
+        return _call_column(values, registry).cast(kind)
+    return pa.array(values, kind)
