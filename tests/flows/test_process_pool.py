@@ -84,3 +84,66 @@ def test_a_worker_keeps_one_api_client_for_every_task_run(prefect_harness):
     first, second = two_tasks()
     assert first[0] == second[0]  # one worker ran both
     assert first[1:] == (True, True) and second[1:] == (True, True)
+
+
+def test_the_pool_serialises_the_same_settings_once_and_new_settings_afresh(monkeypatch):
+    """Prefect serialises the whole context for every submission; inside the pool's submit the settings part is
+    serialised once per settings object: equal to Prefect's own serialisation, not computed again for the same
+    settings, and computed again (with the new value) under settings made by ``temporary_settings``."""
+    from prefect.context import SettingsContext, serialize_context
+
+    from flows._shards import _settings_serialized_once
+
+    original = SettingsContext.serialize
+    calls: list[int] = []
+
+    def counted(self, include_secrets=True):
+        calls.append(1)
+        return original(self, include_secrets=include_secrets)
+
+    monkeypatch.setattr(SettingsContext, "serialize", counted)
+    expected = serialize_context()["settings_context"]
+    calls.clear()
+    memo: dict = {}
+    with _settings_serialized_once(memo):
+        first = serialize_context()["settings_context"]
+        second = serialize_context()["settings_context"]
+        assert calls == [1]  # the second submission reused the first's serialisation
+        url = "http://127.0.0.1:9/api"
+        with temporary_settings(updates={PREFECT_API_URL: url}):
+            changed = serialize_context()["settings_context"]
+        assert calls == [1, 1]
+    assert first == second == expected
+    assert changed["settings"]["api"]["url"] == url != first["settings"].get("api", {}).get("url")
+    assert SettingsContext.serialize is counted  # put back on leaving
+
+
+def test_a_worker_builds_the_same_serialised_settings_once():
+    """A pool worker rebuilds the flow's settings for each task run it receives (Prefect's ``hydrated_context``
+    makes ``SettingsContext(**serialised)``). With :func:`flows._shards.settings_hydrated_once` the same
+    serialisation, as each task run brings it (a fresh unpickled copy), gives the same ``Settings`` object, equal
+    to what Prefect builds; other settings are built afresh, and the constructor is Prefect's again after restore."""
+    import pickle
+
+    from prefect.context import SettingsContext, serialize_context
+
+    from flows._shards import settings_hydrated_once
+
+    serialised = serialize_context()["settings_context"]
+    url = "http://127.0.0.1:9/api"
+    with temporary_settings(updates={PREFECT_API_URL: url}):
+        other = serialize_context()["settings_context"]
+    expected = SettingsContext(**pickle.loads(pickle.dumps(serialised)))
+    restore = settings_hydrated_once()
+    try:
+        first, second = (SettingsContext(**pickle.loads(pickle.dumps(serialised))) for _ in range(2))
+        changed = SettingsContext(**pickle.loads(pickle.dumps(other)))
+        with second:  # a context made from the held settings enters as any other
+            assert get_current_settings() is first.settings
+    finally:
+        restore()
+    assert second.settings is first.settings and first.settings == expected.settings
+    assert first.profile == expected.profile
+    assert changed.settings is not first.settings and changed.settings.api.url == url
+    assert "__init__" not in SettingsContext.__dict__  # pydantic's own constructor again
+    assert SettingsContext(**serialised).settings is not first.settings
