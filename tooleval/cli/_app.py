@@ -439,9 +439,27 @@ def fail(exc: InputFileError, *, published: bool = True) -> None:
     """Print a file or usage error and exit 2. ``published=False``: the error came after the plan (stage files,
     a cache, may exist), so the message says nothing was *published* rather than nothing written."""
     err_console.print(f"[bold red]error:[/] {escape(str(exc))}", markup=True, highlight=False)
-    err_console.print("Nothing was written." if published else "Nothing was published (the stage cache under "
-                      ".tooleval/ may hold work a rerun reuses).")
+    err_console.print(_nothing_kept(published))
     raise typer.Exit(2)
+
+
+def fail_environment(exc: BaseException, *, published: bool = True) -> None:
+    """Print a fault of the machine or the files (:func:`environment_fault`: a full disk, a folder that cannot be
+    written, a killed worker) with its fix and what was kept, as :func:`fail` does for a file error, and exit 2.
+    Raises ``exc`` again when it is no such fault (a bug keeps its traceback)."""
+    fault = environment_fault(exc)
+    if fault is None:
+        raise exc
+    problem, fix = fault
+    err_console.print(f"[bold red]error:[/] {escape(problem)} Fix: {escape(fix)}", highlight=False)
+    err_console.print(_nothing_kept(published))
+    raise typer.Exit(2)
+
+
+def _nothing_kept(published: bool) -> str:
+    """What a command that failed left behind: nothing, or (after a run's plan) nothing published."""
+    return "Nothing was written." if published else ("Nothing was published (the stage cache under .tooleval/ may "
+                                                      "hold work a rerun reuses).")
 
 
 def fmt(value: object) -> str:

@@ -10,8 +10,8 @@ import typer
 from tooleval.errors import InputFileError
 from tooleval.models import TRIAL_MAX
 
-from tooleval.cli._app import (UrlOutOption, _bundled_dataset, app, console, err_console, fail, open_results,
-                               prefect_session, results_location, say)
+from tooleval.cli._app import (UrlOutOption, _bundled_dataset, app, console, err_console, fail, fail_environment,
+                               open_results, prefect_session, results_location, say)
 from tooleval.storage import hold_run
 from tooleval.cli._report import print_drift, print_gate_line, print_run
 
@@ -173,6 +173,10 @@ def run(
             expected.append(sum(sum(states.values()) for states in result.stage_states.values()))
     except InputFileError as exc:
         fail(exc, published=False)
+    except Exception as exc:  # a disk that fills, a folder that turns read-only, a killed worker, after the plan:
+        # wherever the write was (a stage file, a partition part, junit.xml), the run's commit marker was never
+        # written, so the message says what it says for a file error at that point
+        fail_environment(exc, published=False)
     finally:
         lease.__exit__(None, None, None)
     print_run(result)
