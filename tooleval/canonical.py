@@ -221,6 +221,9 @@ _CANONICAL_DECODER = json.JSONDecoder(parse_constant=_reject_constant, parse_flo
 _ARGUMENTS_DECODER = json.JSONDecoder(parse_constant=_reject_constant, parse_float=_canonical_float,
                                       object_pairs_hook=reject_duplicate_keys)
 """Decoders built once (``json.loads`` with keyword arguments builds a new one per call)."""
+_STRICT_DECODER = json.JSONDecoder(parse_constant=_reject_constant, parse_float=_finite_float)
+_STRICT_UNIQUE_DECODER = json.JSONDecoder(parse_constant=_reject_constant, parse_float=_finite_float,
+                                          object_pairs_hook=reject_duplicate_keys)
 _CANONICAL_ENCODER = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
@@ -236,7 +239,11 @@ def strict_json_loads(text: str, *, unique_keys: bool = False) -> Any:
             repeated key when ``unique_keys``.
         RecursionError: nesting deeper than Python's recursion limit.
     """
-    hook = reject_duplicate_keys if unique_keys else None
+    if isinstance(text, str) and not text.startswith("\ufeff"):
+        # a decoder built once: ``json.loads`` with keyword arguments builds a new one per call, which cost more
+        # than the decoding itself on short argument texts (the legacy pass reads one per call)
+        return (_STRICT_UNIQUE_DECODER if unique_keys else _STRICT_DECODER).decode(text)
+    hook = reject_duplicate_keys if unique_keys else None  # bytes, or a BOM json.loads reports: its own path
     return json.loads(text, parse_constant=_reject_constant, parse_float=_finite_float, object_pairs_hook=hook)
 
 

@@ -110,8 +110,12 @@ def legacy_score(
     per_row: list[LegacyRow] = []
     pending: list[tuple[int, list[dict], list[dict]]] = []
     plain: dict[str, list[dict]] = {}
+    # a case is read once per call, not once per envelope: the dataset's cases are read from its file on demand
+    # (~50 us a case), and a case's trials arrive together
+    known: dict[str, Case | None] = {}
     for envelope in envelopes:
-        case = cases.get(envelope["case_id"])
+        case_id = envelope["case_id"]
+        case = known[case_id] if case_id in known else known.setdefault(case_id, cases.get(case_id))
         if case is None:
             continue
         per_row.append(LegacyRow(case_id=envelope["case_id"], trial=envelope["trial"], value=None))
