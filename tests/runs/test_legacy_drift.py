@@ -168,3 +168,22 @@ class TestFlowAndCommands:
     def test_unknown_run_exits_2(self, tmp_path):
         result = CliRunner().invoke(app, ["drift", "--run-id", "nope", "--out", str(tmp_path)])
         assert result.exit_code == 2
+
+
+def test_a_legacy_result_pickles_its_per_row_values_as_columns_and_reads_back_equal():
+    """Prefect's result store pickles each shard's legacy result: the rows travel as three plain lists (no model
+    per row in the pickle) and come back as equal :class:`LegacyRow` models, a failed generation's ``None`` kept."""
+    import pickle
+
+    from tooleval.runs.legacy import LegacyResult, LegacyRow
+
+    rows = [LegacyRow(case_id="c1", trial=0, value=0.5), LegacyRow(case_id="c1", trial=1, value=None),
+            LegacyRow(case_id="c2", trial=0, value=1.0)]
+    result = LegacyResult(value=0.75, rows=3, ragas_version="0.4.3", scorer_version="s",
+                          computed_at=datetime(2026, 1, 2, tzinfo=timezone.utc), per_row=rows, elapsed_s=1.5)
+    data = pickle.dumps(result)
+    assert b"LegacyRow" not in data  # one reference to the class per row would be there, were rows pickled one by one
+    back = pickle.loads(data)
+    assert back == result
+    assert [(r.case_id, r.trial, r.value) for r in back.per_row] == [("c1", 0, 0.5), ("c1", 1, None), ("c2", 0, 1.0)]
+    assert back.model_copy(update={"per_row": []}).rows == 3

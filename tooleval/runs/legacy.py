@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, NamedTuple
 
 from pydantic import BaseModel
 
@@ -62,6 +62,29 @@ class LegacyResult(BaseModel):
     per_row: list[LegacyRow]
     elapsed_s: float = 0.0
     """Seconds the legacy task body took (see :class:`tooleval.storage.stages.StageRef`)."""
+
+    # A shard's result is pickled into Prefect's result store and read back from it: its per-row values travel as
+    # three plain columns, since pickling ten thousand models one by one cost ~0.1 s a shard (and as much to read)
+    def __getstate__(self) -> dict[str, Any]:
+        state = super().__getstate__()
+        rows = state["__dict__"]["per_row"]
+        packed = ([r.case_id for r in rows], [r.trial for r in rows], [r.value for r in rows])
+        return {**state, "__dict__": {**state["__dict__"], "per_row": _PackedRows(*packed)}}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        rows = state["__dict__"]["per_row"]
+        if isinstance(rows, _PackedRows):
+            rows = [LegacyRow(case_id=c, trial=t, value=v) for c, t, v in zip(rows.case_ids, rows.trials, rows.values)]
+            state = {**state, "__dict__": {**state["__dict__"], "per_row": rows}}
+        super().__setstate__(state)
+
+
+class _PackedRows(NamedTuple):
+    """:attr:`LegacyResult.per_row` as pickled: the case ids, trials and values, one list each."""
+
+    case_ids: list[str]
+    trials: list[int]
+    values: list[float | None]
 
 
 def _args(raw: Any) -> dict[str, Any]:
@@ -113,6 +136,9 @@ def legacy_score(
     # a case is read once per call, not once per envelope: the dataset's cases are read from its file on demand
     # (~50 us a case), and a case's trials arrive together
     known: dict[str, Case | None] = {}
+    read_ahead = getattr(cases, "read_ahead", None)  # a dataset's cases, read on demand: the batch's in one pass
+    if read_ahead is not None:
+        read_ahead(case_id for case_id in dict.fromkeys(e["case_id"] for e in envelopes) if case_id in cases)
     for envelope in envelopes:
         case_id = envelope["case_id"]
         case = known[case_id] if case_id in known else known.setdefault(case_id, cases.get(case_id))
