@@ -10,7 +10,6 @@ from typing import Any
 
 from prefect.artifacts import create_link_artifact, create_markdown_artifact, create_table_artifact
 
-from tooleval.runs.report import worst_rows
 from tooleval.storage import as_location, join, source_connection
 from tooleval.storage import location_exists
 
@@ -55,6 +54,8 @@ def publish_artifacts(summary: dict[str, Any], run_path: Path | str, rows_source
     create_markdown_artifact(summary_markdown(summary, report if has_report else None), key="tooleval-summary",
                              description=f"run {summary['run_id']}")
     if rows_source is not None:
+        from tooleval.runs.report import worst_rows  # the report's module is heavy: see flows._publish
+
         rows, failing = worst_rows(source_connection(rows_source), rows_source, TABLE_ROWS)
         table = [{"case_id": r["case_id"], "trial": r["trial"], "f1": r["f1"],
                   "ragas_tool_call_f1": r["ragas_tool_call_f1"], "blocking": r["blocking"],

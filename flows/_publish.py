@@ -26,7 +26,6 @@ from tooleval.runs.gate import (GATE_COLUMNS, GateJudge, gate_config_for, gate_c
 from tooleval.runs.legacy import LegacyResult, legacy_record, stage_legacy
 from tooleval.runs.plan import DatasetRef, RunPlan, check_revision_content, revision_record_relpath
 from tooleval.runs.spec import RunSpec
-from tooleval.runs.report import build_report
 from tooleval.scoring.ragas_metric import ragas_version
 from tooleval.capture.redaction import RedactionConfig
 from tooleval.storage import revision_commit
@@ -271,7 +270,7 @@ class RunPublisher:
         self.summary = summary_document(self.summary)
         if self.source is not None:
             self.publication.add_text(f"runs/{self.run_id}/report.html",
-                                      build_report(self.source, self.summary, self.drift, self.out))
+                                      _build_report(self.source, self.summary, self.drift, self.out))
 
     def publish(self, stage_refs: list[StageRef] | None = None) -> RunResult | State:
         """Stage the run documents and commit the publication; then the Prefect artifacts.
@@ -342,3 +341,12 @@ def publish_run(
         publisher.gate_and_drift(legacy, drift_partials)
         publisher.report()
         return publisher.publish([*(ref for ref, _ in shards), *(ref for _, ref in shards)])
+
+
+def _build_report(*args: Any) -> Any:
+    """:func:`tooleval.runs.report.build_report`, imported when a run's report is written: the report's charts
+    (Altair) are ~40 MB and ~1.4 s of import that every shard worker, which imports this module for
+    :func:`run_stage`, would otherwise pay without ever drawing one."""
+    from tooleval.runs.report import build_report
+
+    return build_report(*args)

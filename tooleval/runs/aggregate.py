@@ -18,9 +18,10 @@ existed (row schema version < 3) count as not checked.
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import duckdb
+if TYPE_CHECKING:  # connections come from tooleval.storage, which imports DuckDB when it opens one
+    import duckdb
 
 from tooleval.storage import source_connection
 

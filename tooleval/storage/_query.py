@@ -12,17 +12,19 @@ calls per row with ``coalesce(len(observed_calls), 0)`` so zero-call rows still 
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from collections.abc import Sequence
 from pathlib import Path
 
-import duckdb
 import pyarrow as pa
 
 from tooleval.storage._commit import committed_files
 from tooleval.storage._listed import ListedFiles, urls_in_sql
 from tooleval.storage._fs import RemoteTree, is_remote, read_parquet_schema, tree_of
 from functools import lru_cache
+
+if TYPE_CHECKING:  # DuckDB is imported where a query runs: a shard worker, which writes files, never does
+    import duckdb
 
 from tooleval.storage._partition import _check_kind, validate_partition_value
 from tooleval.storage._row import ERROR_KINDS, ROW_SCHEMA
@@ -80,6 +82,8 @@ def source_connection(source: str) -> duckdb.DuckDBPyConnection:
     """A new in-memory DuckDB connection that can read ``source`` (a :func:`scan_parquet_sql` expression): the
     fsspec filesystem of every URL protocol in it (``s3``, ``gs``, ...) is registered, as :func:`connect` does;
     a source of local paths gets a plain connection."""
+    import duckdb
+
     con = duckdb.connect()
     protocols = sorted({match.lower() for match in _URL_IN_SQL.findall(source)} - {"file"})
     if protocols:
@@ -128,6 +132,8 @@ call by name only: a scored one's ``name_only`` reads as false (:mod:`tooleval.s
 @lru_cache(maxsize=1)
 def _rows_frame_sql() -> str:
     """Zero rows with every current row column, plus the ``error`` text of older rows (null in new ones)."""
+    import duckdb
+
     con = duckdb.connect()
     try:
         return _empty_select_sql(con, ROW_SCHEMA).replace(" WHERE false", ", CAST(NULL AS VARCHAR) AS \"error\" WHERE false")
@@ -170,6 +176,8 @@ def connect(out: str | Path, database: str = ":memory:") -> duckdb.DuckDBPyConne
     Raises:
         InputFileError: a run's commit marker is unreadable.
     """
+    import duckdb
+
     con = duckdb.connect(database)
     tree = tree_of(out)
     files_of = {kind: committed_files(out, kind) for kind in SCHEMAS}
