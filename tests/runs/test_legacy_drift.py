@@ -187,3 +187,19 @@ def test_a_legacy_result_pickles_its_per_row_values_as_columns_and_reads_back_eq
     assert back == result
     assert [(r.case_id, r.trial, r.value) for r in back.per_row] == [("c1", 0, 0.5), ("c1", 1, None), ("c2", 0, 1.0)]
     assert back.model_copy(update={"per_row": []}).rows == 3
+
+
+@pytest.mark.parametrize("arguments, args", [
+    # arguments as JSON text: the integer is read from that text by the strict reader, exactly
+    ('"{\\"n\\": 123456789012345678901234567890}"', {"n": 123456789012345678901234567890}),
+    # arguments as a JSON value inside the message list: beyond 64 bits, still the exact integer (not 1.2345e29)
+    ('{"n": 123456789012345678901234567890}', {"n": 123456789012345678901234567890}),
+    ('{"n": -9223372036854775809}', {"n": -9223372036854775809}),
+    ('null', {}),
+])
+def test_legacy_calls_read_wide_integers_exactly_however_the_arguments_are_written(arguments, args):
+    text = f'[{{"role": "user", "content": "hi \\ud83d\\ude00"}}, {{"role": "assistant", "tool_calls": ' \
+           f'[{{"function": {{"name": "f", "arguments": {arguments}}}}}]}}]'
+    calls = legacy_calls(text)
+    assert calls == [{"name": "f", "args": args}]
+    assert all(type(v) is int for v in calls[0]["args"].values())
