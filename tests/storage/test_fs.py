@@ -90,3 +90,22 @@ def test_a_full_disk_under_a_partition_file_is_said_as_anywhere_else(tmp_path, m
         LocalTree(tmp_path).write_parquet("rows/part-0.parquet", table_from_rows([{"case_id": "c", "trial": 0}], ROW_SCHEMA))
     assert "free some space" in str(raised.value)
     assert not list(tmp_path.rglob("*.tmp"))
+
+
+class TestPartitionParquet:
+    """A published partition file keeps min/max statistics for its flat columns (what readers prune by) and
+    none for the leaves of its nested ones; its values are the table's."""
+
+    def test_flat_columns_have_statistics_and_nested_leaves_none(self, tmp_path):
+        table = table_from_rows([{"case_id": "c-2", "trial": 1,
+                                  "expected_calls": [{"name": "get_weather", "args_json": '{"city":"Oslo"}'}]},
+                                 {"case_id": "c-1", "trial": 0, "expected_calls": []}], ROW_SCHEMA)
+        LocalTree(tmp_path).write_parquet("part-0.parquet", table)
+        file = pq.ParquetFile(tmp_path / "part-0.parquet")
+        group = file.metadata.row_group(0)
+        columns = {group.column(i).path_in_schema: group.column(i) for i in range(group.num_columns)}
+        case_id = columns["case_id"]
+        assert case_id.is_stats_set and (case_id.statistics.min, case_id.statistics.max) == ("c-1", "c-2")
+        nested = [path for path in columns if path.startswith("expected_calls.")]
+        assert nested and not any(columns[path].is_stats_set for path in nested)
+        assert file.read().equals(table)

@@ -35,6 +35,19 @@ Location = Path | str
 _URL = re.compile(r"(?P<protocol>[A-Za-z][A-Za-z0-9+.-]*)://(?P<rest>.*)")
 
 
+def write_partition_parquet(table: pa.Table, where: Any) -> None:
+    """Write ``table`` as one zstd Parquet file to ``where`` (a path or a writable binary file), with min/max
+    statistics for its flat columns only.
+
+    A nested column's statistics are its leaves' (the call lists' names and argument texts, a violation's
+    fields): nothing a reader prunes row groups by (DuckDB and pyarrow filter on flat columns), yet computing
+    them was about a sixth of the encoding of a published rows file, which the flow pays for every row of a run
+    (measured on 44,072 bfcl rows). The values written are the same.
+    """
+    flat = [field.name for field in table.schema if not pa.types.is_nested(field.type)]
+    pq.write_table(table, where, compression="zstd", write_statistics=flat)
+
+
 def is_remote(location: str | Path) -> bool:
     """True for a URL other than ``file://`` (``s3://…``, ``gs://…``, ``memory://…``)."""
     match = _URL.fullmatch(str(location)) if isinstance(location, str) else None
@@ -161,7 +174,7 @@ class LocalTree:
         target = safe_target(self.root, relpath)
         tmp = target.with_name(f".{target.name}.tmp")
         try:
-            pq.write_table(table, tmp, compression="zstd")
+            write_partition_parquet(table, tmp)
             os.replace(tmp, target)
         except OSError as exc:
             tmp.unlink(missing_ok=True)
@@ -264,7 +277,7 @@ class RemoteTree:
 
     def write_parquet(self, relpath: str, table: pa.Table) -> None:
         buffer = io.BytesIO()
-        pq.write_table(table, buffer, compression="zstd")
+        write_partition_parquet(table, buffer)
         self.write_bytes(relpath, buffer.getvalue())
 
     def delete(self, relpath: str) -> None:
