@@ -29,6 +29,8 @@ import re
 import statistics
 import sys
 from array import array
+
+import numpy as np
 from collections import Counter, defaultdict
 from dataclasses import dataclass
 from fractions import Fraction
@@ -246,12 +248,20 @@ class _Group:
                                    "trials": trials, "passes": passes,
                                    "pass_rate": passes / trials if trials else None}
         estimators = (("pass@k", pass_at_k), ("pass^k", pass_hat_k))
-        per_k = {(name, k): [estimator(n, c, k) for n, c in zip(self.trials, self.passes)]
+        # A case's estimate depends only on its (trials, passes): each distinct pair (a few dozen, however many
+        # cases) is estimated once and spread to its cases, instead of once per case and k in Python
+        trials = np.asarray(self.trials, dtype=np.int64)
+        passes = np.asarray(self.passes, dtype=np.int64)
+        span = int(passes.max(initial=0)) + 1  # one integer per pair: passes never exceed trials
+        distinct, of_case = np.unique(trials * span + passes, return_inverse=True)
+        pairs = [(int(key) // span, int(key) % span) for key in distinct]
+        per_k = {(name, k): np.array([estimator(n, c, k) for n, c in pairs], dtype=float)[of_case]
                  for name, estimator in estimators for k in range(1, K + 1)}
         # every figure of this set of cases resamples the same cases: one draw serves them all
-        intervals = dict(zip(per_k, cluster_mean_cis(list(per_k.values()), [1] * len(self.trials))))
+        intervals = dict(zip(per_k, cluster_mean_cis(list(per_k.values()), np.ones(len(self.trials)))))
         for name, _ in estimators:
-            figures[name] = {str(k): statistics.fmean(v) if v else None
+            # statistics.fmean's own arithmetic (an exact sum, then one division), over the same floats
+            figures[name] = {str(k): math.fsum(v.tolist()) / v.size if v.size else None
                              for (of, k), v in per_k.items() if of == name}
             figures[f"{name}_ci95"] = {str(k): None if ci is None else list(ci)
                                        for (of, k), ci in intervals.items() if of == name}
