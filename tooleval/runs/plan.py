@@ -230,15 +230,18 @@ def plan_run(
             default shard, and its gate config is checked now (the dataset's gate.toml is checked too).
         write_key: Create ``<out>/redaction.key`` (a new key) once every check passed; ``False`` for a dry
             plan that must write nothing (the CLI's own check before it starts the flow).
-        index_parts: Reads byte ranges of a large traces file elsewhere (the flow's worker processes), while
-            this process loads the dataset (:data:`IndexParts`); ``None``: the file is read here, after the load.
-            Either way the plan is the same.
+        index_parts: Reads byte ranges of a traces file of :data:`POOL_INDEX_BYTES` or more elsewhere (the
+            flow's worker processes), while this process loads the dataset (:data:`IndexParts`); ``None``, or a
+            smaller file: threads of this process read a file of :data:`PARALLEL_INDEX_BYTES` or more in ranges
+            meanwhile, a smaller one is read after the load. Either way the plan is the same.
         case_parts: Reads byte ranges of a large ``cases.jsonl`` elsewhere (:data:`CaseParts`), each line checked
             as :func:`tooleval.dataset.load_dataset` checks it; ``None``: read here. Either way the plan is the same.
         on_redaction: Called once the run's redaction is known and before the traces file's index is awaited,
             as ``on_redaction(config, key, cases)`` (the :class:`~tooleval.capture.redaction.RedactionConfig` the
-            plan will hold, the key's bytes, every case of the dataset, slices or not, as a mapping or an iterable
-            of cases in file order), so that the caller can seed the run's redactor meanwhile; not called when
+            plan will hold, the key's bytes, every case of the dataset, slices or not, as an iterable in file order
+            of cases or of their :class:`~tooleval.dataset.CaseReferences`, which seed alike:
+            :func:`tooleval.dataset.stream_case_references`), so that the caller can seed the run's redactor
+            meanwhile; not called when
             redaction is off. With ``case_parts`` it is called before the dataset is loaded, with the cases read
             from ``cases.jsonl`` as they come (a dataset that then fails its load raises as usual).
 
