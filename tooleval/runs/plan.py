@@ -241,9 +241,9 @@ def plan_run(
             plan will hold, the key's bytes, every case of the dataset, slices or not, as an iterable in file order
             of cases or of their :class:`~tooleval.dataset.CaseReferences`, which seed alike:
             :func:`tooleval.dataset.stream_case_references`), so that the caller can seed the run's redactor
-            meanwhile; not called when
-            redaction is off. With ``case_parts`` it is called before the dataset is loaded, with the cases read
-            from ``cases.jsonl`` as they come (a dataset that then fails its load raises as usual).
+            meanwhile; not called when redaction is off. For a local dataset it is called before the dataset is
+            loaded, with the cases read from ``cases.jsonl`` as they come (a dataset that then fails its load
+            raises as usual).
 
     Returns:
         A :class:`RunPlan`; one work item per (case, trial) found in the traces for a known case.
@@ -283,9 +283,11 @@ def plan_run(
         except InputFileError as exc:
             key_error = exc
     seeded_early = False
-    if key is not None and on_redaction is not None and cases_early is not None:
+    # the seeding starts now, from the file, so that it runs while the cases are checked and the traces indexed
+    early_cases = cases_early.path if cases_early is not None else _local_cases_file(dataset)
+    if key is not None and on_redaction is not None and early_cases is not None:
         on_redaction(_redaction_config(key, redact_fields, redact_paths), key.key,
-                     stream_case_references(cases_early.path))
+                     stream_case_references(early_cases))
         seeded_early = True
     # the memoised load (a copy: slices narrow its cases): the shard tasks and run_scopes of this process then
     # reuse it instead of parsing cases.jsonl again (2 s at 14,000 cases)
@@ -475,6 +477,14 @@ class _EarlyCases:
 
     path: Path
     collect: Callable[[], list[CasePart]]
+
+
+def _local_cases_file(dataset: str | Path) -> Path | None:
+    """The ``cases.jsonl`` of a local dataset folder, ``None`` for a URL or when there is no such file."""
+    if isinstance(dataset, str) and "://" in dataset:
+        return None
+    path = Path(dataset) / "cases.jsonl"
+    return path if path.is_file() else None
 
 
 def _start_cases(dataset: str | Path, case_parts: CaseParts, workers: int) -> _EarlyCases | None:
