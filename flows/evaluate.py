@@ -162,9 +162,10 @@ def _shards(plan: RunPlan, context: ShardContext, spec: RunSpec,
 
 class _Seeding:
     """Seeds the run's redactor on a thread of the flow's process while the plan goes on (the plan mostly waits
-    for the workers reading the cases' and the traces file's ranges then): seeding reads every case, ~4 s at
-    142,858 bfcl cases, which the flow otherwise spent after the plan with both workers idle. ``cases``: the cases
-    by id, or an iterable of them in file order (:func:`tooleval.dataset.stream_cases`)."""
+    for the cases' and the traces file's ranges then): seeding reads every case, ~4 s at 142,858 bfcl cases, which
+    the flow otherwise spent after the plan with both workers idle. ``cases``: the cases by id, or an iterable of
+    them (or of their :class:`tooleval.dataset.CaseReferences`) in file order
+    (:func:`tooleval.dataset.stream_case_references`)."""
 
     def __init__(self) -> None:
         self._thread: threading.Thread | None = None
@@ -252,9 +253,10 @@ def _run_shards(plan: RunPlan, context: ShardContext, workers: int, progress: bo
 
 
 def _index_parts() -> Callable[[Path, list[tuple[int, int]]], Callable[[], list]] | None:
-    """On a process pool, the plan's reading of a large traces file is split into byte ranges read by the
-    workers (which also start, and import the stages, meanwhile) while the flow loads the dataset; on one
-    thread or a Dask cluster (whose workers may not see this machine's files) the plan reads the file itself."""
+    """On a process pool, the plan's reading of a very large traces file (:data:`tooleval.runs.plan.POOL_INDEX_BYTES`)
+    is split into byte ranges read by the workers (which also start, and import the stages, meanwhile) while the
+    flow loads the dataset; on one thread or a Dask cluster (whose workers may not see this machine's files), and for
+    a smaller file, the plan reads the file itself (in ranges on its threads)."""
     from tasks.planning import index_traces_range
 
     return _ranges_on_pool(index_traces_range)

@@ -18,16 +18,17 @@ from typing import BinaryIO, Callable
 import orjson
 from pydantic import ValidationError
 
-from tooleval.canonical import (MAX_DEPTH, canonical_text, json_value_problem, may_hold_wide_integer,
-                                nesting_within)
+from tooleval.canonical import (MAX_DEPTH, canonical_text, canonical_value, json_value_problem,
+                                may_hold_wide_integer, nesting_within)
 from tooleval.errors import InputFileError, UnsafeRevisionError, json_problem
 from tooleval.models import PLAIN_VALUES, REVISION_PATTERN, Case, DatasetManifest, ToolSpec
 from tooleval.capture.recorded import (TraceLine, decode_line, fast_object, iter_json_lines, load_unique_json,
                                       parse_json_line)
 
-__all__ = ["Dataset", "Cases", "CasePart", "load_case_range", "join_case_parts", "is_loaded", "stream_cases",
-           "load_dataset", "load_dataset_cached", "load_dataset_trusted", "check_name", "case_digest", "case_digests",
-           "case_slices", "content_digest_of", "find_traces_file", "traces_in_dataset", "tool_schema_version"]
+__all__ = ["Dataset", "Cases", "CasePart", "CaseReferences", "load_case_range", "join_case_parts", "is_loaded",
+           "stream_cases", "stream_case_references", "load_dataset", "load_dataset_cached", "load_dataset_trusted",
+           "check_name", "case_digest", "case_digests", "case_slices", "content_digest_of", "plain_case_digest",
+           "find_traces_file", "traces_in_dataset", "tool_schema_version"]
 
 SCHEMA_VERSIONS = (1,)
 DATASET_DOCS = "see the README's 'Datasets' section for the dataset folder format."
@@ -243,6 +244,88 @@ def _parse_new_case(path: Path, number: int, data: object, plain: bool = False) 
     return case, digest
 
 
+_PLAIN_TEXT_FIELDS = ("slice", "risk", "owner", "last_reviewed")
+"""Fields of a case that are text or null (a value of another type is the model's to refuse or coerce)."""
+
+_PLAIN_FIELDS = frozenset(("case_id", "input", "expected_calls", "expected_outputs", "metadata", "provenance")
+                          + _PLAIN_TEXT_FIELDS)
+"""The fields of the cases nearly every dataset holds (the bundled and example datasets, the importers' and the
+synthetic corpora's): a case with no other field is checked and digested by :func:`plain_case_digest` without a
+model."""
+
+_CALL_FIELDS = frozenset(("name", "args"))
+
+
+@lru_cache(maxsize=1)
+def _default_dump() -> dict:
+    """The fields :meth:`Case.model_dump` writes for a case that gives none but the required ones, as written (its
+    defaults: taken from the model, so that a field added with a default is written here too)."""
+    dump = Case.model_validate({"case_id": "c", "input": "", "expected_calls": []}).model_dump(mode="json")
+    for name in ("case_id", "input", "expected_calls", "pairing"):  # the required ones, and what case_digest drops
+        del dump[name]
+    return dump
+
+
+def plain_case_digest(data: object, *, digest: bool = True) -> str | None:
+    """:func:`case_digest` of the case a line holds, when it is a valid case of the common shape, computed from the
+    line's values without building the model (a fifth of the time of :meth:`Case.model_validate` plus the digest
+    on a bfcl case); ``None`` when the line is of another shape, or not a valid case: the model then checks it and
+    words the problem.
+
+    Args:
+        data: A line's value as read by orjson (no non-finite number, no lone surrogate, no nesting
+            :data:`~tooleval.canonical.MAX_DEPTH` deep: :data:`tooleval.models.PLAIN_VALUES`).
+
+    The common shape, each field as the model would accept it unchanged: only the fields of
+    :data:`_PLAIN_FIELDS`; ``case_id`` non-empty text; ``input`` text, or a list of chat messages (objects with a
+    non-empty text ``role``); ``expected_calls`` a list of ``{"name": text, "args": object or null}`` (no rules of
+    their own); ``expected_outputs`` a list of text or null; ``metadata`` an object or null; the text fields text
+    or null. Its digest is that of the model's dump: the defaults of every other field, each expected call as the
+    model writes it. ``digest=False`` only checks the shape (``""`` for a case of it)."""
+    if type(data) is not dict or not _PLAIN_FIELDS.issuperset(data):
+        return None
+    case_id, given, calls = data.get("case_id"), data.get("input", _ABSENT), data.get("expected_calls")
+    if type(case_id) is not str or not case_id or type(calls) is not list:
+        return None
+    if type(given) is list:
+        for message in given:
+            if type(message) is not dict:
+                return None
+            role = message.get("role")
+            if type(role) is not str or not role:
+                return None
+    elif type(given) is not str:
+        return None
+    for name in _PLAIN_TEXT_FIELDS:
+        value = data.get(name)
+        if value is not None and type(value) is not str:
+            return None
+    outputs, metadata = data.get("expected_outputs"), data.get("metadata")
+    if outputs is not None and (type(outputs) is not list or any(type(text) is not str for text in outputs)):
+        return None
+    if metadata is not None and type(metadata) is not dict:
+        return None
+    written = []
+    for call in calls:
+        if type(call) is not dict or not _CALL_FIELDS.issuperset(call) or type(call.get("name")) is not str:
+            return None
+        args = call.get("args")
+        if args is None:
+            args = {}
+        elif type(args) is not dict:
+            return None
+        # the model keeps canonical arguments; their canonical text is that of the arguments as given
+        written.append({"name": call["name"], "args": args, "args_raw": None, "parse_error": None,
+                        "argument_rules": None})
+    if not digest:
+        return ""
+    content = {**_default_dump(), **data, "expected_calls": written}
+    return hashlib.sha256(canonical_text(content).encode()).hexdigest()
+
+
+_ABSENT = object()
+
+
 class Cases(Mapping[str, Case]):
     """A dataset's cases by ``case_id``, in file order, read from ``cases.jsonl`` when asked for, because every
     case of a large dataset held as a pydantic model in every process of a run costs ~0.5 GB at 142,858 cases. Holds
@@ -412,6 +495,13 @@ def load_case_range(path: Path, span: tuple[int, int] | None = None) -> CasePart
     try:
         for line in iter_json_lines(path, missing="file not found.", fix="every dataset folder needs a cases.jsonl.",
                                     parse_line=read_line, span=span):
+            known = plain_case_digest(line.data) if line.plain else None
+            if known is not None:  # a valid case of the common shape: no model needed for its digest
+                part.ids.append(line.data["case_id"])
+                part.places.append((ends[line.line - 1], line.line))
+                part.digests.append(known)
+                part.slices.append(line.data.get("slice"))
+                continue
             case, digest = _parse_new_case(path, line.line, line.data, plain=line.plain)
             part.ids.append(case.case_id)
             part.places.append((ends[line.line - 1], line.line))
@@ -669,6 +759,51 @@ def stream_cases(path: Path) -> Iterator[Case]:
             if raw.strip():
                 value, plain = _read_line_value(raw)
                 yield _parse_case(path, number, value, checked=True, plain=plain)
+
+
+@dataclass(frozen=True)
+class ReferenceCall:
+    """A reference call's canonical arguments, as :class:`~tooleval.models.Call` holds them (``args``)."""
+
+    args: dict
+
+
+@dataclass(frozen=True)
+class CaseReferences:
+    """What a case gives the run's redactor to seed from (:func:`tooleval.capture.redaction.case_reference_values`
+    reads these three attributes of a case): its reference plans' calls, expected outputs and input, read from a
+    line without building the case's model."""
+
+    plans: list[list[ReferenceCall]]
+    expected_outputs: list[str] | None
+    input: object
+
+
+def stream_case_references(cases: Mapping[str, Case] | Path) -> Iterator[Case | CaseReferences]:
+    """Every case of ``cases`` (a loaded dataset's :class:`Cases`, a mapping of cases, or a ``cases.jsonl``) in file
+    order, as the run's redactor seeds from it: a line of the common shape (:func:`plain_case_digest`) as its
+    :class:`CaseReferences` (arguments made canonical, as the model makes them), any other line as its case
+    (:func:`stream_cases`); a mapping that is not a :class:`Cases` gives its own cases. Seeding from these gives
+    the seed the cases give, without a model per case.
+
+    Raises:
+        ValueError, InputFileError: a line this reading refuses (as :func:`stream_cases`).
+    """
+    if not isinstance(cases, Path):
+        if not isinstance(cases, Cases):
+            yield from cases.values()
+            return
+        cases = cases._path
+    with open(cases, "rb") as handle:
+        for number, raw in enumerate(handle, start=1):
+            if not raw.strip():
+                continue
+            value, plain = _read_line_value(raw)
+            if plain and plain_case_digest(value, digest=False) is not None:
+                calls = [ReferenceCall(canonical_value(call.get("args") or {})) for call in value["expected_calls"]]
+                yield CaseReferences([calls], value.get("expected_outputs"), value["input"])
+            else:
+                yield _parse_case(cases, number, value, checked=True, plain=plain)
 
 
 def content_digest_of(root: Path) -> str:

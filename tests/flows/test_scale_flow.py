@@ -55,6 +55,7 @@ def pool_pair(tmp_path_factory):
 
     with pytest.MonkeyPatch.context() as monkeypatch:
         monkeypatch.setattr(plan_module, "PARALLEL_INDEX_BYTES", 1)
+        monkeypatch.setattr(plan_module, "POOL_INDEX_BYTES", 1)
         monkeypatch.setattr(plan_module, "RANGE_BYTES", 64 << 10)
         monkeypatch.setattr(evaluate_module, "_index_parts", counting)
         monkeypatch.setattr(evaluate_module.RunPublisher, "aggregate", recording_aggregate)

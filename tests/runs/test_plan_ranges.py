@@ -168,3 +168,42 @@ def test_the_flow_plan_takes_the_dry_plans_index_of_an_unchanged_file(tmp_path, 
     os.utime(traces, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000_000))
     plan_module.plan_run(RunSpec(dataset=data, out=tmp_path / "out", run_id="r1"))
     assert len(reads) == 3
+
+
+def test_a_plan_with_the_traces_read_on_threads_is_the_plan_without(tmp_path, monkeypatch):
+    """A traces file between the two thresholds is read in ranges by threads of the planning process (no pool
+    needed): the same index, digests and errors as one pass over the file; a file problem in a range is still raised
+    with its line in the whole file, after the dataset's own checks."""
+    import shutil
+
+    import tooleval.runs.plan as plan_module
+    from tests.support.paths import BUNDLED
+
+    import gzip
+
+    data = tmp_path / "d"
+    shutil.copytree(BUNDLED, data)
+    packed = data / "traces.jsonl.gz"  # a gzip file has no byte ranges: the bundled traces uncompressed
+    (data / "traces.jsonl").write_bytes(gzip.decompress(packed.read_bytes()))
+    packed.unlink()
+    plain = plan_module.plan_run(RunSpec(dataset=str(data), out=str(tmp_path / "out"), run_id="r1"))
+    threads: list[list] = []
+    real = plan_module._parts_on_threads
+    monkeypatch.setattr(plan_module, "_parts_on_threads",
+                        lambda path, spans: threads.append(spans) or real(path, spans))
+    monkeypatch.setattr(plan_module, "PARALLEL_INDEX_BYTES", 1)  # the bundled traces file is small
+    ranged = plan_module.plan_run(RunSpec(dataset=str(data), out=str(tmp_path / "out2"), run_id="r1"))
+    assert len(threads) == 1 and len(threads[0]) == 2
+    assert ranged.index.table.equals(plain.index.table)
+    assert (ranged.case_digests, ranged.errors, ranged.agent.traces_digest) == \
+        (plain.case_digests, plain.errors, plain.agent.traces_digest)
+    traces = data / "traces.jsonl"
+    lines = traces.read_bytes().splitlines(keepends=True)
+    cap = max(map(len, lines)) + 1
+    monkeypatch.setenv("TOOLEVAL_MAX_LINE_BYTES", str(cap))
+    long_line = b'{"case_id": "B", "trial": 0, "pad": "' + b"x" * cap + b'"}\n'
+    traces.write_bytes(b"".join(lines[:-1]) + long_line + lines[-1])  # the file's last line but one
+    with pytest.raises(InputFileError) as caught:
+        plan_module.plan_run(RunSpec(dataset=str(data), out=str(tmp_path / "out3"), run_id="r1"))
+    assert caught.value.line == len(lines) and f"line longer than {cap} bytes" in str(caught.value)
+    assert len(threads) == 2

@@ -28,12 +28,12 @@ from pydantic import Field
 from tooleval.canonical import canonical_json, json_type_name
 from tooleval.agents import OpenAIAgentConfig, ReplayAgentConfig, WorkItem
 from tooleval.dataset import (CasePart, case_digests, case_slices, check_name, find_traces_file, is_loaded,
-                              load_dataset, load_dataset_cached, stream_cases, tool_schema_version,
+                              load_dataset, load_dataset_cached, stream_case_references, tool_schema_version,
                               traces_in_dataset)
 from tooleval.errors import (InputFileError, RevisionConflictError, RowError, RunIdConflictError,
                              json_problem)
-from tooleval.capture.recorded import (TraceIndex, TracePart, file_digest, index_traces, join_trace_parts,
-                                      replay_columns, trace_spans)
+from tooleval.capture.recorded import (TraceIndex, TracePart, file_digest, index_part, index_traces,
+                                      join_trace_parts, replay_columns, trace_spans)
 from tooleval.capture.keys import PlannedKey, persist_key, plan_key
 from tooleval.capture.redaction import DEFAULT_FIELDS, RedactionConfig
 from tooleval.runs.shards import ShardIndex, cyclic_gc_paused, default_shard_size, scan_lines
@@ -230,17 +230,20 @@ def plan_run(
             default shard, and its gate config is checked now (the dataset's gate.toml is checked too).
         write_key: Create ``<out>/redaction.key`` (a new key) once every check passed; ``False`` for a dry
             plan that must write nothing (the CLI's own check before it starts the flow).
-        index_parts: Reads byte ranges of a large traces file elsewhere (the flow's worker processes), while
-            this process loads the dataset (:data:`IndexParts`); ``None``: the file is read here, after the load.
-            Either way the plan is the same.
+        index_parts: Reads byte ranges of a traces file of :data:`POOL_INDEX_BYTES` or more elsewhere (the
+            flow's worker processes), while this process loads the dataset (:data:`IndexParts`); ``None``, or a
+            smaller file: threads of this process read a file of :data:`PARALLEL_INDEX_BYTES` or more in ranges
+            meanwhile, a smaller one is read after the load. Either way the plan is the same.
         case_parts: Reads byte ranges of a large ``cases.jsonl`` elsewhere (:data:`CaseParts`), each line checked
             as :func:`tooleval.dataset.load_dataset` checks it; ``None``: read here. Either way the plan is the same.
         on_redaction: Called once the run's redaction is known and before the traces file's index is awaited,
             as ``on_redaction(config, key, cases)`` (the :class:`~tooleval.capture.redaction.RedactionConfig` the
-            plan will hold, the key's bytes, every case of the dataset, slices or not, as a mapping or an iterable
-            of cases in file order), so that the caller can seed the run's redactor meanwhile; not called when
-            redaction is off. With ``case_parts`` it is called before the dataset is loaded, with the cases read
-            from ``cases.jsonl`` as they come (a dataset that then fails its load raises as usual).
+            plan will hold, the key's bytes, every case of the dataset, slices or not, as an iterable in file order
+            of cases or of their :class:`~tooleval.dataset.CaseReferences`, which seed alike:
+            :func:`tooleval.dataset.stream_case_references`), so that the caller can seed the run's redactor
+            meanwhile; not called when redaction is off. For a local dataset it is called before the dataset is
+            loaded, with the cases read from ``cases.jsonl`` as they come (a dataset that then fails its load
+            raises as usual).
 
     Returns:
         A :class:`RunPlan`; one work item per (case, trial) found in the traces for a known case.
@@ -270,8 +273,7 @@ def plan_run(
                              "results are in the recorded traces.", "drop --tool-results, or use --agent openai.")
     # the cases' ranges go to the workers first: the plan needs the cases before the traces' keys
     cases_early = _start_cases(dataset, case_parts, workers) if case_parts is not None else None
-    early = (_start_index(traces, dataset, index_parts, workers)
-             if agent is None and index_parts is not None else None)
+    early = _start_index(traces, dataset, index_parts, workers) if agent is None else None
     # the key is decided now, so that the run's redactor is seeded while the cases and traces are read elsewhere;
     # a key problem is still reported after the dataset's own problems, as before
     key, key_error = None, None
@@ -281,8 +283,11 @@ def plan_run(
         except InputFileError as exc:
             key_error = exc
     seeded_early = False
-    if key is not None and on_redaction is not None and cases_early is not None:
-        on_redaction(_redaction_config(key, redact_fields, redact_paths), key.key, stream_cases(cases_early.path))
+    # the seeding starts now, from the file, so that it runs while the cases are checked and the traces indexed
+    early_cases = cases_early.path if cases_early is not None else _local_cases_file(dataset)
+    if key is not None and on_redaction is not None and early_cases is not None:
+        on_redaction(_redaction_config(key, redact_fields, redact_paths), key.key,
+                     stream_case_references(early_cases))
         seeded_early = True
     # the memoised load (a copy: slices narrow its cases): the shard tasks and run_scopes of this process then
     # reuse it instead of parsing cases.jsonl again (2 s at 14,000 cases)
@@ -315,7 +320,7 @@ def plan_run(
     if key_error is not None:
         raise key_error
     if key is not None and on_redaction is not None and not seeded_early:
-        on_redaction(_redaction_config(key, redact_fields, redact_paths), key.key, all_cases)
+        on_redaction(_redaction_config(key, redact_fields, redact_paths), key.key, stream_case_references(all_cases))
     if agent is not None:
         plan = _live_plan(spec, loaded, digests, out_path, run_id, _redaction_config(key, redact_fields, redact_paths))
         if write_key and key is not None and (held := persist_key(out_path, key)) is not key:
@@ -386,13 +391,19 @@ CaseParts = Callable[[Path, list[tuple[int, int]]], Callable[[], list[CasePart]]
 """``(cases.jsonl, byte ranges) -> collect``: starts :func:`tooleval.dataset.load_case_range` of each range (in
 other processes) and returns a callable that waits for them and gives their parts in range order."""
 
-PARALLEL_CASES_BYTES = 8 << 20
-"""A ``cases.jsonl`` at least this large (bytes; ~15,000 bfcl cases, ~1 s to check here) is read in ranges by
-``case_parts``."""
+PARALLEL_CASES_BYTES = 64 << 20
+"""A ``cases.jsonl`` at least this large (bytes; ~120,000 bfcl cases, ~2 s to check here) is read in ranges by
+``case_parts``: below it this process reads it sooner than the workers are up (each imports the stages first,
+~3 s)."""
 
 PARALLEL_INDEX_BYTES = 32 << 20
-"""A traces file at least this large (bytes, uncompressed) is read in ranges by ``index_parts``: below it, sending
-the ranges away costs more than it saves."""
+"""A traces file at least this large (bytes, uncompressed) is read in byte ranges, on threads of this process
+(Arrow's JSON reader, which does most of the work, lets them run together) or by ``index_parts``
+(:data:`POOL_INDEX_BYTES`); below it, splitting the file costs more than it saves."""
+
+POOL_INDEX_BYTES = 384 << 20
+"""A traces file at least this large (bytes, uncompressed; ~400,000 bfcl rows) is read in ranges by ``index_parts``
+(the flow's workers): below it, this process's threads read it before the workers have imported the stages."""
 
 RANGE_BYTES = 128 << 20
 """About this many bytes per range (at least two ranges per worker, at most :data:`MAX_RANGES`): each range is one
@@ -468,6 +479,14 @@ class _EarlyCases:
     collect: Callable[[], list[CasePart]]
 
 
+def _local_cases_file(dataset: str | Path) -> Path | None:
+    """The ``cases.jsonl`` of a local dataset folder, ``None`` for a URL or when there is no such file."""
+    if isinstance(dataset, str) and "://" in dataset:
+        return None
+    path = Path(dataset) / "cases.jsonl"
+    return path if path.is_file() else None
+
+
 def _start_cases(dataset: str | Path, case_parts: CaseParts, workers: int) -> _EarlyCases | None:
     """Start reading a large local ``cases.jsonl`` in ranges; ``None`` when it is small, remote, missing, or
     already loaded by this process (a dry plan's load is reused instead)."""
@@ -483,11 +502,12 @@ def _start_cases(dataset: str | Path, case_parts: CaseParts, workers: int) -> _E
     return _EarlyCases(path=path, collect=case_parts(path, spans))
 
 
-def _start_index(traces: str | Path | None, dataset: str | Path, index_parts: IndexParts,
+def _start_index(traces: str | Path | None, dataset: str | Path, index_parts: IndexParts | None,
                  workers: int) -> _EarlyIndex | None:
-    """Start reading a large local traces file in ranges (:data:`IndexParts`); ``None`` when it is small,
-    compressed, remote, or cannot be found yet (the plan then reads it after loading the dataset, so that the
-    dataset's own problems are still reported first)."""
+    """Start reading a large local traces file in ranges: by ``index_parts`` (:data:`IndexParts`) from
+    :data:`POOL_INDEX_BYTES` on, else on threads of this process (:func:`_parts_on_threads`); ``None`` when it is
+    small, compressed, remote, or cannot be found yet (the plan then reads it after loading the dataset). Either way
+    a file problem is raised when the index is collected, after the dataset's own problems."""
     if isinstance(dataset, str) and "://" in dataset or isinstance(traces, str) and "://" in traces:
         return None
     try:
@@ -497,8 +517,9 @@ def _start_index(traces: str | Path | None, dataset: str | Path, index_parts: In
         return None
     if path.name.endswith(".gz") or size < PARALLEL_INDEX_BYTES or _remembered_index(path, take=False) is not None:
         return None
+    pooled = index_parts is not None and size >= POOL_INDEX_BYTES
     try:
-        spans = trace_spans(path, range_count(size, workers))
+        spans = trace_spans(path, range_count(size, workers) if pooled else _THREADS)
     except OSError:
         return None
     digest: list[str] = []
@@ -511,7 +532,25 @@ def _start_index(traces: str | Path | None, dataset: str | Path, index_parts: In
 
     thread = threading.Thread(target=whole, name="tooleval-traces-digest", daemon=True)
     thread.start()
-    return _EarlyIndex(path=path, collect=index_parts(path, spans), digest=digest, thread=thread)
+    collect = index_parts(path, spans) if pooled else _parts_on_threads(path, spans)
+    return _EarlyIndex(path=path, collect=collect, digest=digest, thread=thread)
+
+
+_THREADS = 2
+"""Threads (and ranges) of this process that read a traces file below :data:`POOL_INDEX_BYTES`: Arrow's JSON reader
+and the longer lines' digests run outside the interpreter lock, the rest of a line's indexing inside it, so a third
+thread would mostly wait (the whole file's digest has its own)."""
+
+
+def _parts_on_threads(path: Path, spans: list[tuple[int, int]]) -> Callable[[], list[TracePart]]:
+    """:data:`IndexParts` on threads of this process: each range's :func:`index_part` starts now; the callable
+    returned waits for them and gives their parts in range order (raising what a range raised)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    pool = ThreadPoolExecutor(max_workers=len(spans), thread_name_prefix="tooleval-traces-index")
+    futures = [pool.submit(index_part, path, span) for span in spans]
+    pool.shutdown(wait=False)  # the threads end with their ranges
+    return lambda: [future.result() for future in futures]
 
 
 def _redaction_config(key: PlannedKey | None, fields: list[str] | None, paths: list[str] | None):
