@@ -80,19 +80,24 @@ class PartMemo:
         self._chars = 0
         self._limit = chars
 
-    def redact(self, redactor: "Redactor", trace: dict[str, Any], case: Any, values: bool = False
-               ) -> str | dict[str, Any] | None:
+    def redact(self, redactor: "Redactor", trace: dict[str, Any], case: Any, values: bool = False,
+               written: dict[str, bytes] | None = None) -> str | dict[str, Any] | None:
         """The text of ``redactor.redact_trace(trace, case)`` as :func:`tooleval.canonical.dumps_text` writes it,
         or ``None`` when the trace is for the whole walk (see the module docstring).
 
         ``values``: the redacted trace as JSON values instead of its text, for a caller that would only decode the
         text again: a part that redaction leaves as it is stays the very object of ``trace``, and only the parts it
-        changed are read from their redacted text."""
+        changed are read from their redacted text.
+
+        ``written``: filled, when given and ``values``, with the orjson writing of each redacted top-level list
+        (the messages) that the parts' texts make up (what ``orjson.dumps`` of the list in the result gives), so
+        that a caller need not write it again; left empty for a trace judged whole."""
         if redactor._paths:
             return None
         keep = {key: trace[key] for key in ("case_id", "trial", "agent") if key in trace}
         fields = redactor._fields
         learned = self._entries.get
+        text_only = _TEXT_TYPES.issuperset
         parts: list[Any] = []
         texts: list[bytes] = []
         entries: list[_Part] = []
@@ -110,12 +115,14 @@ class PartMemo:
                 # a part of text and null values only is found by its keys and values themselves: writing a part
                 # costs more than hashing its texts (orjson gives each writing a buffer of 4 KB at least), and
                 # equal keys and texts are the same part; any other part by its text
-                if type(part) is dict and set(map(type, texts_of := tuple(part.values()))) <= _TEXT_TYPES:
-                    ident = (key, tuple(part), texts_of)
-                    entry = learned(ident)
-                    text = None if entry is None else entry.text
-                else:
-                    ident = entry = text = None
+                ident = entry = text = None
+                if type(part) is dict:
+                    texts_of = tuple(part.values())
+                    if text_only(map(type, texts_of)):
+                        ident = (key, tuple(part), texts_of)
+                        entry = learned(ident)
+                        if entry is not None:
+                            text = entry.text
                 if text is None:
                     try:
                         text = orjson.dumps(part, option=PLAIN_JSON)
@@ -156,9 +163,10 @@ class PartMemo:
             done_texts = []
             done_values = []
             for index in range(start, end):
-                entry, subset = entries[index], relevant[index]
-                done = None if entry.walk else entry.results.get(subset)
+                entry = entries[index]
+                done = None if entry.walk else entry.results.get(relevant[index])
                 if done is None:
+                    subset = relevant[index]
                     call = _Call()
                     redacted = redactor._transform(parts[index], redactor._replacer(dict(subset)), call, key)
                     try:
@@ -170,10 +178,11 @@ class PartMemo:
                     if not entry.walk and len(entry.results) < _RESULTS_KEPT:
                         entry.results[subset] = done
                         self._chars += 2 * len(done[0])  # the value, about twice its text's size
-                done_texts.append(done[0])
+                made = done[0]
+                done_texts.append(made)
                 if values:
-                    done_values.append(parts[index] if done[0] == texts[index] else
-                                       done[2] if len(done) > 2 else orjson.loads(done[0]))
+                    done_values.append(parts[index] if made == texts[index] else
+                                       done[2] if len(done) > 2 else orjson.loads(made))
                 if done[1]:
                     changed.update(done[1])
             start = end
@@ -181,6 +190,8 @@ class PartMemo:
                 result[key] = done_values if listed else done_values[0]
                 if key == "metadata":
                     metadata_text = done_texts[0]
+                elif listed and written is not None:
+                    written[key] = b"[" + b",".join(done_texts) + b"]"
                 continue
             if listed:
                 result[key] = orjson.Fragment(b"[" + b",".join(done_texts) + b"]")

@@ -16,6 +16,7 @@ import pyarrow as pa
 
 from tooleval.canonical import dumps_text, loads_text
 from tooleval.capture.envelope import EnvelopeColumns, _recorded_trace
+from tooleval.capture.redaction import Redactor
 from tooleval.capture.recorded import TraceLine, line_problem, plain_trace_shape, redaction_error
 from tooleval.storage.stages import STAGE_GROUP_TEXT, STAGE_ROW_GROUP
 
@@ -88,6 +89,7 @@ def _same_values(redacted: dict[str, Any], data: dict[str, Any]) -> bool:
 
 
 _ABSENT = object()
+_BY_PARTS = Redactor.redact_trace_values
 
 
 def _add_record(columns: EnvelopeColumns, record: dict[str, Any]) -> None:
@@ -115,20 +117,24 @@ def _add_line(columns: EnvelopeColumns, path: Path, line: TraceLine | None, item
         columns.add_failed(key[0], key[1], error)
         return
     data = line.data
+    written: dict[str, bytes] = {}
     if redact is not None and untouched is not None and line.written is not None and untouched(line.written):
         # redaction would return the same values with no redacted field (replacing any the line names)
         if "redacted_fields" in data:
             data = {**data, "redacted_fields": []}
     elif redact is not None:
         try:
-            data = redact(data, (lambda: case_of(key[0])) if case_of is not None else None)
+            case = (lambda: case_of(key[0])) if case_of is not None else None
+            # the run's redactor also hands back the messages' writing it made part by part
+            data = redact(data, case, written=written) if getattr(redact, "__func__", None) is _BY_PARTS \
+                else redact(data, case)
         except (ValueError, RecursionError) as exc:  # UnicodeError is a ValueError
             columns.add_failed(key[0], key[1], redaction_error(key, exc, f"line {line.line} of {path}", str(path),
                                                                  line.line))
             return
     try:
         if plain and (data is line.data or _same_values(data, line.data) or plain_trace_shape(data)):
-            columns.add_values(data)
+            columns.add_values(data, messages_json=written.get("messages"))
         else:
             payload = dict(data)
             redacted = payload.pop("redacted_fields", None)

@@ -313,10 +313,12 @@ class EnvelopeColumns:
             trace.executor_calls, trace.prompt_version, trace.tool_schema_version, trace.generation_started_at,
             trace.generation_finished_at, (trace.model_extra or {}).get("error"), redacted_fields), error)
 
-    def add_values(self, trace: dict[str, Any], error: str | None = None) -> None:
+    def add_values(self, trace: dict[str, Any], error: str | None = None, *,
+                   messages_json: bytes | None = None) -> None:
         """:meth:`add` of a trace's decoded JSON values (redacted, with their ``redacted_fields``) whose shape
         :func:`plain_trace_shape` proved valid: what :class:`~tooleval.models.RecordedTrace` would hold, read from
-        the values without building it."""
+        the values without building it. ``messages_json``: orjson's writing of ``trace["messages"]`` when the
+        caller has it already (the redaction wrote them part by part)."""
         get = trace.get
         case_id = trace["case_id"]
         agent = get("agent")
@@ -328,11 +330,12 @@ class EnvelopeColumns:
             case_id if type(case_id) is str else str(case_id), trace["trial"], name, version, model,
             get("request_id"), get("response_id"), trace["messages"], get("metadata"), get("request"),
             get("adapter_calls"), get("executor_calls"), get("prompt_version"), get("tool_schema_version"), None,
-            None, get("error"), get("redacted_fields")), error)
+            None, get("error"), get("redacted_fields")), error, messages_json)
 
-    def add(self, fields: TraceFields, error: str | None = None) -> None:
+    def add(self, fields: TraceFields, error: str | None = None, messages_written: bytes | None = None) -> None:
         """Append one trace's row (the columns :func:`build_envelope` documents). ``error``: the generation's
-        error, which replaces the trace's own (a failed generation keeps what was captured)."""
+        error, which replaces the trace's own (a failed generation keeps what was captured). ``messages_written``:
+        orjson's writing of the messages, when the caller has it."""
         (case_id, trial, agent_name, agent_version, agent_model, request_id, response_id, messages, metadata,
          request, adapter_calls, executor_calls, prompt_version, tool_schema_version, started, finished,
          recorded_error, redacted_fields) = fields
@@ -351,12 +354,16 @@ class EnvelopeColumns:
             own_error = f"generation_error: recorded: {recorded_error}"
         request_messages = request.get("messages") if isinstance(request, dict) else None
         metadata = metadata or {}
-        try:  # as UTF-8 bytes, which Arrow takes as they are (orjson writes valid UTF-8): no text object between
-            messages_json: str | bytes = orjson.dumps(messages)
-            if len(messages_json) < 4096:  # held for the batch's life: not in orjson's 4 KB buffer
-                messages_json = kept_bytes(messages_json)
-        except (TypeError, orjson.JSONEncodeError):
-            messages_json = dumps_text(messages)
+        messages_json: str | bytes
+        if messages_written is not None:
+            messages_json = messages_written
+        else:
+            try:  # as UTF-8 bytes, which Arrow takes as they are (orjson writes valid UTF-8): no text object between
+                messages_json = orjson.dumps(messages)
+                if len(messages_json) < 4096:  # held for the batch's life: not in orjson's 4 KB buffer
+                    messages_json = kept_bytes(messages_json)
+            except (TypeError, orjson.JSONEncodeError):
+                messages_json = dumps_text(messages)
         try:  # the metadata's sorted writing is also its canonical text when it holds no float
             written = orjson.dumps(metadata, option=ORJSON_CANONICAL)
             # the texts depend on the writing alone (orjson's writing of plain JSON values tells them apart, an
