@@ -269,8 +269,12 @@ class RunPublisher:
         self.summary["completed_at"] = self.published_at.isoformat()
         self.summary = summary_document(self.summary)
         if self.source is not None:
+            # imported here: the report's charts (Altair) are ~40 MB and ~1.4 s of import that every shard worker,
+            # which imports this module for run_stage, would otherwise pay without ever drawing one
+            from tooleval.runs.report import build_report
+
             self.publication.add_text(f"runs/{self.run_id}/report.html",
-                                      _build_report(self.source, self.summary, self.drift, self.out))
+                                      build_report(self.source, self.summary, self.drift, self.out))
 
     def publish(self, stage_refs: list[StageRef] | None = None) -> RunResult | State:
         """Stage the run documents and commit the publication; then the Prefect artifacts.
@@ -342,11 +346,3 @@ def publish_run(
         publisher.report()
         return publisher.publish([*(ref for ref, _ in shards), *(ref for _, ref in shards)])
 
-
-def _build_report(*args: Any) -> Any:
-    """:func:`tooleval.runs.report.build_report`, imported when a run's report is written: the report's charts
-    (Altair) are ~40 MB and ~1.4 s of import that every shard worker, which imports this module for
-    :func:`run_stage`, would otherwise pay without ever drawing one."""
-    from tooleval.runs.report import build_report
-
-    return build_report(*args)

@@ -151,7 +151,7 @@ def legacy_score(
     per_row: list[LegacyRow] = []
     pending: list[tuple[int, list[dict], list[dict]]] = []
     plain: dict[str, list[dict]] = {}
-    # a case is read once per call, not once per envelope: the dataset's cases are read from its file on demand
+    # a case is looked up once per batch, not once per envelope: the dataset's cases are read from its file on demand
     # (~50 us a case), and a case's trials arrive together
     known: dict[str, Case | None] = {}
     read_ahead = getattr(cases, "read_ahead", None)  # a dataset's cases, read on demand: the batch's in one pass

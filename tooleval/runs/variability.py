@@ -29,12 +29,12 @@ import re
 import statistics
 import sys
 from array import array
-
-import numpy as np
 from collections import Counter, defaultdict
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any, Iterable
+
+import numpy as np
 
 from tooleval.runs.bootstrap import cluster_mean_cis
 from tooleval.storage import GATE_PASSES

@@ -25,7 +25,6 @@ from tooleval.models import Call
 __all__ = ["ragas_version", "ragas_args", "ragas_tool_call_f1", "ragas_tool_call_f1_many"]
 
 
-
 @lru_cache(maxsize=1)
 def ragas_version() -> str:
     """The installed ragas version string (part of the scoring cache key)."""
