@@ -123,5 +123,21 @@ def score_shard(
 
     sources = ScoringSources(loaded.cases, redactor=redactor, inputs=inputs, tools=tools, policy=policy,
                              digests_verified=intact, memo=memo)
-    tables = (score_table(batch, sources) for batch in batches)  # one batch at a time: a worker never holds a shard
-    return write_stage_tables(stage_dir, "scoring", tables, ROW_SCHEMA, started=started, arrow=True)
+    return write_stage_tables(stage_dir, "scoring", _scored(batches, sources), ROW_SCHEMA, started=started,
+                              arrow=True)
+
+
+MEMO_ENTRIES = 16_384
+"""Entries (case entries plus distinct calls) past which a shard's next batches start an empty memo: the memo grows
+with a shard's distinct cases and calls (~2.3 KB a bfcl row), and a shard of 60,000 bfcl rows held ~140 MB of it
+to the end. What the memo saves is work on values that recur, and they recur close together: the trials of a
+case follow one another, and a tau shard's ~2,000 rows repeat a few hundred calls."""
+
+
+def _scored(batches: Iterator[pa.Table], sources: ScoringSources) -> Iterator[pa.Table]:
+    """Each batch's rows table, one batch at a time (a worker never holds a shard); after a batch, a memo holding
+    more than :data:`MEMO_ENTRIES` entries is replaced by an empty one (the rows do not depend on what it held)."""
+    for batch in batches:
+        yield score_table(batch, sources)
+        if sources.memo.size() > MEMO_ENTRIES:
+            sources.memo = sources.memo.fresh()

@@ -203,7 +203,9 @@ class ShardMemo:
     """What :func:`score_rows` derives from a case alone (its redacted references, resolved argument rules,
     reference records and ragas set, its input's key) and every distinct call (:attr:`registry`), kept across the
     batches of one shard: a shard is scored a batch at a time, and the trials of a case fall in different batches.
-    Valid for one (cases, redactor, tools, policy) only: make one per shard (or per :func:`score_rows` call)."""
+    Valid for one (cases, redactor, tools, policy) only: make one per shard (or per :func:`score_rows` call). It
+    grows with the shard's distinct cases and calls; the scoring stage replaces it by :meth:`fresh` between two
+    batches once it holds too many (``tasks.scoring.MEMO_ENTRIES``)."""
 
     def __init__(self) -> None:
         self.confirmation: KeywordConfirmation | None = None
@@ -217,6 +219,17 @@ class ShardMemo:
         self.facts: dict[int, Any] = {}
         """What the rules find of one call alone (its schema findings, its tool's family, whether a policy rule
         reads its tool), by registry id: the scorer's, filled on first need."""
+
+    def size(self) -> int:
+        """The entries held: case entries plus distinct calls (what the memo's memory grows with, ~2 KB each)."""
+        return len(self.cases) + len(self.registry.calls)
+
+    def fresh(self) -> "ShardMemo":
+        """An empty memo that keeps this one's confirmation detector (its verdicts are per reply text, valid for
+        the whole shard): what the next batches use once this one holds more than a bounded number of entries."""
+        memo = ShardMemo()
+        memo.confirmation = self.confirmation
+        return memo
 
     def entry(self, case: Case, redactor: Redactor | None, tools: Mapping[str, ToolSpec],
               extra: dict[str, str] | None = None) -> _CaseEntry:
