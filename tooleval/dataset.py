@@ -779,15 +779,23 @@ class CaseReferences:
     input: object
 
 
-def stream_case_references(cases: Mapping[str, Case] | Path) -> Iterator[Case | CaseReferences]:
+def stream_case_references(cases: Mapping[str, Case] | Path,
+                           skip: Callable[[bytes], bool] | None = None) -> Iterator[Case | CaseReferences]:
     """Every case of ``cases`` (a loaded dataset's :class:`Cases`, a mapping of cases, or a ``cases.jsonl``) in file
     order, as the run's redactor seeds from it: a line of the common shape (:func:`plain_case_digest`) as its
     :class:`CaseReferences` (arguments made canonical, as the model makes them), any other line as its case
     (:func:`stream_cases`); a mapping that is not a :class:`Cases` gives its own cases. Seeding from these gives
     the seed the cases give, without a model per case.
 
+    Args:
+        cases: The cases, or the ``cases.jsonl`` that holds them.
+        skip: Read from a file, a line (its bytes, line end included) for which ``skip`` is true is left out
+            unread: the redactor's screen of a line it would find nothing in
+            (:meth:`tooleval.capture.redaction.Redactor.seeds_nothing`). Not applied to a mapping's own cases.
+
     Raises:
-        ValueError, InputFileError: a line this reading refuses (as :func:`stream_cases`).
+        ValueError, InputFileError: a line this reading refuses (as :func:`stream_cases`; a skipped line is not
+            checked).
     """
     if not isinstance(cases, Path):
         if not isinstance(cases, Cases):
@@ -796,7 +804,7 @@ def stream_case_references(cases: Mapping[str, Case] | Path) -> Iterator[Case | 
         cases = cases._path
     with open(cases, "rb") as handle:
         for number, raw in enumerate(handle, start=1):
-            if not raw.strip():
+            if not raw.strip() or skip is not None and skip(raw):
                 continue
             value, plain = _read_line_value(raw)
             if plain and plain_case_digest(value, digest=False) is not None:

@@ -654,13 +654,47 @@ class Redactor:
                              if not cannot_hold_pair(text, self._fields))
         self._apply_seed(found, known)
 
-    def seed_cases(self, cases: Mapping[str, Any] | Iterable[Any]) -> None:
-        """:meth:`seed` with every case's reference arguments and input (:func:`case_reference_values`); ``cases``:
-        the cases by id, or the cases themselves in the same (file) order."""
+    def seed_cases(self, cases: Mapping[str, Any] | Iterable[Any] | Callable[[Callable[[bytes], bool] | None],
+                                                                              Iterable[Any]]) -> None:
+        """:meth:`seed` with every case's reference arguments and input (:func:`case_reference_values`).
+
+        Args:
+            cases: The cases by id; or the cases themselves in file order; or a reader of a ``cases.jsonl``: a
+                callable that takes a line screen and returns the cases of the lines the screen does not skip, in
+                file order (``functools.partial(tooleval.dataset.stream_case_references, path)``). A reader is
+                given :meth:`seeds_nothing`, so that a line the seeding would find nothing in is never decoded.
+        """
+        if callable(cases) and not isinstance(cases, Mapping):
+            cases = cases(self.seeds_nothing if self._names_spelled_alike else None)
         # one case's values at a time: a list of every case's (a tau case's input holds its ~7 KB system prompt)
         # was the largest thing the flow and each worker ever held, ~25 KB of Python objects a case
         each = cases.values() if isinstance(cases, Mapping) else cases
         self.seed(value for case in each for value in case_reference_values(case))
+
+    def seeds_nothing(self, line: bytes) -> bool:
+        """True when :meth:`seed` provably finds nothing in the case a ``cases.jsonl`` line holds (the line's
+        bytes, as written in the file): no base secret, and no text whose pairs it would keep. Seeding then need
+        not decode the line at all; most lines of a corpus name no redacted field and hold no credential, and
+        decoding and walking every case was most of the seeding's time (~47 µs a bfcl case).
+
+        The test is :meth:`_judge_quiet`'s (the one a trace's quiet parts pass): UTF-8 text without a ``\\u`` or
+        ``\\/`` escape, no credential keyword, and no redacted name in any letter case. The walk finds a secret
+        only under a key that is a name, in a ``key: value`` pair whose key is one, or in a credential; each is
+        spelled in any JSON text, raw or nested in JSON strings, as itself, and the case's values are decoded
+        from the line alone (the fields the seeding reads add no text of their own). Only for names spelled alike
+        (:attr:`_names_spelled_alike`); raises nothing: a line it cannot judge is not skipped.
+        """
+        if not self._names_spelled_alike:
+            return False
+        # a name spelled in lower case in the bytes (a tau case's system prompt names the profile's fields)
+        # decides before the line is decoded and lowered
+        if self._names_in(line):
+            return False
+        try:
+            text = line.decode()
+        except UnicodeDecodeError:
+            return False
+        return self._judge_quiet(text)
 
     def seed_state(self) -> bytes | None:
         """What :meth:`seed` found, as JSON bytes that :meth:`load_seed_state` takes back (``None`` when a value

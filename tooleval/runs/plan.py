@@ -10,6 +10,7 @@ usage errors and lists row-level problems (unknown case ids, cases without a tra
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import json
 import secrets
@@ -238,12 +239,13 @@ def plan_run(
             as :func:`tooleval.dataset.load_dataset` checks it; ``None``: read here. Either way the plan is the same.
         on_redaction: Called once the run's redaction is known and before the traces file's index is awaited,
             as ``on_redaction(config, key, cases)`` (the :class:`~tooleval.capture.redaction.RedactionConfig` the
-            plan will hold, the key's bytes, every case of the dataset, slices or not, as an iterable in file order
-            of cases or of their :class:`~tooleval.dataset.CaseReferences`, which seed alike:
-            :func:`tooleval.dataset.stream_case_references`), so that the caller can seed the run's redactor
-            meanwhile; not called when redaction is off. For a local dataset it is called before the dataset is
-            loaded, with the cases read from ``cases.jsonl`` as they come (a dataset that then fails its load
-            raises as usual).
+            plan will hold, the key's bytes, and a reader of every case of the dataset, slices or not: a callable
+            that takes a line screen and returns the cases, or their :class:`~tooleval.dataset.CaseReferences`,
+            which seed alike, in file order: ``functools.partial(stream_case_references, …)``, which
+            :meth:`tooleval.capture.redaction.Redactor.seed_cases` takes as it is), so that the caller can seed
+            the run's redactor meanwhile; not called when redaction is off. For a local dataset it is called
+            before the dataset is loaded, with the cases read from ``cases.jsonl`` as they come (a dataset that
+            then fails its load raises as usual).
 
     Returns:
         A :class:`RunPlan`; one work item per (case, trial) found in the traces for a known case.
@@ -287,7 +289,7 @@ def plan_run(
     early_cases = cases_early.path if cases_early is not None else _local_cases_file(dataset)
     if key is not None and on_redaction is not None and early_cases is not None:
         on_redaction(_redaction_config(key, redact_fields, redact_paths), key.key,
-                     stream_case_references(early_cases))
+                     functools.partial(stream_case_references, early_cases))
         seeded_early = True
     # the memoised load (a copy: slices narrow its cases): the shard tasks and run_scopes of this process then
     # reuse it instead of parsing cases.jsonl again (2 s at 14,000 cases)
@@ -320,7 +322,8 @@ def plan_run(
     if key_error is not None:
         raise key_error
     if key is not None and on_redaction is not None and not seeded_early:
-        on_redaction(_redaction_config(key, redact_fields, redact_paths), key.key, stream_case_references(all_cases))
+        on_redaction(_redaction_config(key, redact_fields, redact_paths), key.key,
+                     functools.partial(stream_case_references, all_cases))
     if agent is not None:
         plan = _live_plan(spec, loaded, digests, out_path, run_id, _redaction_config(key, redact_fields, redact_paths))
         if write_key and key is not None and (held := persist_key(out_path, key)) is not key:
