@@ -11,7 +11,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from tooleval.runs.variability import outcome_from_spec, variability_of_parquet, variability_summary
+from tooleval.runs.variability import LISTED_CASES, outcome_from_spec, variability_of_parquet, variability_summary
 
 SPECS = [("gate", "match", False), ("gate", "match", True), ("gate", "no_blocking", False),
          ("gate", "no_blocking", True), ("exact", "match", False), ("f1>=0.5", "match", False),
@@ -65,6 +65,20 @@ def test_equal_to_the_row_by_row_summary(tmp_path, seed, drop):
         got = variability_of_parquet(source, outcome)
         assert json.dumps(got, sort_keys=True) == json.dumps(want, sort_keys=True), spec
     assert want["rows"] == len(rows) and want["by_case_count"] == len({r["case_id"] for r in rows})
+
+
+def test_more_cases_than_are_listed(tmp_path):
+    # 5,000 cases: more than LISTED_CASES (1,000) are flaky or worst, so the listing and the flaky list are cut, and
+    # every slice holds hundreds of cases
+    rows = _rows(3, cases=5000)
+    source = _source(tmp_path, rows)
+    for spec in SPECS[:3]:
+        outcome = outcome_from_spec(*spec)
+        want = variability_summary(rows, outcome)
+        got = variability_of_parquet(source, outcome)
+        assert json.dumps(got, sort_keys=True) == json.dumps(want, sort_keys=True), spec
+    assert len(want["by_case"]) == LISTED_CASES and want["by_case_count"] == 5000
+    assert len(want["flaky_cases"]) == LISTED_CASES < want["flaky_cases_count"]
 
 
 def test_by_hand(tmp_path):

@@ -430,28 +430,82 @@ def variability_of_parquet(source: str, outcome: Outcome, *, batch_rows: int = 1
             for row in batch.to_pylist():
                 tally.add(row)
         return tally.summary()
-    # Each case's rows folded into one row by DuckDB: its verdicts and F1 values in trial order, as the row-by-row
-    # tally collected them (a million rows were ~4 s of Python there; a case is one call of add_case). The
-    # verdict is the outcome's own rule written in SQL (_verdict_sql); rows sharing a (case, trial) are counted
-    # so that the error the tally raised is raised still.
-    f1 = "f1" if "f1" in names else "NULL::DOUBLE"
+    return _tally_of_cases(con, source, names, verdict, tally)
+
+
+def _tally_of_cases(con: Any, source: str, names: set[str], verdict: str, tally: VariabilityTally) -> dict[str, Any]:
+    """:meth:`VariabilityTally.summary` of the rows in ``source``, with what it keeps per case computed by DuckDB
+    and numpy instead of a Python call per case (a million rows' 143,000 cases were ~2.8 s of Python there, in the
+    run's serial tail): each case's counts, the verdict's rule written in SQL (``verdict``: :func:`_verdict_sql`),
+    its last trial's slice, and the F1 values counted per slice; only the listed cases (the flaky and the worst,
+    :data:`LISTED_CASES` at most) are read trial by trial. Every figure is the one :meth:`VariabilityTally.add`
+    gives row by row: the cases are in ``case_id`` order as it takes them, a case's slice is its last trial's, and
+    a flaky case is one whose verdicts are not all equal."""
+    f1 = "CAST(f1 AS DOUBLE)" if "f1" in names else "NULL::DOUBLE"
     slice_ = "slice" if "slice" in names else "NULL::VARCHAR"
-    query = f"""
-        SELECT CAST(case_id AS VARCHAR) AS case_id, count(*) AS rows, count(DISTINCT trial) AS trials,
-               min(trial) AS first_trial,
-               list(verdict ORDER BY trial) FILTER (WHERE verdict IS NOT NULL) AS outcomes,
-               list(CAST(f1 AS DOUBLE) ORDER BY trial) FILTER (WHERE f1 IS NOT NULL) AS f1,
-               list(slice ORDER BY trial) AS slices
-        FROM (SELECT case_id, trial, {f1} AS f1, {slice_} AS slice, {verdict} AS verdict FROM {source})
-        GROUP BY CAST(case_id AS VARCHAR) ORDER BY case_id"""
-    reader = con.sql(query).to_arrow_reader(batch_rows)
-    for batch in reader:
-        for case in batch.to_pylist():
-            if case["trials"] != case["rows"]:  # two rows share a trial: name it as the row-by-row tally does
-                _raise_repeated_trial(con, source, case["case_id"])
-            tally.add_case(case["case_id"], case["slices"][-1], case["rows"], case["outcomes"] or [],
-                           case["f1"] or [])
+    con.execute(f"""
+        CREATE OR REPLACE TEMP TABLE variability_rows AS
+        SELECT CAST(case_id AS VARCHAR) AS case_id, trial, {f1} AS f1, {slice_} AS slice, {verdict} AS verdict
+        FROM {source}""")
+    con.execute("""
+        CREATE OR REPLACE TEMP TABLE variability_cases AS
+        SELECT case_id, count(*) AS rows, count(DISTINCT trial) AS trials, count(verdict) AS judged,
+               count(*) FILTER (WHERE verdict) AS passes, count(DISTINCT verdict) > 1 AS flaky,
+               arg_max_null(slice, trial) AS slice
+        FROM variability_rows GROUP BY case_id""")
+    repeated = con.execute("SELECT case_id FROM variability_cases WHERE trials <> rows ORDER BY case_id LIMIT 1"
+                           ).fetchall()
+    if repeated:  # two rows share a trial: named as the row-by-row tally names the first such case
+        _raise_repeated_trial(con, source, repeated[0][0])
+    cases = con.sql("SELECT case_id, rows, judged, passes, flaky, slice FROM variability_cases "
+                    "ORDER BY case_id").to_arrow_table()
+    ids = cases["case_id"].to_pylist()
+    judged = cases["judged"].to_numpy()
+    passes = cases["passes"].to_numpy()
+    flaky = cases["flaky"].to_numpy()
+    slices = [NO_SLICE if value is None else str(value) for value in cases["slice"].to_pylist()]
+    tally.rows = int(cases["rows"].to_numpy().sum())
+    tally.without = tally.rows - int(judged.sum())
+    tally.cases_total = len(ids)
+    counts: dict[str, Counter] = defaultdict(Counter)
+    for value, slice_name, times in con.execute(
+            "SELECT r.f1, c.slice, count(*) FROM variability_rows r JOIN variability_cases c USING (case_id) "
+            "WHERE r.f1 IS NOT NULL GROUP BY ALL").fetchall():
+        counts[NO_SLICE if slice_name is None else str(slice_name)][value] += times
+    tally.overall = _group_of(ids, judged, passes, flaky, np.ones(len(ids), dtype=bool), sum(counts.values(), Counter()))
+    names_of = np.array(slices, dtype=object)
+    for name in sorted(set(slices)):
+        tally.slices[name] = _group_of(ids, judged, passes, flaky, names_of == name, counts.get(name, Counter()))
+    # the listed cases: flaky first, then the lowest pass rate (2.0 for a case without any verdict), then by id
+    listed = con.execute(f"""
+        SELECT case_id, slice, flaky, CASE WHEN judged > 0 THEN passes / judged ELSE 2.0 END AS rate
+        FROM variability_cases ORDER BY NOT flaky, rate, case_id LIMIT {LISTED_CASES}""").fetchall()
+    if listed:
+        trials = {case_id: (outcomes or [], values or []) for case_id, outcomes, values in con.execute(
+            "SELECT case_id, list(verdict ORDER BY trial) FILTER (WHERE verdict IS NOT NULL), "
+            "list(f1 ORDER BY trial) FILTER (WHERE f1 IS NOT NULL) FROM variability_rows "
+            "WHERE case_id IN (SELECT unnest(?)) GROUP BY case_id", [[row[0] for row in listed]]).fetchall()}
+        tally.listed = [_Worse((not is_flaky, rate, case_id, slice_value, tuple(trials[case_id][0]),
+                                tuple(trials[case_id][1])))
+                        for case_id, slice_value, is_flaky, rate in listed]
+    con.execute("DROP TABLE variability_cases; DROP TABLE variability_rows")
     return tally.summary()
+
+
+def _group_of(ids: list[str], judged: np.ndarray, passes: np.ndarray, flaky: np.ndarray, member: np.ndarray,
+              f1: Counter) -> _Group:
+    """The :class:`_Group` of the cases ``member`` marks (arrays in case order), as :meth:`_Group.add` of each in
+    that order makes it."""
+    group = _Group()
+    group.cases = int(member.sum())
+    with_outcome = member & (judged > 0)
+    group.trials = array("l", judged[with_outcome].tolist())
+    group.passes = array("l", passes[with_outcome].tolist())
+    group.f1 = f1
+    flaky_at = np.flatnonzero(member & flaky)
+    group.flaky_count = int(flaky_at.size)
+    group.flaky = [ids[index] for index in flaky_at[:LISTED_CASES]]
+    return group
 
 
 def _raise_repeated_trial(con: Any, source: str, case_id: str) -> None:
