@@ -414,8 +414,13 @@ def variability_summary(rows: Iterable[dict[str, Any]], outcome: Outcome) -> dic
 
 def variability_of_parquet(source: str, outcome: Outcome, *, batch_rows: int = 10_000) -> dict[str, Any]:
     """:func:`variability_summary` of the rows in ``source`` (a DuckDB table expression over a run's Parquet
-    files: :func:`tooleval.storage.scan_rows_sql`), streamed from DuckDB in (case_id, trial) order, batch by
-    batch: the process never holds more than ``batch_rows`` rows (DuckDB sorts out of core when it must)."""
+    files: :func:`tooleval.storage.scan_rows_sql`). DuckDB folds each case's rows into its counts
+    (:func:`_tally_of_cases`): the process holds a few numbers per case, never a Python object per row. An outcome
+    that cannot read these rows takes the row-by-row tally instead, streamed in (case_id, trial) order at most
+    ``batch_rows`` rows at a time, which raises what it always raised.
+
+    Raises:
+        ValueError: two rows with the same (case_id, trial), or an outcome that cannot read the rows."""
     from tooleval.storage import source_connection
 
     con = source_connection(source)  # reads URLs too (s3://…)
