@@ -6,7 +6,8 @@ look further, on hand-made lines and messages whose answers are known independen
 * the :class:`~tooleval.capture.recorded.TraceLine` built field by field at once equals the dataclass's own;
 * a result text is looked into for ``Error:`` only when its first character may begin one
   (:data:`tooleval.capture._walk._MAY_BEGIN_ERROR`, the same set over all of Unicode);
-* a message of two text values is not looked into value by value, and any other two-valued message is.
+* a message of two text values, or an assistant's of its text and its calls, is not looked into value by value,
+  and any other such message is.
 """
 
 from __future__ import annotations
@@ -103,6 +104,27 @@ class TestTwoValuedMessages:
     def test_any_other_two_valued_message_is_looked_into(self, message, roles, flags, no_float):
         walked = walk_messages([message], {}, None)
         assert walked.view[0] == roles and walked.view[3] == flags and walked.no_float is no_float
+
+
+_CALLS = [{"id": "c", "type": "function", "function": {"name": "pay", "arguments": "{}"}}]
+
+
+class TestAssistantCalls:
+    """An assistant message of exactly its role, its text (or null) and its calls is not looked into value by
+    value: only its calls are, for a float."""
+
+    @pytest.mark.parametrize("message, no_float", [
+        ({"role": "assistant", "content": None, "tool_calls": _CALLS}, True),
+        ({"role": "assistant", "content": "paying", "tool_calls": _CALLS}, True),
+        ({"role": "assistant", "tool_calls": _CALLS, "score": 1e5}, False),  # no content: the third value a float
+        ({"role": "assistant", "content": 2.5, "tool_calls": _CALLS}, False),  # the content a float
+        ({"role": "assistant", "content": None, "tool_calls": [{**_CALLS[0], "id": -0.0}]}, False),  # in a call
+        ({"role": "assistant", "content": None, "tool_calls": _CALLS, "w": 0.1}, False),  # a fourth value
+    ])
+    def test_the_float_verdict(self, message, no_float):
+        walked = walk_messages([message], {}, None)
+        assert walked.view[0] == "a" and walked.no_float is no_float
+        assert walked.calls == [{"name": "pay", "args_json": "{}", "args_raw": None, "parse_error": None}]
 
 
 def test_a_plain_shaped_line_is_plain():

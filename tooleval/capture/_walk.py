@@ -70,28 +70,6 @@ def walk_messages(messages: list[Any], memo: dict[tuple[str, str], dict[str, str
         full.append(text)
         if text[:6] == "Error:":
             errors.append(index)
-        if len(message) == 2 and type(content) is str and type(role) is str:
-            pass  # a text message: both its values were read above
-        elif not _TEXT_LIKE.issuperset(map(type, message.values())):
-            # a flag, a nested value or a float: looked at value by value (a message of text-like values has no
-            # flag, nor a metadata object to hold one)
-            user = role == "user"
-            for key, value in message.items():
-                kind = type(value)
-                if kind is str or value is None or kind is int:
-                    continue
-                if kind is bool:
-                    if user:
-                        flags.append((index, key, value, False))
-                elif kind is dict or kind is list:
-                    deep.append(value)
-                else:
-                    no_float = False
-            metadata = message.get("metadata") if user else None
-            if isinstance(metadata, dict):
-                for key, value in metadata.items():
-                    if value is True or value is False:
-                        flags.append((index, key, value, True))
         if role == "user":
             roles += "u"
             texts.append(text)
@@ -126,9 +104,35 @@ def walk_messages(messages: list[Any], memo: dict[tuple[str, str], dict[str, str
                     records.append(record)
                     names.append(name)
                 blocks.append((index, tool_calls))
+                if len(message) == 3 and type(role) is str and (type(content) is str or content is None
+                                                                  and "content" in message):
+                    deep.append(tool_calls)  # its three values read: text, text or null, and the calls
+                    continue
         else:
             roles += "."
             texts.append(None)
+        if len(message) == 2 and type(content) is str and type(role) is str:
+            continue  # a text message: both its values were read above
+        if not _TEXT_LIKE.issuperset(map(type, message.values())):
+            # a flag, a nested value or a float: looked at value by value (a message of text-like values has no
+            # flag, nor a metadata object to hold one)
+            user = role == "user"
+            for key, value in message.items():
+                kind = type(value)
+                if kind is str or value is None or kind is int:
+                    continue
+                if kind is bool:
+                    if user:
+                        flags.append((index, key, value, False))
+                elif kind is dict or kind is list:
+                    deep.append(value)
+                else:
+                    no_float = False
+            metadata = message.get("metadata") if user else None
+            if isinstance(metadata, dict):
+                for key, value in metadata.items():
+                    if value is True or value is False:
+                        flags.append((index, key, value, True))
     no_float = no_float and holds_no_float(deep)  # one walk over all of them
     steps = _steps(messages, full, blocks)
     results = [None if result is None or (kept is not None and name not in kept) else full[result]
