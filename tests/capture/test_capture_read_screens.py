@@ -126,6 +126,22 @@ class TestAssistantCalls:
         assert walked.view[0] == "a" and walked.no_float is no_float
         assert walked.calls == [{"name": "pay", "args_json": "{}", "args_raw": None, "parse_error": None}]
 
+    @pytest.mark.parametrize("call, no_float", [
+        ({"name": "pay", "args": "{}"}, True),  # a flat call of text values
+        ({"name": "pay", "args": "{}", "n": 1e5}, False),
+        ({"id": "c", "type": 1.5, "function": {"name": "pay", "arguments": "{}"}}, False),
+        ({"id": "c", "function": {"name": "pay", "arguments": "{}"}, "w": 0.5}, False),  # no type: a float instead
+        ({"id": "c", "type": "function", "function": {"name": "pay", "arguments": "{}", "strict": -0.0}}, False),
+        ({"id": "c", "type": "function", "function": {"name": "pay", "arguments": {"a": 1.5}}}, False),
+        ({"id": "c", "type": "function", "function": {"name": "pay", "arguments": {"a": 1}}}, True),
+        ({"id": None, "type": "function", "function": {"name": "pay", "arguments": "{}"}}, True),
+    ])
+    def test_the_float_verdict_of_each_call(self, call, no_float):
+        for content in (None, "paying"):
+            walked = walk_messages([{"role": "assistant", "content": content, "tool_calls": [call, _CALLS[0]]}], {},
+                                   None)
+            assert walked.no_float is no_float and [record["name"] for record in walked.calls] == ["pay", "pay"]
+
 
 def test_a_plain_shaped_line_is_plain():
     line = _read_trace_bytes(1, b'{"case_id": "c", "trial": 0, "messages": [{"role": "user", "content": "x"}]}')

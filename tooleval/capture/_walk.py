@@ -80,6 +80,7 @@ def walk_messages(messages: list[Any], memo: dict[tuple[str, str], dict[str, str
             if tool_calls:
                 if type(tool_calls) is not list:
                     return None
+                plain_calls = True
                 for tool_call in tool_calls:
                     if type(tool_call) is not dict or "arguments_captured" in tool_call:
                         return None
@@ -103,10 +104,15 @@ def walk_messages(messages: list[Any], memo: dict[tuple[str, str], dict[str, str
                         record = Call.from_raw(name, raw).to_record()
                     records.append(record)
                     names.append(name)
+                    # a call of text values only: its name and arguments, and around them an id and a type
+                    plain_calls = plain_calls and len(body) == 2 and type(raw) is str and (
+                        body is tool_call or len(tool_call) == 3 and type(tool_call.get("id")) is str
+                        and type(tool_call.get("type")) is str)
                 blocks.append((index, tool_calls))
                 if len(message) == 3 and type(role) is str and (type(content) is str or content is None
                                                                   and "content" in message):
-                    deep.append(tool_calls)  # its three values read: text, text or null, and the calls
+                    if not plain_calls:  # its three values read: text, text or null, and the calls
+                        deep.append(tool_calls)
                     continue
         else:
             roles += "."
