@@ -6,8 +6,8 @@ look further, on hand-made lines and messages whose answers are known independen
 * the :class:`~tooleval.capture.recorded.TraceLine` built field by field at once equals the dataclass's own;
 * a result text is looked into for ``Error:`` only when its first character may begin one
   (:data:`tooleval.capture._walk._MAY_BEGIN_ERROR`, the same set over all of Unicode);
-* a message of two text values, or an assistant's of its text and its calls, is not looked into value by value,
-  and any other such message is.
+* a message of two text values, a tool's result of four, or an assistant's of its text and its calls, is not
+  looked into value by value, and any other such message is.
 """
 
 from __future__ import annotations
@@ -88,7 +88,7 @@ class TestErrorScreen:
         assert _failed(flagged, text) is True  # the flag alone says it failed
 
 
-class TestTwoValuedMessages:
+class TestFewValuedMessages:
     def test_a_text_message_is_plain(self):
         walked = walk_messages([{"role": "user", "content": "hi"}, {"content": "ok", "role": "assistant"}], {}, None)
         assert walked.view[:4] == ("ua", ["hi", "ok"], [], []) and walked.no_float is True
@@ -100,8 +100,13 @@ class TestTwoValuedMessages:
         ({"role": "user", "metadata": {"vip": False}}, "u", [(0, "vip", False, True)], True),
         ({"role": "user", "content": None}, "u", [], True),
         ({"role": "tool", "content": [{"text": "a", "n": 1e5}]}, ".", [], False),  # a float in a content part
+        ({"role": "tool", "tool_call_id": "c", "name": "pay", "content": "ok"}, ".", [], True),  # four texts
+        ({"role": "tool", "tool_call_id": 1.5, "name": "pay", "content": "ok"}, ".", [], False),
+        ({"role": "tool", "tool_call_id": "c", "name": "pay", "content": 1e5}, ".", [], False),
+        ({"role": "tool", "tool_call_id": "c", "score": 0.5, "content": "ok"}, ".", [], False),  # no name
+        ({"role": "tool", "tool_call_id": "c", "name": "pay", "content": "ok", "error": True}, ".", [], True),
     ])
-    def test_any_other_two_valued_message_is_looked_into(self, message, roles, flags, no_float):
+    def test_any_other_such_message_is_looked_into(self, message, roles, flags, no_float):
         walked = walk_messages([message], {}, None)
         assert walked.view[0] == roles and walked.view[3] == flags and walked.no_float is no_float
 

@@ -117,6 +117,9 @@ def walk_messages(messages: list[Any], memo: dict[tuple[str, str], dict[str, str
         else:
             roles += "."
             texts.append(None)
+            if len(message) == 4 and type(content) is str and type(role) is str \
+                    and type(message.get("tool_call_id")) is str and type(message.get("name")) is str:
+                continue  # a tool's result: its four values read, text each
         if len(message) == 2 and type(content) is str and type(role) is str:
             continue  # a text message: both its values were read above
         if not _TEXT_LIKE.issuperset(map(type, message.values())):
