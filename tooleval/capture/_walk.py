@@ -142,7 +142,7 @@ def walk_messages(messages: list[Any], memo: dict[tuple[str, str], dict[str, str
                 for key, value in metadata.items():
                     if value is True or value is False:
                         flags.append((index, key, value, True))
-    no_float = no_float and holds_no_float(deep)  # one walk over all of them
+    no_float = no_float and (not deep or holds_no_float(deep))  # one walk over all of them
     steps = _steps(messages, full, blocks)
     results = [None if result is None or (kept is not None and name not in kept) else full[result]
                for name, (_, result, _) in zip(names, steps)]
@@ -176,8 +176,12 @@ def _steps(messages: list[dict[str, Any]], full: list[str],
     for m_index, block in blocks:
         cursor = m_index + 1
         if len(block) == 1:  # the first tool message that follows holds its result, whatever its id says
-            result = cursor if cursor < n_messages and messages[cursor].get("role") == "tool" else None
-            steps.append((m_index, result, result is not None and _failed(messages[result], full[result])))
+            if cursor < n_messages and (reply := messages[cursor]).get("role") == "tool":
+                text = full[cursor]  # :func:`_failed` inlined: one call for most traces
+                steps.append((m_index, cursor, reply.get("error") is True
+                              or text[:1] in _MAY_BEGIN_ERROR and _is_error(reply, text)))
+            else:
+                steps.append((m_index, None, False))
             continue
         results: list[int | None] = [None] * len(block)
         if cursor < n_messages:

@@ -896,7 +896,8 @@ def _add_event(part: TracePart, event: RowError | tuple[str, int, int]) -> None:
         part.key_lines.append(event[2])
 
 
-_DICT_ONLY = {dict}
+_DICT_ONLY = frozenset((dict,))
+_ABSENT = object()
 _TEXT_OR_NULL = ("request_id", "response_id", "prompt_version", "tool_schema_version")
 
 
@@ -927,25 +928,26 @@ def plain_trace_shape(data: dict) -> bool:
         return False
     if type(trial) is not int or not 0 <= trial <= TRIAL_MAX:
         return False
-    has_agent = "agent" in data
+    agent = data.get("agent", _ABSENT)
+    has_agent = agent is not _ABSENT
     if has_agent:
-        agent = data["agent"]
         if type(agent) is not dict or type(agent.get("name", "")) is not str:
             return False
         version, model = agent.get("version"), agent.get("model")
         if version is not None and type(version) is not str or model is not None and type(model) is not str:
             return False
     messages = data.get("messages")
-    if type(messages) is not list or messages and set(map(type, messages)) != _DICT_ONLY:
+    if type(messages) is not list or not _DICT_ONLY.issuperset(map(type, messages)):
         return False
-    metadata = data.get("metadata")
-    if metadata is not None:
+    metadata = data.get("metadata", _ABSENT)
+    has_metadata = metadata is not _ABSENT
+    if metadata is not None and has_metadata:
         if type(metadata) is not dict:
             return False
         reward = metadata.get("reward")
         if reward is not None and type(reward) is not int and type(reward) is not float:
             return False
-    if len(data) == 3 + has_agent + ("metadata" in data):
+    if len(data) == 3 + has_agent + has_metadata:
         return True  # no other field: each of them is absent, which the shape allows
     for key in _TEXT_OR_NULL:
         value = data.get(key)
