@@ -6,6 +6,7 @@ look further, on hand-made lines and messages whose answers are known independen
 * the :class:`~tooleval.capture.recorded.TraceLine` built field by field at once equals the dataclass's own;
 * a result text is looked into for ``Error:`` only when its first character may begin one
   (:data:`tooleval.capture._walk._MAY_BEGIN_ERROR`, the same set over all of Unicode);
+* argument text shorter than the nesting limit is not counted for brackets (it cannot hold that many);
 * a message of two text values, a tool's result of four, or an assistant's of its text and its calls, is not
   looked into value by value, and any other such message is.
 """
@@ -17,6 +18,7 @@ import sys
 
 import pytest
 
+from tooleval.canonical import compact_arguments, float_arguments
 from tooleval.capture._walk import _MAY_BEGIN_ERROR, _failed, walk_messages
 from tooleval.capture.recorded import (_WRAPPING, TraceLine, _plain_line, _read_trace_bytes, line_problem,
                                        plain_trace_shape)
@@ -152,3 +154,25 @@ def test_a_plain_shaped_line_is_plain():
     line = _read_trace_bytes(1, b'{"case_id": "c", "trial": 0, "messages": [{"role": "user", "content": "x"}]}')
     assert plain_trace_shape(line.data) is True
     assert line_problem(None, line, ("c", 0)) == (None, True)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("lists, read", [(198, True), (199, False), (250, False)])
+def test_argument_text_nested_past_the_limit_is_left_to_the_strict_reading(lists, read):
+    # the object and its lists: 199 opening brackets in all are read at once; from 200 on the text is left to the
+    # strict reading (which reads 200 levels and refuses 201)
+    raw = '{"a":' + "[" * lists + "]" * lists + "}"
+    assert (compact_arguments(raw) is not None) is read
+    assert (float_arguments(raw) is not None) is read
+
+
+def test_short_argument_text_is_read_at_once():
+    assert compact_arguments('{"unit": "weekly", "n": [1, {"m": []}]}') == (
+        {"unit": "weekly", "n": [1, {"m": []}]}, '{"n":[1,{"m":[]}],"unit":"weekly"}')
+
+
+def test_brackets_inside_text_count_too():
+    # 200 opening brackets (the object's and 199 inside a string) in 207 characters: counted, so left to the strict
+    # reading, as a text of as many brackets always was (the count does not tell strings apart)
+    raw = '{"a":"' + "[" * 199 + '"}'
+    assert len(raw) == 207 and compact_arguments(raw) is None
+    assert compact_arguments('{"a":"' + "[" * 198 + '"}') == ({"a": "[" * 198}, '{"a":"' + "[" * 198 + '"}')
