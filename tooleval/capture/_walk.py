@@ -8,6 +8,12 @@ not saying ``arguments_captured``. Then the observed calls' names are the names 
 reads, in the same order, so the alignment's checks hold by construction and only its pairing of calls with
 results remains. Any other shape returns ``None``: the caller takes the separate functions, which name what is
 wrong with it.
+
+Most messages are looked into only through the values the walk reads anyway: a message of two texts (its role and
+content), a tool's result of four (role, call id, tool name, content) and an assistant's message of its role, its
+text (or null) and its calls hold no flag, float or nested value beside the calls; a call of text values only (its
+name and arguments, and around them an id and a type) holds no float. Any other message or call is looked into
+value by value, as every message once was.
 """
 
 from __future__ import annotations
