@@ -70,7 +70,6 @@ class TestPlainLine:
 
 
 class TestErrorScreen:
-    @pytest.mark.slow
     def test_the_screen_is_every_character_that_may_begin_an_error(self):
         # str.lstrip strips the characters str.isspace names; casefold maps one character at a time
         found = {chr(code) for code in range(sys.maxunicode + 1)
