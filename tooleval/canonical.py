@@ -611,8 +611,8 @@ def float_arguments(raw: str) -> tuple[dict, str] | None:
     what overflows; :func:`canonical_value` then turns integral floats into ints, as the strict reading's
     ``parse_float`` does, and the canonical text spells the other floats as the standard library does
     (:func:`_fragments_text`)."""
-    if not raw.startswith("{") or raw.count("{") + raw.count("[") >= MAX_DEPTH:
-        return None
+    if not raw.startswith("{") or len(raw) >= MAX_DEPTH and raw.count("{") + raw.count("[") >= MAX_DEPTH:
+        return None  # (a text shorter than MAX_DEPTH has fewer brackets: they are not counted)
     try:
         data = raw.encode()
     except UnicodeEncodeError:
@@ -640,8 +640,8 @@ def _compact_object(raw: str) -> dict | None:
     names each key once) and no integer beyond 64 bits (it would be written back as a float); without a float
     token there is no float to make an int of; and with fewer brackets than :data:`MAX_DEPTH` the nesting is
     within bounds. Lone surrogates do not encode (or orjson refuses their escapes)."""
-    if not raw.startswith("{") or raw.count("{") + raw.count("[") >= MAX_DEPTH:
-        return None
+    if not raw.startswith("{") or len(raw) >= MAX_DEPTH and raw.count("{") + raw.count("[") >= MAX_DEPTH:
+        return None  # (a text shorter than MAX_DEPTH has fewer brackets: they are not counted)
     try:
         data = raw.encode()
         parsed = orjson.loads(data)

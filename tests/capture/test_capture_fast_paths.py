@@ -150,8 +150,12 @@ _WALKED = st.lists(st.one_of(
               st.sampled_from(["ok", "Error: no", "yes"]), st.booleans(),
               st.dictionaries(st.sampled_from(["vip", "score"]), _SCALARS, max_size=2)),
     st.builds(lambda call_id, text, error: {"role": "tool", "tool_call_id": call_id, "content": text, "error": error},
-              st.sampled_from(["c", "d", None]), st.sampled_from(["done", "Error: declined", "  error: x"]),
+              st.sampled_from(["c", "d", None]),
+              st.sampled_from(["done", "Error: declined", "  error: x", "\u3000ERROR: x", "Errors", "E"]),
               st.sampled_from([True, False, None])),
+    # two values: a text message, or one whose role or content is of another type
+    st.builds(lambda role, content: {"role": role, "content": content},
+              st.sampled_from(["user", "assistant", "tool", 1.5, None, 1]), _SCALARS),
     st.builds(lambda value: {"role": "system", "content": "s", "extra": value}, _VALUES),
     st.sampled_from([{"role": "assistant", "tool_calls": None}, {"role": "assistant", "tool_calls": "abc"}, "text",
                      {"role": "assistant", "content": [{"type": "text", "text": "a"}, {"text": "b"}]}])),

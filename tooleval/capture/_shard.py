@@ -89,6 +89,8 @@ def _same_values(redacted: dict[str, Any], data: dict[str, Any]) -> bool:
 
 
 _ABSENT = object()
+_NOTHING_WRITTEN: dict[str, bytes] = {}
+"""What an unredacted line's redaction wrote (nothing; read only, shared by such lines)."""
 _BY_PARTS = Redactor.redact_trace_values
 
 
@@ -117,12 +119,13 @@ def _add_line(columns: EnvelopeColumns, path: Path, line: TraceLine | None, item
         columns.add_failed(key[0], key[1], error)
         return
     data = line.data
-    written: dict[str, bytes] = {}
+    written: dict[str, bytes] = _NOTHING_WRITTEN
     if redact is not None and untouched is not None and line.written is not None and untouched(line.written):
         # redaction would return the same values with no redacted field (replacing any the line names)
         if "redacted_fields" in data:
             data = {**data, "redacted_fields": []}
     elif redact is not None:
+        written = {}
         try:
             case = (lambda: case_of(key[0])) if case_of is not None else None
             # the run's redactor also hands back the messages' writing it made part by part
