@@ -49,12 +49,18 @@ class CallRegistry:
         found = self.ids.get(key)
         if found is not None:
             return found
+        return self._new(call, key, call.to_record(), not call.args_captured, call.malformed, ragas_args(call))
+
+    def _new(self, call: Call, key: tuple[str, str], record: dict[str, Any], not_captured: bool, malformed: bool,
+             ragas: dict[str, Any]) -> int:
+        """Register ``call``, not held yet, under ``key`` (its :attr:`~tooleval.models.Call.key`), with its
+        record, flags and the argument object ragas is given (:func:`tooleval.scoring.ragas_metric.ragas_args`)."""
         found = self.ids[key] = len(self.calls)
         self.calls.append(call)
-        self.records.append(call.to_record())
-        self.not_captured.append(not call.args_captured)
-        self.malformed.append(call.malformed)
-        ragas_key = (call.name, _hashable(ragas_args(call)))
+        self.records.append(record)
+        self.not_captured.append(not_captured)
+        self.malformed.append(malformed)
+        ragas_key = (call.name, _hashable(ragas))
         self.ragas.append(self._ragas_ids.setdefault(ragas_key, len(self._ragas_ids)))
         return found
 
@@ -84,8 +90,13 @@ class CallRegistry:
         ``args_json``): read once per distinct call of the shard."""
         # a well-formed call's key is its name and canonical text: a call the shard already holds (most observed
         # calls are their case's reference calls, registered with the case) is found without reading its text
-        found = self.ids.get((name, args_json))
-        return self.add(Call.from_canonical(name, args_json)) if found is None else found
+        key = (name, args_json)
+        found = self.ids.get(key)
+        if found is None:  # what add() reads of the call, known here: well-formed, its text is its record's
+            call = Call.from_canonical(name, args_json)
+            found = self._new(call, key, {"name": name, "args_json": args_json, "args_raw": None, "parse_error": None},
+                              False, False, call.args)
+        return found
 
 
 def reference_calls(calls: list[Call], redactor: Redactor | None, extra: dict[str, str] | None = None) -> list[Call]:
