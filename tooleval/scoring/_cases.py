@@ -209,6 +209,8 @@ def _redacted_base(case: Case, redactor: Redactor, parts: dict[bytes, Any]) -> C
 
 
 def _redacted_message(message: Any, redactor: Redactor, parts: dict[bytes, Any]) -> Any:
+    """One input message redacted with the base secrets: itself when untouched, else the one redacted before from
+    the same writing (kept in ``parts``), else walked."""
     written = _written(message)
     if written is None:
         return redactor.redact_messages(message)

@@ -977,14 +977,13 @@ def _provenance(out: _Columns, envelope: _EnvelopeRows, entries: list, observed:
     if plain is None:
         rest = range(n)
     else:
-        groups = plain
-        common = groups[0] | groups[1] | groups[2]
+        common = plain[0] | plain[1] | plain[2]
         rest = np.flatnonzero(~common).tolist()
         columns = {name: np.full(n, None, object) for name in ("provenance_status", "provenance_detail",
                                                                   "first_divergent_boundary", "failure_owner")}
         # the three verdicts such a row can get, worded by the check itself: no request recorded; its own case's
         # request with a response id; the same without one
-        for rows, key, response in zip(groups, (None, "k", "k"), (None, "r", None)):
+        for rows, key, response in zip(plain, (None, "k", "k"), (None, "r", None)):
             status, detail = join_check_key("c", key, None, response, True, {"k": ["c"]})
             columns["provenance_status"][rows], columns["provenance_detail"][rows] = status, detail
             columns["failure_owner"][rows & ~bulk.exact] = failure_owner(status, None, False)
@@ -1015,7 +1014,7 @@ def _plain_provenance(envelopes: pa.Table, bulk: "_Bulk", sources: ScoringSource
     plain = bulk.fast & np.asarray(pc.and_(envelopes.column("trace_digest").is_valid(),
                                            pc.and_(envelopes.column("adapter_calls").is_null(),
                                                    envelopes.column("executor_calls").is_null())))
-    keys = envelopes.column("request_key")
+    keys = envelopes.column("request_key").combine_chunks()
     unrequested = plain & np.asarray(keys.is_null())
     if not (plain & ~unrequested).any():
         return unrequested, np.zeros_like(plain), np.zeros_like(plain)
