@@ -10,6 +10,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any, Mapping
 
+import orjson
 import pyarrow as pa
 
 from tooleval.canonical import loads_text
@@ -40,7 +41,6 @@ class CallRegistry:
         self.not_captured: list[bool] = []
         self.malformed: list[bool] = []
         self._ragas_ids: dict[Any, int] = {}
-        self._canonical: dict[tuple[str, str], int] = {}
         self._array: pa.StructArray | None = None
 
     def add(self, call: Call) -> int:
@@ -49,12 +49,18 @@ class CallRegistry:
         found = self.ids.get(key)
         if found is not None:
             return found
+        return self._new(call, key, call.to_record(), not call.args_captured, call.malformed, ragas_args(call))
+
+    def _new(self, call: Call, key: tuple[str, str], record: dict[str, Any], not_captured: bool, malformed: bool,
+             ragas: dict[str, Any]) -> int:
+        """Register ``call``, not held yet, under ``key`` (its :attr:`~tooleval.models.Call.key`), with its
+        record, flags and the argument object ragas is given (:func:`tooleval.scoring.ragas_metric.ragas_args`)."""
         found = self.ids[key] = len(self.calls)
         self.calls.append(call)
-        self.records.append(call.to_record())
-        self.not_captured.append(not call.args_captured)
-        self.malformed.append(call.malformed)
-        ragas_key = (call.name, _hashable(ragas_args(call)))
+        self.records.append(record)
+        self.not_captured.append(not_captured)
+        self.malformed.append(malformed)
+        ragas_key = (call.name, _hashable(ragas))
         self.ragas.append(self._ragas_ids.setdefault(ragas_key, len(self._ragas_ids)))
         return found
 
@@ -81,10 +87,15 @@ class CallRegistry:
 
     def canonical(self, name: str, args_json: str) -> int:
         """The id of a well-formed call from canonical argument text this package wrote (a verified envelope's
-        ``args_json``): read once per distinct text."""
-        found = self._canonical.get((name, args_json))
-        if found is None:
-            found = self._canonical[(name, args_json)] = self.add(Call.from_canonical(name, args_json))
+        ``args_json``): read once per distinct call of the shard."""
+        # a well-formed call's key is its name and canonical text: a call the shard already holds (most observed
+        # calls are their case's reference calls, registered with the case) is found without reading its text
+        key = (name, args_json)
+        found = self.ids.get(key)
+        if found is None:  # what add() reads of the call, known here: well-formed, its text is its record's
+            call = Call.from_canonical(name, args_json)
+            found = self._new(call, key, {"name": name, "args_json": args_json, "args_raw": None, "parse_error": None},
+                              False, False, call.args)
         return found
 
 
@@ -145,11 +156,16 @@ def trace_reference_secrets(redactor: Redactor | None, case: Case, envelope: dic
     return redactor.reference_secrets(case, marker.get("reference_secrets") if isinstance(marker, dict) else None)
 
 
-def redacted_case(case: Case, redactor: Redactor | None, extra: dict[str, str] | None = None) -> Case:
+def redacted_case(case: Case, redactor: Redactor | None, extra: dict[str, str] | None = None,
+                  parts: dict[bytes, Any] | None = None) -> Case:
     """``case`` with its references (expected calls, accepted plans, expected outputs, input) redacted as its
-    trace was, so that every rule compares like with like and no detail quotes a raw secret."""
+    trace was, so that every rule compares like with like and no detail quotes a raw secret (``case`` itself when
+    redaction provably changes none of them). ``parts``: input messages redacted before, by orjson's writing of
+    them (a shard's cases repeat their system prompt), added to here; used without ``extra`` only."""
     if redactor is None:
         return case
+    if not extra:
+        return _redacted_base(case, redactor, {} if parts is None else parts)
     plans = [reference_calls(plan, redactor, extra) for plan in case.plans]
     return case.model_copy(update={
         "expected_calls": plans[0],
@@ -160,6 +176,72 @@ def redacted_case(case: Case, redactor: Redactor | None, extra: dict[str, str] |
         [redactor.redact_reference(text, extra) for text in case.expected_outputs],
         "input": redactor.redact_messages(case.input, extra),
     })
+
+
+def _redacted_base(case: Case, redactor: Redactor, parts: dict[bytes, Any]) -> Case:
+    """:func:`redacted_case` with the base secrets only: each part (the calls' arguments, the outputs, the input,
+    else each input message) whose writing shows that redaction leaves it as it is
+    (:meth:`~tooleval.capture.redaction.Redactor.untouched_text`, the test capture applies to a trace's parts)
+    is kept as it is, without the walk and without building its calls again; the others are redacted as
+    :func:`redacted_case` redacts them. Most cases hold no secret: their references are the case's own, and so
+    is the case."""
+    update: dict[str, Any] = {}
+    if _lists_values(case.argument_rules) or \
+            any(_lists_values(call.argument_rules) for plan in case.plans for call in plan) or \
+            not _untouched(redactor, _written([[call.args for call in plan] for plan in case.plans])):
+        plans = [reference_calls(plan, redactor) for plan in case.plans]
+        update["expected_calls"] = plans[0]
+        update["accepted_plans"] = plans[1:] if case.accepted_plans is not None else None
+        if case.argument_rules is not None:
+            update["argument_rules"] = {tool: redacted_rules(rules, redactor)
+                                        for tool, rules in case.argument_rules.items()}
+    if case.expected_outputs is not None and not _untouched(redactor, _written(case.expected_outputs)):
+        update["expected_outputs"] = [redactor.redact_reference(text) for text in case.expected_outputs]
+    if type(case.input) is list:
+        # a list is redacted item by item, each from the same place (the top): the untouched messages (the user's
+        # turns) are kept, and a message redacted before (a system prompt that names a field) is looked up
+        messages = [_redacted_message(message, redactor, parts) for message in case.input]
+        if any(new is not old for new, old in zip(messages, case.input)):
+            update["input"] = messages
+    elif not _untouched(redactor, _written(case.input)):
+        update["input"] = redactor.redact_messages(case.input)
+    return case.model_copy(update=update) if update else case
+
+
+def _redacted_message(message: Any, redactor: Redactor, parts: dict[bytes, Any]) -> Any:
+    """One input message redacted with the base secrets: itself when untouched, else the one redacted before from
+    the same writing (kept in ``parts``), else walked."""
+    written = _written(message)
+    if written is None:
+        return redactor.redact_messages(message)
+    found = parts.get(written)
+    if found is None:
+        found = message if _untouched(redactor, written) else redactor.redact_messages(message)
+        if found is not message:
+            parts[written] = found
+    return found
+
+
+def _lists_values(rules: Mapping[str, Any] | None) -> bool:
+    """Whether some argument rule of ``rules`` (``{path: rule}``, or ``{tool: {path: rule}}``) lists acceptable
+    values (``one_of``), which redaction reads at the rule's path (:func:`redacted_rules`)."""
+    return bool(rules) and any(_lists_values(rule) if isinstance(rule, dict) else bool(rule.one_of)
+                               for rule in rules.values())
+
+
+def _written(value: Any) -> bytes | None:
+    """orjson's writing of a JSON value; ``None`` for a value it cannot write (a lone surrogate, an integer
+    beyond 64 bits)."""
+    try:
+        return orjson.dumps(value)
+    except (TypeError, orjson.JSONEncodeError):
+        return None
+
+
+def _untouched(redactor: Redactor, written: bytes | None) -> bool:
+    """Whether redaction with the base secrets provably leaves the value whose writing is ``written``
+    (:func:`_written`) as it is (not proven without a writing)."""
+    return written is not None and redactor.untouched_text(written)
 
 
 def case_inputs(cases: dict[str, Case], redactor: Redactor | None) -> dict[str, list[str]]:
@@ -219,10 +301,13 @@ class ShardMemo:
         self.facts: dict[int, Any] = {}
         """What the rules find of one call alone (its schema findings, its tool's family, whether a policy rule
         reads its tool), by registry id: the scorer's, filled on first need."""
+        self.parts: dict[bytes, Any] = {}
+        """Case input messages that redaction changes, redacted, by orjson's writing of them (the shard's cases
+        repeat one system prompt: :func:`redacted_case`)."""
 
     def size(self) -> int:
         """The entries held: case entries plus distinct calls (what the memo's memory grows with, ~2 KB each)."""
-        return len(self.cases) + len(self.registry.calls)
+        return len(self.cases) + len(self.registry.calls) + len(self.parts)
 
     def fresh(self) -> "ShardMemo":
         """An empty memo that keeps this one's confirmation detector (its verdicts are per reply text, valid for
@@ -238,14 +323,14 @@ class ShardMemo:
         if not extra:
             found = self.cases.get(case.case_id)
             if found is None:
-                found = self.cases[case.case_id] = _case_entry(case, redactor, tools, self.registry)
+                found = self.cases[case.case_id] = _case_entry(case, redactor, tools, self.registry, parts=self.parts)
             return found
         return _case_entry(case, redactor, tools, self.registry, extra)
 
 
 def _case_entry(case: Case, redactor: Redactor | None, tools: Mapping[str, ToolSpec], registry: CallRegistry,
-                extra: dict[str, str] | None = None) -> _CaseEntry:
-    case = redacted_case(case, redactor, extra)
+                extra: dict[str, str] | None = None, parts: dict[bytes, Any] | None = None) -> _CaseEntry:
+    case = redacted_case(case, redactor, extra, parts)
     expected = case.plans[0]
     rules = case_rules(case, tools) if not extra else None
     ids = tuple(registry.reference(call) for call in expected)

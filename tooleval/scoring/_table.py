@@ -165,7 +165,7 @@ def score_table(envelopes: pa.Table, sources: ScoringSources) -> pa.Table:
     rows = entries.rows
     for i in (range(n) if bulk is None else bulk.others):
         _score_row(i, rows[i], out, counts, observed.row(i), envelope_of, sources)
-    _provenance(out, envelope_of, rows, observed, sources, bulk)
+    _provenance(out, envelope_of, rows, observed, sources, bulk, envelopes)
     return _table(envelopes, out, names, registry, bulk)
 
 
@@ -888,8 +888,17 @@ def _sparse(values: dict, rows: np.ndarray, name: str) -> pa.Array:
     """A list column of ``rows`` from the values of the few rows that have one (the others' lists are empty)."""
     if not values:
         return _empty_lists(len(rows), name)
-    empty: list = []
-    return pa.array([values.get(i, empty) for i in rows.tolist()], _TYPES[name])
+    # only the rows that have values are read in Python: the others' lists are empty offsets
+    keys = np.fromiter(values, np.int64, len(values))
+    keys.sort()
+    local = np.searchsorted(rows, keys)
+    keys = keys[(local < len(rows)) & (rows[np.minimum(local, len(rows) - 1)] == keys)] if len(rows) else keys[:0]
+    lengths = np.zeros(len(rows), np.int64)
+    listed = [values[k] for k in keys.tolist()]
+    lengths[np.searchsorted(rows, keys)] = np.fromiter(map(len, listed), np.int64, len(listed))
+    flat = [item for items in listed for item in items]
+    offsets = np.concatenate(([0], np.cumsum(lengths)))
+    return pa.ListArray.from_arrays(pa.array(offsets, pa.int32()), pa.array(flat, _TYPES[name].value_type))
 
 
 def _empty_lists(count: int, name: str) -> pa.Array:
@@ -959,9 +968,67 @@ def _row_inputs(entry: Any, sources: ScoringSources) -> Mapping[str, list[str]]:
 
 
 def _provenance(out: _Columns, envelope: _EnvelopeRows, entries: list, observed: _Observed,
-                sources: ScoringSources, bulk: "_Bulk | None") -> None:
+                sources: ScoringSources, bulk: "_Bulk | None", envelopes: pa.Table) -> None:
     """Every row's join check, first divergent boundary and failure owner (:mod:`tooleval.capture.provenance`),
-    from the batch's columns read once."""
+    from the batch's columns read once: those of the common bulk rows (:func:`_plain_provenance`) as columns,
+    the others row by row."""
+    n = len(entries)
+    plain = _plain_provenance(envelopes, bulk, sources) if bulk is not None else None
+    if plain is None:
+        rest = range(n)
+    else:
+        common = plain[0] | plain[1] | plain[2]
+        rest = np.flatnonzero(~common).tolist()
+        columns = {name: np.full(n, None, object) for name in ("provenance_status", "provenance_detail",
+                                                                  "first_divergent_boundary", "failure_owner")}
+        # the three verdicts such a row can get, worded by the check itself: no request recorded; its own case's
+        # request with a response id; the same without one
+        for rows, key, response in zip(plain, (None, "k", "k"), (None, "r", None)):
+            status, detail = join_check_key("c", key, None, response, True, {"k": ["c"]})
+            columns["provenance_status"][rows], columns["provenance_detail"][rows] = status, detail
+            columns["failure_owner"][rows & ~bulk.exact] = failure_owner(status, None, False)
+            columns["failure_owner"][rows & bulk.exact] = failure_owner(status, None, True)
+    if len(rest):
+        _provenance_rows(out, envelope, entries, observed, sources, bulk, rest)
+    if plain is not None:
+        for name, values in columns.items():
+            if len(rest):
+                taken = out[name]
+                for i in rest:
+                    values[i] = taken[i]
+            out.arrays[name] = pa.array(values, pa.string())
+
+
+def _plain_provenance(envelopes: pa.Table, bulk: "_Bulk", sources: ScoringSources
+                      ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """The rows whose provenance the batch's columns decide alone: bulk rows of a verified batch whose digest is
+    stored and that recorded neither adapter nor executor calls (no boundary to compare), and recorded either no
+    request, or their own case's input as their request (the join check's owners of that key are the row's case
+    alone, :class:`_Owners`). Three masks (numpy): no request; the case's request and a response id; the case's
+    request and no response id. ``None`` when the batch has no such columns or the dataset's input map was
+    given whole."""
+    names = set(envelopes.schema.names)
+    if sources.full_inputs is None or not sources.digests_verified or \
+            not {"request_key", "trace_digest", "response_id", "adapter_calls", "executor_calls"} <= names:
+        return None
+    plain = bulk.fast & np.asarray(pc.and_(envelopes.column("trace_digest").is_valid(),
+                                           pc.and_(envelopes.column("adapter_calls").is_null(),
+                                                   envelopes.column("executor_calls").is_null())))
+    keys = envelopes.column("request_key").combine_chunks()
+    unrequested = plain & np.asarray(keys.is_null())
+    if not (plain & ~unrequested).any():
+        return unrequested, np.zeros_like(plain), np.zeros_like(plain)
+    entries = bulk.entries
+    own = pa.array([entry.input_key for entry in entries.distinct], pa.string()).take(pa.array(entries.index))
+    requested = plain & np.asarray(pc.equal(keys, own).fill_null(False))
+    response = envelopes.column("response_id")
+    answered = np.asarray(pc.and_(response.is_valid(), pc.not_equal(response, "").fill_null(False)))
+    return unrequested, requested & answered, requested & ~answered
+
+
+def _provenance_rows(out: _Columns, envelope: _EnvelopeRows, entries: list, observed: _Observed,
+                     sources: ScoringSources, bulk: "_Bulk | None", rows: Any) -> None:
+    """:func:`_provenance` of ``rows``, one at a time."""
     values = envelope.values
     digests, case_ids = values("trace_digest"), values("case_id")
     request_ids, response_ids = values("request_id"), values("response_id")
@@ -978,7 +1045,8 @@ def _provenance(out: _Columns, envelope: _EnvelopeRows, entries: list, observed:
                                                                     "first_divergent_boundary", "failure_owner"))
     fast = bulk.fast.tolist() if bulk is not None else None
     bulk_exact = bulk.exact.tolist() if bulk is not None else None
-    for i, entry in enumerate(entries):
+    for i in rows:
+        entry = entries[i]
         intact = digests[i] is not None if verified else digest_ok(envelope.record(i))
         status, detail = join_check_key(case_ids[i], keys[i], request_ids[i], response_ids[i], intact,
                                         _row_inputs(entry, sources))
