@@ -11,6 +11,7 @@ from tooleval.rules import (
     RULE_NAMES,
     KeywordConfirmation,
     PolicyConfig,
+    ToolTable,
     Violation,
     check_policies,
     match_plans,
@@ -184,6 +185,25 @@ def test_required_argument_case_and_tool_level():
     assert [(v.rule, v.tool) for v in found if v.rule == "required_argument"] == [
         ("required_argument", "send"), ("required_argument", "refund")]
     assert "lacks to" in found[0].detail and "lacks amount" in found[1].detail
+
+
+def test_required_argument_with_a_tool_table():
+    # a ToolTable answers "which tools declare required_arguments" from its set: only send does among TOOLS
+    table = ToolTable(TOOLS.values())
+    assert table.required == {"send"}
+    msgs = messages("hi", (call("send", body="x"), {}), (call("lookup", id="A"), {}), (call("send", to="b"), {}))
+    model = Case.model_validate({"case_id": "c", "input": "", "expected_calls": []})
+    observed = calls_from_messages(msgs)
+    match, _ = match_plans(model.plans, observed, None)
+    found = check_policies(model, table, msgs, observed, match)
+    # call #1 lacks "to"; call #3 has it; lookup declares nothing
+    assert [(v.rule, v.tool, v.detail) for v in found if v.rule == "required_argument"] == [
+        ("required_argument", "send", 'call #1 send({"body":"x"}) lacks to')]
+    assert found == check_policies(model, TOOLS, msgs, observed, match)  # the dict scan finds the same
+    # no tool declares any: nothing to find, whatever the calls lack
+    bare = ToolTable(spec.model_copy(update={"required_arguments": None}) for spec in TOOLS.values())
+    assert bare.required == frozenset()
+    assert [v for v in check_policies(model, bare, msgs, observed, match) if v.rule == "required_argument"] == []
 
 
 def test_required_argument_of_a_malformed_call():

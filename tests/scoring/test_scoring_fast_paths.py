@@ -142,3 +142,16 @@ def test_the_whole_input_map_is_built_only_for_a_request_not_its_case_s_own():
     assert lazy_rows == given_rows and asked == [1]
     assert lazy_rows[0]["provenance_status"] == "mismatch"
     assert lazy_rows[0]["provenance_detail"].startswith("the trace answers case 3's request")
+
+
+def test_a_match_result_set_at_once_is_the_constructed_one():
+    from tooleval.matching import MatchResult
+    from tooleval.scoring._table import _match_result
+
+    missing, extra = [Call.from_plain_args("refund", {"id": "A"})], [Call.from_plain_args("lookup", {})]
+    # 1 of 2 observed and 1 of 2 expected calls match: precision = recall = 1/2, f1 = 2*1 / (2*1 + 1 + 1) = 1/2
+    values = (1, 1, 1, 0.5, 0.5, 0.5, False, 0, 0, missing, extra, [], ["missing", "extra"])
+    made = _match_result(*values)
+    assert made == MatchResult(*values)
+    assert repr(made) == repr(MatchResult(*values))
+    assert made.f1 == 0.5 and made.missing_calls is missing and made.mismatch_categories == ["missing", "extra"]

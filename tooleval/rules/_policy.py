@@ -30,7 +30,7 @@ from tooleval.rules._confirmation import (
 )
 from tooleval.rules._content import leaked_values_in, missing_outputs
 from tooleval.rules._match import call_identity
-from tooleval.rules._tools import confidential_fields
+from tooleval.rules._tools import ToolTable, confidential_fields
 from tooleval.rules._trajectory import Step, aligned_steps, messages_from_calls
 from tooleval.capture import Transcript
 
@@ -168,11 +168,13 @@ def check_policies(
         return call_identity(call, rules, coerce_arguments(call.args, tool_rules, rules.schemas.get(call.name))[0])
 
     forbidden = set(case.forbidden_tools or [])
-    no_reference_write = not any(is_write(c.name) for plan in case.plans for c in plan)
+    # whether a reference plan writes matters only under forbid_unreferenced_writes: its plans are not read else
+    no_reference_write = policy.forbid_unreferenced_writes and not any(is_write(c.name) for plan in case.plans
+                                                                       for c in plan)
     for s in steps:
         if s.call.name in forbidden:
             add("forbidden_tool", s.call.name, f"{describe_call(s)}: the case forbids {s.call.name}")
-        elif policy.forbid_unreferenced_writes and no_reference_write and is_write(s.call.name):
+        elif no_reference_write and is_write(s.call.name):
             outcome = "the attempt failed (no side effect)" if s.failed else "it succeeded"
             add("forbidden_tool", s.call.name, f"{describe_call(s)}: a write although no reference plan writes "
                 f"(policy forbid_unreferenced_writes); {outcome}", "advisory" if s.failed else "blocking")
@@ -300,9 +302,13 @@ def _budgets(case: Case, steps: list[Step], add) -> None:
 
 
 def _required_arguments(case: Case, tools: Mapping[str, ToolSpec], steps: list[Step], add) -> None:
-    if not case.required_arguments and not any((spec := tools.get(s.call.name)) is not None
-                                               and spec.required_arguments for s in steps):
-        return
+    if not case.required_arguments:
+        if isinstance(tools, ToolTable):  # its set is made once per table, not a spec read per call
+            required = tools.required
+            if not required or not any(s.call.name in required for s in steps):
+                return
+        elif not any((spec := tools.get(s.call.name)) is not None and spec.required_arguments for s in steps):
+            return
     for s in steps:
         spec = tools.get(s.call.name)
         names = set((case.required_arguments or {}).get(s.call.name, []))

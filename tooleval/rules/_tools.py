@@ -25,6 +25,8 @@ class ToolTable(dict):
         """Names of the tools that declare ``argument_rules``."""
         self.confidential: dict[str, list[str]] = _confidential(self)
         """Tool name -> its ``confidential_fields``, for the tools that declare some."""
+        self.required: frozenset[str] = frozenset(name for name, spec in self.items() if spec.required_arguments)
+        """Names of the tools that declare ``required_arguments``."""
 
 
 def _ruled(tools: Mapping[str, ToolSpec]) -> frozenset[str]:

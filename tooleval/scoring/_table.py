@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import functools
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any, Callable, Mapping
 
 import numpy as np
@@ -839,9 +839,9 @@ class _Policies:
         categories = [name for name, present in (("missing", fn > 0), ("extra", fp > 0), ("wrong_args", bool(wrong)),
                                                  ("duplicate", duplicates > 0), ("malformed", malformed > 0))
                       if present]
-        match = MatchResult(tp, fp, fn, tp / n_observed if n_observed else None,
-                            tp / n_expected if n_expected else None, f1_score(tp, fp, fn), fp == 0 and fn == 0,
-                            duplicates, malformed, missing, extra, list(wrong), categories)
+        match = _match_result(tp, fp, fn, tp / n_observed if n_observed else None,
+                              tp / n_expected if n_expected else None, f1_score(tp, fp, fn), fp == 0 and fn == 0,
+                              duplicates, malformed, missing, extra, list(wrong), categories)
         transcript = self.view.transcript(i, [call.name for call in observed])
         try:
             found = check_policies(entry.case, self.tools, transcript, observed, match, policy=self.policy,
@@ -850,6 +850,18 @@ class _Policies:
             return None
         return [v.to_record() for v in found], any(v.severity == "blocking" for v in found)
 
+
+def _match_result(*values: Any) -> MatchResult:
+    """``MatchResult(*values)``, its fields set at once: a frozen dataclass's ``__init__`` sets each of its thirteen
+    fields through ``object.__setattr__`` (once per row the policy rules read). The same object: equality and repr
+    read the same fields."""
+    match = _new(MatchResult)
+    match.__dict__.update(zip(_MATCH_FIELDS, values))
+    return match
+
+
+_new = object.__new__
+_MATCH_FIELDS = tuple(item.name for item in fields(MatchResult))
 
 _CATEGORIES = ("missing", "extra", "wrong_args", "duplicate", "malformed", "schema")
 """The mismatch categories, in the order a row lists them."""
