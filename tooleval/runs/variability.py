@@ -319,22 +319,6 @@ class VariabilityTally:
         if row.get("f1") is not None:
             self._f1.append(float(row["f1"]))
 
-    def add_case(self, case_id: str, slice_: Any, rows: int, outcomes: list[bool], f1: list[float]) -> None:
-        """Every row of one case at once, as :meth:`add` of each would count them: ``rows`` rows in trial order
-        (distinct trials), the last one's ``slice_``, the verdicts that are not ``None`` and the F1 values that are
-        not ``None``, each in trial order.
-
-        Raises:
-            ValueError: ``case_id`` does not come after the previous case (:meth:`add`'s order).
-        """
-        if self._case is not None and case_id <= self._case:
-            raise ValueError(f"rows are not in case order: {case_id!r} after {self._case!r}")
-        self._close()
-        self._case, self._slice = case_id, slice_
-        self.rows += rows
-        self.without += rows - len(outcomes)
-        self._outcomes, self._f1 = outcomes, f1
-
     def _close(self) -> None:
         if self._case is None:
             return
