@@ -437,9 +437,13 @@ def keep_api_client(api_url: str) -> bool:
 def warm_worker(legacy: bool = True) -> None:
     """Process-pool initializer: import the stages once per worker, not once per shard, and ragas when the run has
     a legacy pass (``legacy``), which calls it on every row. The row path never calls ragas: a run without the
-    legacy pass leaves it out (its import is ~2 s and ~107 MB of each worker)."""
+    legacy pass leaves it out (its import is ~2 s and ~110 MB of each worker, without the model providers' SDKs,
+    which a worker never calls: :func:`tooleval.scoring.ragas_metric.hide_provider_sdks`)."""
+    from tooleval.scoring.ragas_metric import hide_provider_sdks, import_ragas_metric
+
+    hide_provider_sdks()
     if legacy:
-        import ragas.metrics.collections  # noqa: F401
+        import_ragas_metric()
 
     import tooleval.scoring.rows  # noqa: F401
 

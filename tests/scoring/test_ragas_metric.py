@@ -235,3 +235,35 @@ class TestMalformedInScoredRows:
         # tp 2, fp 1, fn 0: P 2/3, R 1 -> 2*(2/3)/(5/3) = 0.8
         assert direct == 0.8
         assert row["ragas_tool_call_f1"] == direct
+
+
+_PROVIDER_PROBE = """
+import sys
+from tooleval.scoring.ragas_metric import hide_provider_sdks, import_ragas_metric, ragas_tool_call_f1
+if {hide}:
+    hide_provider_sdks()
+import_ragas_metric()
+loaded = ('anthropic' in sys.modules, 'google.genai' in sys.modules, 'instructor' in sys.modules)
+value = ragas_tool_call_f1([{{'name': 'a', 'args': {{'x': 1}}}}], [{{'name': 'a', 'args': {{'x': 1}}}}, {{'name': 'b', 'args': {{}}}}])
+import anthropic  # shown again once ragas is imported
+print(*loaded, value, sys.modules['anthropic'] is not None)
+"""
+
+
+@pytest.mark.parametrize("hide, expected", [(True, "False False True 0.6667 True"),
+                                            (False, "True True True 0.6667 True")])
+def test_ragas_without_the_model_providers_sdks(hide, expected):
+    """A process of tooleval's own (a pool worker, the command) imports ragas without the model providers' SDKs
+    that instructor registers when they are installed (anthropic and google-genai are, as the importers' test
+    producers): ToolCallF1 gives the same value, and ``import anthropic`` still works afterwards. Without
+    ``hide_provider_sdks`` (a caller's process) ragas imports them as it always does.
+
+    ToolCallF1 by hand: reference {a(x=1)}, observed {a(x=1), b()}: precision 1/2, recall 1, F1 = 2/3 -> 0.6667."""
+    import subprocess
+    import sys
+
+    pytest.importorskip("anthropic")
+    pytest.importorskip("google.genai")
+    done = subprocess.run([sys.executable, "-c", _PROVIDER_PROBE.format(hide=hide)], capture_output=True,
+                          text=True, check=True)
+    assert done.stdout.split()[-5:] == expected.split()

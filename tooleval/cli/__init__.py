@@ -44,6 +44,10 @@ def main() -> None:
     program = sys._getframe(1).f_globals.get("__name__") == "__main__"
     if program:
         end_without_teardown()
+        # the command's own process: its ragas scores ToolCallF1 and nothing else
+        from tooleval.scoring.ragas_metric import hide_provider_sdks
+
+        hide_provider_sdks()
     # Ctrl-C must interrupt from the first instant, also when the process inherited SIGINT ignored (a background
     # job of a non-interactive shell, or a scheduler that starts it so): Python keeps an inherited SIG_IGN.
     if threading_main():

@@ -350,15 +350,18 @@ def serve(key: str, preload_file: str) -> int:
     for name, value in _RUNNER_THREADS_OFF.items():
         os.environ[name] = value
     from tooleval.cli._app import prefect_environment
+    from tooleval.scoring.ragas_metric import hide_provider_sdks, provider_sdks_hidden
     from tooleval.settings import prefect_server_idle_s
 
+    hide_provider_sdks()  # the runner and its children are the command's processes, as the cold command's is
     prefect_environment(Path(preload["out"]))  # Prefect reads its settings at import: set them first
     idle_s = prefect_server_idle_s()
-    for name in preload["modules"]:
-        try:
-            importlib.import_module(name)
-        except BaseException:  # noqa: BLE001 - a module that cannot be imported here is imported by the child
-            continue
+    with provider_sdks_hidden():  # as the command imported them (instructor's providers among ragas' imports)
+        for name in preload["modules"]:
+            try:
+                importlib.import_module(name)
+            except BaseException:  # noqa: BLE001 - a module that cannot be imported here is imported by the child
+                continue
     others = other_threads()
     if others:  # an import started a thread: forking would copy a half-held lock
         _log(f"not serving: an import started a thread ({others})")

@@ -16,19 +16,68 @@ characterization tests in ``tests/scoring/test_ragas_metric.py`` pin that behavi
 from __future__ import annotations
 
 import asyncio
+from contextlib import contextmanager
 from functools import lru_cache
 from importlib.metadata import version
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable, Iterator, Sequence
 
 from tooleval.models import Call
 
-__all__ = ["ragas_version", "ragas_args", "ragas_tool_call_f1", "ragas_tool_call_f1_many"]
+__all__ = ["ragas_version", "ragas_args", "ragas_tool_call_f1", "ragas_tool_call_f1_many", "hide_provider_sdks",
+           "import_ragas_metric", "provider_sdks_hidden"]
+
+# Model providers' SDKs that ragas' LLM layer imports whenever they are installed (instructor registers a client for
+# each one it finds), although ToolCallF1 calls no model. With anthropic, google-genai and boto3 installed, they
+# were ~3,500 of the ~6,900 modules a process held after importing ragas, ~66 MB of it and half of the import's time.
+_PROVIDER_SDKS = ("anthropic", "boto3", "cerebras", "cohere", "fireworks", "google.generativeai", "google.genai",
+                  "groq", "jsonref", "mistralai", "vertexai", "writerai", "xai_sdk")
+_hide_providers = False
 
 
 @lru_cache(maxsize=1)
 def ragas_version() -> str:
     """The installed ragas version string (part of the scoring cache key)."""
     return version("ragas")
+
+
+def hide_provider_sdks() -> None:
+    """Have :func:`import_ragas_metric` import ragas without the model providers' SDKs, in this process.
+
+    For a process tooleval owns, whose ragas only scores ToolCallF1: a run's pool workers, the ``tooleval``
+    command. Not for a caller's process (a notebook that imports tooleval): there instructor would keep no client
+    for a provider hidden while it was imported."""
+    global _hide_providers
+    _hide_providers = True
+
+
+@contextmanager
+def provider_sdks_hidden() -> Iterator[None]:
+    """Inside: after :func:`hide_provider_sdks`, each SDK of :data:`_PROVIDER_SDKS` not yet imported is hidden (a
+    ``None`` entry in ``sys.modules``: ``importlib.util.find_spec`` then finds nothing, which is how instructor
+    decides whether to register a provider, and ``import`` raises ``ModuleNotFoundError``). Shown again on the way
+    out, so that a later ``import anthropic`` in the process works as usual. Without it, nothing is hidden."""
+    import sys
+
+    hidden = [name for name in _PROVIDER_SDKS if name not in sys.modules] if _hide_providers else []
+    for name in hidden:
+        sys.modules[name] = None  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        for name in hidden:
+            if name in sys.modules and sys.modules[name] is None:
+                del sys.modules[name]
+
+
+def import_ragas_metric() -> None:
+    """Import ragas' ToolCallF1 (and with it ``ragas.messages``) inside :func:`provider_sdks_hidden`, once per
+    process. Raises what importing ragas raises."""
+    import sys
+
+    if "ragas.metrics.collections" in sys.modules:
+        return
+    with provider_sdks_hidden():
+        import ragas.metrics.collections  # noqa: F401
 
 
 def ragas_args(call: Call) -> dict[str, Any]:
@@ -55,6 +104,7 @@ async def _score_one(metric: Any, expected: Sequence[dict], observed: Sequence[d
 
 
 async def _score_all(pairs: list[tuple[list[dict], list[dict]]]) -> list[float]:
+    import_ragas_metric()
     from ragas.metrics.collections import ToolCallF1
 
     # one row after the other in one coroutine, as a ragas user's loop awaits them: ToolCallF1 waits on nothing
