@@ -869,10 +869,21 @@ def _load_trusted(path: str, stamps: tuple, content_digest: str) -> Dataset:
     with open(cases_path, "rb") as handle:
         for number, raw in enumerate(handle, start=1):  # numbered as iter_json_lines numbers them
             if raw.strip():
-                case_id = json.loads(raw)["case_id"]
+                case_id = _trusted_case_id(raw)
                 index[str(case_id) if isinstance(case_id, int) else case_id] = (position, number)
             position += len(raw)
     return Dataset(root, manifest, Cases(cases_path, index), tools, content_digest)
+
+
+def _trusted_case_id(raw: bytes) -> object:
+    """The ``case_id`` of a case line the plan already validated: read by orjson (a third of the standard library's
+    time) when it is text, or else by the standard library as before (orjson reads an integer beyond 64 bits as a
+    float, and refuses some lines the plan's reader accepted), so that the id is the one the plan read."""
+    try:
+        case_id = orjson.loads(raw)["case_id"]
+    except orjson.JSONDecodeError:
+        case_id = None
+    return case_id if type(case_id) is str else json.loads(raw)["case_id"]
 
 
 def case_digests(cases: Mapping[str, Case]) -> dict[str, str]:

@@ -63,7 +63,7 @@ def test_items_and_values_read_the_file_once_in_order(tmp_path):
 def test_trusted_load_indexes_what_the_full_load_validated(tmp_path):
     """A run's workers index the cases of a dataset whose content digest the plan validated (issue 9: the full
     check took ~17 s per process at 142,858 cases): the same ids in file order on the same lines — blank lines and
-    integer ids included — the same cases, digests and slices; a changed file is refused, naming it."""
+    integer ids included, one beyond 64 bits — the same cases, digests and slices; a changed file is refused, naming it."""
     import shutil
 
     from tooleval.dataset import case_digest, content_digest_of, load_dataset_trusted
@@ -74,11 +74,15 @@ def test_trusted_load_indexes_what_the_full_load_validated(tmp_path):
     numbered = json.loads(lines[3])
     numbered["case_id"] = 987654  # read as the text "987654"
     lines[3] = json.dumps(numbered)
+    wide = json.loads(lines[4])
+    wide["case_id"] = 2**70  # beyond 64 bits: orjson would read it as a float, 1.1805916207174113e+21
+    lines[4] = json.dumps(wide)
     (data / "cases.jsonl").write_text("\n".join([lines[0], "", "   ", *lines[1:]]) + "\n")
     full = load_dataset(data)
     trusted = load_dataset_trusted(data, full.content_digest)
     assert trusted is not full and trusted.content_digest == full.content_digest == content_digest_of(data)
     assert list(trusted.cases) == list(full.cases) and "987654" in trusted.cases
+    assert "1180591620717411303424" in trusted.cases
     assert trusted.cases._index == full.cases._index  # (byte offset, line number), blank lines counted
     assert [trusted.cases[k] for k in trusted.cases] == [full.cases[k] for k in full.cases]
     assert trusted.cases.digests() == full.cases.digests() == {k: case_digest(c) for k, c in full.cases.items()}
