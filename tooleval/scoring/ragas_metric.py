@@ -30,7 +30,7 @@ __all__ = ["ragas_version", "ragas_args", "ragas_tool_call_f1", "ragas_tool_call
 # each one it finds), although ToolCallF1 calls no model. With anthropic, google-genai and boto3 installed, they
 # were ~3,500 of the ~6,900 modules a process held after importing ragas, ~66 MB of it and half of the import's time.
 _PROVIDER_SDKS = ("anthropic", "boto3", "cerebras", "cohere", "fireworks", "google.generativeai", "google.genai",
-                  "groq", "jsonref", "mistralai", "vertexai", "writerai", "xai_sdk")
+                  "groq", "mistralai", "vertexai", "writerai", "xai_sdk")
 _hide_providers = False
 
 
