@@ -207,3 +207,21 @@ def test_a_plan_with_the_traces_read_on_threads_is_the_plan_without(tmp_path, mo
         plan_module.plan_run(RunSpec(dataset=str(data), out=str(tmp_path / "out3"), run_id="r1"))
     assert caught.value.line == len(lines) and f"line longer than {cap} bytes" in str(caught.value)
     assert len(threads) == 2
+
+
+def test_a_case_id_with_a_lone_surrogate_in_one_range_joins_with_the_plain_ids_of_another(tmp_path):
+    # A part's case ids travel as an Arrow array: a string array, or a binary one of UTF-8 bytes where an id holds
+    # a lone surrogate (which a string array cannot hold). Ranges of both kinds join into what one pass gives: the
+    # keys in line order, and the later copy of a key repeated across the two kinds of range reported on its line.
+    lines = [_trace("A", 0), _trace("B", 0), _trace("\ud800x", 1), _trace("A", 0), _trace("\ud800x", 1)]
+    path = tmp_path / "traces.jsonl"
+    path.write_bytes(b"".join(json.dumps(line).encode() + b"\n" for line in lines))
+    one_pass = index_traces(path)
+    for parts in (2, 3, 5):
+        joined, count = _joined(path, parts)
+        assert count > 1
+        assert _summary(joined) == _summary(one_pass)
+    assert one_pass.keys == {("A", 0): 1, ("B", 0): 2, ("\ud800x", 1): 3}  # key -> its first line
+    # an error names the id with its escape written out, as errors.json can hold it
+    assert [(e.kind, e.case_id, e.line) for e in one_pass.errors] == [("bad_trace", "A", 4),
+                                                                      ("bad_trace", "\\ud800x", 5)]

@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 from itertools import groupby
 from operator import itemgetter
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Collection, Iterable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Collection, Iterable, Iterator
 
 import orjson
 from pydantic import ValidationError
@@ -698,9 +698,12 @@ class TracePart:
     """Lines in the range, blank ones included."""
     errors: list = field(default_factory=list)
     """In line order: a :class:`~tooleval.errors.RowError` of each unusable line."""
-    case_ids: list = field(default_factory=list)
+    case_ids: Any = field(default_factory=list)
     """The case id of each line that answers a key, in line order (whether an earlier line or range holds the
-    same key is decided when the ranges are joined), with its :attr:`trials` and :attr:`key_lines`."""
+    same key is decided when the ranges are joined), with its :attr:`trials` and :attr:`key_lines`: a list while
+    the range is read, then an Arrow array (:func:`_id_array`) once :func:`index_part` returns it. A worker hands
+    the part to the flow, where a million lines' ids as Python strings were ~100 MB of objects the flow's
+    allocator kept after the plan."""
     trials: array = field(default_factory=lambda: array("q"))
     key_lines: array = field(default_factory=lambda: array("q"))
     has_requests: bool = False
@@ -745,7 +748,19 @@ def index_part(path: Path, span: tuple[int, int] | None = None, whole: "hashlib.
         if exc.line is None:
             raise
         part.failure = exc
+    part.case_ids = _id_array(part.case_ids)
     return part
+
+
+def _id_array(case_ids: list[str]) -> "pa.Array":
+    """``case_ids`` as an Arrow string array; as a binary array of their UTF-8 bytes when one holds a lone
+    surrogate (an id decoded from such an escape), which a string array cannot hold, passed through as it is."""
+    import pyarrow as pa
+
+    try:
+        return pa.array(case_ids, pa.string())
+    except (UnicodeEncodeError, pa.ArrowException):
+        return pa.array([case_id.encode("utf-8", "surrogatepass") for case_id in case_ids], pa.binary())
 
 
 _BLOCK = 8 << 20
@@ -1001,10 +1016,11 @@ def join_trace_parts(path: Path, digest: str, parts: Iterable[TracePart]) -> Tra
         InputFileError: a range's ``failure``, with its line numbered in the whole file.
     """
     import numpy as np
+    import pyarrow as pa
 
     index = TraceIndex(path=path, digest=digest)
     base = 0
-    case_ids: list[str] = []
+    case_ids: list[pa.Array] = []
     trials: list[np.ndarray] = []
     lines: list[np.ndarray] = []
     for part in parts:
@@ -1014,7 +1030,7 @@ def join_trace_parts(path: Path, digest: str, parts: Iterable[TracePart]) -> Tra
         for error in part.errors:
             index.errors.append(RowError(error.kind, error.case_id, error.trial, error.message, error.path,
                                          error.line + base))
-        case_ids += part.case_ids
+        case_ids.append(part.case_ids if isinstance(part.case_ids, pa.Array) else _id_array(part.case_ids))
         trials.append(np.frombuffer(part.trials, np.int64) if len(part.trials) else np.zeros(0, np.int64))
         lines.append((np.frombuffer(part.key_lines, np.int64) if len(part.key_lines) else np.zeros(0, np.int64))
                      + base)
@@ -1024,24 +1040,24 @@ def join_trace_parts(path: Path, digest: str, parts: Iterable[TracePart]) -> Tra
         index.offsets.extend(part.offsets)
         index.line_digests += part.line_digests
         base += part.lines
-    if case_ids:
-        index.key_table, repeated = _first_keys(path, case_ids, np.concatenate(trials), np.concatenate(lines))
+    if sum(len(ids) for ids in case_ids):
+        if any(ids.type == pa.binary() for ids in case_ids):  # one part's ids hold a lone surrogate
+            case_ids = [ids.cast(pa.binary()) for ids in case_ids]
+        index.key_table, repeated = _first_keys(path, pa.concat_arrays(case_ids), np.concatenate(trials),
+                                                np.concatenate(lines))
         if repeated:  # each error at its line, among the unusable lines' errors (both in line order)
             index.errors = sorted(index.errors + repeated, key=lambda error: error.line)
     return index
 
 
-def _first_keys(path: Path, case_ids: list[str], trials, lines) -> tuple["pa.Table", list[RowError]]:
-    """The key table of the lines that answer a key (in line order): each key's first line kept, and a
-    ``bad_trace`` error for each later line with the same key."""
+def _first_keys(path: Path, ids: "pa.Array", trials, lines) -> tuple["pa.Table", list[RowError]]:
+    """The key table of the lines that answer a key (in line order; ``ids`` their case ids, as
+    :func:`_id_array` gives them): each key's first line kept, and a ``bad_trace`` error for each later line with
+    the same key."""
     import numpy as np
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    try:
-        ids = pa.array(case_ids, pa.string())
-    except (UnicodeEncodeError, pa.ArrowException):  # a lone surrogate: its UTF-8 bytes, passed through
-        ids = pa.array([case_id.encode("utf-8", "surrogatepass") for case_id in case_ids], pa.binary())
     codes = pc.dictionary_encode(ids).indices.to_numpy().astype(np.int64)
     order = np.lexsort((lines, trials, codes))  # each key's lines together, the first line first
     codes_sorted, trials_sorted = codes[order], trials[order]
