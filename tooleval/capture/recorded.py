@@ -1030,7 +1030,7 @@ def join_trace_parts(path: Path, digest: str, parts: Iterable[TracePart]) -> Tra
         for error in part.errors:
             index.errors.append(RowError(error.kind, error.case_id, error.trial, error.message, error.path,
                                          error.line + base))
-        case_ids.append(part.case_ids if isinstance(part.case_ids, pa.Array) else _id_array(part.case_ids))
+        case_ids.append(part.case_ids)
         trials.append(np.frombuffer(part.trials, np.int64) if len(part.trials) else np.zeros(0, np.int64))
         lines.append((np.frombuffer(part.key_lines, np.int64) if len(part.key_lines) else np.zeros(0, np.int64))
                      + base)
