@@ -45,9 +45,11 @@ def main() -> None:
     if program:
         end_without_teardown()
         # the command's own process: its ragas scores ToolCallF1 and nothing else
+        from tooleval.runs.memory import return_freed_memory
         from tooleval.scoring.ragas_metric import hide_provider_sdks
 
         hide_provider_sdks()
+        return_freed_memory()
     # Ctrl-C must interrupt from the first instant, also when the process inherited SIGINT ignored (a background
     # job of a non-interactive shell, or a scheduler that starts it so): Python keeps an inherited SIG_IGN.
     if threading_main():

@@ -354,6 +354,9 @@ def serve(key: str, preload_file: str) -> int:
     from tooleval.settings import prefect_server_idle_s
 
     hide_provider_sdks()  # the runner and its children are the command's processes, as the cold command's is
+    from tooleval.runs.memory import return_freed_memory
+
+    return_freed_memory()
     prefect_environment(Path(preload["out"]))  # Prefect reads its settings at import: set them first
     idle_s = prefect_server_idle_s()
     with provider_sdks_hidden():  # as the command imported them (instructor's providers among ragas' imports)

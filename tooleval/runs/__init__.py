@@ -103,6 +103,8 @@ _EXPORTS = {
     "default_shard_size": "tooleval.runs.shards",
     "is_boundary": "tooleval.runs.shards",
     "release_free_memory": "tooleval.runs.shards",
+    "return_freed_memory": "tooleval.runs.memory",
+    "MMAP_THRESHOLD": "tooleval.runs.memory",
     "run_scopes": "tooleval.runs.shards",
     "scan_lines": "tooleval.runs.shards",
     "scoring_key": "tooleval.runs.shards",

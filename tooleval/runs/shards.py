@@ -280,7 +280,8 @@ def _malloc_trim():
 
 def release_free_memory() -> None:
     """Give the memory this process has freed, but its allocators still keep, back to the operating system: Arrow's
-    pool (mimalloc keeps the pages of freed buffers for reuse) and glibc's heap (``malloc_trim``).
+    pool (mimalloc, Arrow's default, keeps the pages of freed buffers for reuse; see also
+    :func:`tooleval.runs.memory.return_freed_memory`) and glibc's heap (``malloc_trim``).
 
     Call it after a bounded step that read large tables (a shard's stages in a worker, a shard's publication in
     the flow). Reading and rewriting a 93 MB table of 5,664 tau envelopes left a process ~135 MB larger each time
