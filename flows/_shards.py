@@ -439,10 +439,10 @@ def warm_worker(legacy: bool = True) -> None:
     a legacy pass (``legacy``), which calls it on every row. The row path never calls ragas: a run without the
     legacy pass leaves it out (its import is ~2 s and ~110 MB of each worker, without the model providers' SDKs,
     which a worker never calls: :func:`tooleval.scoring.ragas_metric.hide_provider_sdks`)."""
-    from tooleval.runs.memory import return_freed_memory
+    from tooleval.runs.memory import WORKER_MMAP_THRESHOLD, return_freed_memory
     from tooleval.scoring.ragas_metric import hide_provider_sdks, import_ragas_metric
 
-    return_freed_memory()  # before the first buffer: a worker's memory is what it holds, not what it once held
+    return_freed_memory(WORKER_MMAP_THRESHOLD)  # before the first buffer: a worker holds what it holds now
     hide_provider_sdks()
     if legacy:
         import_ragas_metric()

@@ -105,6 +105,7 @@ _EXPORTS = {
     "release_free_memory": "tooleval.runs.shards",
     "return_freed_memory": "tooleval.runs.memory",
     "MMAP_THRESHOLD": "tooleval.runs.memory",
+    "WORKER_MMAP_THRESHOLD": "tooleval.runs.memory",
     "run_scopes": "tooleval.runs.shards",
     "scan_lines": "tooleval.runs.shards",
     "scoring_key": "tooleval.runs.shards",

@@ -11,21 +11,26 @@ import ctypes.util
 import os
 import sys
 
-__all__ = ["return_freed_memory", "MMAP_THRESHOLD"]
+__all__ = ["return_freed_memory", "MMAP_THRESHOLD", "WORKER_MMAP_THRESHOLD"]
 
 MMAP_THRESHOLD = 128 << 10
-"""Bytes from which glibc serves a block with its own ``mmap`` and unmaps it when it is freed: glibc's initial
-value, which :func:`return_freed_memory` keeps fixed."""
+"""Bytes from which glibc serves a block with its own ``mmap`` and unmaps it when it is freed, in the flow's
+process: glibc's initial value, which :func:`return_freed_memory` keeps fixed."""
+WORKER_MMAP_THRESHOLD = 1 << 20
+"""The same in a run's pool worker: higher, because each block mmapped and unmapped costs CPU, and trace capture
+allocates many blocks above 128 KiB on long traces (tau's capture cost ~14 % more CPU with 128 KiB, ~7 % with
+1 MiB; ``bench/row_path_stages.py``, alternated, noisy)."""
 _M_MMAP_THRESHOLD = -3  # mallopt's parameter number for it, from glibc's <malloc.h>
 _ARROW_POOL_ENV = "ARROW_DEFAULT_MEMORY_POOL"
 _done: list[bool] = []
 
 
-def return_freed_memory() -> None:
+def return_freed_memory(mmap_threshold: int | None = MMAP_THRESHOLD) -> None:
     """Make this process's allocators give freed memory back as it is freed, for a process tooleval owns (the
     command's, a warm runner's, a run's pool workers; not a caller's notebook, whose Arrow pool it would change):
     Arrow's buffers come from the system allocator instead of mimalloc, and glibc's ``mmap`` threshold stays at
-    :data:`MMAP_THRESHOLD`.
+    ``mmap_threshold`` bytes (``None``: glibc's own, raised as it goes; a pool worker passes
+    :data:`WORKER_MMAP_THRESHOLD`).
 
     Before pyarrow is imported, Arrow's choice is made through ``ARROW_DEFAULT_MEMORY_POOL=system``, which Arrow
     reads when it is imported, here and in the processes this one starts (the pool's workers); after, by
@@ -40,6 +45,10 @@ def return_freed_memory() -> None:
     sit among them. Measured with ``tooleval bench --rows 1000000 --profile bfcl`` (the run's processes sampled
     every 0.5 s): the runs' peak fell from 2,039-2,125 MB to 1,701 MB at the same speed; a flow's process after a
     200,000-row run held ~325 MB instead of ~450 (~375 with the Arrow pool alone, ~418 with the threshold alone).
+
+    On 1,000,000 bfcl rows the flow's threshold made ~120 MB of that peak (1,905 MB with the Arrow pool alone). On
+    200,000 tau rows the run's peak was 1,521 MB with 128 KiB in every process, 1,532 with 1 MiB in every process
+    and 1,636 with glibc's own threshold in the workers.
     """
     if _done:
         return
@@ -51,11 +60,11 @@ def return_freed_memory() -> None:
             pa.set_memory_pool(pa.system_memory_pool())
         else:
             os.environ[_ARROW_POOL_ENV] = "system"
-    if os.environ.get("MALLOC_MMAP_THRESHOLD_"):
+    if mmap_threshold is None or os.environ.get("MALLOC_MMAP_THRESHOLD_"):
         return
     try:
         mallopt = ctypes.CDLL(ctypes.util.find_library("c")).mallopt
     except (OSError, AttributeError, TypeError):
         return
     # fixing the threshold also turns off glibc's raising of it
-    mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD)
+    mallopt(_M_MMAP_THRESHOLD, mmap_threshold)
