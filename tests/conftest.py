@@ -15,6 +15,12 @@ from pathlib import Path
 _PREFECT_HOME = Path(tempfile.mkdtemp(prefix="tooleval-test-prefect-"))
 atexit.register(shutil.rmtree, _PREFECT_HOME, ignore_errors=True)  # the harness's database and results go too
 os.environ.setdefault("PREFECT_HOME", str(_PREFECT_HOME))
+if "TOOLEVAL_TEST_TEMPLATE_DIR" not in os.environ:
+    # the session's migrated Prefect database (tests/support/prefect_home.py): made by the process that starts the
+    # session (the xdist controller, whose workers inherit the variable) and removed when that process ends
+    _TEMPLATES = Path(tempfile.mkdtemp(prefix="tooleval-test-prefect-template-"))
+    os.environ["TOOLEVAL_TEST_TEMPLATE_DIR"] = str(_TEMPLATES)
+    atexit.register(shutil.rmtree, _TEMPLATES, ignore_errors=True)
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
 os.environ.setdefault("PREFECT_SERVER_LOGGING_LEVEL", "CRITICAL")

@@ -27,8 +27,11 @@ def _template() -> Path:
     """The session's migrated ``prefect.db``, built by the first worker that asks (the others wait for it)."""
     import prefect
 
-    run = os.environ.get("PYTEST_XDIST_TESTRUNUID", f"pid{os.getpid()}")  # one per run, shared by its workers
-    folder = Path(tempfile.gettempdir()) / f"tooleval-test-prefect-template-{os.getuid()}-{prefect.__version__}-{run}"
+    folder = os.environ.get("TOOLEVAL_TEST_TEMPLATE_DIR")  # the session's (tests/conftest.py), removed after it
+    if folder is None:  # outside a pytest session of this suite: one per process, left in the temporary folder
+        name = f"tooleval-test-prefect-template-{os.getuid()}-{prefect.__version__}-pid{os.getpid()}"
+        folder = Path(tempfile.gettempdir()) / name
+    folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     database = folder / "prefect.db"
     with open(folder / ".lock", "w") as lock:

@@ -9,6 +9,9 @@ import typer
 
 from tooleval.cli._app import app, console, err_console
 
+BENCH_MODULES = ("psutil", "agentic_evals")
+"""What ``tooleval bench`` imports from the ``bench`` extra (pyproject.toml)."""
+
 
 @app.command()
 def synth(
@@ -52,11 +55,16 @@ def bench(
     if profile not in PROFILES:
         err_console.print(f"[bold red]error:[/] unknown --profile {profile!r}; use {' or '.join(PROFILES)}.")
         raise typer.Exit(2)
-    try:
-        from tooleval.bench import BenchRuns, run_bench
-    except ImportError as exc:  # pragma: no cover - depends on the install
-        err_console.print(f"[bold red]error:[/] {exc}; install the bench extra: pip install -e '.[bench]'")
+    # the bench extra's modules are imported deep inside the run (the process tree's sampler, the agentic-evals
+    # peer): look for them first, so that a missing one stops the command before the corpus is written
+    from importlib.util import find_spec
+
+    missing = [name for name in BENCH_MODULES if find_spec(name) is None]
+    if missing:
+        err_console.print(f"[bold red]error:[/] the benchmark needs {', '.join(missing)}, which the bench extra "
+                          "installs: pip install -e '.\\[bench]'")  # the backslash: '[bench]' is not rich markup
         raise typer.Exit(2)
+    from tooleval.bench import BenchRuns, run_bench
     from tooleval.cli._app import LocalPrefect
 
     result = run_bench(rows, profile, seed=seed, workdir=workdir, runs=BenchRuns(workers, shard_size),
