@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import functools
 import os
 import sys
 
-__all__ = ["return_freed_memory", "MMAP_THRESHOLD", "WORKER_MMAP_THRESHOLD"]
+__all__ = ["return_freed_memory", "glibc_function", "MMAP_THRESHOLD", "WORKER_MMAP_THRESHOLD"]
 
 MMAP_THRESHOLD = 128 << 10
 """Bytes from which glibc serves a block with its own ``mmap`` and unmaps it when it is freed, in the flow's
@@ -23,6 +24,16 @@ allocates many blocks above 128 KiB on long traces (tau's capture cost ~14 % mor
 _M_MMAP_THRESHOLD = -3  # mallopt's parameter number for it, from glibc's <malloc.h>
 _ARROW_POOL_ENV = "ARROW_DEFAULT_MEMORY_POOL"
 _done: list[bool] = []
+
+
+@functools.lru_cache(maxsize=None)
+def glibc_function(name: str):
+    """The C library's function ``name`` (``malloc_trim``, ``mallopt``: glibc's, for its allocator), or ``None``
+    where the C library has none (macOS, musl)."""
+    try:
+        return getattr(ctypes.CDLL(ctypes.util.find_library("c")), name)
+    except (OSError, AttributeError, TypeError):
+        return None
 
 
 def return_freed_memory(mmap_threshold: int | None = MMAP_THRESHOLD) -> None:
@@ -62,9 +73,6 @@ def return_freed_memory(mmap_threshold: int | None = MMAP_THRESHOLD) -> None:
             os.environ[_ARROW_POOL_ENV] = "system"
     if mmap_threshold is None or os.environ.get("MALLOC_MMAP_THRESHOLD_"):
         return
-    try:
-        mallopt = ctypes.CDLL(ctypes.util.find_library("c")).mallopt
-    except (OSError, AttributeError, TypeError):
-        return
-    # fixing the threshold also turns off glibc's raising of it
-    mallopt(_M_MMAP_THRESHOLD, mmap_threshold)
+    mallopt = glibc_function("mallopt")
+    if mallopt is not None:  # fixing the threshold also turns off glibc's raising of it
+        mallopt(_M_MMAP_THRESHOLD, mmap_threshold)

@@ -17,9 +17,6 @@ is submitted. Memory is bounded by the shard size, not the corpus.
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
-import functools
 import gc
 import hashlib
 import math
@@ -269,15 +266,6 @@ def cyclic_gc_paused() -> Iterator[None]:
             gc.enable()
 
 
-@functools.lru_cache(maxsize=1)
-def _malloc_trim():
-    """glibc's ``malloc_trim``, or ``None`` where the C library has none (macOS, musl)."""
-    try:
-        return ctypes.CDLL(ctypes.util.find_library("c")).malloc_trim
-    except (OSError, AttributeError, TypeError):
-        return None
-
-
 def release_free_memory() -> None:
     """Give the memory this process has freed, but its allocators still keep, back to the operating system: Arrow's
     pool (mimalloc, Arrow's default, keeps the pages of freed buffers for reuse; see also
@@ -289,7 +277,9 @@ def release_free_memory() -> None:
     every process of a run held it at once."""
     import pyarrow as pa
 
+    from tooleval.runs.memory import glibc_function
+
     pa.default_memory_pool().release_unused()
-    trim = _malloc_trim()
+    trim = glibc_function("malloc_trim")
     if trim is not None:
         trim(0)
